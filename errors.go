@@ -1,0 +1,182 @@
+package retry
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Reason says why the loop stopped retrying.
+type Reason uint8
+
+const (
+	// ReasonNone is the zero Reason: the loop has not given up.
+	ReasonNone Reason = iota
+	// ReasonAttempts: every allowed attempt was used.
+	ReasonAttempts
+	// ReasonDeadline: the policy's or the context's deadline has passed, or
+	// the next wait would have ended after it.
+	ReasonDeadline
+	// ReasonContext: the caller's context was cancelled (or its deadline
+	// passed) during an attempt or a wait.
+	ReasonContext
+	// ReasonPermanent: the error is not retryable ([Permanent], or
+	// Policy.Retryable said no).
+	ReasonPermanent
+	// ReasonBudget: the retry budget refused the retry.
+	ReasonBudget
+	// ReasonThrottled: the client-side throttle refused the attempt.
+	ReasonThrottled
+)
+
+var reasonNames = [...]string{"none", "attempts", "deadline", "context", "permanent", "budget", "throttled"}
+
+// String returns the reason's name ("attempts", "deadline", ...).
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// ErrBudgetExhausted matches (with errors.Is) an [*Error] whose retry was
+// refused by the policy's Budget.
+var ErrBudgetExhausted = errors.New("retry: retry budget exhausted")
+
+// ErrThrottled matches (with errors.Is) an [*Error] whose attempt was refused
+// by the policy's Throttle before touching the network.
+var ErrThrottled = errors.New("retry: throttled by the client")
+
+// Error is returned by [Do] and [Run] when they give up on a retryable error.
+// errors.Is and errors.As reach both the last attempt's error and the
+// context's cause, so errors.Is(err, io.ErrUnexpectedEOF) and
+// errors.Is(err, context.Canceled) both work.
+type Error struct {
+	// Attempts is the number of attempts made (0 if the first was throttled).
+	Attempts int
+	// Elapsed is the time from the first attempt to the give-up. When the
+	// policy has no Deadline the clock is first read when the first attempt
+	// fails (the success path reads no clock), so Elapsed then excludes the
+	// first attempt's duration.
+	Elapsed time.Duration
+	// Reason says why the loop stopped.
+	Reason Reason
+	// Last is the last attempt's error (nil if no attempt was made).
+	Last error
+	// Cause is context.Cause of the caller's context when it ended the loop,
+	// or of the policy deadline, else nil.
+	Cause error
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("retry: gave up after %d attempt", e.Attempts)
+	if e.Attempts != 1 {
+		msg += "s"
+	}
+	msg += fmt.Sprintf(" in %v (%s)", e.Elapsed.Round(time.Millisecond), e.Reason)
+	if e.Last != nil {
+		msg += ": " + e.Last.Error()
+	}
+	if e.Cause != nil && e.Cause != e.Last {
+		msg += " (cause: " + e.Cause.Error() + ")"
+	}
+	return msg
+}
+
+// Unwrap returns the last error and the cause, those that are set.
+func (e *Error) Unwrap() []error {
+	switch {
+	case e.Last != nil && e.Cause != nil:
+		return []error{e.Last, e.Cause}
+	case e.Last != nil:
+		return []error{e.Last}
+	case e.Cause != nil:
+		return []error{e.Cause}
+	}
+	return nil
+}
+
+// Is makes errors.Is(err, ErrBudgetExhausted) and errors.Is(err, ErrThrottled)
+// true for the matching reasons.
+func (e *Error) Is(target error) bool {
+	return (target == ErrBudgetExhausted && e.Reason == ReasonBudget) ||
+		(target == ErrThrottled && e.Reason == ReasonThrottled)
+}
+
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string { return p.err.Error() }
+func (p *permanentError) Unwrap() error { return p.err }
+
+// Permanent marks err as not retryable: the loop stops at once and returns
+// err itself (the mark removed). Permanent(nil) is nil. The mark is found
+// anywhere in the error's chain, so fmt.Errorf("...: %w", Permanent(err))
+// also stops the loop (and is returned as is).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+// IsPermanent reports whether err's chain holds an error marked with
+// [Permanent].
+func IsPermanent(err error) bool {
+	return find(err, func(e error) bool { _, ok := e.(*permanentError); return ok }) != nil
+}
+
+type hintError struct {
+	err error
+	d   time.Duration
+}
+
+func (h *hintError) Error() string             { return h.err.Error() }
+func (h *hintError) Unwrap() error             { return h.err }
+func (h *hintError) RetryAfter() time.Duration { return h.d }
+
+// After wraps err with a server hint: the next wait will be at least d (plus
+// jitter), capped by the policy's MaxRetryAfter, and checked against the
+// deadlines like any wait. After(nil, d) is nil; a negative d is taken as 0.
+//
+// Any error in the chain with a method RetryAfter() time.Duration is a hint
+// too, so integrations can attach hints to their own error types.
+func After(err error, d time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &hintError{err, max(d, 0)}
+}
+
+// RetryAfter returns the server hint carried by err's chain, if any
+// (see [After]).
+func RetryAfter(err error) (time.Duration, bool) {
+	e := find(err, func(e error) bool { _, ok := e.(interface{ RetryAfter() time.Duration }); return ok })
+	if e == nil {
+		return 0, false
+	}
+	return max(e.(interface{ RetryAfter() time.Duration }).RetryAfter(), 0), true
+}
+
+// find walks err's chain (depth first, both Unwrap forms) without allocating
+// and returns the first error for which match is true.
+func find(err error, match func(error) bool) error {
+	for err != nil {
+		if match(err) {
+			return err
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if f := find(e, match); f != nil {
+					return f
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
+}

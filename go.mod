@@ -1,0 +1,3 @@
+module github.com/backoffkit/retry
+
+go 1.26

@@ -1,0 +1,327 @@
+package retry
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Zero is an explicit zero for the duration fields of a [Policy].
+//
+// A duration field left at 0 means "use the default" (so Policy{} is Google's
+// default policy). To really ask for zero, set the field to Zero: for example
+// Policy{Jitter: retry.Zero} retries with no jitter at all, and
+// Policy{InitialDelay: retry.Zero, MaxDelay: retry.Zero} retries at once.
+// The Python Gen AI SDK cannot express this (it treats 0 as unset); ours can.
+// Any other negative duration is invalid.
+const Zero time.Duration = math.MinInt64
+
+// Google's documented defaults, as in the Gen AI SDK's HttpRetryOptions.
+const (
+	DefaultAttempts     = 5
+	DefaultInitialDelay = 1 * time.Second
+	DefaultMaxDelay     = 60 * time.Second
+	DefaultExpBase      = 2.0
+	DefaultJitter       = 1 * time.Second
+)
+
+// DefaultStatusCodes are the HTTP status codes retried when
+// [Policy.StatusCodes] is nil: 408, 429, 500, 502, 503 and 504.
+var DefaultStatusCodes = []int{408, 429, 500, 502, 503, 504}
+
+// Policy says how to retry. It is a plain value: copy it, keep one per client
+// and override fields per call with [Policy.Merge].
+//
+// Fields mirror the Gen AI SDK's HttpRetryOptions. A field at its zero value
+// takes the default named in its comment; use [Zero] for an explicit zero
+// duration. Defaults are resolved once per call, so a Policy can be shared by
+// many goroutines as long as nobody writes to it.
+type Policy struct {
+	// Attempts is the total number of attempts, the first call included.
+	// 0 means 5. 1 means no retries.
+	Attempts int
+
+	// InitialDelay is the wait before the first retry, before jitter.
+	// 0 means 1 s.
+	InitialDelay time.Duration
+
+	// MaxDelay caps any single wait computed by the Shape. 0 means 60 s.
+	MaxDelay time.Duration
+
+	// ExpBase is the base of the exponential growth. 0 means 2.
+	ExpBase float64
+
+	// Jitter is the upper bound of the random extra (for ShapeGoogle and
+	// ShapeJitterAtCap). 0 means 1 s; Zero means no jitter.
+	Jitter time.Duration
+
+	// Deadline is the total time allowed, measured from the first attempt:
+	// no attempt starts, and no wait is begun that would end, after it, and
+	// the attempt running at the deadline is cancelled. 0 means only the
+	// context's deadline applies.
+	Deadline time.Duration
+
+	// AttemptTimeout bounds each attempt separately from Deadline (for
+	// example 10 to 30 minutes for Flex, seconds for real-time chat). An
+	// attempt that times out is retried. 0 means no per-attempt timeout.
+	AttemptTimeout time.Duration
+
+	// MaxRetryAfter caps a server's hint (see [After]): a hint asks for a wait
+	// of at least its value (plus jitter) but never more than MaxRetryAfter.
+	// 0 means MaxDelay; Zero means hints are ignored.
+	MaxRetryAfter time.Duration
+
+	// Shape is the formula that turns a retry number into a wait.
+	// The zero value is ShapeGoogle, the documented formula.
+	Shape Shape
+
+	// StatusCodes lists the HTTP status codes that trigger a retry, for the
+	// packages that speak HTTP (httpretry, gaxretry, the CLI). nil means
+	// DefaultStatusCodes; an empty non-nil slice retries no status code.
+	StatusCodes []int
+
+	// Retryable classifies an error; returning false stops the loop and
+	// returns the error as is. nil means every error is retryable except
+	// those marked with [Permanent] and the context's own cancellation.
+	Retryable func(error) bool
+
+	// Observer receives one event per retry and one when the loop gives up
+	// (and, when set, one on success). nil logs retries and give-ups to
+	// slog.Default() at Debug level, which is silent unless enabled.
+	Observer Observer
+
+	// Budget, when set, limits retries across every call that shares it (see
+	// [TokenBucket] and [RatioBudget]). First attempts are never refused
+	// by a budget.
+	Budget Limiter
+
+	// Throttle, when set, may refuse any attempt, the first included, before
+	// it is made (see [AdaptiveThrottle]). A refused first attempt fails fast
+	// with [ErrThrottled].
+	Throttle Limiter
+
+	// Rand returns a uniform random number in [0, 1). It must be safe for
+	// concurrent use if the Policy is shared. nil means math/rand/v2's
+	// Float64. Use [NewRand] for a seeded source in tests.
+	Rand func() float64
+}
+
+// Limiter decides whether an attempt may go ahead and learns from outcomes.
+// Budgets and throttles implement it; one Limiter is usually shared by every
+// call of a client. Implementations must be safe for concurrent use.
+type Limiter interface {
+	// Admit is called before each attempt; retry is false for a call's
+	// first attempt. Returning false refuses the attempt.
+	Admit(retry bool) bool
+	// Record reports how an admitted attempt ended: ok is false when it
+	// failed with a retryable error (the service was unavailable or
+	// overloaded), true when it succeeded or failed permanently.
+	Record(ok bool)
+}
+
+// Google returns Google's documented default policy: 5 attempts, 1 s initial
+// delay, base 2, 60 s cap, up to 1 s of jitter, HTTP status codes 408, 429,
+// 500, 502, 503 and 504. It equals the zero Policy with its defaults spelled out.
+func Google() Policy {
+	return Policy{
+		Attempts:     DefaultAttempts,
+		InitialDelay: DefaultInitialDelay,
+		MaxDelay:     DefaultMaxDelay,
+		ExpBase:      DefaultExpBase,
+		Jitter:       DefaultJitter,
+		StatusCodes:  slices.Clone(DefaultStatusCodes),
+	}
+}
+
+// ModelArmor returns the Model Armor API's variant: retry 500, 502, 503 and
+// 504, wait 1 s, 2 s, 4 s, ... plus up to 1 s of jitter, each wait capped at
+// 32 s, and stop after 300 s in all (the page's suggestion for a CI/CD step).
+// Attempts is 12 so that the 300 s deadline, not the count, usually ends the
+// loop. The page allows retrying 429 too and a 64 s cap: append 429 to
+// StatusCodes and set MaxDelay to 64 s for that.
+func ModelArmor() Policy {
+	return Policy{
+		Attempts:     12,
+		InitialDelay: time.Second,
+		MaxDelay:     32 * time.Second,
+		ExpBase:      2,
+		Jitter:       time.Second,
+		Deadline:     300 * time.Second,
+		StatusCodes:  []int{500, 502, 503, 504},
+	}
+}
+
+// resolve returns p with its defaults filled in and its Zero sentinels turned
+// into zeros. It does not validate.
+func (p Policy) resolve() Policy {
+	p.resolveInPlace()
+	return p
+}
+
+func (p *Policy) resolveInPlace() {
+	if p.Attempts == 0 {
+		p.Attempts = DefaultAttempts
+	}
+	p.InitialDelay = orDefault(p.InitialDelay, DefaultInitialDelay)
+	p.MaxDelay = orDefault(p.MaxDelay, DefaultMaxDelay)
+	if p.ExpBase == 0 {
+		p.ExpBase = DefaultExpBase
+	}
+	p.Jitter = orDefault(p.Jitter, DefaultJitter)
+	p.Deadline = orDefault(p.Deadline, 0)
+	p.AttemptTimeout = orDefault(p.AttemptTimeout, 0)
+	p.MaxRetryAfter = orDefault(p.MaxRetryAfter, p.MaxDelay)
+}
+
+func orDefault(v, def time.Duration) time.Duration {
+	switch v {
+	case 0:
+		return def
+	case Zero:
+		return 0
+	}
+	return v
+}
+
+// Resolved returns p with every default filled in and every [Zero] turned
+// into 0, as the loop sees it. StatusCodes nil becomes DefaultStatusCodes.
+func (p Policy) Resolved() Policy {
+	p = p.resolve()
+	if p.StatusCodes == nil {
+		p.StatusCodes = slices.Clone(DefaultStatusCodes)
+	}
+	return p
+}
+
+// Codes returns the HTTP status codes that trigger a retry:
+// StatusCodes, or DefaultStatusCodes when it is nil. Do not modify the result.
+func (p Policy) Codes() []int {
+	if p.StatusCodes == nil {
+		return DefaultStatusCodes
+	}
+	return p.StatusCodes
+}
+
+// RetriesStatus reports whether the HTTP status code code triggers a retry.
+func (p Policy) RetriesStatus(code int) bool {
+	return slices.Contains(p.Codes(), code)
+}
+
+// Merge returns p with every field that is set in override (non-zero, or
+// [Zero]) replaced by override's value, field by field. Use it for per-call
+// overrides: the client's policy stays the base, the call changes only what it
+// names. (The Gen AI SDKs replace the whole options struct instead.)
+func (p Policy) Merge(override Policy) Policy {
+	if override.Attempts != 0 {
+		p.Attempts = override.Attempts
+	}
+	mergeDur(&p.InitialDelay, override.InitialDelay)
+	mergeDur(&p.MaxDelay, override.MaxDelay)
+	if override.ExpBase != 0 {
+		p.ExpBase = override.ExpBase
+	}
+	mergeDur(&p.Jitter, override.Jitter)
+	mergeDur(&p.Deadline, override.Deadline)
+	mergeDur(&p.AttemptTimeout, override.AttemptTimeout)
+	mergeDur(&p.MaxRetryAfter, override.MaxRetryAfter)
+	if override.Shape != ShapeGoogle {
+		p.Shape = override.Shape
+	}
+	if override.StatusCodes != nil {
+		p.StatusCodes = override.StatusCodes
+	}
+	if override.Retryable != nil {
+		p.Retryable = override.Retryable
+	}
+	if override.Observer != nil {
+		p.Observer = override.Observer
+	}
+	if override.Budget != nil {
+		p.Budget = override.Budget
+	}
+	if override.Throttle != nil {
+		p.Throttle = override.Throttle
+	}
+	if override.Rand != nil {
+		p.Rand = override.Rand
+	}
+	return p
+}
+
+func mergeDur(dst *time.Duration, v time.Duration) {
+	if v != 0 {
+		*dst = v
+	}
+}
+
+// ValidationError reports an invalid Policy field.
+type ValidationError struct {
+	Field  string // the Policy field, e.g. "MaxDelay"
+	Value  any    // the offending value
+	Reason string // what is wrong, e.g. "must not be negative"
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("retry: invalid Policy.%s = %v: %s", e.Field, e.Value, e.Reason)
+}
+
+// Validate reports the first invalid field of p as a [*ValidationError]
+// naming it: Attempts below 1 (once defaulted), a negative duration other
+// than [Zero], ExpBase below 1 or NaN/Inf, MaxDelay below InitialDelay, an
+// unknown Shape, or a status code outside 100-599.
+func (p Policy) Validate() error { return p.validate() }
+
+func (p *Policy) validate() error {
+	// Fast path for the common case: no negative field, a sane ExpBase, the
+	// default codes. Only slow-path failures build an error.
+	if p.Attempts|int(p.InitialDelay|p.MaxDelay|p.Jitter|p.Deadline|p.AttemptTimeout|p.MaxRetryAfter) >= 0 &&
+		(p.ExpBase == 0 || (p.ExpBase >= 1 && p.ExpBase <= math.MaxFloat64)) &&
+		p.Shape < shapeCount && p.StatusCodes == nil &&
+		orDefault(p.MaxDelay, DefaultMaxDelay) >= orDefault(p.InitialDelay, DefaultInitialDelay) {
+		return nil
+	}
+	if p.Attempts < 0 {
+		return &ValidationError{"Attempts", p.Attempts, "must be at least 1 (0 means the default, 5)"}
+	}
+	if err := checkDur("InitialDelay", p.InitialDelay); err != nil {
+		return err
+	}
+	if err := checkDur("MaxDelay", p.MaxDelay); err != nil {
+		return err
+	}
+	if err := checkDur("Jitter", p.Jitter); err != nil {
+		return err
+	}
+	if err := checkDur("Deadline", p.Deadline); err != nil {
+		return err
+	}
+	if err := checkDur("AttemptTimeout", p.AttemptTimeout); err != nil {
+		return err
+	}
+	if err := checkDur("MaxRetryAfter", p.MaxRetryAfter); err != nil {
+		return err
+	}
+	if e := p.ExpBase; math.IsNaN(e) || math.IsInf(e, 0) || (e != 0 && e < 1) {
+		return &ValidationError{"ExpBase", e, "must be a finite number >= 1 (0 means the default, 2)"}
+	}
+	if lo, hi := orDefault(p.InitialDelay, DefaultInitialDelay), orDefault(p.MaxDelay, DefaultMaxDelay); hi < lo {
+		return &ValidationError{"MaxDelay", hi, fmt.Sprintf("must not be below InitialDelay (%v)", lo)}
+	}
+	if p.Shape >= shapeCount {
+		return &ValidationError{"Shape", p.Shape, "unknown shape"}
+	}
+	for _, c := range p.StatusCodes {
+		if c < 100 || c > 599 {
+			return &ValidationError{"StatusCodes", c, "must be an HTTP status code (100-599)"}
+		}
+	}
+	return nil
+}
+
+func checkDur(field string, d time.Duration) error {
+	if d < 0 && d != Zero {
+		return &ValidationError{field, d, "must not be negative (use retry.Zero for an explicit 0)"}
+	}
+	return nil
+}
