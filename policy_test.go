@@ -1,0 +1,141 @@
+package retry
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestZeroPolicyIsGoogleDefault(t *testing.T) {
+	got := Policy{}.Resolved()
+	want := Google().Resolved()
+	if got.Attempts != 5 || got.InitialDelay != time.Second || got.MaxDelay != 60*time.Second ||
+		got.ExpBase != 2 || got.Jitter != time.Second || got.Deadline != 0 || got.MaxRetryAfter != 60*time.Second {
+		t.Fatalf("Policy{}.Resolved() = %+v, want the Google defaults", got)
+	}
+	if !reflect.DeepEqual(got.StatusCodes, []int{408, 429, 500, 502, 503, 504}) {
+		t.Fatalf("default codes = %v", got.StatusCodes)
+	}
+	if got.Attempts != want.Attempts || got.InitialDelay != want.InitialDelay || got.MaxDelay != want.MaxDelay ||
+		got.ExpBase != want.ExpBase || got.Jitter != want.Jitter || !reflect.DeepEqual(got.StatusCodes, want.StatusCodes) {
+		t.Fatalf("Google() = %+v differs from Policy{} = %+v", want, got)
+	}
+}
+
+func TestExplicitZeroIsNotUnset(t *testing.T) {
+	r := Policy{Jitter: Zero, InitialDelay: Zero, MaxRetryAfter: Zero}.Resolved()
+	if r.Jitter != 0 || r.InitialDelay != 0 || r.MaxRetryAfter != 0 {
+		t.Fatalf("explicit zeros resolved to %+v", r)
+	}
+	if r.MaxDelay != DefaultMaxDelay {
+		t.Fatalf("unset MaxDelay resolved to %v", r.MaxDelay)
+	}
+	// With no jitter the Google shape is exactly exponential.
+	p := Policy{Jitter: Zero}
+	for n, want := range []time.Duration{1, 2, 4, 8, 16, 32, 60, 60} {
+		if got := p.Backoff(n, 0, 0.999); got != want*time.Second {
+			t.Errorf("Backoff(%d) without jitter = %v, want %v", n, got, want*time.Second)
+		}
+	}
+}
+
+func TestModelArmor(t *testing.T) {
+	p := ModelArmor()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if p.MaxDelay != 32*time.Second || p.Deadline != 300*time.Second {
+		t.Fatalf("ModelArmor cap/deadline = %v/%v", p.MaxDelay, p.Deadline)
+	}
+	for _, c := range []int{500, 502, 503, 504} {
+		if !p.RetriesStatus(c) {
+			t.Errorf("ModelArmor does not retry %d", c)
+		}
+	}
+	for _, c := range []int{429, 408, 400, 404} {
+		if p.RetriesStatus(c) {
+			t.Errorf("ModelArmor retries %d by default", c)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		p     Policy
+		field string // "" = valid
+	}{
+		{"zero policy", Policy{}, ""},
+		{"google", Google(), ""},
+		{"explicit zeros", Policy{InitialDelay: Zero, MaxDelay: Zero, Jitter: Zero}, ""},
+		{"one attempt", Policy{Attempts: 1}, ""},
+		{"negative attempts", Policy{Attempts: -1}, "Attempts"},
+		{"negative initial delay", Policy{InitialDelay: -time.Second}, "InitialDelay"},
+		{"negative max delay", Policy{MaxDelay: -1}, "MaxDelay"},
+		{"negative jitter", Policy{Jitter: -time.Millisecond}, "Jitter"},
+		{"negative deadline", Policy{Deadline: -time.Second}, "Deadline"},
+		{"negative attempt timeout", Policy{AttemptTimeout: -1}, "AttemptTimeout"},
+		{"negative max retry-after", Policy{MaxRetryAfter: -1}, "MaxRetryAfter"},
+		{"exp base below 1", Policy{ExpBase: 0.5}, "ExpBase"},
+		{"negative exp base", Policy{ExpBase: -2}, "ExpBase"},
+		{"NaN exp base", Policy{ExpBase: math.NaN()}, "ExpBase"},
+		{"Inf exp base", Policy{ExpBase: math.Inf(1)}, "ExpBase"},
+		{"exp base exactly 1", Policy{ExpBase: 1}, ""},
+		{"max below initial", Policy{InitialDelay: 10 * time.Second, MaxDelay: 5 * time.Second}, "MaxDelay"},
+		{"max below default initial", Policy{MaxDelay: 500 * time.Millisecond}, "MaxDelay"},
+		{"initial above default max", Policy{InitialDelay: 2 * time.Minute}, "MaxDelay"},
+		{"unknown shape", Policy{Shape: shapeCount}, "Shape"},
+		{"bad status code", Policy{StatusCodes: []int{503, 99}}, "StatusCodes"},
+		{"status code 600", Policy{StatusCodes: []int{600}}, "StatusCodes"},
+		{"empty codes", Policy{StatusCodes: []int{}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.p.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Validate() = %v, want a *ValidationError", err)
+			}
+			if ve.Field != tt.field || !strings.Contains(err.Error(), "Policy."+tt.field) {
+				t.Fatalf("Validate() = %q (field %q), want field %q named", err, ve.Field, tt.field)
+			}
+		})
+	}
+}
+
+func TestMergeFieldByField(t *testing.T) {
+	base := Policy{Attempts: 7, InitialDelay: 2 * time.Second, MaxDelay: 30 * time.Second, Jitter: 500 * time.Millisecond, StatusCodes: []int{503}}
+	got := base.Merge(Policy{Attempts: 2, Jitter: Zero})
+	if got.Attempts != 2 || got.Jitter != Zero || got.InitialDelay != 2*time.Second || got.MaxDelay != 30*time.Second ||
+		!reflect.DeepEqual(got.StatusCodes, []int{503}) {
+		t.Fatalf("Merge = %+v", got)
+	}
+	if r := got.Resolved(); r.Jitter != 0 {
+		t.Fatalf("merged explicit zero jitter resolved to %v", r.Jitter)
+	}
+	got = base.Merge(Policy{StatusCodes: []int{}, Shape: ShapeFull, Deadline: time.Minute})
+	if len(got.StatusCodes) != 0 || got.StatusCodes == nil || got.Shape != ShapeFull || got.Deadline != time.Minute || got.Attempts != 7 {
+		t.Fatalf("Merge = %+v", got)
+	}
+}
+
+func TestShapeNames(t *testing.T) {
+	for _, s := range Shapes() {
+		got, err := ParseShape(s.String())
+		if err != nil || got != s {
+			t.Errorf("ParseShape(%q) = %v, %v", s.String(), got, err)
+		}
+	}
+	if _, err := ParseShape("bogus"); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("ParseShape(bogus) = %v", err)
+	}
+}
