@@ -27,7 +27,7 @@ func TestBackoffFormulas(t *testing.T) {
 		{"full at cap", with(ShapeFull), 20, 0, 0.5, 5 * time.Second},
 		{"equal n=2 u=.5", with(ShapeEqual), 2, 0, 0.5, 300 * ms},
 		{"equal u=0 is half", with(ShapeEqual), 1, 0, 0, 100 * ms},
-		{"decorrelated first", with(ShapeDecorrelated), 0, 0, 0.5, 200 * ms},           // U(100, 300)
+		{"decorrelated first", with(ShapeDecorrelated), 0, 0, 0.5, 200 * ms},              // U(100, 300)
 		{"decorrelated prev=1s", with(ShapeDecorrelated), 5, time.Second, 0.5, 1550 * ms}, // U(100, 3000)
 		{"decorrelated capped", with(ShapeDecorrelated), 5, 8 * time.Second, 0.9, 10 * time.Second},
 		{"grpc u=0 is -20%", with(ShapeGRPC), 1, 0, 0, 160 * ms},
