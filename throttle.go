@@ -1,0 +1,129 @@
+package retry
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// The SRE book's defaults, used by [ThrottleConfig] fields left at 0.
+const (
+	DefaultThrottleWindow = 2 * time.Minute
+	DefaultThrottleK      = 2.0
+)
+
+// ThrottleConfig configures an [AdaptiveThrottle]. The zero value is the SRE
+// book's throttle: a 2 minute window and K = 2.
+type ThrottleConfig struct {
+	// Window is how long requests and accepts are remembered. 0 means
+	// 2 minutes.
+	Window time.Duration
+
+	// K is the multiplier of accepts: the client sends up to K requests per
+	// request the backend accepts before it starts rejecting locally. Lower
+	// is more aggressive (1.1 rejects early), higher lets more traffic
+	// reach a failing backend. 0 means 2. It must be at least 1.
+	K float64
+
+	// Now returns the current time. nil means time.Now. Inject a virtual
+	// clock for simulations and tests.
+	Now func() time.Time
+
+	// Rand returns a uniform random number in [0, 1), safe for concurrent
+	// use. nil means math/rand/v2's Float64. Use [NewRand] in tests.
+	Rand func() float64
+}
+
+// Validate reports the first invalid field of c, naming it: a negative
+// Window or one under 20 ms, or a K that is below 1 (other than 0), NaN or
+// infinite.
+func (c ThrottleConfig) Validate() error {
+	if c.Window < 0 || (c.Window > 0 && c.Window < minWindow) {
+		return fmt.Errorf("retry: invalid ThrottleConfig.Window = %v: must be at least %v (0 means 2m0s)", c.Window, minWindow)
+	}
+	if k := c.K; math.IsNaN(k) || math.IsInf(k, 0) || (k != 0 && k < 1) {
+		return fmt.Errorf("retry: invalid ThrottleConfig.K = %v: must be a finite number >= 1 (0 means 2)", k)
+	}
+	return nil
+}
+
+// AdaptiveThrottle is the client-side throttle of Google's SRE book
+// ("Handling Overload"), shared by every call of a client. It implements
+// [Limiter] for [Policy.Throttle].
+//
+// Over a sliding window (2 minutes by default) it counts requests (every
+// attempt the client asks to make, those it rejects included) and accepts
+// (attempts the backend handled: successes and failures that are not
+// retried). Before each attempt, the first included, it rejects locally
+// with probability
+//
+//	p = max(0, (requests − K·accepts) / (requests + 1))
+//
+// with K = 2 by default. While the backend accepts at least one attempt in K
+// nothing is rejected; when it fails everything, the client sends only a
+// trickle of requests, which lets it notice the recovery. A call whose
+// attempt is rejected fails fast with [ErrThrottled], before fn is called.
+//
+// The window is a ring of 20 slots of packed atomic words (it slides in
+// steps of Window/20). An AdaptiveThrottle is safe for concurrent use, takes
+// no lock and allocates nothing after construction.
+type AdaptiveThrottle struct {
+	k        float64
+	rand     func() float64
+	clock    windowClock
+	requests slidingCounter
+	accepts  slidingCounter
+}
+
+// NewAdaptiveThrottle returns a throttle configured by c. It panics with the
+// error of [ThrottleConfig.Validate] if c is invalid.
+func NewAdaptiveThrottle(c ThrottleConfig) *AdaptiveThrottle {
+	if err := c.Validate(); err != nil {
+		panic(err.Error())
+	}
+	if c.Window == 0 {
+		c.Window = DefaultThrottleWindow
+	}
+	if c.K == 0 {
+		c.K = DefaultThrottleK
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	return &AdaptiveThrottle{k: c.K, rand: c.Rand, clock: newWindowClock(c.Now, c.Window)}
+}
+
+// Admit counts a request and rejects it with the probability
+// [AdaptiveThrottle.RejectProbability] had before it was counted. First
+// attempts and retries are treated alike. The random source is consulted
+// only when that probability is above 0.
+func (t *AdaptiveThrottle) Admit(retry bool) bool {
+	e := t.clock.epoch()
+	p := t.probability(e)
+	t.requests.add(e, 1)
+	return p <= 0 || t.rand() >= p
+}
+
+// Record counts an accept when ok is true. A retryable failure (ok false)
+// is a request the backend did not accept: nothing more to count.
+func (t *AdaptiveThrottle) Record(ok bool) {
+	if ok {
+		t.accepts.add(t.clock.epoch(), 1)
+	}
+}
+
+// RejectProbability returns the probability that the next attempt is
+// rejected: max(0, (requests − K·accepts) / (requests + 1)) over the window.
+func (t *AdaptiveThrottle) RejectProbability() float64 {
+	return t.probability(t.clock.epoch())
+}
+
+func (t *AdaptiveThrottle) probability(e uint32) float64 {
+	req := float64(t.requests.sum(e))
+	p := (req - t.k*float64(t.accepts.sum(e))) / (req + 1)
+	return max(p, 0)
+}
