@@ -1,0 +1,122 @@
+// Package httpretry is an [http.RoundTripper] that retries failed HTTP
+// requests the way Google's guidance says: truncated exponential backoff with
+// jitter, driven by the [retry] package's loop and a [retry.Policy].
+//
+// It is a drop-in for any Go HTTP client, including SDKs that accept an
+// *http.Client:
+//
+//	client := httpretry.NewClient(retry.Policy{})           // Google's defaults
+//	client := &http.Client{Transport: httpretry.NewTransport(nil, p)}
+//
+// # What is retried
+//
+// A response whose status code is in the policy's StatusCodes (default 408,
+// 429, 500, 502, 503 and 504) is retried. So are transport errors that are
+// transient, classified by their type, never by their message text:
+// connection refused, reset or aborted, broken pipe, io.EOF and
+// io.ErrUnexpectedEOF before a response, timeouts (net.Error.Timeout, and the
+// per-attempt timeout), temporary DNS failures, HTTP/2 GOAWAY and
+// REFUSED_STREAM. Anything else is not retried: TLS certificate errors, an
+// unknown host, an unsupported scheme or invalid URL, and the caller's own
+// context cancellation or deadline. (Redirects are followed by http.Client
+// above the transport, so "too many redirects" never reaches it.)
+// Policy.Retryable, when set, can only narrow this set further.
+//
+// # Idempotency
+//
+// Following RFC 9110 section 9.2.2, GET, HEAD, OPTIONS, TRACE, PUT and DELETE
+// are retried. POST and PATCH (and any other method) are retried only when
+// the request carries an Idempotency-Key header, when its context is marked
+// with [Idempotent] (generateContent, for example, changes no server state
+// and is safe to retry), or when the transport was built with
+// [AllowNonIdempotent]. [NotIdempotent] marks a request as unsafe to repeat,
+// whatever its method or headers. The decision, first match wins:
+//
+//  1. the context mark ([Idempotent] or [NotIdempotent], the innermost wins);
+//  2. an Idempotency-Key header;
+//  3. [AllowNonIdempotent];
+//  4. the method.
+//
+// Errors that prove the request never reached the server (the dial failed,
+// for example connection refused, or HTTP/2 REFUSED_STREAM) are retried for
+// every method. [AddIdempotencyKey] adds a random UUID v4 Idempotency-Key,
+// the same on every attempt, to POST and PATCH requests that lack one (and
+// are not marked [NotIdempotent]), which makes them retryable.
+//
+// When a retry is skipped because of idempotency, the policy's Observer gets
+// a give-up event whose Err matches [ErrNotIdempotent] (errors.Is) and holds
+// the [*AttemptError] (errors.As); RoundTrip returns the response (or error)
+// of the one attempt made.
+//
+// # Request bodies
+//
+// A body is replayed with Request.GetBody when it is set (http.NewRequest
+// sets it for bytes, strings and bytes.Reader bodies). Otherwise, when a
+// retry could happen, the body is read into memory up to [MaxBufferedBody]
+// (default 1 MiB) and replayed from there. A larger body is sent once,
+// streamed; if that attempt fails in a retryable way the retry is skipped and
+// the give-up event's Err matches [ErrBodyNotReplayable]. A partial or
+// doubled body is never sent. The caller's request body is closed exactly
+// once, and the caller's *http.Request is never modified (attempts that need
+// a different body, URL, header or context use a copy).
+//
+// # Responses
+//
+// A response that is not retried is handed to the caller as soon as its
+// headers arrive; its body is never read or buffered, so a streamed body
+// (server-sent events) is never retried once the caller can read it, and no
+// chunk is ever delivered twice. A response that is retried is drained (at
+// most 64 KiB) and closed before the next attempt, so the attempts share one
+// connection. When the transport gives up on a retryable status (attempts
+// used up, deadline, budget) it returns the last response, status and body
+// intact, with a nil error, as net/http callers expect. When it gives up on a
+// transport error it returns the [*retry.Error], which keeps the last error
+// (an [*AttemptError]) and the attempt count.
+//
+// # Server hints
+//
+// On a retryable status, a Retry-After header (delta-seconds, or an HTTP-date
+// in any of the three formats http.ParseTime knows) and, failing that,
+// google.rpc.RetryInfo.retryDelay in a Google JSON error body are used as a
+// hint: the next wait is at least the hint, plus jitter, capped by the
+// policy's MaxRetryAfter (default MaxDelay). The body is peeked (at most
+// 16 KiB, only for a retryable status with a JSON or missing Content-Type)
+// and handed back unchanged if the response is returned. A hinted wait that
+// would end after the policy's or the context's deadline ends the loop at
+// once and the response is returned.
+//
+// # Timeouts
+//
+// Policy.AttemptTimeout (or [WithAttemptTimeout]) bounds each attempt,
+// separately from Policy.Deadline, which bounds them all; an attempt that
+// times out is retried. Both also bound reading the body of the response that
+// is returned, like http.Client.Timeout: the response's context ends when
+// its body is closed, read to the end, or the time is up.
+//
+// # Per-request overrides
+//
+// [WithPolicy] attaches a policy to a request's context. It is merged over
+// the transport's policy field by field with [retry.Policy.Merge]: every
+// field set in the override (non-zero, or [retry.Zero]) wins, every field
+// left zero keeps the transport's value. (The Gen AI SDKs replace the whole
+// options struct instead; we do not.) Nested WithPolicy calls merge too, the
+// innermost last.
+//
+// # Logging and redaction
+//
+// Every retry and give-up produces one event for the policy's Observer. With
+// no Observer the transport logs one structured record per retry and give-up
+// to slog.Default at Debug level (or to the logger given with [WithLogger],
+// at Info): method, host, path, endpoint, status or error class, attempt,
+// wait, hint and hint source. Secrets never appear: URLs are written with
+// [Redact] (the key, access_token and token query values are replaced by
+// REDACTED, user info is removed) and headers are never logged (use
+// [RedactHeader] to log them yourself). [*AttemptError] messages are
+// redacted too.
+//
+// # Endpoint fallback
+//
+// [WithEndpoints] sends requests to an ordered list of base URLs (for
+// example a regional Vertex AI host, another region, the global endpoint);
+// see its documentation for the rotation and cool-down rules.
+package httpretry

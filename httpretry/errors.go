@@ -1,0 +1,112 @@
+package httpretry
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// ErrNotIdempotent says a retry was skipped because the request is not safe
+// to repeat: a POST or PATCH without an Idempotency-Key header that was not
+// marked with [Idempotent] (nor allowed by [AllowNonIdempotent]), or a
+// request marked with [NotIdempotent]. It is reachable with errors.Is from
+// the Err of the give-up event the policy's Observer receives, and from the
+// error RoundTrip returns when the attempt failed with a transport error.
+var ErrNotIdempotent = errors.New("httpretry: not retried: the request is not idempotent (POST/PATCH without an Idempotency-Key header, not marked idempotent)")
+
+// ErrBodyNotReplayable says a retry was skipped because the request body
+// cannot be sent again: it has no GetBody and is longer than
+// [MaxBufferedBody], or GetBody failed. It is reachable like [ErrNotIdempotent].
+var ErrBodyNotReplayable = errors.New("httpretry: not retried: the request body cannot be replayed (no GetBody and longer than the buffer limit)")
+
+// Classes of [AttemptError].
+const (
+	ClassStatus        = "status"         // a response with a retryable status code
+	ClassRefused       = "refused"        // connection refused (never sent)
+	ClassDial          = "dial"           // another dial failure (never sent)
+	ClassDNS           = "dns"            // a host name lookup failure (never sent)
+	ClassReset         = "reset"          // connection reset or aborted
+	ClassBrokenPipe    = "broken-pipe"    // broken pipe while sending
+	ClassClosed        = "closed"         // the connection was closed under the request
+	ClassEOF           = "eof"            // EOF before a complete response
+	ClassTimeout       = "timeout"        // a network timeout or the attempt timeout
+	ClassGoAway        = "goaway"         // HTTP/2 GOAWAY
+	ClassRefusedStream = "refused-stream" // HTTP/2 REFUSED_STREAM (never sent)
+	ClassTLS           = "tls"            // a TLS certificate or handshake error (not retried)
+	ClassBody          = "body"           // reading the request body failed (not retried)
+	ClassOther         = "other"          // any other error (not retried)
+)
+
+// Hint sources of [AttemptError].
+const (
+	HintRetryAfter = "retry-after" // the Retry-After header
+	HintRetryInfo  = "retryinfo"   // google.rpc.RetryInfo in the JSON body
+)
+
+// AttemptError describes one failed HTTP attempt. It is what
+// retry.Event.Err carries for each attempt (find it with errors.As), and what
+// the [*retry.Error] returned on giving up after transport errors keeps as
+// its Last error. Its message is redacted (see [Redact]).
+type AttemptError struct {
+	Method string // the request method
+	URL    string // the attempt's URL, redacted
+	// Endpoint is the scheme://host[:port] that served the attempt (with
+	// [WithEndpoints], the endpoint chosen for it).
+	Endpoint string
+	// Status is the response's status code, 0 for a transport error.
+	Status int
+	// Class says what went wrong: ClassStatus for a retryable status, else
+	// the transport error's class (ClassReset, ClassTimeout, ...).
+	Class string
+	// HintSource says where the server's hint for the next wait came from:
+	// HintRetryAfter, HintRetryInfo, or "" for none.
+	HintSource string
+	// Err is the transport error (nil for a status).
+	Err error
+
+	host, path string // of the attempt's URL, for logs
+}
+
+func (e *AttemptError) Error() string {
+	msg := "httpretry: " + e.Method + " " + e.URL + ": "
+	if e.Class == ClassStatus {
+		return msg + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
+	}
+	msg += e.Class
+	if e.Err != nil {
+		err := e.Err
+		var ue *url.Error // never print a URL we did not redact
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		msg += " (" + err.Error() + ")"
+	}
+	return msg
+}
+
+// Unwrap returns Err.
+func (e *AttemptError) Unwrap() error { return e.Err }
+
+// skipError is an attempt error whose retry was skipped for reason
+// (ErrNotIdempotent or ErrBodyNotReplayable).
+type skipError struct {
+	reason error
+	err    *AttemptError
+	cause  error // e.g. GetBody's error, may be nil
+}
+
+func (e *skipError) Error() string {
+	msg := e.reason.Error() + ": " + e.err.Error()
+	if e.cause != nil {
+		msg += ": " + e.cause.Error()
+	}
+	return msg
+}
+
+func (e *skipError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.reason, e.err, e.cause}
+	}
+	return []error{e.reason, e.err}
+}

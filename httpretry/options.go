@@ -1,0 +1,200 @@
+package httpretry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+// DefaultMaxBufferedBody is the default limit of [MaxBufferedBody]: 1 MiB.
+const DefaultMaxBufferedBody = 1 << 20
+
+// An Option configures a [Transport].
+type Option func(*config)
+
+type config struct {
+	allowNonIdempotent bool
+	addIdempotencyKey  bool
+	maxBuffered        int64
+	attemptTimeout     time.Duration
+	attemptTimeoutSet  bool
+	logger             *slog.Logger
+	endpoints          []string
+	cooldown           time.Duration
+	endpointsSet       bool
+	now                func() time.Time // for tests of the cool-down; nil means time.Now
+	errs               []error
+}
+
+func (c *config) errorf(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("httpretry: "+format, args...))
+}
+
+// AllowNonIdempotent makes the transport retry every method, POST and PATCH
+// included, unless a request's context is marked with [NotIdempotent]. Use it
+// only for a client whose requests are all safe to repeat.
+func AllowNonIdempotent() Option {
+	return func(c *config) { c.allowNonIdempotent = true }
+}
+
+// AddIdempotencyKey makes the transport add an Idempotency-Key header, a
+// random UUID version 4, to every POST and PATCH request that lacks one and
+// is not marked with [NotIdempotent]. The key is the same on every attempt of
+// the request, so a server that honours the header runs it at most once, and
+// the request becomes retryable.
+func AddIdempotencyKey() Option {
+	return func(c *config) { c.addIdempotencyKey = true }
+}
+
+// MaxBufferedBody sets how many bytes of a request body without GetBody are
+// kept in memory so that it can be sent again (default 1 MiB). A longer body
+// is sent once and not retried (see [ErrBodyNotReplayable]). n = 0 means
+// such bodies are never buffered; a negative n is an error.
+func MaxBufferedBody(n int64) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.errorf("MaxBufferedBody(%d): the limit must not be negative", n)
+			return
+		}
+		c.maxBuffered = n
+	}
+}
+
+// WithAttemptTimeout sets the policy's AttemptTimeout: each attempt, from
+// sending the request to closing the response body, gets at most d, separately
+// from the policy's Deadline, which bounds all attempts together. An attempt
+// that times out is retried. A per-request [WithPolicy] can still override it.
+// Typical values: seconds for real-time chat, 10 to 30 minutes for Vertex AI
+// Flex pay-as-you-go. d must be positive (or [retry.Zero] for none).
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 && d != retry.Zero {
+			c.errorf("WithAttemptTimeout(%v): the timeout must be positive (retry.Zero for none)", d)
+			return
+		}
+		c.attemptTimeout = d
+		c.attemptTimeoutSet = true
+	}
+}
+
+// WithLogger makes the transport log one structured record per retry and one
+// per give-up to l at Info level, with the method, host, path, endpoint,
+// status or error class, attempt, wait, hint and hint source, and no secret
+// (see [Redact]). Without it (and without a Policy.Observer) the same records
+// go to slog.Default at Debug level, which is silent unless enabled. When the
+// policy also has an Observer, both are called. A nil l means slog.Default.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			l = slog.Default()
+		}
+		c.logger = l
+	}
+}
+
+// WithEndpoints sends every request to one of an ordered list of endpoints,
+// base URLs made of a scheme (http or https), a host and an optional port,
+// for example a regional Vertex AI host, another region, then the global
+// endpoint. The request's scheme and host are replaced by the endpoint's;
+// its path, query and headers are kept.
+//
+// The rules:
+//   - A request starts at the first endpoint that is not cooling down (the
+//     first of the list when all are).
+//   - A retry after an overload signal (status 429 or 503, or connection
+//     refused) goes to the next endpoint in order that is not cooling down,
+//     wrapping around; a retry after any other retryable failure stays on
+//     the same endpoint.
+//   - An endpoint that returns two overload signals in a row (counted over
+//     all requests) cools down for cooldown: no request starts there and no
+//     retry moves there until then, unless every endpoint is cooling down.
+//     Any other response resets its count.
+//   - Only requests that are retried move; a request that is not retryable
+//     (see the package documentation on idempotency) is sent once, to the
+//     endpoint it starts at.
+//
+// [AttemptError].Endpoint and the log records say which endpoint served each
+// attempt. An empty list, an invalid URL, a path, query or user info in an
+// endpoint, or a negative cooldown is an error reported by [Transport.Err]
+// and by every RoundTrip.
+func WithEndpoints(endpoints []string, cooldown time.Duration) Option {
+	list := append([]string(nil), endpoints...)
+	return func(c *config) {
+		c.endpointsSet = true
+		if len(list) == 0 {
+			c.errorf("WithEndpoints: the list of endpoints is empty")
+			return
+		}
+		if cooldown < 0 {
+			c.errorf("WithEndpoints: cooldown %v must not be negative", cooldown)
+			return
+		}
+		for i, e := range list {
+			if err := checkEndpoint(e); err != nil {
+				c.errorf("WithEndpoints: endpoint %d %q: %v", i, e, err)
+				return
+			}
+		}
+		c.endpoints = list
+		c.cooldown = cooldown
+	}
+}
+
+func checkEndpoint(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("not a URL (%v)", err.(*url.Error).Err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("the scheme must be http or https")
+	case u.Host == "":
+		return fmt.Errorf("no host")
+	case u.User != nil:
+		return fmt.Errorf("user info is not allowed")
+	case strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("only scheme://host[:port] is allowed, without path, query or fragment")
+	}
+	return nil
+}
+
+type policyKey struct{}
+type idemKey struct{}
+
+// WithPolicy returns a copy of ctx that carries p as an override for the
+// requests made with it. The transport merges p over its own policy field by
+// field (see [retry.Policy.Merge]): fields set in p win, fields left zero
+// keep the transport's value. Calls nest: an inner WithPolicy is merged over
+// an outer one.
+func WithPolicy(ctx context.Context, p retry.Policy) context.Context {
+	if outer, ok := ctx.Value(policyKey{}).(*retry.Policy); ok {
+		p = outer.Merge(p)
+	}
+	return context.WithValue(ctx, policyKey{}, &p)
+}
+
+// Idempotent returns a copy of ctx that marks the requests made with it as
+// safe to retry, whatever their method: for example a POST to Gemini's
+// generateContent, which changes no server state.
+func Idempotent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, idemKey{}, true)
+}
+
+// NotIdempotent returns a copy of ctx that marks the requests made with it as
+// unsafe to repeat, whatever their method or headers: they are retried only
+// after errors that prove they never reached the server.
+func NotIdempotent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, idemKey{}, false)
+}
+
+// NewClient returns an *http.Client whose transport is
+// NewTransport(nil, p, opts...): http.DefaultTransport with retries.
+func NewClient(p retry.Policy, opts ...Option) *http.Client {
+	return &http.Client{Transport: NewTransport(nil, p, opts...)}
+}
