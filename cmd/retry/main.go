@@ -1,0 +1,106 @@
+// Command retry runs a command, an HTTP request or a demo with Google's
+// truncated exponential backoff with jitter (package
+// github.com/backoffkit/retry).
+//
+// Usage:
+//
+//	retry [flags] -- COMMAND [ARGS...]   run COMMAND, retry it while it fails
+//	retry http [flags] URL               a curl-like client that retries
+//	retry demo [flags]                   a flaky loopback server, strategies side by side
+//
+// Run "retry --help" or "retry SUBCOMMAND --help" for the flags and exit codes.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// subcommands maps a subcommand name to its entry point. Other files add to it
+// from init (sim.go adds "sim").
+var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
+	// "http": runHTTP, "demo": runDemo (wired below once written)
+}
+
+// Exit codes shared by every mode.
+const (
+	exitOK       = 0
+	exitGaveUp   = 1 // retry http, retry demo: gave up / failed
+	exitUsage    = 2 // bad usage or config
+	exitTimeout  = 124
+	exitNoExec   = 126
+	exitNotFound = 127
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is the whole command, minus os.Exit: it returns the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		if sub, ok := subcommands[args[0]]; ok {
+			return sub(args[1:], stdout, stderr)
+		}
+	}
+	return runCommand(args, stdin, stdout, stderr)
+}
+
+// subcommandNames returns the names in subcommands, sorted.
+func subcommandNames() []string {
+	names := make([]string, 0, len(subcommands))
+	for n := range subcommands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// usageError is bad usage or config: one line on stderr, exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// parseFlags parses args with fs and reports whether help was asked for.
+// fs's output must be io.Discard: errors come back, already worded for a user.
+func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	err = fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return true, nil
+	}
+	if err != nil {
+		msg := err.Error()
+		// flag names flags with one dash; the help text uses two.
+		msg = strings.Replace(msg, "flag: -", "flag --", 1)
+		msg = strings.Replace(msg, "for flag -", "for flag --", 1)
+		msg = strings.Replace(msg, "defined: -", "defined: --", 1)
+		return false, &usageError{msg}
+	}
+	return false, nil
+}
+
+// fail prints one "PROG: ..." line for err on stderr and returns the exit code
+// for it: 2 for usage errors, 1 otherwise.
+func fail(stderr io.Writer, prog string, err error) int {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "%s: %s (see '%s --help')\n", prog, oneLine(err.Error()), prog)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", prog, oneLine(err.Error()))
+	return exitGaveUp
+}
+
+// oneLine keeps an error message on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " ")), " ")
+}

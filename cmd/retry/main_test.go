@@ -1,0 +1,418 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// bin is the retry binary built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "retry-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "retry")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runRetry runs the binary with args, stdin, and extra environment, bounded
+// by a generous timeout (a hang fails the test instead of blocking it).
+func runRetry(t *testing.T, stdin string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("retry %q did not finish in time; stderr:\n%s", args, errb.String())
+	}
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("retry %q: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+// lines returns the lines of s that contain sub.
+func lines(s, sub string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// countLines returns the number of lines in the file at path (0 if absent).
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// fast are policy flags that keep tests quick and deterministic.
+var fast = []string{"--initial-delay", "10ms", "--max-delay", "50ms", "--jitter", "0"}
+
+func args(groups ...[]string) []string {
+	var out []string
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+func TestCommandRetriedThenLastExitCode(t *testing.T) {
+	count := filepath.Join(t.TempDir(), "count")
+	r := runRetry(t, "", []string{"COUNT=" + count},
+		args([]string{"--attempts", "3"}, fast, []string{"--", "sh", "-c", `echo x >> "$COUNT"; echo out; exit 3`})...)
+	if r.code != 3 {
+		t.Fatalf("exit code = %d, want 3; stderr:\n%s", r.code, r.stderr)
+	}
+	if n := countLines(t, count); n != 3 {
+		t.Errorf("attempts = %d, want 3", n)
+	}
+	if got := strings.Count(r.stdout, "out\n"); got != 3 {
+		t.Errorf("command output passed through %d times, want 3: %q", got, r.stdout)
+	}
+	if got := lines(r.stderr, "retrying in"); len(got) != 2 {
+		t.Errorf("retry lines = %d, want 2:\n%s", len(got), r.stderr)
+	}
+	if !strings.Contains(r.stderr, "attempt 1/3 failed: exit code 3; retrying in 10ms") ||
+		!strings.Contains(r.stderr, "attempt 2/3 failed: exit code 3; retrying in 20ms") {
+		t.Errorf("retry lines do not show attempt k/N and the waits:\n%s", r.stderr)
+	}
+	if got := lines(r.stderr, "giving up after attempt 3/3: exit code 3 (no attempts left)"); len(got) != 1 {
+		t.Errorf("want one give-up line:\n%s", r.stderr)
+	}
+}
+
+func TestCommandSucceedsAfterFailures(t *testing.T) {
+	count := filepath.Join(t.TempDir(), "count")
+	// Fails twice, then succeeds.
+	script := `echo x >> "$COUNT"; [ "$(wc -l < "$COUNT")" -ge 3 ]`
+	r := runRetry(t, "", []string{"COUNT=" + count}, args(fast, []string{"--", "sh", "-c", script})...)
+	if r.code != 0 {
+		t.Fatalf("exit code = %d, want 0; stderr:\n%s", r.code, r.stderr)
+	}
+	if n := countLines(t, count); n != 3 {
+		t.Errorf("attempts = %d, want 3", n)
+	}
+	if got := lines(r.stderr, "retrying in"); len(got) != 2 {
+		t.Errorf("retry lines = %d, want 2:\n%s", len(got), r.stderr)
+	}
+	if !strings.Contains(r.stderr, "attempt 3/5 succeeded") {
+		t.Errorf("no success line:\n%s", r.stderr)
+	}
+}
+
+func TestCommandOnExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		exit, attempts int
+		stderr         string
+	}{
+		{75, 3, "no attempts left"},
+		{1, 3, "no attempts left"},
+		{4, 1, "exit code 4 is not in --on-exit-codes"},
+	} {
+		t.Run(fmt.Sprint(tc.exit), func(t *testing.T) {
+			count := filepath.Join(t.TempDir(), "count")
+			r := runRetry(t, "", []string{"COUNT=" + count},
+				args([]string{"--attempts", "3", "--on-exit-codes", "1,75"}, fast,
+					[]string{"--", "sh", "-c", fmt.Sprintf(`echo x >> "$COUNT"; exit %d`, tc.exit)})...)
+			if r.code != tc.exit {
+				t.Errorf("exit code = %d, want %d", r.code, tc.exit)
+			}
+			if n := countLines(t, count); n != tc.attempts {
+				t.Errorf("attempts = %d, want %d", n, tc.attempts)
+			}
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
+			}
+		})
+	}
+}
+
+func TestCommandDeadlineStopsEarly(t *testing.T) {
+	count := filepath.Join(t.TempDir(), "count")
+	// Waits 200ms, 400ms, 800ms, ...: the second wait would end after the
+	// 500ms deadline, so at most 2 of the 10 attempts run.
+	r := runRetry(t, "", []string{"COUNT=" + count},
+		"--attempts", "10", "--initial-delay", "200ms", "--jitter", "0", "--deadline", "500ms",
+		"--", "sh", "-c", `echo x >> "$COUNT"; exit 3`)
+	if r.code != 3 {
+		t.Fatalf("exit code = %d, want 3; stderr:\n%s", r.code, r.stderr)
+	}
+	if n := countLines(t, count); n < 1 || n > 2 {
+		t.Errorf("attempts = %d, want 1 or 2 (deadline)", n)
+	}
+	if !strings.Contains(r.stderr, "deadline") || !strings.Contains(r.stderr, "giving up") {
+		t.Errorf("give-up line does not name the deadline:\n%s", r.stderr)
+	}
+}
+
+func TestCommandAttemptTimeoutKillsHungAttempt(t *testing.T) {
+	count := filepath.Join(t.TempDir(), "count")
+	r := runRetry(t, "", []string{"COUNT=" + count},
+		args([]string{"--attempts", "2", "--attempt-timeout", "200ms"}, fast,
+			[]string{"--", "sh", "-c", `echo x >> "$COUNT"; exec sleep 30`})...)
+	if r.code != exitTimeout {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", r.code, exitTimeout, r.stderr)
+	}
+	if n := countLines(t, count); n != 2 {
+		t.Errorf("attempts = %d, want 2 (a timed-out attempt is retried)", n)
+	}
+	if got := lines(r.stderr, "timed out after 200ms (--attempt-timeout)"); len(got) != 2 {
+		t.Errorf("want 2 timeout lines:\n%s", r.stderr)
+	}
+}
+
+func TestCommandStdin(t *testing.T) {
+	dir := t.TempDir()
+	seen := filepath.Join(dir, "seen")
+	script := `cat >> "$SEEN"; echo >> "$SEEN"; exit 3`
+	r := runRetry(t, "hello", []string{"SEEN=" + seen}, args([]string{"--attempts", "2"}, fast, []string{"--", "sh", "-c", script})...)
+	if r.code != 3 {
+		t.Fatalf("exit code = %d; stderr:\n%s", r.code, r.stderr)
+	}
+	b, _ := os.ReadFile(seen)
+	if string(b) != "hello\n\n" {
+		t.Errorf("stdin seen by the attempts = %q, want %q (first attempt only)", b, "hello\n\n")
+	}
+
+	in := filepath.Join(dir, "in")
+	os.WriteFile(in, []byte("replay"), 0o644)
+	os.Remove(seen)
+	r = runRetry(t, "ignored", []string{"SEEN=" + seen}, args([]string{"--attempts", "2", "--stdin-file", in}, fast, []string{"--", "sh", "-c", script})...)
+	if r.code != 3 {
+		t.Fatalf("exit code = %d; stderr:\n%s", r.code, r.stderr)
+	}
+	b, _ = os.ReadFile(seen)
+	if string(b) != "replay\nreplay\n" {
+		t.Errorf("stdin seen with --stdin-file = %q, want it on both attempts", b)
+	}
+}
+
+func TestCommandJSONLog(t *testing.T) {
+	r := runRetry(t, "", nil, args([]string{"--attempts", "2", "--log-format", "json"}, fast, []string{"--", "sh", "-c", "exit 3"})...)
+	if r.code != 3 {
+		t.Fatalf("exit code = %d; stderr:\n%s", r.code, r.stderr)
+	}
+	want := `{"event":"retry","attempt":1,"max_attempts":2,"wait_ms":10,"exit_code":3,"elapsed_ms":`
+	got := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(got) != 2 || !strings.HasPrefix(got[0], want) ||
+		!strings.HasPrefix(got[1], `{"event":"give-up","attempt":2,"max_attempts":2,"exit_code":3,"reason":"attempts"`) {
+		t.Errorf("JSON log =\n%s\nwant a retry then a give-up object", r.stderr)
+	}
+}
+
+func TestCommandQuiet(t *testing.T) {
+	r := runRetry(t, "", nil, args([]string{"--attempts", "2", "--quiet"}, fast, []string{"--", "sh", "-c", "echo own >&2; exit 3"})...)
+	if r.code != 3 || r.stderr != "own\nown\n" {
+		t.Errorf("--quiet: exit %d, stderr %q; want 3 and only the command's own output", r.code, r.stderr)
+	}
+}
+
+func TestCommandNotFoundIsNotRetried(t *testing.T) {
+	r := runRetry(t, "", nil, args(fast, []string{"--", "no-such-command-xyz"})...)
+	if r.code != exitNotFound {
+		t.Errorf("exit code = %d, want %d", r.code, exitNotFound)
+	}
+	if len(lines(r.stderr, "retrying")) != 0 || !strings.Contains(r.stderr, `cannot run "no-such-command-xyz"`) {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+}
+
+// TestCommandSignalForwarded sends SIGINT (SIGTERM) to retry while the
+// attempt runs: the attempt gets it, no further attempt starts, and retry
+// exits 130 (143).
+func TestCommandSignalForwarded(t *testing.T) {
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGINT, 130}, {syscall.SIGTERM, 143}} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, args([]string{"--attempts", "5"}, fast,
+				[]string{"--", "sh", "-c", `echo started; exec sleep 30`})...)
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			cmd.WaitDelay = 5 * time.Second
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(out)
+			line, err := br.ReadString('\n') // the first attempt is running
+			if err != nil || line != "started\n" {
+				t.Fatalf("first line %q, %v", line, err)
+			}
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			rest, _ := br.ReadString(0) // until retry and its child close stdout
+			err = cmd.Wait()
+			if ctx.Err() != nil {
+				t.Fatalf("retry did not exit after %v; stderr:\n%s", tc.sig, errb.String())
+			}
+			ee, ok := err.(*exec.ExitError)
+			if !ok || ee.ExitCode() != tc.code {
+				t.Fatalf("exit: %v, want code %d; stderr:\n%s", err, tc.code, errb.String())
+			}
+			if strings.Contains(rest, "started") {
+				t.Errorf("another attempt started after %v: %q", tc.sig, rest)
+			}
+			if len(lines(errb.String(), "retrying in")) != 0 || !strings.Contains(errb.String(), "(interrupted)") {
+				t.Errorf("stderr:\n%s", errb.String())
+			}
+		})
+	}
+}
+
+func TestConfigFileAndPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	count := filepath.Join(dir, "count")
+	cfg := filepath.Join(dir, "retry.json")
+	os.WriteFile(cfg, []byte(`{"attempts": 2, "initial_delay": 0.01, "jitter": 0, "max_delay": 0.05}`), 0o644)
+	env := []string{"COUNT=" + count}
+	script := []string{"--", "sh", "-c", `echo x >> "$COUNT"; exit 3`}
+
+	r := runRetry(t, "", env, args([]string{"--config", cfg}, script)...)
+	if n := countLines(t, count); r.code != 3 || n != 2 {
+		t.Errorf("config attempts 2: exit %d after %d attempts; stderr:\n%s", r.code, n, r.stderr)
+	}
+	os.Remove(count)
+	r = runRetry(t, "", env, args([]string{"--config", cfg, "--attempts", "3"}, script)...)
+	if n := countLines(t, count); r.code != 3 || n != 3 {
+		t.Errorf("--attempts 3 over config: exit %d after %d attempts", r.code, n)
+	}
+	os.Remove(count)
+	// "batch" is one attempt; the config's attempts (2) overrides it.
+	os.WriteFile(cfg, []byte(`{"profile": "batch"}`), 0o644)
+	r = runRetry(t, "", env, args([]string{"--config", cfg}, script)...)
+	if n := countLines(t, count); r.code != 3 || n != 1 {
+		t.Errorf("profile batch from config: exit %d after %d attempts", r.code, n)
+	}
+	os.Remove(count)
+	r = runRetry(t, "", env, args([]string{"--profile", "batch", "--attempts", "2"}, fast, script)...)
+	if n := countLines(t, count); r.code != 3 || n != 2 {
+		t.Errorf("--profile batch --attempts 2: exit %d after %d attempts", r.code, n)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	r := runRetry(t, "", nil, "--help")
+	if r.code != 0 {
+		t.Fatalf("--help exit %d", r.code)
+	}
+	want := "(subcommands: " + strings.Join(subcommandNames(), ", ") + ")"
+	for _, s := range []string{want, "Exit status:", "--attempts N", "--on-exit-codes", "--profile NAME", "130"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("--help lacks %q", s)
+		}
+	}
+}
+
+// TestBadInput: every bad input exits 2 with one line naming the problem,
+// and never a panic.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(s), 0o644)
+		return p
+	}
+	unknown := write("unknown.json", `{"attempts": 3, "retries": 2}`)
+	badJSON := write("bad.json", `{"attempts": 3,`)
+	badCode := write("code.json", `{"http_status_codes": [429, 600]}`)
+	badDur := write("dur.json", `{"initial_delay": "soon"}`)
+	noRead := filepath.Join(dir, "missing.json")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"--nope", "--", "true"}, "flag provided but not defined: --nope"},
+		{"bad duration", []string{"--initial-delay", "fast", "--", "true"}, `invalid value "fast" for flag --initial-delay`},
+		{"negative duration", []string{"--max-delay", "-1s", "--", "true"}, "must not be negative"},
+		{"attempts zero", []string{"--attempts", "0", "--", "true"}, "--attempts: must be at least 1"},
+		{"attempts word", []string{"--attempts", "many", "--", "true"}, "--attempts: not a whole number"},
+		{"exp base", []string{"--exp-base", "0.5", "--", "true"}, "--exp-base: must be a finite number >= 1"},
+		{"max below initial", []string{"--initial-delay", "2s", "--max-delay", "1s", "--", "true"}, "--max-delay 1s: must not be below the initial delay"},
+		{"shape", []string{"--jitter-shape", "wobbly", "--", "true"}, "unknown shape"},
+		{"exit code range", []string{"--on-exit-codes", "1,300", "--", "true"}, "exit code 300 is outside 1-255"},
+		{"log format", []string{"--log-format", "xml", "--", "true"}, "want text or json"},
+		{"profile", []string{"--profile", "turbo", "--", "true"}, `unknown profile "turbo"`},
+		{"no command", []string{"--attempts", "2"}, "no command given"},
+		{"unreadable config", []string{"--config", noRead, "--", "true"}, "cannot read"},
+		{"unknown json field", []string{"--config", unknown, "--", "true"}, `unknown field "retries"`},
+		{"bad json", []string{"--config", badJSON, "--", "true"}, "JSON"},
+		{"config code", []string{"--config", badCode, "--", "true"}, "http_status_codes: status code 600 is outside 100-599"},
+		{"config duration", []string{"--config", badDur, "--", "true"}, `initial_delay: invalid duration "soon"`},
+		{"stdin file", []string{"--stdin-file", noRead, "--", "true"}, "--stdin-file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runRetry(t, "", nil, tc.args...)
+			if r.code != exitUsage {
+				t.Errorf("exit code = %d, want 2", r.code)
+			}
+			if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "retry: ") {
+				t.Errorf("want one line on stderr, got %q", r.stderr)
+			}
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr %q lacks %q", r.stderr, tc.want)
+			}
+			if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine") {
+				t.Errorf("stack trace on bad input: %s", r.stderr)
+			}
+		})
+	}
+}
