@@ -15,7 +15,9 @@ import (
 // limClock is a settable clock for the limiters' Now.
 type limClock struct{ ns atomic.Int64 }
 
-func (c *limClock) Now() time.Time           { return time.Unix(1_700_000_000, 0).Add(time.Duration(c.ns.Load())) }
+func (c *limClock) Now() time.Time {
+	return time.Unix(1_700_000_000, 0).Add(time.Duration(c.ns.Load()))
+}
 func (c *limClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 var errLimTransient = errors.New("503 transient")
