@@ -1,0 +1,133 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Fault is one misbehaviour the server can apply to a request.
+//
+// Faults marked "before the effect" reject the request without running its
+// side effect; faults marked "after the effect" run it first and then fail
+// to deliver the response, which is what turns a careless retry into a
+// duplicate.
+type Fault uint8
+
+const (
+	// None serves the request normally.
+	None Fault = iota
+
+	// ResetBeforeRead resets the connection before reading the request
+	// body (before the effect).
+	ResetBeforeRead
+	// ResetBeforeResponse reads the body, runs the effect, then resets
+	// the connection without sending any response (after the effect).
+	ResetBeforeResponse
+	// ResetAfterHeaders sends the response headers, then resets the
+	// connection (after the effect).
+	ResetAfterHeaders
+	// ResetMidBody sends the headers and half of the response body, then
+	// resets the connection (after the effect).
+	ResetMidBody
+	// StallHeaders sends nothing until the client gives up or
+	// Config.StallMax passes, then resets (before the effect).
+	StallHeaders
+	// StallBody sends the headers and half the body, then stalls until the
+	// client gives up or Config.StallMax passes, then resets (after the
+	// effect).
+	StallBody
+	// SlowRead reads the request body a few bytes at a time (slow loris,
+	// server side) until the client gives up or Config.StallMax passes,
+	// then resets (before the effect).
+	SlowRead
+
+	// Status5xx answers 500, 502, 503 or 504 (before the effect).
+	Status5xx
+	// RetryAfterSeconds answers 429 with Retry-After in whole seconds
+	// (Config.RetryAfter rounded up).
+	RetryAfterSeconds
+	// RetryAfterDate answers 429 with Retry-After as an HTTP-date
+	// Config.RetryAfter from now.
+	RetryAfterDate
+	// RetryAfterMalformed answers 429 with an unparsable Retry-After.
+	RetryAfterMalformed
+	// RetryAfterNegative answers 429 with Retry-After: -5.
+	RetryAfterNegative
+	// RetryAfterHuge answers 429 with Retry-After: 1000000000 (about 31
+	// years).
+	RetryAfterHuge
+	// RetryInfo answers 429 with a google.rpc.RetryInfo error body whose
+	// retryDelay is Config.RetryAfter.
+	RetryInfo
+	// RetryInfoMalformed answers 429 with a truncated, invalid RetryInfo
+	// body.
+	RetryInfoMalformed
+	// RetryInfoHuge answers 429 with a RetryInfo body asking for
+	// 1000000000 s, padded to Config.HugeBody bytes.
+	RetryInfoHuge
+
+	// GoAway serves the request (after the effect) and then closes the
+	// connection gracefully: "Connection: close" over HTTP/1.1, a GOAWAY
+	// frame over HTTP/2.
+	GoAway
+
+	numFaults
+)
+
+var faultNames = [...]string{
+	None:                "none",
+	ResetBeforeRead:     "reset-before-read",
+	ResetBeforeResponse: "reset-before-response",
+	ResetAfterHeaders:   "reset-after-headers",
+	ResetMidBody:        "reset-mid-body",
+	StallHeaders:        "stall-headers",
+	StallBody:           "stall-body",
+	SlowRead:            "slow-read",
+	Status5xx:           "5xx",
+	RetryAfterSeconds:   "retry-after-seconds",
+	RetryAfterDate:      "retry-after-date",
+	RetryAfterMalformed: "retry-after-malformed",
+	RetryAfterNegative:  "retry-after-negative",
+	RetryAfterHuge:      "retry-after-huge",
+	RetryInfo:           "retryinfo",
+	RetryInfoMalformed:  "retryinfo-malformed",
+	RetryInfoHuge:       "retryinfo-huge",
+	GoAway:              "goaway",
+}
+
+// String returns the fault's name, e.g. "reset-mid-body".
+func (f Fault) String() string {
+	if f < numFaults {
+		return faultNames[f]
+	}
+	return fmt.Sprintf("Fault(%d)", uint8(f))
+}
+
+// ParseFault returns the Fault with the given name (see Fault.String).
+func ParseFault(name string) (Fault, error) {
+	for i, n := range faultNames {
+		if n == name {
+			return Fault(i), nil
+		}
+	}
+	return 0, fmt.Errorf("chaos: unknown fault %q (want one of %s)", name, strings.Join(faultNames[:], ", "))
+}
+
+// Faults returns every fault except None, in declaration order.
+func Faults() []Fault {
+	out := make([]Fault, 0, numFaults-1)
+	for f := None + 1; f < numFaults; f++ {
+		out = append(out, f)
+	}
+	return out
+}
+
+// AfterEffect reports whether the fault runs the request's side effect
+// before failing (so a retry without deduplication would repeat it).
+func (f Fault) AfterEffect() bool {
+	switch f {
+	case ResetBeforeResponse, ResetAfterHeaders, ResetMidBody, StallBody, GoAway:
+		return true
+	}
+	return false
+}
