@@ -127,9 +127,6 @@ func (c RatioBudgetConfig) resolve() RatioBudgetConfig {
 	case c.MinPerSecond < 0:
 		c.MinPerSecond = 0
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	return c
 }
 
@@ -229,17 +226,29 @@ const minWindow = windowSlots * time.Millisecond
 // windowClock turns the time into slot epochs: epoch 1 is the first slot
 // width after the clock's creation. Epoch 0 marks an unused slot.
 type windowClock struct {
-	now    func() time.Time
+	now    func() time.Time // nil: time.Since(origin), monotonic and cheaper
 	origin time.Time
 	width  time.Duration
 }
 
 func newWindowClock(now func() time.Time, window time.Duration) windowClock {
-	return windowClock{now: now, origin: now(), width: window / windowSlots}
+	c := windowClock{now: now, width: window / windowSlots}
+	if now == nil {
+		c.origin = time.Now()
+	} else {
+		c.origin = now()
+	}
+	return c
 }
 
 func (c *windowClock) epoch() uint32 {
-	d := c.now().Sub(c.origin)
+	var d time.Duration
+	if c.now == nil {
+		// The monotonic clock only: about half the cost of time.Now.
+		d = time.Since(c.origin)
+	} else {
+		d = c.now().Sub(c.origin)
+	}
 	if d < 0 {
 		d = 0
 	}

@@ -88,9 +88,6 @@ func NewAdaptiveThrottle(c ThrottleConfig) *AdaptiveThrottle {
 	if c.K == 0 {
 		c.K = DefaultThrottleK
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}
