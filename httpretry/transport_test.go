@@ -1,0 +1,581 @@
+package httpretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+func get(t *testing.T, rt http.RoundTripper, url string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip: %v", err)
+	}
+	return resp
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("reading the body: %v", err)
+	}
+	return string(b)
+}
+
+func TestStatusCodes(t *testing.T) {
+	tests := []struct {
+		code  int
+		retry bool
+	}{
+		{200, false}, {201, false}, {204, false}, {304, false},
+		{400, false}, {401, false}, {403, false}, {404, false}, {409, false},
+		{408, true}, {429, true},
+		{500, true}, {501, false}, {502, true}, {503, true}, {504, true}, {505, false},
+	}
+	for _, tt := range tests {
+		t.Run(http.StatusText(tt.code), func(t *testing.T) {
+			srv := newScript(t, status(tt.code, "first"), status(200, "second"))
+			resp := get(t, NewTransport(srv.Client().Transport, fast), srv.URL)
+			body := readAll(t, resp)
+			wantHits, wantCode, wantBody := int32(1), tt.code, "first"
+			if tt.retry {
+				wantHits, wantCode, wantBody = 2, 200, "second"
+			}
+			if tt.code == 204 || tt.code == 304 {
+				wantBody = ""
+			}
+			if got := srv.hits.Load(); got != wantHits {
+				t.Errorf("server saw %d requests, want %d", got, wantHits)
+			}
+			if resp.StatusCode != wantCode || body != wantBody {
+				t.Errorf("got %d %q, want %d %q", resp.StatusCode, body, wantCode, wantBody)
+			}
+		})
+	}
+}
+
+func TestCustomStatusCodes(t *testing.T) {
+	srv := newScript(t, status(418, ""), status(503, "busy"))
+	p := fast
+	p.StatusCodes = []int{418}
+	resp := get(t, NewTransport(srv.Client().Transport, p), srv.URL)
+	// 418 is retried; 503 is not in the list, so it is returned at once.
+	if body := readAll(t, resp); resp.StatusCode != 503 || body != "busy" || srv.hits.Load() != 2 {
+		t.Fatalf("got %d %q after %d requests, want 503 \"busy\" after 2", resp.StatusCode, body, srv.hits.Load())
+	}
+}
+
+// TestGiveUpReturnsLastResponse: attempts used up on a retryable status
+// give the caller the last response, status and body intact, and no error.
+func TestGiveUpReturnsLastResponse(t *testing.T) {
+	srv := newScript(t, status(500, "one"), status(502, "two"), status(503, "three", "X-Attempt", "3"))
+	var ev events
+	p := fast
+	p.Attempts = 3
+	p.Observer = ev.observe
+	resp := get(t, NewTransport(srv.Client().Transport, p), srv.URL)
+	if body := readAll(t, resp); resp.StatusCode != 503 || body != "three" || resp.Header.Get("X-Attempt") != "3" {
+		t.Fatalf("got %d %q %v, want the third response", resp.StatusCode, body, resp.Header)
+	}
+	last := ev.last()
+	var ae *AttemptError
+	if last.Kind != retry.EventGiveUp || last.Reason != retry.ReasonAttempts || !errors.As(last.Err, &ae) || ae.Status != 503 {
+		t.Fatalf("last event = %+v, want a give-up on attempts with a 503 AttemptError", last)
+	}
+}
+
+// TestConnectionReuse: discarded responses are drained and closed, so four
+// attempts share one TCP connection.
+func TestConnectionReuse(t *testing.T) {
+	big := strings.Repeat("x", 32<<10) // a body the transport must drain
+	srv := newScript(t, status(503, big), status(503, big), status(503, big), status(200, "ok"))
+	p := fast
+	p.Attempts = 4
+	resp := get(t, NewTransport(srv.Client().Transport, p), srv.URL)
+	if body := readAll(t, resp); body != "ok" {
+		t.Fatalf("body %q", body)
+	}
+	if hits, conns := srv.hits.Load(), srv.conns.Load(); hits != 4 || conns != 1 {
+		t.Fatalf("%d requests over %d connections, want 4 over 1", hits, conns)
+	}
+}
+
+// hijackClose answers by writing partial, then resetting the connection.
+func hijackClose(partial string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		buf.WriteString(partial)
+		buf.Flush()
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetLinger(0) // close with RST
+		}
+		conn.Close()
+	}
+}
+
+func TestResetMidHeader(t *testing.T) {
+	for _, partial := range []string{"", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n"} {
+		srv := newScript(t, hijackClose(partial), status(200, "ok"))
+		var ev events
+		p := fast
+		p.Observer = ev.observe
+		resp := get(t, NewTransport(srv.Client().Transport, p), srv.URL)
+		if body := readAll(t, resp); body != "ok" || srv.hits.Load() != 2 {
+			t.Fatalf("partial %q: got %q after %d requests, want \"ok\" after 2", partial, body, srv.hits.Load())
+		}
+		var ae *AttemptError
+		retries := ev.byKind(retry.EventRetry)
+		if len(retries) != 1 || !errors.As(retries[0].Err, &ae) || (ae.Class != ClassReset && ae.Class != ClassEOF) {
+			t.Fatalf("partial %q: retry events %+v, want one reset/eof", partial, retries)
+		}
+	}
+}
+
+// TestResetMidBody: once the headers arrived the response belongs to the
+// caller; a reset while reading its body is not retried (nothing is
+// delivered twice).
+func TestResetMidBody(t *testing.T) {
+	srv := newScript(t, hijackClose("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nchunk-1"), status(200, "again"))
+	resp := get(t, NewTransport(srv.Client().Transport, fast), srv.URL)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || string(b) != "chunk-1" {
+		t.Fatalf("body %q, err %v: want chunk-1 then an error", b, err)
+	}
+	if srv.hits.Load() != 1 {
+		t.Fatalf("server saw %d requests, want 1", srv.hits.Load())
+	}
+}
+
+// TestRetryableStatusMidBody: a retryable response reset while drained does
+// not stop the next attempt.
+func TestRetryableStatusMidBody(t *testing.T) {
+	srv := newScript(t, hijackClose("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100\r\n\r\nbus"), status(200, "ok"))
+	resp := get(t, NewTransport(srv.Client().Transport, fast), srv.URL)
+	if body := readAll(t, resp); body != "ok" || srv.hits.Load() != 2 {
+		t.Fatalf("got %q after %d requests", body, srv.hits.Load())
+	}
+}
+
+func TestRefusedIsRetriedForAnyMethod(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: connection refused
+	var ev events
+	p := fast
+	p.Attempts = 3
+	p.Observer = ev.observe
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/items?key=SECRET", strings.NewReader("payload"))
+	_, err = NewTransport(nil, p).RoundTrip(req)
+	var re *retry.Error
+	var ae *AttemptError
+	if !errors.As(err, &re) || re.Attempts != 3 || re.Reason != retry.ReasonAttempts || !errors.As(err, &ae) || ae.Class != ClassRefused {
+		t.Fatalf("err = %v, want a retry.Error after 3 refused attempts", err)
+	}
+	if strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("secret in error: %v", err)
+	}
+	if n := len(ev.byKind(retry.EventRetry)); n != 2 {
+		t.Fatalf("%d retry events, want 2", n)
+	}
+}
+
+// TestPostNotIdempotent is what the CLI relies on: a POST that fails with a
+// retryable status is not retried, the give-up event's Err matches
+// ErrNotIdempotent and holds the AttemptError, and the caller gets the
+// response.
+func TestPostNotIdempotent(t *testing.T) {
+	srv := newScript(t, status(503, "busy"), status(200, "ok"))
+	var ev events
+	p := fast
+	p.Observer = ev.observe
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/items?key=SECRET", strings.NewReader("payload"))
+	resp, err := NewTransport(srv.Client().Transport, p).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != 503 || body != "busy" || srv.hits.Load() != 1 {
+		t.Fatalf("got %d %q after %d requests, want the 503 after 1", resp.StatusCode, body, srv.hits.Load())
+	}
+	if k := ev.kinds(); len(k) != 1 || k[0] != retry.EventGiveUp {
+		t.Fatalf("events %v, want one give-up", k)
+	}
+	e := ev.last()
+	var ae *AttemptError
+	if !errors.Is(e.Err, ErrNotIdempotent) || !errors.As(e.Err, &ae) || e.Reason != retry.ReasonPermanent {
+		t.Fatalf("give-up event %+v: want ErrNotIdempotent and an AttemptError", e)
+	}
+	if ae.Method != "POST" || ae.Status != 503 || ae.Class != ClassStatus || ae.Endpoint != srv.URL || ae.URL != srv.URL+"/v1/items?key=REDACTED" {
+		t.Fatalf("AttemptError %+v", ae)
+	}
+	if errors.Is(e.Err, ErrBodyNotReplayable) {
+		t.Fatal("ErrBodyNotReplayable matches too")
+	}
+}
+
+func TestPostNotIdempotentTransportError(t *testing.T) {
+	srv := newScript(t, hijackClose("HTTP/1.1 200 OK\r\n"), status(200, "ok"))
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("payload"))
+	_, err := NewTransport(srv.Client().Transport, fast).RoundTrip(req)
+	if !errors.Is(err, ErrNotIdempotent) || srv.hits.Load() != 1 {
+		t.Fatalf("err = %v after %d requests, want ErrNotIdempotent after 1", err, srv.hits.Load())
+	}
+}
+
+func TestIdempotentPost(t *testing.T) {
+	uuidV4 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	tests := []struct {
+		name    string
+		opts    []Option
+		ctx     func(context.Context) context.Context
+		key     string // Idempotency-Key set by the caller
+		method  string
+		retried bool
+		autoKey bool // a generated key is expected
+	}{
+		{name: "POST", method: "POST"},
+		{name: "PATCH", method: "PATCH"},
+		{name: "POST with key", method: "POST", key: "k-123", retried: true},
+		{name: "POST marked idempotent", method: "POST", ctx: Idempotent, retried: true},
+		{name: "POST allowed client-wide", method: "POST", opts: []Option{AllowNonIdempotent()}, retried: true},
+		{name: "POST allowed but marked not idempotent", method: "POST", opts: []Option{AllowNonIdempotent()}, ctx: NotIdempotent},
+		{name: "POST with key marked not idempotent", method: "POST", key: "k", ctx: NotIdempotent},
+		{name: "POST with added key", method: "POST", opts: []Option{AddIdempotencyKey()}, retried: true, autoKey: true},
+		{name: "PATCH with added key", method: "PATCH", opts: []Option{AddIdempotencyKey()}, retried: true, autoKey: true},
+		{name: "POST with own key and AddIdempotencyKey", method: "POST", key: "mine", opts: []Option{AddIdempotencyKey()}, retried: true},
+		{name: "POST not idempotent with AddIdempotencyKey", method: "POST", opts: []Option{AddIdempotencyKey()}, ctx: NotIdempotent},
+		{name: "PUT", method: "PUT", retried: true},
+		{name: "DELETE", method: "DELETE", retried: true},
+		{name: "OPTIONS", method: "OPTIONS", retried: true},
+		{name: "GET marked not idempotent", method: "GET", ctx: NotIdempotent},
+		{name: "CONNECTish custom method", method: "PURGE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newScript(t, status(503, "busy"), status(503, "busy"), status(200, "ok"))
+			ctx := context.Background()
+			if tt.ctx != nil {
+				ctx = tt.ctx(ctx)
+			}
+			req, _ := http.NewRequestWithContext(ctx, tt.method, srv.URL, strings.NewReader("payload"))
+			if tt.key != "" {
+				req.Header.Set("Idempotency-Key", tt.key)
+			}
+			resp, err := NewTransport(srv.Client().Transport, fast, tt.opts...).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+			want := int32(1)
+			if tt.retried {
+				want = 3
+			}
+			if got := srv.hits.Load(); got != want {
+				t.Fatalf("server saw %d requests, want %d", got, want)
+			}
+			seen := srv.requests()
+			key := seen[0].Header.Get("Idempotency-Key")
+			for i, s := range seen {
+				if s.Body != "payload" {
+					t.Errorf("attempt %d body %q", i+1, s.Body)
+				}
+				if k := s.Header.Get("Idempotency-Key"); k != key {
+					t.Errorf("attempt %d key %q, attempt 1 had %q", i+1, k, key)
+				}
+			}
+			switch {
+			case tt.autoKey && !uuidV4.MatchString(key):
+				t.Errorf("added key %q is not a UUID v4", key)
+			case !tt.autoKey && key != tt.key:
+				t.Errorf("key %q, want %q", key, tt.key)
+			}
+			if tt.autoKey && req.Header.Get("Idempotency-Key") != "" {
+				t.Error("the caller's request header was modified")
+			}
+		})
+	}
+}
+
+func TestAddedKeyDiffersPerRequest(t *testing.T) {
+	srv := newScript(t, status(200, ""))
+	rt := NewTransport(srv.Client().Transport, fast, AddIdempotencyKey())
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+	}
+	s := srv.requests()
+	if a, b := s[0].Header.Get("Idempotency-Key"), s[1].Header.Get("Idempotency-Key"); a == "" || a == b {
+		t.Fatalf("keys %q and %q: want two different keys", a, b)
+	}
+}
+
+// opaqueBody hides the type of its reader, so http.NewRequest sets no GetBody.
+type opaqueBody struct{ r io.Reader }
+
+func (o opaqueBody) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+func TestBodyReplay(t *testing.T) {
+	payload := strings.Repeat("0123456789", 50) // 500 bytes
+	tests := []struct {
+		name      string
+		body      func() io.Reader
+		limit     int64
+		replay    bool
+		getBody   bool
+		wantHits  int32
+		wantCode  int
+		skipCause error
+	}{
+		{name: "GetBody", body: func() io.Reader { return strings.NewReader(payload) }, getBody: true, wantHits: 3, wantCode: 200},
+		{name: "buffered", body: func() io.Reader { return opaqueBody{strings.NewReader(payload)} }, wantHits: 3, wantCode: 200},
+		{name: "buffered at the limit", body: func() io.Reader { return opaqueBody{strings.NewReader(payload)} }, limit: 500, wantHits: 3, wantCode: 200},
+		{name: "over the limit", body: func() io.Reader { return opaqueBody{strings.NewReader(payload)} }, limit: 499, wantHits: 1, wantCode: 503, skipCause: ErrBodyNotReplayable},
+		{name: "never buffered", body: func() io.Reader { return opaqueBody{strings.NewReader(payload)} }, limit: 0, wantHits: 1, wantCode: 503, skipCause: ErrBodyNotReplayable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newScript(t, status(503, "busy"), status(503, "busy"), status(200, "ok"))
+			var ev events
+			p := fast
+			p.Observer = ev.observe
+			var opts []Option
+			if tt.limit != 0 || tt.name == "never buffered" {
+				opts = append(opts, MaxBufferedBody(tt.limit))
+			}
+			cc := &closeCounter{Reader: tt.body()}
+			req, _ := http.NewRequestWithContext(Idempotent(context.Background()), http.MethodPost, srv.URL, cc)
+			if tt.getBody {
+				req, _ = http.NewRequestWithContext(Idempotent(context.Background()), http.MethodPost, srv.URL, strings.NewReader(payload))
+				orig := req.Body
+				cc = &closeCounter{Reader: orig}
+				req.Body = cc
+			} else if req.GetBody != nil {
+				t.Fatal("test body has GetBody")
+			}
+			resp, err := NewTransport(srv.Client().Transport, p, opts...).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+			if srv.hits.Load() != tt.wantHits || resp.StatusCode != tt.wantCode {
+				t.Fatalf("got %d after %d requests, want %d after %d", resp.StatusCode, srv.hits.Load(), tt.wantCode, tt.wantHits)
+			}
+			for i, s := range srv.requests() {
+				if s.Body != payload {
+					t.Errorf("attempt %d: the server got %d bytes, want the %d of the payload", i+1, len(s.Body), len(payload))
+				}
+			}
+			if n := cc.closed.Load(); n != 1 {
+				t.Errorf("the request body was closed %d times, want 1", n)
+			}
+			if tt.skipCause != nil {
+				e := ev.last()
+				if e.Kind != retry.EventGiveUp || !errors.Is(e.Err, tt.skipCause) || errors.Is(e.Err, ErrNotIdempotent) {
+					t.Errorf("last event %+v: want a give-up matching %v", e, tt.skipCause)
+				}
+			}
+		})
+	}
+}
+
+func TestGetBodyFails(t *testing.T) {
+	srv := newScript(t, status(503, "busy"), status(200, "ok"))
+	var ev events
+	p := fast
+	p.Observer = ev.observe
+	req, _ := http.NewRequest(http.MethodPut, srv.URL, strings.NewReader("x"))
+	boom := errors.New("boom")
+	req.GetBody = func() (io.ReadCloser, error) { return nil, boom }
+	resp, err := NewTransport(srv.Client().Transport, p).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != 503 || body != "busy" {
+		t.Fatalf("got %d %q, want the first response", resp.StatusCode, body)
+	}
+	if e := ev.last(); !errors.Is(e.Err, ErrBodyNotReplayable) || !errors.Is(e.Err, boom) {
+		t.Fatalf("last event %+v, want ErrBodyNotReplayable and the GetBody error", e)
+	}
+}
+
+// failingBody fails after some bytes.
+type failingBody struct {
+	closeCounter
+}
+
+func TestBodyReadErrorWhileBuffering(t *testing.T) {
+	srv := newScript(t, status(200, "ok"))
+	boom := errors.New("disk on fire")
+	cc := &closeCounter{Reader: io.MultiReader(strings.NewReader("abc"), errReader{boom})}
+	req, _ := http.NewRequest(http.MethodPut, srv.URL+"?token=SECRET", cc)
+	_, err := NewTransport(srv.Client().Transport, fast).RoundTrip(req)
+	if !errors.Is(err, boom) || strings.Contains(err.Error(), "SECRET") || cc.closed.Load() != 1 || srv.hits.Load() != 0 {
+		t.Fatalf("err = %v, closed %d, hits %d", err, cc.closed.Load(), srv.hits.Load())
+	}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+func TestRequestNotModified(t *testing.T) {
+	srv := newScript(t, status(503, ""), status(200, "ok"))
+	p := fast
+	rt := NewTransport(srv.Client().Transport, p, AddIdempotencyKey(), WithAttemptTimeout(time.Minute),
+		WithEndpoints([]string{srv.URL}, time.Second))
+	req, _ := http.NewRequest(http.MethodPost, "https://example.invalid/v1/x?a=1", opaqueBody{strings.NewReader("body")})
+	req.Header.Set("Authorization", "Bearer t")
+	before := *req
+	beforeURL := *req.URL
+	beforeHeader := req.Header.Clone()
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, resp)
+	if srv.hits.Load() != 2 {
+		t.Fatalf("%d requests", srv.hits.Load())
+	}
+	if *req.URL != beforeURL || req.Host != before.Host || req.ContentLength != before.ContentLength ||
+		req.Body != before.Body || req.GetBody != nil || req.Context() != before.Context() || len(req.Header) != len(beforeHeader) ||
+		req.Header.Get("Authorization") != "Bearer t" || req.Header.Get("Idempotency-Key") != "" {
+		t.Fatalf("the caller's request changed: %+v", req)
+	}
+	for i, s := range srv.requests() {
+		if s.Path != "/v1/x" || s.RawQuery != "a=1" || s.Header.Get("Authorization") != "Bearer t" || s.Body != "body" {
+			t.Errorf("attempt %d: %+v", i+1, s)
+		}
+	}
+}
+
+func TestPerRequestOverrideMerge(t *testing.T) {
+	base := fast
+	base.Attempts = 2
+	t.Run("attempts", func(t *testing.T) {
+		srv := newScript(t, status(503, ""))
+		req, _ := http.NewRequestWithContext(WithPolicy(context.Background(), retry.Policy{Attempts: 4}), "GET", srv.URL, nil)
+		resp, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		// The override changes Attempts only: the zero waits stay.
+		if srv.hits.Load() != 4 {
+			t.Fatalf("%d requests, want 4", srv.hits.Load())
+		}
+	})
+	t.Run("status codes", func(t *testing.T) {
+		srv := newScript(t, status(418, ""))
+		req, _ := http.NewRequestWithContext(WithPolicy(context.Background(), retry.Policy{StatusCodes: []int{418}}), "GET", srv.URL, nil)
+		resp, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if srv.hits.Load() != 2 { // the transport's Attempts: 2
+			t.Fatalf("%d requests, want 2", srv.hits.Load())
+		}
+	})
+	t.Run("nested", func(t *testing.T) {
+		srv := newScript(t, status(418, ""))
+		ctx := WithPolicy(context.Background(), retry.Policy{StatusCodes: []int{418}})
+		ctx = WithPolicy(ctx, retry.Policy{Attempts: 3})
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+		resp, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		if srv.hits.Load() != 3 {
+			t.Fatalf("%d requests, want 3", srv.hits.Load())
+		}
+	})
+	t.Run("invalid", func(t *testing.T) {
+		srv := newScript(t, status(200, ""))
+		cc := &closeCounter{Reader: strings.NewReader("x")}
+		req, _ := http.NewRequestWithContext(WithPolicy(context.Background(), retry.Policy{Attempts: -1}), "PUT", srv.URL, cc)
+		_, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
+		var ve *retry.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "Attempts" || srv.hits.Load() != 0 || cc.closed.Load() != 1 {
+			t.Fatalf("err = %v, hits %d, closed %d", err, srv.hits.Load(), cc.closed.Load())
+		}
+	})
+}
+
+func TestInvalidOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		p    retry.Policy
+		opts []Option
+		want string
+	}{
+		{"policy", retry.Policy{MaxDelay: -time.Second}, nil, "MaxDelay"},
+		{"buffer", retry.Policy{}, []Option{MaxBufferedBody(-1)}, "MaxBufferedBody(-1)"},
+		{"timeout", retry.Policy{}, []Option{WithAttemptTimeout(-time.Second)}, "WithAttemptTimeout(-1s)"},
+		{"no endpoints", retry.Policy{}, []Option{WithEndpoints(nil, time.Second)}, "list of endpoints is empty"},
+		{"scheme", retry.Policy{}, []Option{WithEndpoints([]string{"ftp://x"}, time.Second)}, `endpoint 0 "ftp://x": the scheme must be http or https`},
+		{"path", retry.Policy{}, []Option{WithEndpoints([]string{"https://a", "https://b/v1"}, time.Second)}, `endpoint 1 "https://b/v1"`},
+		{"userinfo", retry.Policy{}, []Option{WithEndpoints([]string{"https://u:p@b"}, time.Second)}, "user info"},
+		{"cooldown", retry.Policy{}, []Option{WithEndpoints([]string{"https://b"}, -time.Second)}, "cooldown -1s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := NewTransport(nil, tt.p, tt.opts...).(*Transport)
+			if rt.Err() == nil || !strings.Contains(rt.Err().Error(), tt.want) {
+				t.Fatalf("Err() = %v, want it to say %q", rt.Err(), tt.want)
+			}
+			cc := &closeCounter{Reader: strings.NewReader("x")}
+			req, _ := http.NewRequest("PUT", "http://127.0.0.1:1/", cc)
+			if _, err := rt.RoundTrip(req); err != rt.Err() || cc.closed.Load() != 1 {
+				t.Fatalf("RoundTrip err = %v, closed %d", err, cc.closed.Load())
+			}
+		})
+	}
+	if err := NewTransport(nil, retry.Policy{}, WithEndpoints([]string{"https://a:443/", "http://127.0.0.1:8080"}, 0)).(*Transport).Err(); err != nil {
+		t.Fatalf("valid options: %v", err)
+	}
+}
+
+func TestNewClient(t *testing.T) {
+	srv := newScript(t, status(503, ""), status(200, "ok"))
+	c := NewClient(fast)
+	if _, ok := c.Transport.(*Transport); !ok {
+		t.Fatalf("transport %T", c.Transport)
+	}
+	resp, err := c.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); body != "ok" || srv.hits.Load() != 2 {
+		t.Fatalf("got %q after %d", body, srv.hits.Load())
+	}
+	c.CloseIdleConnections()
+}
+
+var _ = bytes.NewReader
