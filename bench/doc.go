@@ -1,0 +1,12 @@
+// Package bench compares the cost of backoffkit/retry's loop and HTTP
+// transport with peer Go retry libraries: gax-go, sethvargo/go-retry,
+// cenkalti/backoff v5, avast/retry-go, failsafe-go and go-retryablehttp.
+//
+// It holds only tests and benchmarks; it lives in its own module so that the
+// peers never become dependencies of the root module. Run it with
+//
+//	cd bench && go test -run x -bench . -benchmem -count 6
+//
+// and see docs/benchmarks.md for how each library is configured and for the
+// measured results.
+package bench
