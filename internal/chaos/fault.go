@@ -38,7 +38,9 @@ const (
 	StallBody
 	// SlowRead reads the request body a few bytes at a time (slow loris,
 	// server side) until the client gives up or Config.StallMax passes,
-	// then resets (before the effect).
+	// then resets (before the effect). Like a real slow server it only
+	// notices a client that left once it reaches the end of the bytes
+	// already sent, so it may hold the connection until StallMax.
 	SlowRead
 
 	// Status5xx answers 500, 502, 503 or 504 (before the effect).

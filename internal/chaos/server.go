@@ -95,6 +95,7 @@ type Config struct {
 
 // Attempt is what the server did with one attempt of a request.
 type Attempt struct {
+	Key    string // the attempt's Idempotency-Key, "" if none
 	Fault  Fault
 	Status int // the status sent, 0 if none (reset or stall)
 	Effect bool
@@ -369,7 +370,7 @@ func (s *Server) begin(r *http.Request) (id string, idx int, f Fault) {
 		rec = &Record{Method: r.Method, Key: r.Header.Get(HeaderKey)}
 		s.records[id] = rec
 	}
-	rec.Attempts = append(rec.Attempts, Attempt{})
+	rec.Attempts = append(rec.Attempts, Attempt{Key: r.Header.Get(HeaderKey)})
 	idx = len(rec.Attempts) - 1
 	s.stats.Requests++
 	s.mu.Unlock()
