@@ -1,0 +1,574 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+// OverloadConfig describes a retry-storm experiment. Unlike
+// [ContentionConfig], its zero values are taken literally (Outage 0 means no
+// outage): start from [DefaultOverload] and change what you need.
+type OverloadConfig struct {
+	// Clients is the number of simulated clients. Each issues requests as
+	// its own Poisson process (open loop: a new request does not wait for
+	// the previous one), at Load·Capacity/Clients requests per second.
+	Clients int
+	// Hosts is the number of client processes. Client c runs in process
+	// c mod Hosts, and the calls of one process share its budget and
+	// throttle, as a [retry.Limiter] is meant to be shared.
+	Hosts int
+	// Capacity is what the server serves, in requests per second (a single
+	// FIFO queue with a fixed service time of 1/Capacity).
+	Capacity float64
+	// Load is the offered load of new requests, as a fraction of Capacity.
+	Load float64
+	// Queue is the most requests that may wait at the server; an attempt
+	// that finds the queue full is shed at once with a 503.
+	Queue int
+	// Duration is how long new requests arrive; requests still in flight
+	// then run to their end.
+	Duration time.Duration
+	// OutageStart and Outage place the outage: during
+	// [OutageStart, OutageStart+Outage) the server answers every attempt
+	// with a 503 at once (or, with Drop, never answers).
+	OutageStart, Outage time.Duration
+	// Drop makes the server drop attempts during the outage instead of
+	// answering 503: the client sees a timeout after the policy's
+	// AttemptTimeout, or Timeout when the policy has none.
+	Drop    bool
+	Timeout time.Duration
+	// NetMean and NetSD describe the network delay of each message.
+	NetMean, NetSD time.Duration
+	// Bin is the resolution of the time series and of recovery_s.
+	Bin time.Duration
+	// Seed seeds every random stream. The request arrivals depend only on
+	// Seed, so every strategy sees exactly the same requests.
+	Seed uint64
+	// Strategies to compare (nil: [DefaultOverloadNames]).
+	Strategies []OverloadStrategy
+	// Workers is how many strategies are simulated at once (0: GOMAXPROCS).
+	Workers int
+}
+
+// DefaultOverload returns the default experiment: 100,000 clients in 100
+// processes offering 8,000 requests/s to a server that serves 10,000/s with
+// a 1,000-request queue (100 ms of work), for 60 s, with a 30 s outage
+// (fast 503s) from 10 s to 40 s.
+func DefaultOverload() OverloadConfig {
+	return OverloadConfig{
+		Clients:     100_000,
+		Hosts:       100,
+		Capacity:    10_000,
+		Load:        0.8,
+		Queue:       1000,
+		Duration:    60 * time.Second,
+		OutageStart: 10 * time.Second,
+		Outage:      30 * time.Second,
+		Timeout:     10 * time.Second,
+		NetMean:     DefaultNetMean,
+		NetSD:       DefaultNetSD,
+		Bin:         100 * time.Millisecond,
+	}
+}
+
+// OverloadResult is the outcome of one strategy.
+type OverloadResult struct {
+	Experiment string `json:"experiment"` // "overload"
+	Strategy   string `json:"strategy"`
+	Clients    int    `json:"clients"`
+	Hosts      int    `json:"hosts"`
+	Runs       int    `json:"runs"` // always 1: one long run
+	Requests   int64  `json:"requests"`
+	Attempts   int64  `json:"attempts"`
+	// Amplification is the load amplification the outage causes: attempts
+	// made by the requests that started during the outage ÷ those requests.
+	Amplification float64 `json:"amplification"`
+	// AmplificationTotal is attempts ÷ requests over the whole run.
+	AmplificationTotal float64 `json:"amplification_total"`
+	// PeakLoad is the highest attempt rate that reached the server in one
+	// bin, as a multiple of Capacity.
+	PeakLoad float64 `json:"peak_load"`
+	// Goodput is successful requests per second of Duration.
+	Goodput float64 `json:"goodput"`
+	// FailedRatio is the share of requests that did not succeed.
+	FailedRatio float64 `json:"failed_ratio"`
+	// RecoveryS is the time from the end of the outage to the start of the
+	// first bin from which every bin up to Duration is healthy (at least
+	// 99 % of the attempts that reached the server, or were refused by the
+	// client's throttle, succeeded). -1 if the service never recovered
+	// within Duration.
+	RecoveryS float64 `json:"recovery_s"`
+	// P99Ms is the 99th percentile of the requests' end-to-end latency
+	// (first attempt to final outcome, success or not), ms, to 1 ms.
+	P99Ms float64 `json:"p99_ms"`
+	// How the requests ended: each request counts in exactly one.
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`    // the last allowed attempt failed, or a non-retryable error
+	GaveUp    int64 `json:"gave_up"`   // stopped by the deadline, the budget or the throttle
+	Throttled int64 `json:"throttled"` // of GaveUp: first attempt refused by the throttle
+	Events    int64 `json:"events"`
+	// Load and Good are the time series, one value per Bin: attempts per
+	// second reaching the server and successful requests per second.
+	Load []float64 `json:"-"`
+	Good []float64 `json:"-"`
+	// BinS is the bin width in seconds.
+	BinS float64 `json:"-"`
+}
+
+func (c *OverloadConfig) check() error {
+	switch {
+	case c.Clients < 1:
+		return fmt.Errorf("sim: clients = %d: want at least 1", c.Clients)
+	case c.Hosts < 1 || c.Hosts > c.Clients:
+		return fmt.Errorf("sim: hosts = %d: want 1 to clients (%d)", c.Hosts, c.Clients)
+	case !(c.Capacity > 0) || math.IsInf(c.Capacity, 0) || c.Capacity > 1e9:
+		return fmt.Errorf("sim: capacity = %v: want more than 0 requests/s (at most 1e9)", c.Capacity)
+	case !(c.Load > 0) || c.Load > 100:
+		return fmt.Errorf("sim: load = %v: want more than 0 (a fraction of capacity, at most 100)", c.Load)
+	case c.Queue < 0:
+		return fmt.Errorf("sim: queue = %d: must not be negative", c.Queue)
+	case c.Duration <= 0 || c.Duration > 24*time.Hour:
+		return fmt.Errorf("sim: duration = %v: want more than 0, at most 24h", c.Duration)
+	case c.OutageStart < 0 || c.Outage < 0:
+		return fmt.Errorf("sim: outage %v from %v: must not be negative", c.Outage, c.OutageStart)
+	case c.OutageStart+c.Outage > c.Duration:
+		return fmt.Errorf("sim: the outage (%v from %v) must end within the duration (%v)", c.Outage, c.OutageStart, c.Duration)
+	case c.Drop && c.Timeout <= 0:
+		return errors.New("sim: a dropping outage needs a client timeout above 0")
+	case c.NetMean < 0 || c.NetSD < 0:
+		return fmt.Errorf("sim: network delay Normal(%v, %v): want a mean and deviation >= 0", c.NetMean, c.NetSD)
+	case c.Bin <= 0 || c.Duration/c.Bin > 10_000_000:
+		return fmt.Errorf("sim: bin = %v: want more than 0 and at most 10,000,000 bins", c.Bin)
+	}
+	if c.Load*c.Capacity*c.Duration.Seconds() > 2e9 {
+		return fmt.Errorf("sim: %.3g requests is too many to simulate", c.Load*c.Capacity*c.Duration.Seconds())
+	}
+	seen := map[string]bool{}
+	for _, s := range c.Strategies {
+		if s.Name == "" || seen[s.Name] {
+			return fmt.Errorf("sim: strategy name %q is empty or repeated", s.Name)
+		}
+		seen[s.Name] = true
+		if err := s.Policy.Validate(); err != nil {
+			return fmt.Errorf("sim: strategy %q: %w", s.Name, err)
+		}
+	}
+	return nil
+}
+
+// RunOverload simulates a retry storm for every strategy and returns one
+// result per strategy, in order.
+//
+// The server serves Capacity requests per second from a FIFO queue of at
+// most Queue requests, and sheds with a fast 503 what does not fit. During
+// the outage it answers every attempt with a 503 at once (or drops it). The
+// clients run the library's retry loop step by step on the virtual clock:
+// the throttle's Admit before the first attempt, the budget's Admit(false),
+// Record after each attempt, Policy.Backoff(n, prev, u) for the wait before
+// retry n (n from 0, as [retry.Do] does), give-up at Attempts, at the
+// Deadline, or when the throttle or the budget refuses a retry. A 503 is
+// retried when Policy.RetriesStatus(503) says so; a timeout always is.
+func RunOverload(c OverloadConfig) ([]OverloadResult, error) {
+	cfg := c
+	if cfg.Strategies == nil {
+		for _, name := range DefaultOverloadNames {
+			s, err := OverloadStrategyByName(name)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Strategies = append(cfg.Strategies, s)
+		}
+	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if len(cfg.Strategies) == 0 {
+		return nil, errors.New("sim: no strategies to simulate")
+	}
+	workers := cfg.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	results := make([]OverloadResult, len(cfg.Strategies))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(cfg.Strategies)) {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = runOverloadOne(&cfg, &cfg.Strategies[i]).res
+			}
+		})
+	}
+	for i := range cfg.Strategies {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results, nil
+}
+
+// Event kinds of the overload model.
+const (
+	oArrive uint8 = iota // client who issues a new request
+	oServer              // attempt of request arg reaches the server
+	oReply               // request arg's attempt ends at the client; who: its status
+)
+
+// Request outcomes.
+const (
+	endSuccess uint8 = iota + 1
+	endFailed
+	endGaveUp
+	endThrottled
+)
+
+// request is one call's retry loop.
+type request struct {
+	start    int64 // time of the call, ns
+	sent     int64 // time the current attempt left the client
+	prev     time.Duration
+	client   int32
+	attempts int32
+	outage   bool // started during the outage
+	ended    uint8
+}
+
+type bin struct {
+	arrived int64 // attempts that reached the server
+	ok      int64 // of those, served
+	refused int64 // attempts the throttle refused
+	success int64 // requests that succeeded
+}
+
+type overloadSim struct {
+	cfg      *OverloadConfig
+	s        *OverloadStrategy
+	p        retry.Policy // resolved
+	retry503 bool
+	q        queue
+	now      int64
+	arrivals *source // request arrivals: the same for every strategy
+	src      *source // everything else
+	budgets  []retry.Limiter
+	throttle []retry.Limiter
+	reqs     []request
+	free     []int32
+	bins     []bin
+	latency  []uint32 // histogram of end-to-end latency, 1 ms buckets
+	res      OverloadResult
+	outReqs  int64
+	outAtt   int64
+	endedAtt int64 // attempts of the requests that ended
+
+	service     int64 // ns per request
+	busyUntil   int64
+	maxBacklog  int64 // ns of queued work beyond which the server sheds
+	outageStart int64
+	outageEnd   int64
+	timeout     int64 // attempt timeout, ns; 0: none
+	deadline    int64 // policy deadline, ns; 0: none
+	meanGap     float64
+}
+
+var simEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func runOverloadOne(cfg *OverloadConfig, s *OverloadStrategy) *overloadSim {
+	o := &overloadSim{cfg: cfg, s: s, p: s.Policy.Resolved(), arrivals: newSource(), src: newSource()}
+	o.retry503 = o.p.RetriesStatus(503)
+	o.arrivals.seed(seedFor(cfg.Seed, nameHash("overload arrivals")))
+	o.src.seed(seedFor(cfg.Seed, nameHash("overload"), nameHash(s.Name)))
+	o.service = int64(float64(time.Second) / cfg.Capacity)
+	o.maxBacklog = int64(cfg.Queue) * o.service
+	o.outageStart = int64(cfg.OutageStart)
+	o.outageEnd = int64(cfg.OutageStart + cfg.Outage)
+	o.timeout = int64(o.p.AttemptTimeout)
+	if cfg.Drop && o.timeout == 0 {
+		o.timeout = int64(cfg.Timeout)
+	}
+	o.deadline = int64(o.p.Deadline)
+	o.meanGap = float64(time.Second) * float64(cfg.Clients) / (cfg.Load * cfg.Capacity)
+	o.bins = make([]bin, int(cfg.Duration/cfg.Bin)+1)
+	o.budgets = make([]retry.Limiter, cfg.Hosts)
+	o.throttle = make([]retry.Limiter, cfg.Hosts)
+	if s.NewLimiters != nil {
+		clock := func() time.Time { return simEpoch.Add(time.Duration(o.now)) }
+		rnd := o.src.float64
+		for h := range cfg.Hosts {
+			o.budgets[h], o.throttle[h] = s.NewLimiters(clock, rnd)
+		}
+	}
+	o.run()
+	return o
+}
+
+func (o *overloadSim) delay() int64 { return o.src.normal(o.cfg.NetMean, o.cfg.NetSD) }
+
+func (o *overloadSim) binOf(t int64) *bin {
+	i := t / int64(o.cfg.Bin)
+	if i >= int64(len(o.bins)) {
+		return nil // after Duration: not part of the series
+	}
+	return &o.bins[i]
+}
+
+func (o *overloadSim) run() {
+	cfg := o.cfg
+	o.q.h = make([]event, 0, cfg.Clients+1024)
+	end := int64(cfg.Duration)
+	for c := range cfg.Clients {
+		if t := o.arrivals.exp(o.meanGap); t < end {
+			o.q.push(t, oArrive, int32(c), 0)
+		}
+	}
+	for o.q.len() > 0 {
+		e := o.q.pop()
+		o.now = e.at
+		o.res.Events++
+		switch e.kind {
+		case oArrive:
+			if t := e.at + o.arrivals.exp(o.meanGap); t < end {
+				o.q.push(t, oArrive, e.who, 0)
+			}
+			o.newRequest(e.who)
+		case oServer:
+			o.atServer(e.arg)
+		case oReply:
+			o.reply(e.arg, e.who)
+		}
+	}
+	o.finish()
+}
+
+func (o *overloadSim) newRequest(client int32) {
+	var id int32
+	if n := len(o.free); n > 0 {
+		id = o.free[n-1]
+		o.free = o.free[:n-1]
+	} else {
+		o.reqs = append(o.reqs, request{})
+		id = int32(len(o.reqs) - 1)
+	}
+	r := &o.reqs[id]
+	*r = request{start: o.now, client: client, outage: o.now >= o.outageStart && o.now < o.outageEnd}
+	o.res.Requests++
+	h := int(client) % o.cfg.Hosts
+	if t := o.throttle[h]; t != nil && !t.Admit(false) {
+		if b := o.binOf(o.now); b != nil {
+			b.refused++
+		}
+		o.end(id, endThrottled)
+		return
+	}
+	if b := o.budgets[h]; b != nil {
+		b.Admit(false) // never refuses a first attempt; counts the request
+	}
+	o.send(id, o.now)
+}
+
+// send makes request id's next attempt leave the client at time at.
+func (o *overloadSim) send(id int32, at int64) {
+	r := &o.reqs[id]
+	r.attempts++
+	r.sent = at
+	o.res.Attempts++
+	o.q.push(at+o.delay(), oServer, 0, id)
+}
+
+// Reply statuses, carried in event.who.
+const (
+	st503 int32 = iota
+	stOK
+	stTimeout  // the attempt timed out at the client
+	stDeadline // the policy's deadline cancelled the attempt
+)
+
+func (o *overloadSim) atServer(id int32) {
+	t := o.now
+	b := o.binOf(t)
+	if b != nil {
+		b.arrived++
+	}
+	if t >= o.outageStart && t < o.outageEnd {
+		if o.cfg.Drop {
+			o.replyAt(id, math.MaxInt64, st503) // never answered: the client times out
+			return
+		}
+		o.replyAt(id, t+o.delay(), st503)
+		return
+	}
+	backlog := max(o.busyUntil-t, 0)
+	if backlog >= o.maxBacklog+o.service {
+		o.replyAt(id, t+o.delay(), st503) // queue full: shed with a 503
+		return
+	}
+	if b != nil {
+		b.ok++
+	}
+	o.busyUntil = t + backlog + o.service
+	o.replyAt(id, o.busyUntil+o.delay(), stOK)
+}
+
+// replyAt schedules the end of request id's attempt: its reply at time at,
+// unless the client stops waiting before, at its attempt timeout or at the
+// policy's deadline.
+func (o *overloadSim) replyAt(id int32, at int64, status int32) {
+	r := &o.reqs[id]
+	if o.timeout > 0 && at > r.sent+o.timeout {
+		at, status = r.sent+o.timeout, stTimeout
+	}
+	if o.deadline > 0 && at >= r.start+o.deadline {
+		at, status = r.start+o.deadline, stDeadline
+	}
+	o.q.push(at, oReply, status, id)
+}
+
+func (o *overloadSim) reply(id int32, status int32) {
+	r := &o.reqs[id]
+	t := o.now
+	h := int(r.client) % o.cfg.Hosts
+	budget, throttle := o.budgets[h], o.throttle[h]
+	switch {
+	case status == stOK:
+		record(budget, throttle, true)
+		o.end(id, endSuccess)
+		return
+	case status == stDeadline:
+		o.end(id, endGaveUp) // as the library: no Record for a cancelled attempt
+		return
+	case status == st503 && !o.retry503:
+		record(budget, throttle, true) // not retryable: the library records it as ok
+		o.end(id, endFailed)
+		return
+	}
+	record(budget, throttle, false)
+	if int(r.attempts) >= o.p.Attempts {
+		o.end(id, endFailed)
+		return
+	}
+	wait := o.p.Backoff(int(r.attempts)-1, r.prev, o.src.float64())
+	r.prev = wait
+	if o.deadline > 0 && t+int64(wait) >= r.start+o.deadline {
+		o.end(id, endGaveUp)
+		return
+	}
+	if throttle != nil && !throttle.Admit(true) {
+		if b := o.binOf(t); b != nil {
+			b.refused++
+		}
+		o.end(id, endGaveUp)
+		return
+	}
+	if budget != nil && !budget.Admit(true) {
+		o.end(id, endGaveUp)
+		return
+	}
+	o.send(id, t+int64(wait))
+}
+
+func record(budget, throttle retry.Limiter, ok bool) {
+	if throttle != nil {
+		throttle.Record(ok)
+	}
+	if budget != nil {
+		budget.Record(ok)
+	}
+}
+
+// end closes request id with outcome how, exactly once.
+func (o *overloadSim) end(id int32, how uint8) {
+	r := &o.reqs[id]
+	if r.ended != 0 {
+		panic(fmt.Sprintf("sim: request %d ended twice", id))
+	}
+	r.ended = how
+	switch how {
+	case endSuccess:
+		o.res.Succeeded++
+		if b := o.binOf(o.now); b != nil {
+			b.success++
+		}
+	case endFailed:
+		o.res.Failed++
+	case endGaveUp:
+		o.res.GaveUp++
+	case endThrottled:
+		o.res.GaveUp++
+		o.res.Throttled++
+	}
+	o.endedAtt += int64(r.attempts)
+	if r.outage {
+		o.outReqs++
+		o.outAtt += int64(r.attempts)
+	}
+	ms := (o.now - r.start) / int64(time.Millisecond)
+	if ms >= int64(len(o.latency)) {
+		o.latency = append(o.latency, make([]uint32, ms+1-int64(len(o.latency))+1024)...)
+	}
+	o.latency[ms]++
+	o.free = append(o.free, id)
+}
+
+func (o *overloadSim) finish() {
+	cfg := o.cfg
+	res := &o.res
+	res.Experiment = "overload"
+	res.Strategy = o.s.Name
+	res.Clients = cfg.Clients
+	res.Hosts = cfg.Hosts
+	res.Runs = 1
+	if res.Requests > 0 {
+		res.AmplificationTotal = float64(res.Attempts) / float64(res.Requests)
+		res.FailedRatio = float64(res.Requests-res.Succeeded) / float64(res.Requests)
+	}
+	if o.outReqs > 0 {
+		res.Amplification = float64(o.outAtt) / float64(o.outReqs)
+	}
+	res.Goodput = float64(res.Succeeded) / cfg.Duration.Seconds()
+	// The series cover whole bins within Duration.
+	nb := int(cfg.Duration / cfg.Bin)
+	binS := cfg.Bin.Seconds()
+	res.BinS = binS
+	res.Load = make([]float64, nb)
+	res.Good = make([]float64, nb)
+	for i := range nb {
+		res.Load[i] = float64(o.bins[i].arrived) / binS
+		res.Good[i] = float64(o.bins[i].success) / binS
+		res.PeakLoad = max(res.PeakLoad, res.Load[i]/cfg.Capacity)
+	}
+	// Recovery: the first bin at or after the outage's end from which every
+	// bin is healthy.
+	endBin := int((o.outageEnd + int64(cfg.Bin) - 1) / int64(cfg.Bin))
+	rec := nb
+	for i := nb - 1; i >= endBin; i-- {
+		b := o.bins[i]
+		total := b.arrived + b.refused
+		if total > 0 && float64(b.ok) < 0.99*float64(total) {
+			break
+		}
+		rec = i
+	}
+	switch {
+	case cfg.Outage == 0:
+		res.RecoveryS = 0
+	case rec >= nb:
+		res.RecoveryS = -1
+	default:
+		res.RecoveryS = math.Max(0, float64(int64(rec)*int64(cfg.Bin)-o.outageEnd)/float64(time.Second))
+	}
+	// p99 of end-to-end latency.
+	target := uint64(math.Ceil(0.99 * float64(res.Requests)))
+	var seen uint64
+	for ms, n := range o.latency {
+		seen += uint64(n)
+		if seen >= target && target > 0 {
+			res.P99Ms = float64(ms)
+			break
+		}
+	}
+}
