@@ -24,7 +24,8 @@ import (
 // subcommands maps a subcommand name to its entry point. Other files add to it
 // from init (sim.go adds "sim").
 var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	// "http": runHTTP, "demo": runDemo (wired below once written)
+	"http": runHTTP,
+	"demo": runDemo,
 }
 
 // Exit codes shared by every mode.

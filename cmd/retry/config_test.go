@@ -1,0 +1,197 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+func TestParseDuration(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		err  string
+	}{
+		{"1.5s", 1500 * time.Millisecond, ""},
+		{"250ms", 250 * time.Millisecond, ""},
+		{"1m30s", 90 * time.Second, ""},
+		{"2", 2 * time.Second, ""},
+		{"0.25", 250 * time.Millisecond, ""},
+		{" 3 ", 3 * time.Second, ""},
+		{"0", 0, ""},
+		{"0s", 0, ""},
+		{"1e-3", time.Millisecond, ""},
+		{"", 0, "empty duration"},
+		{"fast", 0, `invalid duration "fast"`},
+		{"1.5", 1500 * time.Millisecond, ""},
+		{"-1", 0, "must not be negative"},
+		{"-1s", 0, "must not be negative"},
+		{"NaN", 0, "not a finite number"},
+		{"Inf", 0, "not a finite number"},
+		{"1e300", 0, "out of range"},
+		{"9999999999999h", 0, "invalid duration"},
+		{"1e999", 0, "out of range"},
+		{"10 s", 0, "invalid duration"},
+	} {
+		got, err := parseDuration(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("parseDuration(%q) = %v, %v; want error containing %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseCodes(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		status bool // parseStatusCodes, else parseExitCodes
+		want   []int
+		err    string
+	}{
+		{"408,429", true, []int{408, 429}, ""},
+		{" 500 , 503,500", true, []int{500, 503}, ""},
+		{"", true, []int{}, ""},
+		{"99", true, nil, "status code 99 is outside 100-599"},
+		{"600", true, nil, "outside 100-599"},
+		{"429,,503", true, nil, "empty item"},
+		{"4xx", true, nil, `"4xx" is not a whole number`},
+		{"1,75", false, []int{1, 75}, ""},
+		{"0", false, nil, "exit code 0 is outside 1-255"},
+		{"256", false, nil, "outside 1-255"},
+		{"-1", false, nil, "outside 1-255"},
+		{"99999999999999999999", false, nil, "not a whole number"},
+	} {
+		parse := parseExitCodes
+		if tc.status {
+			parse = parseStatusCodes
+		}
+		got, err := parse(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("parse(%q) = %v, %v; want error containing %q", tc.in, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) || got == nil {
+			t.Errorf("parse(%q) = %#v, %v; want %#v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      string
+		want    retry.Policy
+		profile string
+		err     string
+	}{
+		{"sdk fields", `{"attempts": 3, "initial_delay": 0.5, "max_delay": 10, "exp_base": 1.5, "jitter": 0.25, "http_status_codes": [429, 503]}`,
+			retry.Policy{Attempts: 3, InitialDelay: 500 * time.Millisecond, MaxDelay: 10 * time.Second, ExpBase: 1.5, Jitter: 250 * time.Millisecond, StatusCodes: []int{429, 503}}, "", ""},
+		{"strings", `{"initial_delay": "250ms", "deadline": "300s", "attempt_timeout": "2"}`,
+			retry.Policy{InitialDelay: 250 * time.Millisecond, Deadline: 300 * time.Second, AttemptTimeout: 2 * time.Second}, "", ""},
+		{"explicit zero", `{"jitter": 0, "initial_delay": 0, "deadline": 0}`,
+			retry.Policy{Jitter: retry.Zero, InitialDelay: retry.Zero}, "", ""},
+		{"no codes", `{"http_status_codes": []}`, retry.Policy{StatusCodes: []int{}}, "", ""},
+		{"shape and profile", `{"jitter_shape": "full", "profile": "realtime"}`, retry.Policy{Shape: retry.ShapeFull}, "realtime", ""},
+		{"empty object", `{}`, retry.Policy{}, "", ""},
+		{"unknown field", `{"attempts": 2, "retries": 1}`, retry.Policy{}, "", `unknown field "retries"`},
+		{"camelCase is unknown", `{"initialDelay": 1}`, retry.Policy{}, "", `unknown field "initialDelay"`},
+		{"attempts zero", `{"attempts": 0}`, retry.Policy{}, "", "attempts = 0: must be at least 1"},
+		{"attempts float", `{"attempts": 1.5}`, retry.Policy{}, "", "attempts"},
+		{"exp base", `{"exp_base": 0.5}`, retry.Policy{}, "", "exp_base = 0.5: must be at least 1"},
+		{"negative", `{"max_delay": -1}`, retry.Policy{}, "", "max_delay: duration -1s must not be negative"},
+		{"null duration", `{"jitter": null}`, retry.Policy{}, "", "jitter: null is not a duration"},
+		{"bool duration", `{"jitter": true}`, retry.Policy{}, "", "jitter: true is not a duration"},
+		{"code range", `{"http_status_codes": [42]}`, retry.Policy{}, "", "http_status_codes: status code 42 is outside 100-599"},
+		{"codes type", `{"http_status_codes": "429"}`, retry.Policy{}, "", "http_status_codes"},
+		{"shape", `{"jitter_shape": "wobbly"}`, retry.Policy{}, "", `jitter_shape: unknown shape "wobbly"`},
+		{"empty profile", `{"profile": ""}`, retry.Policy{}, "", "profile: empty name"},
+		{"trailing", `{} {}`, retry.Policy{}, "", "unexpected data after the JSON object"},
+		{"array", `[1]`, retry.Policy{}, "", "must be a JSON object"},
+		{"empty", ``, retry.Policy{}, "", "empty config"},
+		{"truncated", `{"attempts": 3`, retry.Policy{}, "", "truncated JSON"},
+		{"syntax", `{"attempts": 3,,}`, retry.Policy{}, "", "invalid JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseConfig([]byte(tc.in))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("parseConfig = %+v, %v; want error containing %q", c, err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, w := c.Policy, tc.want
+			if g.Attempts != w.Attempts || g.InitialDelay != w.InitialDelay || g.MaxDelay != w.MaxDelay ||
+				g.ExpBase != w.ExpBase || g.Jitter != w.Jitter || g.Deadline != w.Deadline ||
+				g.AttemptTimeout != w.AttemptTimeout || g.Shape != w.Shape ||
+				!slices.Equal(g.StatusCodes, w.StatusCodes) || (g.StatusCodes == nil) != (w.StatusCodes == nil) ||
+				c.Profile != tc.profile {
+				t.Errorf("parseConfig = %+v (profile %q), want %+v (profile %q)", g, c.Profile, w, tc.profile)
+			}
+		})
+	}
+}
+
+// TestPolicyPrecedence: defaults < profile < config < flags, field by field.
+func TestPolicyPrecedence(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(cfg, []byte(`{"profile": "realtime", "attempts": 4, "jitter": 0}`), 0o644)
+	build := func(args ...string) retry.Policy {
+		t.Helper()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		pf := addPolicyFlags(fs, true)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		p, err := pf.build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Resolved()
+	}
+	p := build()
+	if p.Attempts != 5 || p.InitialDelay != time.Second || p.Jitter != time.Second || !slices.Equal(p.StatusCodes, retry.DefaultStatusCodes) {
+		t.Errorf("defaults: %+v", p)
+	}
+	// realtime: 3 attempts, 500ms, 2s cap, 10s deadline; config: 4 attempts, no jitter.
+	p = build("--config", cfg)
+	if p.Attempts != 4 || p.InitialDelay != 500*time.Millisecond || p.Jitter != 0 || p.Deadline != 10*time.Second {
+		t.Errorf("profile+config: %+v", p)
+	}
+	p = build("--config", cfg, "--attempts", "2", "--jitter", "0.1", "--codes", "503", "--jitter-shape", "full")
+	if p.Attempts != 2 || p.Jitter != 100*time.Millisecond || !slices.Equal(p.StatusCodes, []int{503}) ||
+		p.Shape != retry.ShapeFull || p.MaxDelay != 2*time.Second {
+		t.Errorf("flags over config: %+v", p)
+	}
+	// --profile wins over the config's profile.
+	p = build("--config", cfg, "--profile", "batch")
+	if p.Attempts != 4 || p.Deadline != 0 {
+		t.Errorf("--profile batch over config: %+v", p)
+	}
+	// --jitter-shape google resets a config's shape.
+	os.WriteFile(cfg, []byte(`{"jitter_shape": "full"}`), 0o644)
+	if p = build("--config", cfg, "--jitter-shape", "google"); p.Shape != retry.ShapeGoogle {
+		t.Errorf("--jitter-shape google over config full: %v", p.Shape)
+	}
+	// --max-retry-after 0 ignores hints.
+	if p = build("--max-retry-after", "0"); p.MaxRetryAfter != 0 {
+		t.Errorf("--max-retry-after 0: %v", p.MaxRetryAfter)
+	}
+}

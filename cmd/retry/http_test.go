@@ -1,0 +1,291 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// scripted is a loopback server that answers the i-th request with
+// statuses[i] (the last one repeats) and records what it saw.
+type scripted struct {
+	mu       sync.Mutex
+	statuses []int
+	headers  map[int]http.Header // extra response headers by request index
+	bodies   map[int]string      // response body by request index
+	seen     []*http.Request
+	reqBody  []string
+}
+
+func (s *scripted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	i := len(s.seen)
+	s.seen = append(s.seen, r)
+	s.reqBody = append(s.reqBody, string(b))
+	code := s.statuses[min(i, len(s.statuses)-1)]
+	h, body := s.headers[i], s.bodies[i]
+	s.mu.Unlock()
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	if body == "" {
+		body = http.StatusText(code) + "\n"
+	}
+	w.WriteHeader(code)
+	io.WriteString(w, body)
+}
+
+func (s *scripted) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen)
+}
+
+func serve(t *testing.T, s *scripted) string {
+	t.Helper()
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+func TestHTTPFlakyThenOK(t *testing.T) {
+	s := &scripted{statuses: []int{503, 500, 200}, bodies: map[int]string{2: "hello\n"}}
+	url := serve(t, s)
+	r := runRetry(t, "", nil, args([]string{"http"}, fast, []string{url + "/v1/x"})...)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if r.stdout != "hello\n" {
+		t.Errorf("stdout = %q, want the final body", r.stdout)
+	}
+	if s.count() != 3 {
+		t.Errorf("server saw %d requests, want 3", s.count())
+	}
+	got := lines(r.stderr, "retrying in")
+	if len(got) != 2 || !strings.Contains(got[0], "attempt 1/5 failed: GET "+url+"/v1/x: 503 Service Unavailable") {
+		t.Errorf("retry lines:\n%s", r.stderr)
+	}
+}
+
+func TestHTTPPermanent404NotRetried(t *testing.T) {
+	s := &scripted{statuses: []int{404}}
+	url := serve(t, s)
+	r := runRetry(t, "", nil, args([]string{"http"}, fast, []string{url + "/missing"})...)
+	if r.code != exitGaveUp {
+		t.Errorf("exit %d, want 1", r.code)
+	}
+	if s.count() != 1 {
+		t.Errorf("server saw %d requests, want 1", s.count())
+	}
+	if len(lines(r.stderr, "retrying")) != 0 || !strings.Contains(r.stderr, "404 Not Found (not retried: 404 is not in --codes)") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+	if r.stdout != "Not Found\n" {
+		t.Errorf("the body of the final response goes to stdout; got %q", r.stdout)
+	}
+}
+
+func TestHTTPGivesUpOnRetryableStatus(t *testing.T) {
+	s := &scripted{statuses: []int{503}}
+	url := serve(t, s)
+	r := runRetry(t, "", nil, args([]string{"http", "--attempts", "3"}, fast, []string{url})...)
+	if r.code != exitGaveUp || s.count() != 3 {
+		t.Errorf("exit %d after %d requests, want 1 after 3; stderr:\n%s", r.code, s.count(), r.stderr)
+	}
+	if !strings.Contains(r.stderr, "503 Service Unavailable (gave up after 3 attempt(s): no attempts left)") {
+		t.Errorf("stderr lacks the reason:\n%s", r.stderr)
+	}
+}
+
+func TestHTTPPostIdempotency(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		flags    []string
+		attempts int
+		stderr   string
+	}{
+		{"no key", nil, 1, "POST is not idempotent; pass --idempotent or --idempotency-key"},
+		{"idempotent", []string{"--idempotent"}, 3, "attempt 3/5 succeeded"},
+		{"key auto", []string{"--idempotency-key", "auto"}, 3, "attempt 3/5 succeeded"},
+		{"key value", []string{"--idempotency-key", "order-42"}, 3, "attempt 3/5 succeeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &scripted{statuses: []int{503, 503, 201}}
+			url := serve(t, s)
+			r := runRetry(t, "", nil, args([]string{"http", "-d", `{"a":1}`, "-H", "Content-Type: application/json"}, tc.flags, fast, []string{url})...)
+			if s.count() != tc.attempts {
+				t.Errorf("server saw %d requests, want %d; stderr:\n%s", s.count(), tc.attempts, r.stderr)
+			}
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
+			}
+			if tc.attempts == 1 && r.code != exitGaveUp {
+				t.Errorf("exit %d, want 1", r.code)
+			}
+			if tc.attempts > 1 && r.code != 0 {
+				t.Errorf("exit %d, want 0", r.code)
+			}
+			for i, req := range s.seen {
+				if req.Method != "POST" || s.reqBody[i] != `{"a":1}` || req.Header.Get("Content-Type") != "application/json" {
+					t.Errorf("attempt %d: %s %q %q", i+1, req.Method, s.reqBody[i], req.Header.Get("Content-Type"))
+				}
+			}
+			if len(tc.flags) == 2 { // an Idempotency-Key, the same on every attempt
+				key := s.seen[0].Header.Get("Idempotency-Key")
+				if key == "" || (tc.flags[1] != "auto" && key != tc.flags[1]) {
+					t.Errorf("Idempotency-Key = %q", key)
+				}
+				for _, req := range s.seen[1:] {
+					if req.Header.Get("Idempotency-Key") != key {
+						t.Errorf("Idempotency-Key changed between attempts")
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestHTTPServerHints(t *testing.T) {
+	info := `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"0.05s"}]}}`
+	s := &scripted{
+		statuses: []int{429, 429, 200},
+		headers: map[int]http.Header{
+			0: {"Retry-After": {"1"}},
+			1: {"Content-Type": {"application/json"}},
+		},
+		bodies: map[int]string{1: info},
+	}
+	url := serve(t, s)
+	r := runRetry(t, "", nil, args([]string{"http", "--max-retry-after", "100ms"}, fast, []string{url})...)
+	if r.code != 0 || s.count() != 3 {
+		t.Fatalf("exit %d after %d requests; stderr:\n%s", r.code, s.count(), r.stderr)
+	}
+	got := lines(r.stderr, "retrying in")
+	if len(got) != 2 ||
+		!strings.HasSuffix(got[0], "retrying in 100ms (server asked for 1s via Retry-After)") ||
+		!strings.HasSuffix(got[1], "retrying in 50ms (server asked for 50ms via RetryInfo)") {
+		t.Errorf("hinted retry lines:\n%s", r.stderr)
+	}
+}
+
+func TestHTTPRedactsSecrets(t *testing.T) {
+	const secret = "s3cr3t-value"
+	var s *scripted
+	for _, format := range []string{"text", "json"} {
+		s = &scripted{statuses: []int{503, 200}}
+		url := serve(t, s)
+		r := runRetry(t, "", nil, args([]string{"http", "--log-format", format,
+			"-H", "Authorization: Bearer " + secret, "-H", "x-goog-api-key: " + secret, "-H", "Cookie: sid=" + secret},
+			fast, []string{url + "/v1/models?key=" + secret + "&alt=json"})...)
+		if strings.Contains(r.stderr, secret) {
+			t.Errorf("%s log leaks the secret:\n%s", format, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "key=REDACTED") {
+			t.Errorf("%s log does not show the redacted URL:\n%s", format, r.stderr)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if got := s.seen[0].Header.Get("Authorization"); got != "Bearer "+secret {
+		t.Errorf("the header must still be sent: %q", got)
+	}
+}
+
+func TestHTTPJSONLog(t *testing.T) {
+	s := &scripted{statuses: []int{503, 200}}
+	url := serve(t, s)
+	r := runRetry(t, "", nil, args([]string{"http", "--log-format", "json"}, fast, []string{url})...)
+	if r.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	var events []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+		events = append(events, m)
+	}
+	if len(events) != 2 || events[0]["event"] != "retry" || events[0]["status"] != 503.0 ||
+		events[0]["wait_ms"] != 10.0 || events[0]["method"] != "GET" || events[1]["event"] != "success" {
+		t.Errorf("events = %v", events)
+	}
+}
+
+func TestHTTPTransportErrorRetried(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	r := runRetry(t, "", nil, args([]string{"http", "--attempts", "2"}, fast, []string{"http://" + addr + "/"})...)
+	if r.code != exitGaveUp {
+		t.Errorf("exit %d, want 1", r.code)
+	}
+	if len(lines(r.stderr, "retrying in")) != 1 || !strings.Contains(r.stderr, "refused") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+}
+
+func TestHTTPDataFileHeadersAndOutput(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "body.json")
+	out := filepath.Join(dir, "out.txt")
+	os.WriteFile(in, []byte(`{"from":"file"}`), 0o644)
+	s := &scripted{statuses: []int{200}, bodies: map[int]string{0: "saved\n"}}
+	url := serve(t, s)
+	r := runRetry(t, "", nil, "http", url, "-X", "put", "-d", "@"+in, "-H", "X-Test: yes", "-o", out)
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "saved\n" {
+		t.Errorf("-o file = %q", b)
+	}
+	req := s.seen[0]
+	if req.Method != "PUT" || s.reqBody[0] != `{"from":"file"}` || req.Header.Get("X-Test") != "yes" {
+		t.Errorf("server saw %s %q X-Test=%q", req.Method, s.reqBody[0], req.Header.Get("X-Test"))
+	}
+}
+
+func TestHTTPBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no url", []string{"http"}, "want exactly one URL"},
+		{"two urls", []string{"http", "http://127.0.0.1:1/", "http://127.0.0.1:2/"}, "want exactly one URL, got 2"},
+		{"scheme", []string{"http", "ftp://127.0.0.1/"}, "want an http:// or https:// URL"},
+		{"no host", []string{"http", "http:///x"}, "no host"},
+		{"bad url", []string{"http", "http://[::1"}, "invalid URL"},
+		{"header", []string{"http", "-H", "NoColon", "http://127.0.0.1:1/"}, "want 'Name: value'"},
+		{"codes", []string{"http", "--codes", "429,600", "http://127.0.0.1:1/"}, "status code 600 is outside 100-599"},
+		{"data file", []string{"http", "-d", "@/nonexistent/file", "http://127.0.0.1:1/"}, "-d @/nonexistent/file: cannot read"},
+		{"method", []string{"http", "-X", "GE T", "http://127.0.0.1:1/"}, "not a valid method"},
+		{"unknown flag", []string{"http", "--nope", "http://127.0.0.1:1/"}, "flag provided but not defined: --nope"},
+		{"duration", []string{"http", "--max-retry-after", "soon", "http://127.0.0.1:1/"}, "--max-retry-after"},
+		{"secret in bad url", []string{"http", "ftp://127.0.0.1/?key=s3cr3t"}, "key=REDACTED"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runRetry(t, "", nil, tc.args...)
+			if r.code != exitUsage {
+				t.Errorf("exit %d, want 2", r.code)
+			}
+			if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "retry http: ") || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr %q, want one line containing %q", r.stderr, tc.want)
+			}
+			if strings.Contains(r.stderr, "s3cr3t") {
+				t.Errorf("secret leaked: %q", r.stderr)
+			}
+		})
+	}
+}
