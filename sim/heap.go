@@ -10,7 +10,8 @@ type event struct {
 	kind uint8
 }
 
-// queue is a binary min-heap of events by (at, seq). It stores events by
+// queue is a 4-ary min-heap of events by (at, seq): half the depth of a
+// binary heap, and the four children of a node share a cache line or two. It stores events by
 // value in one slice, so a warmed-up queue schedules without allocating.
 type queue struct {
 	h   []event
@@ -35,7 +36,7 @@ func (q *queue) push(at int64, kind uint8, who, arg int32) {
 	i := len(h) - 1
 	e := h[i]
 	for i > 0 {
-		p := (i - 1) / 2
+		p := (i - 1) / 4
 		if !less(&e, &h[p]) {
 			break
 		}
@@ -58,18 +59,21 @@ func (q *queue) pop() event {
 	}
 	i := 0
 	for {
-		c := 2*i + 1
+		c := 4*i + 1
 		if c >= n {
 			break
 		}
-		if r := c + 1; r < n && less(&h[r], &h[c]) {
-			c = r
+		m := c
+		for k := c + 1; k < c+4 && k < n; k++ {
+			if less(&h[k], &h[m]) {
+				m = k
+			}
 		}
-		if !less(&h[c], &e) {
+		if !less(&h[m], &e) {
 			break
 		}
-		h[i] = h[c]
-		i = c
+		h[i] = h[m]
+		i = m
 	}
 	h[i] = e
 	return top

@@ -221,7 +221,9 @@ func TestOverloadConfigErrors(t *testing.T) {
 		{"outage past end", func(c *OverloadConfig) { c.Outage = time.Hour }, "must end within the duration"},
 		{"drop needs timeout", func(c *OverloadConfig) { c.Drop, c.Timeout = true, 0 }, "timeout"},
 		{"bin", func(c *OverloadConfig) { c.Bin = 0 }, "bin = 0s"},
-		{"strategy", func(c *OverloadConfig) { c.Strategies = []OverloadStrategy{{Name: "x", Policy: retry.Policy{Attempts: -2}}} }, `strategy "x"`},
+		{"strategy", func(c *OverloadConfig) {
+			c.Strategies = []OverloadStrategy{{Name: "x", Policy: retry.Policy{Attempts: -2}}}
+		}, `strategy "x"`},
 		{"no strategies", func(c *OverloadConfig) { c.Strategies = []OverloadStrategy{} }, "no strategies"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
