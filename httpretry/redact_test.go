@@ -1,0 +1,189 @@
+package httpretry
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+func TestRedact(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://example.com/v1/x", "https://example.com/v1/x"},
+		{"https://example.com/v1/x?key=AIzaSECRET&alt=sse", "https://example.com/v1/x?key=REDACTED&alt=sse"},
+		{"https://example.com/?alt=sse&access_token=ya29.SECRET&token=SECRET&pageToken=p1", "https://example.com/?alt=sse&access_token=REDACTED&token=REDACTED&pageToken=p1"},
+		{"https://example.com/?KEY=SECRET&Token=SECRET", "https://example.com/?KEY=REDACTED&Token=REDACTED"},
+		{"https://example.com/?ke%79=SECRET", "https://example.com/?ke%79=REDACTED"},
+		{"https://example.com/?key", "https://example.com/?key=REDACTED"},
+		{"https://example.com/?key=a&key=b", "https://example.com/?key=REDACTED&key=REDACTED"},
+		{"https://user:SECRET@example.com/x", "https://example.com/x"},
+		{"https://user@example.com/x?monkey=1", "https://example.com/x?monkey=1"},
+	}
+	for _, tt := range tests {
+		u, err := url.Parse(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := *u
+		if got := Redact(u); got != tt.want {
+			t.Errorf("Redact(%s) = %s, want %s", tt.in, got, tt.want)
+		}
+		if *u != before {
+			t.Errorf("Redact modified %s", tt.in)
+		}
+	}
+	if Redact(nil) != "" {
+		t.Error("Redact(nil) is not empty")
+	}
+}
+
+func TestRedactHeader(t *testing.T) {
+	h := http.Header{
+		"Authorization":       {"Bearer SECRET"},
+		"Proxy-Authorization": {"Basic SECRET"},
+		"X-Goog-Api-Key":      {"SECRET"},
+		"x-goog-api-key":      {"SECRET"}, // not canonical
+		"Cookie":              {"a=SECRET", "b=SECRET"},
+		"Set-Cookie":          {"sid=SECRET"},
+		"Content-Type":        {"application/json"},
+	}
+	got := RedactHeader(h)
+	for name, vals := range got {
+		for _, v := range vals {
+			if strings.Contains(v, "SECRET") {
+				t.Errorf("%s: %q not redacted", name, v)
+			}
+		}
+	}
+	if got.Get("Content-Type") != "application/json" || len(got["Cookie"]) != 2 || got.Get("Authorization") != Redacted {
+		t.Errorf("RedactHeader = %v", got)
+	}
+	if h.Get("Authorization") != "Bearer SECRET" {
+		t.Error("RedactHeader modified its argument")
+	}
+	if RedactHeader(nil) != nil {
+		t.Error("RedactHeader(nil) is not nil")
+	}
+}
+
+// TestLogRedacted: the log records carry the HTTP details and no secret,
+// for statuses, transport errors and give-ups.
+func TestLogRedacted(t *testing.T) {
+	srv := newScript(t, status(503, "busy"), status(200, "ok"))
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	rt := NewTransport(srv.Client().Transport, fast, WithLogger(logger))
+
+	secret := func(base string) string {
+		return strings.Replace(base, "http://", "http://user:SECRETPW@", 1) + "/v1/x?key=SECRET1&access_token=SECRET2&token=SECRET3&alt=sse"
+	}
+	send := func(method, url string) {
+		req, _ := http.NewRequest(method, url, strings.NewReader("SECRETBODY"))
+		req.Header.Set("Authorization", "Bearer SECRET4")
+		req.Header.Set("X-Goog-Api-Key", "SECRET5")
+		req.Header.Set("Cookie", "sid=SECRET6")
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			readAll(t, resp)
+		} else if strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("secret in the error: %v", err)
+		}
+	}
+	send("GET", secret(srv.URL))  // a 503, retried, then 200
+	send("POST", secret(srv.URL)) // 200 (the script repeats its last answer): no record
+	srv2 := newScript(t, status(429, "quota"))
+	send("POST", secret(srv2.URL))     // not idempotent: give-up
+	send("GET", secret(refusedURL(t))) // refused: 4 retries, then give-up
+
+	out := buf.String()
+	if strings.Contains(out, "SECRET") {
+		t.Fatalf("secret in the log:\n%s", out)
+	}
+	for _, want := range []string{
+		`level=INFO msg="httpretry: retry" method=GET host=127.0.0.1`, "path=/v1/x", "status=503", "attempt=1", "max_attempts=5", "wait=0s",
+		`msg="httpretry: giving up" method=POST`, "status=429", "reason=permanent", `skipped="not idempotent"`,
+		"class=refused", "reason=attempts",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the log lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n"); n != 1+1+5 { // 1 retry; 1 give-up; 4 retries + 1 give-up
+		t.Errorf("%d records, want 7:\n%s", n, out)
+	}
+}
+
+// TestDefaultLogDebug: without WithLogger or an Observer the records go to
+// slog.Default at Debug level.
+func TestDefaultLogDebug(t *testing.T) {
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	defer slog.SetDefault(old)
+	srv := newScript(t, status(503, "busy"), status(200, "ok"))
+	readAll(t, get(t, NewTransport(srv.Client().Transport, fast), srv.URL+"/x?key=SECRET"))
+	if out := buf.String(); !strings.Contains(out, `level=DEBUG msg="httpretry: retry" method=GET`) || strings.Contains(out, "SECRET") {
+		t.Fatalf("log:\n%s", out)
+	}
+}
+
+func TestAttemptErrorMessage(t *testing.T) {
+	u, _ := url.Parse("https://u:p@example.com/v1?key=SECRET")
+	c := &call{req: &http.Request{Method: "GET", URL: u}, ep: -1}
+	inner := &url.Error{Op: "Get", URL: u.String(), Err: errors.New("connection reset")}
+	for _, ae := range []*AttemptError{
+		c.attemptError(u, 503, ClassStatus, nil),
+		c.attemptError(u, 0, ClassReset, inner),
+	} {
+		msg := ae.Error()
+		if strings.Contains(msg, "SECRET") || strings.Contains(msg, "u:p") || !strings.Contains(msg, "https://example.com/v1?key=REDACTED") {
+			t.Errorf("message %q", msg)
+		}
+	}
+	if got := c.attemptError(u, 503, ClassStatus, nil).Error(); got != "httpretry: GET https://example.com/v1?key=REDACTED: 503 Service Unavailable" {
+		t.Errorf("message %q", got)
+	}
+}
+
+// TestNoGoroutineLeak: after retries of every kind on loopback servers and
+// closing idle connections, the goroutine count returns to where it was.
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		srv := newScript(t, status(503, strings.Repeat("x", 100<<10)), hijackClose(""), status(200, "ok"))
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		p := fast
+		p.Attempts = 3
+		rt := NewTransport(tr, p, WithAttemptTimeout(time.Minute))
+		for range 5 {
+			readAll(t, get(t, rt, srv.URL))
+		}
+		req, _ := http.NewRequest("GET", refusedURL(t), nil)
+		if _, err := rt.RoundTrip(req); err == nil {
+			t.Fatal("no error from a refused connection")
+		}
+		srv.Close()
+	}()
+	// Connection goroutines end asynchronously: poll, bounded.
+	for i := 0; ; i++ {
+		n := runtime.NumGoroutine()
+		if n <= before {
+			return
+		}
+		if i == 200 {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+var _ = retry.Zero
