@@ -1,0 +1,46 @@
+package grpcretry
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/backoffkit/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+)
+
+// UnaryClientInterceptor returns a unary client interceptor that retries
+// failed calls under p (see the package documentation for what is retried).
+// Install it with grpc.WithUnaryInterceptor; use [CallPolicy] to override p
+// for one call. An invalid p makes every call fail with its
+// [*retry.ValidationError], without calling the server.
+//
+// Each attempt gets the call's request, reply and call options, plus
+// grpc.Trailer and grpc.Peer options of its own to read the server's hints
+// and to tell whether the attempt reached the server.
+func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
+	c := newConfig(opts)
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		pol, callOpts := policy(p, callOpts)
+		idempotent := c.isIdempotent(method)
+		var (
+			trailer metadata.MD
+			pr      peer.Peer
+			n       int
+		)
+		attemptOpts := append(callOpts[:len(callOpts):len(callOpts)], grpc.Trailer(&trailer), grpc.Peer(&pr))
+		return retry.Run(ctx, pol, func(actx context.Context) error {
+			if n > 0 {
+				actx = metadata.AppendToOutgoingContext(actx, PreviousAttemptsKey, strconv.Itoa(n))
+				trailer, pr = nil, peer.Peer{}
+			}
+			n++
+			err := invoker(actx, method, req, reply, cc, attemptOpts...)
+			if err == nil {
+				return nil
+			}
+			return c.classify(actx, err, trailer, idempotent, pr.Addr != nil)
+		})
+	}
+}
