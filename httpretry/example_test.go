@@ -1,0 +1,293 @@
+package httpretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
+)
+
+// flaky starts a loopback server that answers the first `fail` requests with
+// status code and the others with 200 "ok", printing nothing.
+func flaky(fail int32, code int) *httptest.Server {
+	var n atomic.Int32
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= fail {
+			http.Error(w, http.StatusText(code), code)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+}
+
+// quick is Google's policy with millisecond waits, so that the examples run
+// fast.
+var quick = retry.Policy{InitialDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond, Jitter: retry.Zero}
+
+func show(resp *http.Response, err error) {
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%d %s\n", resp.StatusCode, strings.TrimSpace(string(b)))
+}
+
+// Wrapping http.DefaultClient: keep its settings, retry under its transport.
+func Example() {
+	srv := flaky(2, http.StatusServiceUnavailable)
+	defer srv.Close()
+
+	client := *http.DefaultClient // a copy: leave the global alone
+	client.Transport = httpretry.NewTransport(http.DefaultClient.Transport, retry.Policy{
+		Attempts:     5,
+		InitialDelay: time.Millisecond, // Google's default is 1 s
+		Jitter:       retry.Zero,
+	})
+	show(client.Get(srv.URL))
+	// Output: 200 ok
+}
+
+func ExampleNewClient() {
+	srv := flaky(1, http.StatusTooManyRequests)
+	defer srv.Close()
+
+	client := httpretry.NewClient(quick) // http.DefaultTransport with retries
+	show(client.Get(srv.URL))
+	// Output: 200 ok
+}
+
+func ExampleNewTransport() {
+	srv := flaky(1, http.StatusBadGateway)
+	defer srv.Close()
+
+	base := &http.Transport{MaxIdleConnsPerHost: 4}
+	client := &http.Client{Transport: httpretry.NewTransport(base, quick), Timeout: 10 * time.Second}
+	show(client.Get(srv.URL))
+	// Output: 200 ok
+}
+
+// A per-request override is merged over the client's policy field by field:
+// here it changes the attempts only (a real-time call that must fail fast),
+// the waits stay the client's.
+func ExampleWithPolicy() {
+	srv := flaky(3, http.StatusServiceUnavailable)
+	defer srv.Close()
+	client := httpretry.NewClient(quick) // 5 attempts
+
+	ctx := httpretry.WithPolicy(context.Background(), retry.Policy{Attempts: 2})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	show(client.Do(req)) // the last response is returned when retries run out
+	show(client.Get(srv.URL))
+	// Output:
+	// 503 Service Unavailable
+	// 200 ok
+}
+
+// generateContent changes no server state, so its POST is safe to retry:
+// mark it idempotent.
+func ExampleIdempotent() {
+	srv := flaky(1, http.StatusTooManyRequests)
+	defer srv.Close()
+	client := httpretry.NewClient(quick)
+
+	ctx := httpretry.Idempotent(context.Background())
+	body := `{"contents":[{"parts":[{"text":"Hello"}]}]}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/models/gemini:generateContent", strings.NewReader(body))
+	show(client.Do(req))
+	// Output: 200 ok
+}
+
+// A POST that creates a resource is not retried; the observer sees why.
+func ExampleNotIdempotent() {
+	srv := flaky(1, http.StatusServiceUnavailable)
+	defer srv.Close()
+	p := quick
+	p.Observer = func(_ context.Context, e retry.Event) {
+		if e.Kind == retry.EventGiveUp && errors.Is(e.Err, httpretry.ErrNotIdempotent) {
+			fmt.Println("not retried: the request is not idempotent")
+		}
+	}
+	client := httpretry.NewClient(p, httpretry.AllowNonIdempotent())
+
+	ctx := httpretry.NotIdempotent(context.Background()) // wins over AllowNonIdempotent
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/tuningJobs", strings.NewReader("{}"))
+	show(client.Do(req))
+	// Output:
+	// not retried: the request is not idempotent
+	// 503 Service Unavailable
+}
+
+func ExampleAllowNonIdempotent() {
+	srv := flaky(1, http.StatusServiceUnavailable)
+	defer srv.Close()
+	client := httpretry.NewClient(quick, httpretry.AllowNonIdempotent())
+	show(client.Post(srv.URL, "application/json", strings.NewReader("{}")))
+	// Output: 200 ok
+}
+
+func ExampleAddIdempotencyKey() {
+	var keys []string
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+
+	client := httpretry.NewClient(quick, httpretry.AddIdempotencyKey())
+	resp, err := client.Post(srv.URL, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		panic(err)
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode, len(keys), "attempts, same key:", keys[0] == keys[1], "length:", len(keys[0]))
+	// Output: 200 2 attempts, same key: true length: 36
+}
+
+// A CLI prints one line per retry and the reason of a give-up from the
+// events, with the HTTP details of each attempt.
+func ExampleAttemptError() {
+	srv := flaky(2, http.StatusServiceUnavailable)
+	defer srv.Close()
+	p := quick
+	p.Observer = func(_ context.Context, e retry.Event) {
+		var ae *httpretry.AttemptError
+		if e.Kind != retry.EventRetry || !errors.As(e.Err, &ae) {
+			return
+		}
+		u, _ := url.Parse(ae.URL)
+		fmt.Printf("attempt %d/%d: %s %s: %d (%s), retrying in %v\n", e.Attempt, e.MaxAttempts, ae.Method, u.Path, ae.Status, ae.Class, e.Wait)
+	}
+	show(httpretry.NewClient(p).Get(srv.URL + "/v1/models?key=SECRET"))
+	// Output:
+	// attempt 1/5: GET /v1/models: 503 (status), retrying in 1ms
+	// attempt 2/5: GET /v1/models: 503 (status), retrying in 2ms
+	// 200 ok
+}
+
+func ExampleMaxBufferedBody() {
+	srv := flaky(1, http.StatusServiceUnavailable)
+	defer srv.Close()
+	p := quick
+	p.Observer = func(_ context.Context, e retry.Event) {
+		if errors.Is(e.Err, httpretry.ErrBodyNotReplayable) {
+			fmt.Println("not retried: the body cannot be replayed")
+		}
+	}
+	client := httpretry.NewClient(p, httpretry.MaxBufferedBody(4))
+	// io.MultiReader hides the type, so the request has no GetBody; 10 bytes
+	// are more than the 4 that may be buffered.
+	req, _ := http.NewRequest(http.MethodPut, srv.URL, io.MultiReader(strings.NewReader("0123456789")))
+	show(client.Do(req))
+	// Output:
+	// not retried: the body cannot be replayed
+	// 503 Service Unavailable
+}
+
+func ExampleWithAttemptTimeout() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			<-r.Context().Done() // the first attempt hangs
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+
+	client := httpretry.NewClient(quick, httpretry.WithAttemptTimeout(100*time.Millisecond))
+	show(client.Get(srv.URL))
+	fmt.Println("attempts:", n.Load())
+	// Output:
+	// 200 ok
+	// attempts: 2
+}
+
+func ExampleWithLogger() {
+	srv := flaky(1, http.StatusServiceUnavailable)
+	defer srv.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			switch a.Key { // drop what changes from run to run
+			case slog.TimeKey, "host", "endpoint", "elapsed":
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	client := httpretry.NewClient(quick, httpretry.WithLogger(logger))
+	show(client.Get(srv.URL + "/v1/models?key=SECRET"))
+	// Output:
+	// level=INFO msg="httpretry: retry" method=GET path=/v1/models status=503 attempt=1 max_attempts=5 wait=1ms
+	// 200 ok
+}
+
+// Fall back from an overloaded regional endpoint to the next one: the 429
+// moves the retry, path and query stay.
+func ExampleWithEndpoints() {
+	regional := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "quota", http.StatusTooManyRequests)
+	}))
+	defer regional.Close()
+	global := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "served %s?%s", r.URL.Path, r.URL.RawQuery)
+	}))
+	defer global.Close()
+
+	client := httpretry.NewClient(quick, httpretry.WithEndpoints([]string{regional.URL, global.URL}, time.Minute))
+	show(client.Get("https://us-central1-aiplatform.googleapis.com/v1/models?alt=sse"))
+	// Output: 200 served /v1/models?alt=sse
+}
+
+func ExampleParseRetryAfter() {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, v := range []string{"120", "Mon, 30 Nov 2026 12:00:30 GMT", "soon"} {
+		d, ok := httpretry.ParseRetryAfter(v, now)
+		fmt.Println(d, ok)
+	}
+	// Output:
+	// 2m0s true
+	// 30s true
+	// 0s false
+}
+
+func ExampleParseRetryInfo() {
+	body := []byte(`{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [
+	  {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "25s"}]}}`)
+	fmt.Println(httpretry.ParseRetryInfo(body))
+	// Output: 25s true
+}
+
+func ExampleRedact() {
+	u, _ := url.Parse("https://user:pw@generativelanguage.googleapis.com/v1beta/models?key=AIza123&pageSize=5")
+	fmt.Println(httpretry.Redact(u))
+	// Output: https://generativelanguage.googleapis.com/v1beta/models?key=REDACTED&pageSize=5
+}
+
+func ExampleRedactHeader() {
+	h := http.Header{"Authorization": {"Bearer ya29.abc"}, "Content-Type": {"application/json"}}
+	r := httpretry.RedactHeader(h)
+	fmt.Println(r.Get("Authorization"), r.Get("Content-Type"))
+	// Output: REDACTED application/json
+}
+
+func ExampleTransport_Err() {
+	t := httpretry.NewTransport(nil, retry.Policy{}, httpretry.WithEndpoints([]string{"ftp://mirror"}, time.Minute))
+	fmt.Println(t.(*httpretry.Transport).Err())
+	// Output: httpretry: WithEndpoints: endpoint 0 "ftp://mirror": the scheme must be http or https
+}
