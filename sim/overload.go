@@ -121,6 +121,9 @@ type OverloadResult struct {
 	BinS float64 `json:"-"`
 }
 
+// Validate reports the first invalid field of c, naming it.
+func (c OverloadConfig) Validate() error { return c.check() }
+
 func (c *OverloadConfig) check() error {
 	switch {
 	case c.Clients < 1:

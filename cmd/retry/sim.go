@@ -1,0 +1,278 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/backoffkit/retry/sim"
+)
+
+func init() { subcommands["sim"] = runSim }
+
+const simUsage = `Usage:
+  retry sim contention [flags]   N clients race to update one record (AWS "Exponential Backoff and Jitter")
+  retry sim overload [flags]     a retry storm: clients with open-loop arrivals, a server outage, recovery
+
+Both run on a virtual clock from a seed: the same flags always print the same numbers.
+Run "retry sim contention --help" or "retry sim overload --help" for the flags.
+`
+
+// runSim is "retry sim": it parses flags, runs the experiment of package sim
+// and prints a table, JSON lines (--json) and SVG plots (--plot DIR).
+func runSim(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, simUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, simUsage)
+		return exitOK
+	case "contention":
+		return simContention(args[1:], stdout, stderr)
+	case "overload":
+		return simOverload(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "retry sim: unknown experiment %q: want contention or overload (see 'retry sim --help')\n", args[0])
+	return exitUsage
+}
+
+// simFlags are the flags both experiments share.
+type simFlags struct {
+	clients []int
+	seed    uint64
+	json    bool
+	plot    string
+}
+
+func newSimFlagSet(name string, sf *simFlags, clientsDefault string) *flag.FlagSet {
+	fs := flag.NewFlagSet("retry sim "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	sf.clients, _ = parseClients(clientsDefault)
+	fs.Func("clients", "number of clients `N`, or a range FROM:TO:STEP (default "+clientsDefault+")", func(s string) error {
+		c, err := parseClients(s)
+		sf.clients = c
+		return err
+	})
+	fs.Uint64Var(&sf.seed, "seed", 1, "`SEED` of every random stream")
+	fs.BoolVar(&sf.json, "json", false, "print one JSON object per (strategy, clients) row instead of a table")
+	fs.StringVar(&sf.plot, "plot", "", "write SVG plots into `DIR`")
+	return fs
+}
+
+// parseClients parses "100" or "10:190:10".
+func parseClients(s string) ([]int, error) {
+	parts := strings.Split(s, ":")
+	var n [3]int
+	if len(parts) != 1 && len(parts) != 3 {
+		return nil, errors.New("want N or FROM:TO:STEP, e.g. 100 or 10:190:10")
+	}
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a whole number (want N or FROM:TO:STEP)", p)
+		}
+		if v < 1 {
+			return nil, fmt.Errorf("%d: want at least 1", v)
+		}
+		n[i] = v
+	}
+	if len(parts) == 1 {
+		return []int{n[0]}, nil
+	}
+	if n[1] < n[0] {
+		return nil, fmt.Errorf("the end %d is below the start %d", n[1], n[0])
+	}
+	if (n[1]-n[0])/n[2] >= 10000 {
+		return nil, errors.New("more than 10,000 sizes")
+	}
+	return sim.Sizes(n[0], n[1], n[2]), nil
+}
+
+// simParse parses args; it returns (done, code): done when help was printed
+// or the flags were bad.
+func simParse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (bool, int) {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stdout, "Usage: %s [flags]\n\nFlags:\n", fs.Name())
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return true, exitOK
+	}
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err != nil {
+		msg := strings.Replace(err.Error(), "flag: -", "flag --", 1)
+		msg = strings.Replace(msg, "for flag -", "for flag --", 1)
+		msg = strings.Replace(msg, "defined: -", "defined: --", 1)
+		return true, simUsageError(stderr, fs.Name(), msg)
+	}
+	return false, 0
+}
+
+func simUsageError(stderr io.Writer, prog, msg string) int {
+	fmt.Fprintf(stderr, "%s: %s (see '%s --help')\n", prog, oneLine(msg), prog)
+	return exitUsage
+}
+
+func simFail(stderr io.Writer, prog string, err error) int {
+	fmt.Fprintf(stderr, "%s: %s\n", prog, oneLine(err.Error()))
+	return exitGaveUp
+}
+
+// names splits a comma-separated list.
+func names(s string) []string {
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func simContention(args []string, stdout, stderr io.Writer) int {
+	var sf simFlags
+	fs := newSimFlagSet("contention", &sf, "10:190:10")
+	runs := fs.Int("runs", sim.DefaultContentionRuns, "runs averaged per point `N`")
+	strategies := fs.String("strategies", strings.Join(sim.ContentionNames, ","), "comma-separated `LIST` of strategies")
+	base := fs.Duration("base", sim.DefaultBase, "backoff base")
+	maxDelay := fs.Duration("cap", sim.DefaultCap, "backoff cap")
+	jitter := fs.Duration("jitter", sim.DefaultJitter, "additive jitter of google and jitter-at-cap")
+	netMean := fs.Duration("net-mean", sim.DefaultNetMean, "mean network delay of one message")
+	netSD := fs.Duration("net-sd", sim.DefaultNetSD, "standard deviation of the network delay")
+	if done, code := simParse(fs, args, stdout, stderr); done {
+		return code
+	}
+	prog := fs.Name()
+	if *runs < 1 {
+		return simUsageError(stderr, prog, fmt.Sprintf("invalid value %d for flag --runs: want at least 1", *runs))
+	}
+	if *netMean < 0 || *netSD < 0 {
+		return simUsageError(stderr, prog, "--net-mean and --net-sd must not be negative")
+	}
+	cfg := sim.ContentionConfig{Clients: sf.clients, Runs: *runs, Seed: sf.seed, NetMean: *netMean, NetSD: *netSD}
+	if *netMean == 0 {
+		cfg.NetMean = time.Nanosecond // 0 would mean the default
+	}
+	for _, n := range names(*strategies) {
+		s, err := sim.ContentionStrategy(n, *base, *maxDelay, *jitter)
+		if err != nil {
+			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+		}
+		cfg.Strategies = append(cfg.Strategies, s)
+	}
+	if len(cfg.Strategies) == 0 {
+		return simUsageError(stderr, prog, "--strategies is empty")
+	}
+	res, err := sim.RunContention(cfg)
+	if err != nil {
+		return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+	}
+	if sf.json {
+		err = sim.WriteJSON(stdout, res)
+	} else {
+		err = sim.WriteContentionTable(stdout, res)
+	}
+	if err != nil {
+		return simFail(stderr, prog, err)
+	}
+	if sf.plot != "" {
+		paths, err := sim.WriteContentionPlots(sf.plot, res)
+		for _, p := range paths {
+			fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
+		}
+		if err != nil {
+			return simFail(stderr, prog, err)
+		}
+	}
+	return exitOK
+}
+
+func simOverload(args []string, stdout, stderr io.Writer) int {
+	def := sim.DefaultOverload()
+	var sf simFlags
+	fs := newSimFlagSet("overload", &sf, strconv.Itoa(def.Clients))
+	hosts := fs.Int("hosts", def.Hosts, "client processes `N`; each has its own budget and throttle, shared by its clients")
+	capacity := fs.Float64("capacity", def.Capacity, "requests per second the server serves")
+	load := fs.Float64("load", def.Load, "offered load of new requests, as a fraction of --capacity")
+	queue := fs.Int("queue", def.Queue, "most requests waiting at the server; beyond, it sheds with a 503")
+	duration := fs.Duration("duration", def.Duration, "how long new requests arrive")
+	outageStart := fs.Duration("outage-start", def.OutageStart, "when the outage begins")
+	outage := fs.Duration("outage", def.Outage, "how long the outage lasts (0: none)")
+	drop := fs.Bool("drop", false, "the server drops attempts during the outage instead of answering 503")
+	timeout := fs.Duration("timeout", def.Timeout, "client attempt timeout with --drop, for policies without AttemptTimeout")
+	strategies := fs.String("strategies", strings.Join(sim.DefaultOverloadNames, ","), "comma-separated `LIST` of strategies, or all: "+strings.Join(sim.OverloadNames(), ", "))
+	if done, code := simParse(fs, args, stdout, stderr); done {
+		return code
+	}
+	prog := fs.Name()
+	cfg := def
+	cfg.Hosts, cfg.Capacity, cfg.Load, cfg.Queue = *hosts, *capacity, *load, *queue
+	cfg.Duration, cfg.OutageStart, cfg.Outage, cfg.Drop, cfg.Timeout = *duration, *outageStart, *outage, *drop, *timeout
+	cfg.Seed = sf.seed
+	list := names(*strategies)
+	if len(list) == 1 && list[0] == "all" {
+		list = sim.OverloadNames()
+	}
+	for _, n := range list {
+		s, err := sim.OverloadStrategyByName(n)
+		if err != nil {
+			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+		}
+		cfg.Strategies = append(cfg.Strategies, s)
+	}
+	if len(cfg.Strategies) == 0 {
+		return simUsageError(stderr, prog, "--strategies is empty")
+	}
+	for _, n := range sf.clients {
+		c := cfg
+		c.Clients = n
+		if err := c.Validate(); err != nil {
+			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+		}
+	}
+	if !sf.json {
+		fmt.Fprintf(stdout, "capacity %.0f/s, offered %.0f/s, queue %d, outage %v from %v (%s), %v of arrivals, seed %d\n",
+			cfg.Capacity, cfg.Load*cfg.Capacity, cfg.Queue, cfg.Outage, cfg.OutageStart, map[bool]string{false: "fast 503", true: "dropped"}[cfg.Drop], cfg.Duration, cfg.Seed)
+	}
+	var all []sim.OverloadResult
+	for _, n := range sf.clients {
+		c := cfg
+		c.Clients = n
+		res, err := sim.RunOverload(c)
+		if err != nil {
+			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+		}
+		all = append(all, res...)
+		if sf.plot != "" {
+			suffix := ""
+			if len(sf.clients) > 1 {
+				suffix = strconv.Itoa(n)
+			}
+			paths, err := sim.WriteOverloadPlots(sf.plot, suffix, c, res)
+			for _, p := range paths {
+				fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
+			}
+			if err != nil {
+				return simFail(stderr, prog, err)
+			}
+		}
+	}
+	var err error
+	if sf.json {
+		err = sim.WriteJSON(stdout, all)
+	} else {
+		err = sim.WriteOverloadTable(stdout, all)
+	}
+	if err != nil {
+		return simFail(stderr, prog, err)
+	}
+	return exitOK
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runSimArgs(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = runSim(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestSimContentionJSON(t *testing.T) {
+	args := []string{"contention", "--clients", "10:20:10", "--runs", "3", "--seed", "9", "--json"}
+	code, out, errs := runSimArgs(args...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 14 {
+		t.Fatalf("%d JSON lines, want 7 strategies × 2 sizes:\n%s", len(lines), out)
+	}
+	seen := map[string]int{}
+	for _, l := range lines {
+		var row struct {
+			Experiment string   `json:"experiment"`
+			Strategy   string   `json:"strategy"`
+			Clients    int      `json:"clients"`
+			Runs       int      `json:"runs"`
+			Calls      *float64 `json:"calls_mean"`
+			Time       *float64 `json:"time_ms_mean"`
+		}
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("bad JSON line %q: %v", l, err)
+		}
+		if row.Experiment != "contention" || row.Runs != 3 || (row.Clients != 10 && row.Clients != 20) || row.Calls == nil || row.Time == nil || *row.Calls < float64(row.Clients) {
+			t.Errorf("bad row %q", l)
+		}
+		seen[row.Strategy]++
+	}
+	for _, s := range []string{"none", "expo", "google", "full", "equal", "decorrelated", "jitter-at-cap"} {
+		if seen[s] != 2 {
+			t.Errorf("strategy %s: %d rows, want 2", s, seen[s])
+		}
+	}
+	// Same seed, same bytes; another seed, other numbers.
+	if _, again, _ := runSimArgs(args...); again != out {
+		t.Error("same flags printed different JSON")
+	}
+	args[6] = "10"
+	if _, other, _ := runSimArgs(args...); other == out {
+		t.Error("seeds 9 and 10 printed the same JSON")
+	}
+}
+
+func TestSimContentionTableAndPlot(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "plots")
+	code, out, errs := runSimArgs("contention", "--clients", "30", "--runs", "2", "--strategies", "full,expo", "--plot", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	if !strings.Contains(out, "calls_mean") || !strings.Contains(out, "full") || !strings.Contains(out, "expo") || strings.Contains(out, "decorrelated") {
+		t.Errorf("table:\n%s", out)
+	}
+	for _, f := range []string{"contention-calls.svg", "contention-time.svg"} {
+		p := filepath.Join(dir, f)
+		if !strings.Contains(errs, "wrote "+p) {
+			t.Errorf("stderr %q does not name %s", errs, p)
+		}
+		checkSVG(t, p, 2)
+	}
+}
+
+func checkSVG(t *testing.T, path string, wantSeries int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(b))
+	n := 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: not well-formed: %v", path, err)
+		}
+		if el, ok := tok.(xml.StartElement); ok && el.Name.Local == "g" {
+			for _, a := range el.Attr {
+				if a.Name.Local == "class" && a.Value == "series" {
+					n++
+				}
+			}
+		}
+	}
+	if n != wantSeries {
+		t.Errorf("%s: %d series, want %d", path, n, wantSeries)
+	}
+}
+
+func TestSimOverload(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runSimArgs("overload", "--clients", "1000", "--hosts", "10", "--capacity", "500", "--queue", "50",
+		"--duration", "30s", "--outage-start", "5s", "--outage", "10s", "--strategies", "none,genai,ratio-budget", "--json", "--plot", dir)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), out)
+	}
+	amp := map[string]float64{}
+	for _, l := range lines {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("bad JSON %q: %v", l, err)
+		}
+		for _, k := range []string{"strategy", "clients", "runs", "amplification", "goodput", "failed_ratio", "recovery_s", "p99_ms"} {
+			if _, ok := row[k]; !ok {
+				t.Errorf("row lacks %q: %s", k, l)
+			}
+		}
+		amp[row["strategy"].(string)] = row["amplification"].(float64)
+	}
+	if !(amp["none"] == 1 && amp["genai"] > 3 && amp["ratio-budget"] < amp["genai"]) {
+		t.Errorf("amplification %v: want none 1 < ratio-budget < genai", amp)
+	}
+	checkSVG(t, filepath.Join(dir, "overload-load.svg"), 4) // 3 strategies + capacity
+	checkSVG(t, filepath.Join(dir, "overload-goodput.svg"), 3)
+}
+
+func TestSimUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "Usage"},
+		{[]string{"bogus"}, `unknown experiment "bogus"`},
+		{[]string{"contention", "--clients", "0"}, "--clients: 0: want at least 1"},
+		{[]string{"contention", "--clients", "50:10:10"}, "the end 10 is below the start 50"},
+		{[]string{"contention", "--clients", "ten"}, `"ten" is not a whole number`},
+		{[]string{"contention", "--clients", "1:2"}, "want N or FROM:TO:STEP"},
+		{[]string{"contention", "--runs", "0"}, "--runs: want at least 1"},
+		{[]string{"contention", "--strategies", "full,bogus"}, `unknown contention strategy "bogus"`},
+		{[]string{"contention", "--base", "0s"}, "want 0 < base <= cap"},
+		{[]string{"contention", "--nope"}, "flag provided but not defined: --nope"},
+		{[]string{"contention", "extra"}, `unexpected argument "extra"`},
+		{[]string{"overload", "--hosts", "0"}, "hosts = 0"},
+		{[]string{"overload", "--load", "0"}, "load = 0"},
+		{[]string{"overload", "--outage", "2m"}, "must end within the duration"},
+		{[]string{"overload", "--strategies", "profile:nope"}, "unknown profile"},
+		{[]string{"overload", "--strategies", ""}, "--strategies is empty"},
+	} {
+		code, out, errs := runSimArgs(tc.args...)
+		if code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", tc.args, code, exitUsage)
+		}
+		if out != "" && tc.args != nil {
+			t.Errorf("%q: stdout %q, want nothing", tc.args, out)
+		}
+		if !strings.Contains(errs, tc.want) {
+			t.Errorf("%q: stderr %q, want it to contain %q", tc.args, errs, tc.want)
+		}
+		if tc.args != nil && strings.Count(errs, "\n") != 1 {
+			t.Errorf("%q: stderr %q, want one line", tc.args, errs)
+		}
+	}
+}
+
+func TestSimHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"contention", "--help"}, {"overload", "-h"}} {
+		code, out, errs := runSimArgs(args...)
+		if code != 0 || errs != "" || !strings.Contains(out, "Usage") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		}
+	}
+	_, out, _ := runSimArgs("overload", "--help")
+	for _, f := range []string{"--hosts", "--capacity", "--outage", "--drop", "--strategies", "--clients", "--seed", "--json", "--plot"} {
+		if !strings.Contains(out, strings.TrimPrefix(f, "-")) {
+			t.Errorf("overload help lacks %s", f)
+		}
+	}
+}
