@@ -4,23 +4,41 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/backoffkit/retry"
 )
 
-// BenchmarkTransport compares a GET answered 200 through the bare
-// http.Transport and through the retrying Transport, on a loopback server.
+// BenchmarkTransport compares requests on a loopback server through the bare
+// http.Transport and through the retrying Transport:
+//
+//   - bare, get-200: a GET answered 200 (the target: at most +1 alloc/op and
+//     a time ratio of at most 1.05 over bare);
+//   - post-200: a POST with GetBody, marked idempotent, answered 200;
+//   - retry-503-once: a GET answered 503 then 200 (two round trips, the
+//     first response drained), with no wait between them.
 func BenchmarkTransport(b *testing.B) {
+	var n atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte("ok"))
+		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/flaky" && n.Add(1)%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "busy")
+			return
+		}
+		io.WriteString(w, "ok")
 	}))
 	defer srv.Close()
 	base := srv.Client().Transport.(*http.Transport)
-	run := func(b *testing.B, rt http.RoundTripper) {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/models?key=secret", nil)
+	run := func(b *testing.B, rt http.RoundTripper, newReq func() *http.Request) {
+		req := newReq()
 		b.ReportAllocs()
 		for b.Loop() {
+			if req.GetBody != nil {
+				req = newReq()
+			}
 			resp, err := rt.RoundTrip(req)
 			if err != nil {
 				b.Fatal(err)
@@ -32,6 +50,22 @@ func BenchmarkTransport(b *testing.B) {
 			}
 		}
 	}
-	b.Run("bare", func(b *testing.B) { run(b, base) })
-	b.Run("get-200", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{})) })
+	get := func(path string) func() *http.Request {
+		return func() *http.Request {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+path+"?key=secret", nil)
+			return req
+		}
+	}
+	post := func() *http.Request {
+		req, _ := http.NewRequestWithContext(Idempotent(b.Context()), http.MethodPost, srv.URL+"/v1/models:generateContent", strings.NewReader(`{"contents":[]}`))
+		return req
+	}
+	b.Run("bare", func(b *testing.B) { run(b, base, get("/v1/models")) })
+	b.Run("get-200", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{}), get("/v1/models")) })
+	b.Run("post-200/bare", func(b *testing.B) { run(b, base, post) })
+	b.Run("post-200", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{}), post) })
+	b.Run("retry-503-once", func(b *testing.B) {
+		n.Store(0)
+		run(b, NewTransport(base, fast), get("/flaky"))
+	})
 }

@@ -171,7 +171,8 @@ type idemKey struct{}
 // requests made with it. The transport merges p over its own policy field by
 // field (see [retry.Policy.Merge]): fields set in p win, fields left zero
 // keep the transport's value. Calls nest: an inner WithPolicy is merged over
-// an outer one.
+// an outer one. An Observer set in p replaces the transport's, its logging
+// included (combine them with [retry.Observers] to keep both).
 func WithPolicy(ctx context.Context, p retry.Policy) context.Context {
 	if outer, ok := ctx.Value(policyKey{}).(*retry.Policy); ok {
 		p = outer.Merge(p)

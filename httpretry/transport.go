@@ -139,10 +139,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The core's AttemptTimeout would cancel the attempt's context as soon as
 	// the attempt returns, while the caller still reads the response body: the
 	// transport applies it itself (see attemptContext).
-	if p.AttemptTimeout > 0 {
-		c.timeout = p.AttemptTimeout
+	// An invalid (negative) value is left for the loop to report.
+	if p.AttemptTimeout > 0 || p.AttemptTimeout == retry.Zero {
+		c.timeout = max(p.AttemptTimeout, 0)
+		p.AttemptTimeout = 0
 	}
-	p.AttemptTimeout = 0
 	c.idempotent = t.idempotent(req, ctx, &c)
 	if t.eps != nil {
 		c.ep = t.eps.start()
@@ -363,7 +364,11 @@ func (c *call) attempt(actx context.Context) error {
 		return ae
 	}
 	if cancel != nil {
-		resp.Body = &cancelBody{rc: resp.Body, cancel: cancel}
+		if resp.Body == nil {
+			cancel()
+		} else {
+			resp.Body = &cancelBody{rc: resp.Body, cancel: cancel}
+		}
 	}
 	code := resp.StatusCode
 	retryable := false
@@ -471,6 +476,9 @@ func hint(resp *http.Response) (time.Duration, string) {
 // discard drains (at most maxDrain bytes) and closes a response that is not
 // handed to the caller, so that its connection can be reused.
 func discard(resp *http.Response) {
+	if resp.Body == nil {
+		return
+	}
 	io.CopyN(io.Discard, resp.Body, maxDrain)
 	resp.Body.Close()
 }

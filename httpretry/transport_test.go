@@ -579,3 +579,34 @@ func TestNewClient(t *testing.T) {
 }
 
 var _ = bytes.NewReader
+
+func TestInvalidAttemptTimeoutOverride(t *testing.T) {
+	req, _ := http.NewRequestWithContext(WithPolicy(context.Background(), retry.Policy{AttemptTimeout: -time.Second}), "GET", "https://example.com/", nil)
+	_, err := NewTransport(rtFunc(func(*http.Request) (*http.Response, error) {
+		t.Fatal("no attempt expected")
+		return nil, nil
+	}), retry.Policy{}).RoundTrip(req)
+	var ve *retry.ValidationError
+	if !errors.As(err, &ve) || ve.Field != "AttemptTimeout" {
+		t.Fatalf("err = %v, want a ValidationError for AttemptTimeout", err)
+	}
+}
+
+// TestNilResponseBody: a base RoundTripper may return a response without a
+// body; nothing panics.
+func TestNilResponseBody(t *testing.T) {
+	n := 0
+	rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+		n++
+		code := 503
+		if n == 2 {
+			code = 204
+		}
+		return &http.Response{StatusCode: code, Header: http.Header{}, Request: r}, nil
+	}), fast, WithAttemptTimeout(time.Minute))
+	req, _ := http.NewRequest("GET", "https://example.com/", nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil || resp.StatusCode != 204 || n != 2 {
+		t.Fatalf("got %v, %v after %d attempts", resp, err, n)
+	}
+}
