@@ -83,6 +83,7 @@ type demoSummary struct {
 	Seed        uint64          `json:"seed"`
 	Clients     int             `json:"clients_per_strategy"`
 	DurationMS  int64           `json:"duration_ms"`
+	ElapsedMS   int64           `json:"elapsed_ms"`
 	FailureRate float64         `json:"failure_rate"`
 	TimeScale   float64         `json:"time_scale"`
 	Delays      string          `json:"delays"`
@@ -439,7 +440,7 @@ func progressLine(lanes []*lane, elapsed, total time.Duration, sending bool) str
 // summarize computes the per-strategy statistics and the total.
 func summarize(cfg demoConfig, lanes []*lane, elapsed time.Duration) demoSummary {
 	sum := demoSummary{
-		Seed: cfg.seed, Clients: cfg.clients, DurationMS: cfg.duration.Milliseconds(),
+		Seed: cfg.seed, Clients: cfg.clients, DurationMS: cfg.duration.Milliseconds(), ElapsedMS: elapsed.Milliseconds(),
 		FailureRate: cfg.failRate, TimeScale: cfg.scale, Delays: delaysText(cfg.scale),
 	}
 	total := strategyStats{Name: "total", ServerFaults: map[string]int{}}

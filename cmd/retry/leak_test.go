@@ -1,0 +1,43 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestRunLeavesNoGoroutines runs each mode in-process and checks that the
+// goroutines it started (signal relay, attempt waiters, HTTP connections,
+// demo clients and servers) are gone once run returns.
+func TestRunLeavesNoGoroutines(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	// os/signal starts one goroutine for good on the first Notify.
+	notifySignals(make(chan os.Signal, 1))()
+	before := runtime.NumGoroutine()
+	for _, args := range [][]string{
+		{"--attempts", "2", "--initial-delay", "1ms", "--jitter", "0", "--", "sh", "-c", "exit 3"},
+		{"--attempts", "2", "--attempt-timeout", "50ms", "--initial-delay", "1ms", "--", "sleep", "5"},
+		{"http", "--attempts", "2", "--initial-delay", "1ms", "--jitter", "0", srv.URL},
+		{"demo", "--duration", "200ms", "--clients", "2", "--strategies", "no-retry,full"},
+	} {
+		run(args, nil, io.Discard, io.Discard)
+	}
+	srv.CloseClientConnections()
+	// Goroutines end asynchronously after their connections close: wait a
+	// bounded time for the count to come back.
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}
