@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/backoffkit/retry"
 )
@@ -67,5 +68,28 @@ func BenchmarkTransport(b *testing.B) {
 	b.Run("retry-503-once", func(b *testing.B) {
 		n.Store(0)
 		run(b, NewTransport(base, fast), get("/flaky"))
+	})
+}
+
+// BenchmarkOverhead measures what the Transport adds to one request, with an
+// in-memory base RoundTripper, so that the loopback noise of
+// BenchmarkTransport does not hide it.
+func BenchmarkOverhead(b *testing.B) {
+	resp := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
+	base := rtFunc(func(*http.Request) (*http.Response, error) { return resp, nil })
+	req, _ := http.NewRequest(http.MethodGet, "https://example.com/v1/models?key=secret", nil)
+	run := func(b *testing.B, rt http.RoundTripper) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := rt.RoundTrip(req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("bare", func(b *testing.B) { run(b, base) })
+	b.Run("get-200", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{})) })
+	b.Run("get-200-deadline", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{Deadline: time.Minute})) })
+	b.Run("get-200-endpoints", func(b *testing.B) {
+		run(b, NewTransport(base, retry.Policy{}, WithEndpoints([]string{"https://a.example.com", "https://b.example.com"}, time.Minute)))
 	})
 }
