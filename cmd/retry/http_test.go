@@ -1,16 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // scripted is a loopback server that answers the i-th request with
@@ -287,5 +293,39 @@ func TestHTTPBadInput(t *testing.T) {
 				t.Errorf("secret leaked: %q", r.stderr)
 			}
 		})
+	}
+}
+
+// TestHTTPInterrupted: SIGINT during a hung request stops it at once, with
+// no further attempt, and exit status 130.
+func TestHTTPInterrupted(t *testing.T) {
+	arrived := make(chan struct{}, 10)
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		arrived <- struct{}{}
+		<-r.Context().Done() // hang until the client goes away
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args([]string{"http"}, fast, []string{srv.URL})...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-ctx.Done():
+		t.Fatal("the request never arrived")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v, want 130; stderr:\n%s", err, errb.String())
+	}
+	if got := n.Load(); got != 1 {
+		t.Errorf("server saw %d requests, want 1", got)
 	}
 }
