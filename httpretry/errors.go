@@ -68,6 +68,9 @@ type AttemptError struct {
 	host, path string // of the attempt's URL, for logs
 }
 
+// Error returns "httpretry: METHOD URL: " followed by the status ("503
+// Service Unavailable") or the class and the transport error, with the URL
+// redacted.
 func (e *AttemptError) Error() string {
 	msg := "httpretry: " + e.Method + " " + e.URL + ": "
 	if e.Class == ClassStatus {
