@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
+	"google.golang.org/genai"
+)
+
+const wantText = "Hello from the fake Gemini."
+
+// recorder is a retry.Observer that keeps the events it sees.
+type recorder struct {
+	mu     sync.Mutex
+	events []retry.Event
+}
+
+func (r *recorder) observe(_ context.Context, e retry.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// captureLogs sends slog.Default and the standard logger to a buffer for
+// the test, so that a secret logged by anyone (us or the SDK) is caught.
+func captureLogs(t *testing.T) *syncBuffer {
+	t.Helper()
+	buf := &syncBuffer{}
+	oldSlog, oldFlags, oldOut := slog.Default(), log.Flags(), log.Writer()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	log.SetOutput(buf)
+	t.Cleanup(func() {
+		slog.SetDefault(oldSlog)
+		log.SetOutput(oldOut)
+		log.SetFlags(oldFlags)
+	})
+	return buf
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// records parses JSON log lines.
+func records(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// checkHits asserts the statuses the fake answered and that every request
+// carried the API key to the expected path.
+func checkHits(t *testing.T, hits []hit, want ...int) {
+	t.Helper()
+	if len(hits) != len(want) {
+		t.Fatalf("server hits = %d (%+v), want %d", len(hits), hits, len(want))
+	}
+	for i, h := range hits {
+		if h.status != want[i] {
+			t.Errorf("hit %d: status %d, want %d", i+1, h.status, want[i])
+		}
+		if h.apiKey != demoAPIKey || h.method != http.MethodPost || h.path != "/v1beta/models/"+model+":generateContent" {
+			t.Errorf("hit %d: %s %s key %q", i+1, h.method, h.path, h.apiKey)
+		}
+	}
+}
+
+// checkHintedRetry asserts a retry event: its status, the server's hint and
+// where it came from, and a wait of at least the hint.
+func checkHintedRetry(t *testing.T, e retry.Event, status int, hint time.Duration, source string) {
+	t.Helper()
+	var ae *httpretry.AttemptError
+	if e.Kind != retry.EventRetry || !errors.As(e.Err, &ae) {
+		t.Fatalf("event %+v: want a retry after an *httpretry.AttemptError", e)
+	}
+	if ae.Status != status || ae.HintSource != source {
+		t.Errorf("attempt %d: status %d hint source %q, want %d %q", e.Attempt, ae.Status, ae.HintSource, status, source)
+	}
+	if e.Hint != hint {
+		t.Errorf("attempt %d: hint %v, want %v", e.Attempt, e.Hint, hint)
+	}
+	if e.Wait < hint {
+		t.Errorf("attempt %d: wait %v is shorter than the server's hint %v", e.Attempt, e.Wait, hint)
+	}
+}
+
+// TestGenerateContentHonoursHints is the issue's scenario on loopback: a 429
+// with RetryInfo (0.3s), a 503 with Retry-After: 1, then a valid response.
+func TestGenerateContentHonoursHints(t *testing.T) {
+	global := captureLogs(t)
+	fake := newFakeGemini(reply429, reply503, replyOK)
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
+	rec := &recorder{}
+	p := demoPolicy()
+	p.Rand = retry.NewRand(1)
+	p.Observer = rec.observe
+	hc := httpretry.NewClient(p, httpretry.WithLogger(logger))
+	defer hc.CloseIdleConnections()
+
+	ctx := context.Background()
+	c, err := newClient(ctx, srv.URL, hc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := generate(ctx, c)
+	if err != nil || text != wantText {
+		t.Fatalf("generate = %q, %v", text, err)
+	}
+	checkHits(t, fake.Hits(), 429, 503, 200)
+
+	if len(rec.events) != 3 || rec.events[2].Kind != retry.EventSuccess || rec.events[2].Attempt != 3 {
+		t.Fatalf("events = %+v, want two retries and a success at attempt 3", rec.events)
+	}
+	checkHintedRetry(t, rec.events[0], 429, 300*time.Millisecond, httpretry.HintRetryInfo)
+	checkHintedRetry(t, rec.events[1], 503, time.Second, httpretry.HintRetryAfter)
+
+	// The log shows each retry, with the hint, and no secret.
+	recs := records(t, logs.String())
+	if len(recs) != 2 {
+		t.Fatalf("log records = %d, want 2:\n%s", len(recs), logs.String())
+	}
+	wantLog := []struct {
+		status float64
+		hint   time.Duration
+		source string
+	}{{429, 300 * time.Millisecond, "retryinfo"}, {503, time.Second, "retry-after"}}
+	for i, r := range recs {
+		w := wantLog[i]
+		if r["msg"] != "httpretry: retry" || r["status"] != w.status || r["hint"] != float64(w.hint) ||
+			r["hint_source"] != w.source || r["attempt"] != float64(i+1) || r["wait"].(float64) < float64(w.hint) {
+			t.Errorf("log record %d = %v, want a retry after %v with hint %v from %s", i+1, r, w.status, w.hint, w.source)
+		}
+	}
+	for name, s := range map[string]string{"transport log": logs.String(), "default loggers": global.String()} {
+		if strings.Contains(s, demoAPIKey) {
+			t.Errorf("the API key reached the %s:\n%s", name, s)
+		}
+	}
+}
+
+// TestGoogleDefaultsVirtualTime runs the scenario with Google's default
+// policy and the original 25 s RetryInfo, in a synctest bubble over an
+// in-memory transport: the waits are real waits of virtual time.
+func TestGoogleDefaultsVirtualTime(t *testing.T) {
+	body25, err := os.ReadFile("testdata/google-error-429-25s.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		fake := newFakeGemini(reply{status: 429, body: string(body25)}, reply503, replyOK)
+		rec := &recorder{}
+		p := retry.Google()
+		p.Rand = retry.NewRand(2)
+		p.Observer = rec.observe
+		hc := &http.Client{Transport: httpretry.NewTransport(handlerTransport{fake}, p)}
+
+		ctx := context.Background()
+		c, err := newClient(ctx, "http://gemini.test", hc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		text, err := generate(ctx, c)
+		elapsed := time.Since(start)
+		if err != nil || text != wantText {
+			t.Fatalf("generate = %q, %v", text, err)
+		}
+		checkHits(t, fake.Hits(), 429, 503, 200)
+		if len(rec.events) != 3 {
+			t.Fatalf("events = %+v", rec.events)
+		}
+		checkHintedRetry(t, rec.events[0], 429, 25*time.Second, httpretry.HintRetryInfo)
+		checkHintedRetry(t, rec.events[1], 503, time.Second, httpretry.HintRetryAfter)
+		// The hint is a floor plus jitter (at most 1 s); the second wait is
+		// the backoff's 2 s + jitter, above the 1 s hint.
+		if w := rec.events[0].Wait; w >= 26*time.Second {
+			t.Errorf("first wait %v, want [25s, 26s)", w)
+		}
+		if w := rec.events[1].Wait; w < 2*time.Second || w >= 3*time.Second {
+			t.Errorf("second wait %v, want the backoff [2s, 3s)", w)
+		}
+		if want := rec.events[0].Wait + rec.events[1].Wait; elapsed != want {
+			t.Errorf("virtual time spent %v, want the waits %v", elapsed, want)
+		}
+	})
+}
+
+// handlerTransport serves requests with a handler, in memory.
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	w := httptest.NewRecorder()
+	t.h.ServeHTTP(w, r)
+	if r.Body != nil {
+		r.Body.Close()
+	}
+	resp := w.Result()
+	resp.Request = r
+	return resp, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestDoubleRetries counts the server hits when the SDK's retries, ours, or
+// both are on, against an endpoint that always answers 503.
+func TestDoubleRetries(t *testing.T) {
+	sdkRetries := &genai.HTTPRetryOptions{
+		Attempts: ptr(int32(3)), InitialDelay: ptr(0.001), MaxDelay: ptr(0.001), ExpBase: ptr(1.0), Jitter: ptr(0.0),
+	}
+	ours := retry.Policy{Attempts: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, Jitter: retry.Zero}
+	tests := []struct {
+		name string
+		sdk  *genai.HTTPRetryOptions
+		hc   *http.Client
+		hits int
+	}{
+		{"ours only (recommended)", nil, httpretry.NewClient(ours), 3},
+		{"the SDK's only", sdkRetries, &http.Client{}, 3},
+		{"both: every SDK attempt is a retried call of ours", sdkRetries, httpretry.NewClient(ours), 9},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := newFakeGemini(reply{status: http.StatusServiceUnavailable, body: error503})
+			srv := httptest.NewServer(fake)
+			defer srv.Close()
+			defer tt.hc.CloseIdleConnections()
+			c, err := newClient(context.Background(), srv.URL, tt.hc, tt.sdk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = generate(context.Background(), c)
+			var apiErr genai.APIError
+			if !errors.As(err, &apiErr) || apiErr.Code != http.StatusServiceUnavailable {
+				t.Fatalf("err = %v, want the 503 as a genai.APIError", err)
+			}
+			if got := len(fake.Hits()); got != tt.hits {
+				t.Errorf("server hits = %d, want %d", got, tt.hits)
+			}
+		})
+	}
+}
+
+// TestNotMarkedIdempotent shows the pitfall: generateContent is a POST, which
+// httpretry does not retry unless the call is marked (httpretry.Idempotent)
+// or the transport allows it (httpretry.AllowNonIdempotent).
+func TestNotMarkedIdempotent(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts []httpretry.Option
+		ctx  func(context.Context) context.Context
+		hits []int
+	}{
+		{"unmarked POST: not retried", nil, func(ctx context.Context) context.Context { return ctx }, []int{429}},
+		{"AllowNonIdempotent", []httpretry.Option{httpretry.AllowNonIdempotent()}, func(ctx context.Context) context.Context { return ctx }, []int{429, 200}},
+		{"Idempotent context", nil, httpretry.Idempotent, []int{429, 200}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := newFakeGemini(reply429, replyOK)
+			srv := httptest.NewServer(fake)
+			defer srv.Close()
+			var logs syncBuffer
+			p := retry.Policy{Attempts: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxRetryAfter: time.Second, Jitter: retry.Zero}
+			hc := httpretry.NewClient(p, append(tt.opts, httpretry.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))...)
+			defer hc.CloseIdleConnections()
+			c, err := newClient(context.Background(), srv.URL, hc, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := c.Models.GenerateContent(tt.ctx(context.Background()), model, genai.Text("Say hello."), nil)
+			checkHits(t, fake.Hits(), tt.hits...)
+			if len(tt.hits) == 1 {
+				var apiErr genai.APIError
+				if !errors.As(err, &apiErr) || apiErr.Code != 429 {
+					t.Fatalf("err = %v, want the 429", err)
+				}
+				if !strings.Contains(logs.String(), `"skipped":"not idempotent"`) {
+					t.Errorf("the log does not say why the 429 was not retried:\n%s", logs.String())
+				}
+				return
+			}
+			if err != nil || resp.Text() != wantText {
+				t.Fatalf("GenerateContent = %v", err)
+			}
+		})
+	}
+}
+
+// TestRun runs the command's code path.
+func TestRun(t *testing.T) {
+	var out, logs syncBuffer
+	if err := run(&out, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Fatal(err)
+	}
+	b := out.String()
+	if !strings.Contains(b, "model says: "+wantText) || !strings.Contains(b, "server hits: 3") {
+		t.Errorf("output:\n%s", b)
+	}
+	if n := strings.Count(logs.String(), `msg="httpretry: retry"`); n != 2 || strings.Contains(logs.String(), demoAPIKey) {
+		t.Errorf("logs (%d retries):\n%s", n, logs.String())
+	}
+}
