@@ -1,0 +1,258 @@
+// Package gaxretry builds a gax.Retryer from a [retry.Policy], so that any
+// Google Cloud Go client (cloud.google.com/go/..., which call gax.Invoke) can
+// retry with the policy through a call option:
+//
+//	resp, err := client.SanitizeUserPrompt(ctx, req, gaxretry.WithRetry(retry.ModelArmor()))
+//
+// or for every call of a method, in the client's CallOptions:
+//
+//	client.CallOptions.SanitizeUserPrompt = []gax.CallOption{gaxretry.WithRetry(p)}
+//
+// # gax semantics
+//
+// gax.Invoke drives the loop: it calls Retry(err) after each failed attempt
+// and sleeps for the pause returned. Each call gets a fresh Retryer (gax asks
+// the option's function for one at the call's first failure), which keeps the
+// call's state: the attempts made, the previous wait, the time of the first
+// failure. The pause comes from [retry.Policy.Backoff], the one wait formula
+// of the module, with a server hint as a floor exactly as the core loop
+// applies it (hint plus jitter, capped by MaxRetryAfter).
+//
+// # What is retried
+//
+//   - gRPC errors whose status code is UNAVAILABLE or RESOURCE_EXHAUSTED
+//     (see [WithCodes]);
+//   - HTTP errors (*googleapi.Error, or an *apierror.APIError built from one)
+//     whose status code is in the policy's StatusCodes (default 408, 429,
+//     500, 502, 503, 504);
+//   - transient network errors outside those: connection refused, reset or
+//     aborted, broken pipe, io.ErrUnexpectedEOF, and timeouts (net.Error)
+//     other than the context's.
+//
+// Not retried: the context's cancellation or deadline, errors marked with
+// [retry.Permanent], and anything else. Policy.Retryable, when set, can veto
+// a retry.
+//
+// # Server hints
+//
+// A google.rpc.RetryInfo in the error's details (gRPC status details, or the
+// JSON error body of an HTTP error) and an HTTP Retry-After header set a floor
+// under the next pause (the larger one wins), plus jitter, capped by
+// Policy.MaxRetryAfter. Hints attached with [retry.After] count too.
+//
+// # Limits
+//
+// A Retryer sees errors, not the call's context: it cannot refuse a pause that
+// would end after the context's deadline (gax then returns the context's
+// error when the deadline passes during the pause). Set Policy.Deadline for
+// that: no pause is returned that would end after it. The Deadline is
+// measured from the call's first failure, when gax creates the Retryer, so it
+// does not include the first attempt's duration. Policy.AttemptTimeout,
+// Policy.Budget and Policy.Throttle are not used: gax neither tells a Retryer
+// about attempts that succeed nor lets it bound an attempt (use
+// gax.WithTimeout or the context for the whole call).
+package gaxretry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
+	gax "github.com/googleapis/gax-go/v2"
+	"github.com/googleapis/gax-go/v2/apierror"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/grpc/codes"
+)
+
+// DefaultCodes are the gRPC status codes retried unless [WithCodes] says
+// otherwise: UNAVAILABLE and RESOURCE_EXHAUSTED, the equivalents of HTTP 503
+// and 429.
+var DefaultCodes = []codes.Code{codes.Unavailable, codes.ResourceExhausted}
+
+// Option configures a Retryer.
+type Option func(*config)
+
+// WithCodes sets the gRPC status codes that trigger a retry, replacing
+// [DefaultCodes]. HTTP errors are classified by the policy's StatusCodes
+// instead.
+func WithCodes(c ...codes.Code) Option {
+	c = slices.Clone(c)
+	if c == nil {
+		c = []codes.Code{}
+	}
+	return func(cfg *config) { cfg.codes = c }
+}
+
+type config struct {
+	codes []codes.Code
+}
+
+// New returns a gax.Retryer for one call under p. Give each call its own
+// Retryer (gax.WithRetry's function is called once per call; [WithRetry]
+// does it for you): it keeps the call's state.
+//
+// New panics with p's [*retry.ValidationError] if p is invalid; check policies
+// that come from configuration with [retry.Policy.Validate] first.
+func New(p retry.Policy, opts ...Option) gax.Retryer {
+	return newRetryer(p, mustConfig(p, opts))
+}
+
+// WithRetry returns a gax call option that retries the call under p with a
+// fresh Retryer from [New] for each call. It panics if p is invalid, as New.
+func WithRetry(p retry.Policy, opts ...Option) gax.CallOption {
+	c := mustConfig(p, opts)
+	return gax.WithRetry(func() gax.Retryer { return newRetryer(p, c) })
+}
+
+func mustConfig(p retry.Policy, opts []Option) *config {
+	if err := p.Validate(); err != nil {
+		panic("gaxretry: " + err.Error())
+	}
+	c := &config{codes: DefaultCodes}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+func newRetryer(p retry.Policy, c *config) *retryer {
+	r := &retryer{p: p, c: c, r: p.Resolved()}
+	if r.p.Observer == nil {
+		r.p.Observer = retry.SlogObserver(nil, slog.LevelDebug)
+	}
+	return r
+}
+
+// retryer is the state of one call.
+type retryer struct {
+	p retry.Policy // as given: Backoff resolves it itself
+	r retry.Policy // resolved: the limits as numbers
+	c *config
+
+	attempts int           // failed attempts so far
+	prev     time.Duration // the previous wait
+	start    time.Time     // the first failure
+}
+
+// Retry implements gax.Retryer.
+func (r *retryer) Retry(err error) (time.Duration, bool) {
+	now := time.Now()
+	if r.attempts == 0 {
+		r.start = now
+	}
+	r.attempts++
+	e := retry.Event{Attempt: r.attempts, MaxAttempts: r.r.Attempts, Err: err, Elapsed: now.Sub(r.start)}
+	giveUp := func(reason retry.Reason) (time.Duration, bool) {
+		e.Kind, e.Reason = retry.EventGiveUp, reason
+		r.p.Observer(context.Background(), e)
+		return 0, false
+	}
+
+	ae, _ := asAPIError(err)
+	if !r.retryable(err, ae) {
+		return giveUp(retry.ReasonPermanent)
+	}
+	if r.attempts >= r.r.Attempts {
+		return giveUp(retry.ReasonAttempts)
+	}
+	wait := r.p.Backoff(r.attempts-1, r.prev, r.rand())
+	r.prev = wait
+	// A hint is a floor, plus jitter, capped: as the core loop does.
+	hint, hinted := serverHint(err, ae, now)
+	if hinted && r.r.MaxRetryAfter > 0 {
+		wait = max(wait, min(hint+time.Duration(r.rand()*float64(r.r.Jitter)), r.r.MaxRetryAfter))
+	} else {
+		hint = 0
+	}
+	if r.r.Deadline > 0 && !now.Add(wait).Before(r.start.Add(r.r.Deadline)) {
+		return giveUp(retry.ReasonDeadline)
+	}
+	e.Kind, e.Wait, e.Hint = retry.EventRetry, wait, hint
+	r.p.Observer(context.Background(), e)
+	return wait, true
+}
+
+func (r *retryer) rand() float64 {
+	if r.p.Rand != nil {
+		return r.p.Rand()
+	}
+	return rand.Float64()
+}
+
+// asAPIError returns the *apierror.APIError in err's chain, or one built
+// from err (as gax.Invoke does) when err is a gRPC status or a
+// *googleapi.Error, so that a Retryer classifies the same inside and outside
+// gax.Invoke.
+func asAPIError(err error) (*apierror.APIError, bool) {
+	var ae *apierror.APIError
+	if errors.As(err, &ae) {
+		return ae, true
+	}
+	return apierror.FromError(err)
+}
+
+func (r *retryer) retryable(err error, ae *apierror.APIError) bool {
+	if retry.IsPermanent(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ok bool
+	switch {
+	case ae != nil && ae.HTTPCode() > 0:
+		ok = r.p.RetriesStatus(ae.HTTPCode())
+	case ae != nil && ae.GRPCStatus() != nil:
+		ok = slices.Contains(r.c.codes, ae.GRPCStatus().Code())
+	default:
+		ok = transient(err)
+	}
+	return ok && (r.p.Retryable == nil || r.p.Retryable(err))
+}
+
+// transient reports whether err is a network failure worth retrying, by
+// type, never by message text.
+func transient(err error) bool {
+	for _, errno := range []syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// serverHint returns the largest of the hints err carries: retry.After,
+// RetryInfo (from the status details or the HTTP JSON body) and an HTTP
+// Retry-After header.
+func serverHint(err error, ae *apierror.APIError, now time.Time) (d time.Duration, ok bool) {
+	take := func(h time.Duration, hok bool) {
+		if hok && (!ok || h > d) {
+			d, ok = max(h, 0), true
+		}
+	}
+	take(retry.RetryAfter(err))
+	if ae != nil {
+		if ri := ae.Details().RetryInfo; ri.GetRetryDelay() != nil {
+			take(ri.GetRetryDelay().AsDuration(), true)
+		}
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		take(httpretry.ParseRetryAfter(ge.Header.Get("Retry-After"), now))
+		if ae == nil || ae.Details().RetryInfo == nil {
+			// apierror drops every detail of a body with a detail type it
+			// does not know; read RetryInfo from the JSON directly then.
+			take(httpretry.ParseRetryInfo([]byte(ge.Body)))
+		}
+	}
+	return d, ok
+}
