@@ -20,6 +20,16 @@ func small() OverloadConfig {
 	return c
 }
 
+// tiny is smaller still, for the tests that run every strategy: 500
+// clients in 10 processes, 200 requests/s to a server of 250/s, 30 s with a
+// 10 s outage from 5 s.
+func tiny() OverloadConfig {
+	c := small()
+	c.Clients, c.Hosts, c.Capacity, c.Queue = 500, 10, 250, 25
+	c.Duration, c.OutageStart, c.Outage = 30*time.Second, 5*time.Second, 10*time.Second
+	return c
+}
+
 func strategies(t testing.TB, names ...string) []OverloadStrategy {
 	t.Helper()
 	var ss []OverloadStrategy
@@ -47,7 +57,7 @@ func runOverload(t *testing.T, c OverloadConfig) map[string]OverloadResult {
 }
 
 func TestOverloadDeterministic(t *testing.T) {
-	c := small()
+	c := tiny()
 	c.Strategies = strategies(t, "none", "genai", "ratio-budget", "adaptive-throttle")
 	var outs [][]byte
 	for _, workers := range []int{1, 3} {
@@ -84,7 +94,7 @@ func TestOverloadDeterministic(t *testing.T) {
 // modes.
 func TestOverloadConservation(t *testing.T) {
 	for _, drop := range []bool{false, true} {
-		c := small()
+		c := tiny()
 		c.Drop, c.Timeout = drop, 2*time.Second
 		for _, s := range strategies(t, OverloadNames()...) {
 			o := runOverloadOne(&c, &s)
