@@ -90,9 +90,9 @@ const (
 	DefaultBudgetMinPerSecond = 10.0
 )
 
-// RatioBudgetConfig configures a [RatioBudget]. The zero value is Finagle's
-// default budget: retries up to 20 % of requests over 10 s, plus 10 retries
-// per second.
+// RatioBudgetConfig configures a [RatioBudget]. The zero value has the
+// numbers of Finagle's default budget: retries up to 20 % of the requests of
+// the last 10 s, and at least 10 retries per second.
 type RatioBudgetConfig struct {
 	// Ratio is the number of retries allowed per request (first attempt)
 	// made in the window. 0 means 0.2 (Finagle's percentCanRetry, Envoy's
@@ -103,10 +103,10 @@ type RatioBudgetConfig struct {
 	// (Finagle's ttl).
 	Window time.Duration
 
-	// MinPerSecond is a reserve of retries per second of Window that is
-	// allowed whatever the traffic, so that a client making few requests can
-	// still retry (Finagle's minRetriesPerSec; Envoy's min_retry_concurrency
-	// plays the same part). 0 means 10; a negative value means no reserve.
+	// MinPerSecond is a floor of retries per second of Window, allowed
+	// whatever the traffic, so that a client making few requests can still
+	// retry (Finagle's minRetriesPerSec, Envoy's min_retry_concurrency).
+	// 0 means 10; a negative value means no floor.
 	MinPerSecond float64
 
 	// Now returns the current time. nil means time.Now. Inject a virtual
@@ -152,18 +152,24 @@ func (c RatioBudgetConfig) Validate() error {
 // It counts requests (first attempts) and retries over a sliding window
 // (10 s by default) and allows a retry only while
 //
-//	retries + 1 <= Ratio·requests + MinPerSecond·Window
+//	retries + 1 <= max(Ratio·requests, MinPerSecond·Window)
 //
-// with Ratio 0.2 and MinPerSecond 10 by default: under load, retries add at
-// most 20 % to the traffic, whatever the failure rate, and a quiet client
-// can still make 100 retries per 10 s. First attempts are never refused.
+// with Ratio 0.2 and MinPerSecond 10 by default: a client making more than
+// MinPerSecond/Ratio = 50 requests per second adds at most 20 % to its
+// traffic by retrying, whatever the failure rate, and a quiet client can
+// still make 100 retries per 10 s. First attempts are never refused.
+//
+// The floor is a max, as Envoy's min_retry_concurrency is, not a sum as
+// Finagle's reserve is: with a sum a client at r requests per second would
+// amplify its load by 1 + Ratio + MinPerSecond/r (1.33× at 80 requests per
+// second) instead of at most 1 + Ratio.
 //
 // The window is a ring of 20 slots, each a packed atomic word, so the
 // window slides in steps of Window/20. A RatioBudget is safe for concurrent
 // use, takes no lock and allocates nothing after construction.
 type RatioBudget struct {
 	ratio    float64
-	reserve  float64 // MinPerSecond · Window in seconds
+	floor    float64 // MinPerSecond · Window in seconds
 	clock    windowClock
 	requests slidingCounter
 	retries  slidingCounter
@@ -177,9 +183,9 @@ func NewRatioBudget(c RatioBudgetConfig) *RatioBudget {
 	}
 	c = c.resolve()
 	return &RatioBudget{
-		ratio:   c.Ratio,
-		reserve: c.MinPerSecond * c.Window.Seconds(),
-		clock:   newWindowClock(c.Now, c.Window),
+		ratio: c.Ratio,
+		floor: c.MinPerSecond * c.Window.Seconds(),
+		clock: newWindowClock(c.Now, c.Window),
 	}
 }
 
@@ -195,11 +201,16 @@ func (b *RatioBudget) Admit(retry bool) bool {
 	// Count the retry first, then check, so that concurrent retries cannot
 	// all pass the check before any of them is counted.
 	b.retries.add(e, 1)
-	if float64(b.retries.sum(e)) <= b.ratio*float64(b.requests.sum(e))+b.reserve {
+	if float64(b.retries.sum(e)) <= b.limit(e) {
 		return true
 	}
 	b.retries.add(e, -1)
 	return false
+}
+
+// limit is the number of retries allowed in the window ending at epoch e.
+func (b *RatioBudget) limit(e uint32) float64 {
+	return max(b.ratio*float64(b.requests.sum(e)), b.floor)
 }
 
 // Record does nothing: a RatioBudget counts attempts, not their outcomes.
@@ -209,7 +220,7 @@ func (b *RatioBudget) Record(ok bool) {}
 // request came in meanwhile (0 when it is exhausted).
 func (b *RatioBudget) Available() int {
 	e := b.clock.epoch()
-	n := math.Floor(b.ratio*float64(b.requests.sum(e)) + b.reserve - float64(b.retries.sum(e)))
+	n := math.Floor(b.limit(e) - float64(b.retries.sum(e)))
 	if n <= 0 {
 		return 0
 	}

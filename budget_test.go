@@ -129,7 +129,7 @@ func TestRatioBudgetArithmetic(t *testing.T) {
 	var clk limClock
 	b := retry.NewRatioBudget(retry.RatioBudgetConfig{Ratio: 0.2, Window: 10 * time.Second, MinPerSecond: -1, Now: clk.Now})
 	if b.Admit(true) {
-		t.Fatal("a retry was admitted with no request and no reserve")
+		t.Fatal("a retry was admitted with no request and no floor")
 	}
 	for range 100 {
 		if !b.Admit(false) {
@@ -163,7 +163,7 @@ func TestRatioBudgetArithmetic(t *testing.T) {
 	}
 	clk.Advance(time.Millisecond)
 	if got := b.Available(); got != 0 {
-		t.Fatalf("Available = %d with an empty window and no reserve", got)
+		t.Fatalf("Available = %d with an empty window and no floor", got)
 	}
 	for range 10 {
 		b.Admit(false)
@@ -173,12 +173,12 @@ func TestRatioBudgetArithmetic(t *testing.T) {
 	}
 }
 
-func TestRatioBudgetReserve(t *testing.T) {
+func TestRatioBudgetFloor(t *testing.T) {
 	var clk limClock
-	// Defaults: 20 %, 10 s, 10 retries per second → a reserve of 100.
+	// Defaults: 20 %, 10 s, at least 10 retries per second → a floor of 100.
 	b := retry.NewRatioBudget(retry.RatioBudgetConfig{Now: clk.Now})
 	if got := b.Available(); got != 100 {
-		t.Fatalf("Available = %d on a quiet client, want the reserve of 100", got)
+		t.Fatalf("Available = %d on a quiet client, want the floor of 100", got)
 	}
 	for range 50 {
 		b.Admit(false)
@@ -187,19 +187,24 @@ func TestRatioBudgetReserve(t *testing.T) {
 	for b.Admit(true) {
 		n++
 	}
-	if n != 110 {
-		t.Fatalf("admitted %d retries after 50 requests, want 0.2·50 + 10·10 = 110", n)
+	if n != 100 {
+		t.Fatalf("admitted %d retries after 50 requests, want max(0.2·50, 10·10) = 100", n)
 	}
-	// Slots expire one by one: retries made at 5 s outlive those at 0 s.
+	// Busy: the ratio takes over from the floor (the floor is not added).
 	clk.Advance(5 * time.Second)
-	for range 10 {
+	for range 1000 {
 		if !b.Admit(false) {
 			t.Fatal("request refused")
 		}
 	}
-	clk.Advance(5 * time.Second) // t = 10 s: the requests and retries of t=0 are gone
-	if got := b.Available(); got != 102 {
-		t.Fatalf("Available = %d at 10s, want 0.2·10 + 100 = 102", got)
+	if got := b.Available(); got != 110 {
+		t.Fatalf("Available = %d, want 0.2·1050 − 100 = 110", got)
+	}
+	// Slots expire one by one: at 10 s the requests and retries of t=0 are
+	// gone, those of t=5s remain.
+	clk.Advance(5 * time.Second)
+	if got := b.Available(); got != 200 {
+		t.Fatalf("Available = %d at 10s, want 0.2·1000 = 200", got)
 	}
 }
 
@@ -216,7 +221,7 @@ func TestRatioBudgetConcurrentNeverOverAdmits(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	const limit = 0.25*G*100 + 0.5*10 // 205
+	const limit = 0.25 * G * 100 // 200 > the floor of 0.5·10
 	var admitted atomic.Int64
 	for range G {
 		wg.Go(func() {

@@ -32,12 +32,12 @@ func ExampleTokenBucket() {
 }
 
 // A RatioBudget lets retries add at most 20 % to a client's requests over
-// 10 s, plus a small reserve (here none) for quiet clients.
+// 10 s, with a floor of retries per second (here none) for quiet clients.
 func ExampleRatioBudget() {
 	budget := retry.NewRatioBudget(retry.RatioBudgetConfig{
 		Ratio:        0.2,
 		Window:       10 * time.Second,
-		MinPerSecond: -1, // no reserve, to show the ratio alone
+		MinPerSecond: -1, // no floor, to show the ratio alone
 	})
 	p := retry.Policy{Budget: budget, InitialDelay: retry.Zero, MaxDelay: retry.Zero, Jitter: retry.Zero}
 

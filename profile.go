@@ -26,7 +26,7 @@ func ProfileNames() []string { return slices.Clone(profileNames) }
 //     p.AttemptTimeout = 30 * time.Minute.
 //   - "priority": Priority pay-as-you-go is latency sensitive and must stay
 //     within quota: Google's defaults, 429 included, under a [RatioBudget]
-//     (retries at most 20 % of requests over 10 s, plus 10 per second).
+//     (retries at most 20 % of requests over 10 s, at least 10 per second).
 //   - "provisioned": provisioned throughput: a 429 means the purchased
 //     capacity is exceeded and retrying does not fix it, so StatusCodes
 //     omits 429 (408 and 5xx are still retried).
