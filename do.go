@@ -154,11 +154,13 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, fi
 		if d, ok := ctx.Deadline(); ok && !end.Before(d) {
 			return giveUp(ReasonDeadline, nil)
 		}
-		if p.Throttle != nil && !p.Throttle.Admit(true) {
-			return giveUp(ReasonThrottled, nil)
-		}
+		// The budget first: a retry it refuses is never sent, so the throttle
+		// must not count it as a request.
 		if p.Budget != nil && !p.Budget.Admit(true) {
 			return giveUp(ReasonBudget, nil)
+		}
+		if p.Throttle != nil && !p.Throttle.Admit(true) {
+			return giveUp(ReasonThrottled, nil)
 		}
 		observe(ctx, p, Event{Kind: EventRetry, Attempt: attempt, MaxAttempts: p.Attempts, Wait: wait, Hint: hint, Err: err, Elapsed: now.Sub(start)})
 
