@@ -26,13 +26,16 @@ const (
 
 // Transport is an [http.RoundTripper] that retries requests with a
 // [retry.Policy] (see the package documentation for what is retried and
-// how). Create it with [NewTransport]; it is safe for concurrent use.
+// how). Create it with [NewTransport]; it is safe for concurrent use. The
+// zero Transport sends with http.DefaultTransport under Google's default
+// policy, without options.
 type Transport struct {
 	base   http.RoundTripper
 	policy retry.Policy
 	cfg    config
 	eps    *endpoints // nil without WithEndpoints
 	err    error
+	made   bool // by newTransport (false for a zero Transport)
 }
 
 // NewTransport returns a *Transport that sends requests with base
@@ -47,7 +50,7 @@ func newTransport(base http.RoundTripper, p retry.Policy, opts ...Option) *Trans
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{base: base, policy: p, cfg: config{maxBuffered: DefaultMaxBufferedBody}}
+	t := &Transport{base: base, policy: p, cfg: config{maxBuffered: DefaultMaxBufferedBody}, made: true}
 	for _, o := range opts {
 		if o != nil {
 			o(&t.cfg)
@@ -80,7 +83,11 @@ func (t *Transport) Err() error { return t.err }
 // CloseIdleConnections closes the idle connections of the base transport,
 // when it has such a method (http.Client.CloseIdleConnections calls it).
 func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
@@ -231,6 +238,9 @@ func (c *call) prepareBody() error {
 		return nil
 	}
 	limit := c.t.cfg.maxBuffered
+	if !c.t.made { // a zero Transport
+		limit = DefaultMaxBufferedBody
+	}
 	if req.ContentLength > limit {
 		c.bodyKind = bodyOnce
 		return nil
@@ -335,7 +345,11 @@ func (c *call) attempt(actx context.Context) error {
 		}
 	}
 
-	resp, err := c.t.base.RoundTrip(req)
+	base := c.t.base
+	if base == nil { // a zero Transport
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(req)
 	if err != nil {
 		timedOut := cancel != nil && rctx.Err() != nil
 		if cancel != nil {

@@ -610,3 +610,18 @@ func TestNilResponseBody(t *testing.T) {
 		t.Fatalf("got %v, %v after %d attempts", resp, err, n)
 	}
 }
+
+func TestZeroTransport(t *testing.T) {
+	srv := newScript(t, status(503, ""), status(200, "ok"))
+	p := fast
+	var rt http.RoundTripper = &Transport{policy: p}
+	req, _ := http.NewRequest("PUT", srv.URL, opaqueBody{strings.NewReader("body")})
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); body != "ok" || srv.hits.Load() != 2 || srv.requests()[1].Body != "body" {
+		t.Fatalf("got %q after %d requests", body, srv.hits.Load())
+	}
+	rt.(*Transport).CloseIdleConnections()
+}
