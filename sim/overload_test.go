@@ -141,8 +141,10 @@ func TestOverloadAmplification(t *testing.T) {
 	if a := m["genai"].Amplification; a < 4.3 || a > 5 {
 		t.Errorf("genai: amplification %.2f, want about 5 (4.3 to 5)", a)
 	}
-	// Per process, 40 requests/s: Finagle's reserve of 10 retries/s adds up to
-	// 0.25 to the 0.2 of the ratio (the window slides in 0.5 s steps: 1.5).
+	// Per process, 40 requests/s: the RatioBudget allows 20 % of the
+	// requests, with a floor of 10 retries/s for quiet clients (1.25 here if
+	// the floor is a max as in Envoy, 1.45 if a sum as in Finagle; the
+	// window slides in 0.5 s steps: up to 1.5).
 	if a := m["ratio-budget"].Amplification; a > 1.5 || a < 1.05 {
 		t.Errorf("ratio-budget: amplification %.2f, want 1.2 plus the reserve (1.05 to 1.5)", a)
 	}

@@ -34,8 +34,9 @@ func WriteContentionTable(w io.Writer, rows []ContentionResult) error {
 
 // WriteContentionPlots writes contention-calls.svg (work against clients)
 // and contention-time.svg (completion time against clients) into dir, like
-// the figures of the AWS post, and returns the paths written. The y axes
-// are logarithmic: no backoff does an order of magnitude more work.
+// the figures of the AWS post, and returns the paths written. The time axis
+// is logarithmic: exponential backoff without jitter takes ten times longer
+// than the jittered shapes.
 func WriteContentionPlots(dir string, rows []ContentionResult) ([]string, error) {
 	var names []string
 	calls := map[string]*svgplot.Series{}
@@ -50,7 +51,7 @@ func WriteContentionPlots(dir string, rows []ContentionResult) ([]string, error)
 		c.X, c.Y = append(c.X, float64(r.Clients)), append(c.Y, r.CallsMean)
 		t.X, t.Y = append(t.X, float64(r.Clients)), append(t.Y, r.TimeMsMean)
 	}
-	cp := &svgplot.Plot{Title: "Work: conditional writes per run", XLabel: "clients", YLabel: "calls (mean)", LogY: true}
+	cp := &svgplot.Plot{Title: "Work: conditional writes per run", XLabel: "clients", YLabel: "calls (mean)"}
 	tp := &svgplot.Plot{Title: "Completion time of the last client", XLabel: "clients", YLabel: "time, ms (mean)", LogY: true}
 	for _, n := range names {
 		cp.Series = append(cp.Series, *calls[n])
