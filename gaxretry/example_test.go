@@ -56,3 +56,13 @@ func ExampleNew() {
 	// 0s false
 	// 0s false
 }
+
+func ExampleWithCodes() {
+	p := retry.Policy{Jitter: retry.Zero, Observer: func(context.Context, retry.Event) {}}
+	r := gaxretry.New(p, gaxretry.WithCodes(codes.Aborted, codes.Unavailable))
+	fmt.Println(r.Retry(status.Error(codes.Aborted, "conflict")))
+	fmt.Println(r.Retry(status.Error(codes.ResourceExhausted, "quota"))) // not in the list
+	// Output:
+	// 1s true
+	// 0s false
+}

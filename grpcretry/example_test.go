@@ -160,3 +160,25 @@ func ExampleCallPolicy() {
 	// Output:
 	// Unavailable true after 2 calls
 }
+
+func ExampleWithCodes() {
+	dial, calls, stop := flakyHealthServer(1) // fails once with UNAVAILABLE
+	defer stop()
+
+	p := retry.Policy{InitialDelay: time.Millisecond, Jitter: retry.Zero}
+	conn, err := grpc.NewClient("passthrough:///health",
+		dial,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Retry ABORTED only (say, optimistic-concurrency conflicts).
+		grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(p, grpcretry.WithCodes(codes.Aborted))),
+	)
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+
+	_, err = healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	fmt.Println(status.Code(err), "after", calls.Load(), "call")
+	// Output:
+	// Unavailable after 1 call
+}
