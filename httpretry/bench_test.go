@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,42 @@ func BenchmarkTransport(b *testing.B) {
 	b.Run("get-200", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{}), get("/v1/models")) })
 	b.Run("post-200/bare", func(b *testing.B) { run(b, base, post) })
 	b.Run("post-200", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{}), post) })
+	// paired alternates bare and retrying GETs in one loop, so that the load
+	// of a shared machine weighs on both alike, and reports the medians of
+	// their times and the ratio of the medians (robust to the outliers of a
+	// busy machine).
+	b.Run("paired", func(b *testing.B) {
+		rt := NewTransport(base, retry.Policy{})
+		req := get("/v1/models")()
+		var bare, wrapped []time.Duration
+		one := func(rt http.RoundTripper) time.Duration {
+			start := time.Now()
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return time.Since(start)
+		}
+		for b.Loop() {
+			if len(bare)%2 == 0 {
+				bare = append(bare, one(base))
+				wrapped = append(wrapped, one(rt))
+			} else {
+				wrapped = append(wrapped, one(rt))
+				bare = append(bare, one(base))
+			}
+		}
+		median := func(d []time.Duration) float64 {
+			slices.Sort(d)
+			return float64(d[len(d)/2])
+		}
+		mb, mw := median(bare), median(wrapped)
+		b.ReportMetric(mb, "bare-ns/op")
+		b.ReportMetric(mw, "get-200-ns/op")
+		b.ReportMetric(mw/mb, "ratio")
+	})
 	b.Run("retry-503-once", func(b *testing.B) {
 		n.Store(0)
 		run(b, NewTransport(base, fast), get("/flaky"))
