@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+// Fuzz targets for the command's parsers: durations, code lists and the JSON
+// config. Seed corpora are under testdata/fuzz; scripts/fuzz.sh runs each
+// for a bounded time.
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"1.5s", "250ms", "1m30s", "2", "0.25", "0", "-1", "-1s", "NaN", "Inf", "1e300",
+		"9223372036s", "9223372037", "", " 3 ", "1h1h", "0x10", "1_000"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := parseDuration(s)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("parseDuration(%q): empty error", s)
+			}
+			return
+		}
+		if d < 0 {
+			t.Fatalf("parseDuration(%q) = %v: negative", s, d)
+		}
+		// What it returns, written in Go syntax, parses back to itself.
+		back, err := parseDuration(d.String())
+		if err != nil || back != d {
+			t.Fatalf("parseDuration(%q) = %v, but parseDuration(%q) = %v, %v", s, d, d.String(), back, err)
+		}
+	})
+}
+
+func FuzzParseStatusCodes(f *testing.F) {
+	for _, s := range []string{"408,429,500,502,503,504", "", " 503 ", "429, 429", "1,,2", "99", "600", "abc",
+		"-500", "+503", "5e2", "99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		codes, err := parseStatusCodes(s)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("parseStatusCodes(%q): empty error", s)
+			}
+			return
+		}
+		seen := map[int]bool{}
+		parts := make([]string, len(codes))
+		for i, c := range codes {
+			if c < 100 || c > 599 || seen[c] {
+				t.Fatalf("parseStatusCodes(%q) = %v: out of range or repeated", s, codes)
+			}
+			seen[c] = true
+			parts[i] = strconv.Itoa(c)
+		}
+		back, err := parseStatusCodes(strings.Join(parts, ","))
+		if err != nil || len(back) != len(codes) {
+			t.Fatalf("round trip of %v: %v, %v", codes, back, err)
+		}
+		if p := (retry.Policy{StatusCodes: codes}); p.Validate() != nil {
+			t.Fatalf("codes %v make an invalid policy: %v", codes, p.Validate())
+		}
+	})
+}
+
+func FuzzParseExitCodes(f *testing.F) {
+	for _, s := range []string{"1,75", "0", "256", "", "1, 1", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		codes, err := parseExitCodes(s)
+		if err != nil {
+			return
+		}
+		for _, c := range codes {
+			if c < 1 || c > 255 {
+				t.Fatalf("parseExitCodes(%q) = %v: out of range", s, codes)
+			}
+		}
+	})
+}
+
+// FuzzParseConfig checks that any input either fails with a message or gives
+// a policy fragment whose set fields are sane: no negative duration other
+// than retry.Zero, attempts and base in range, status codes valid and
+// distinct, a known shape. Merged over Google's defaults, a config that sets
+// no delays and no attempts must validate.
+func FuzzParseConfig(f *testing.F) {
+	for _, s := range []string{
+		`{"attempts": 5, "initial_delay": 1, "max_delay": 60, "exp_base": 2, "jitter": 1, "http_status_codes": [408, 429, 500, 502, 503, 504]}`,
+		`{"initial_delay": "250ms", "max_delay": "2s", "jitter": 0, "deadline": "5m", "attempt_timeout": 30}`,
+		`{"jitter_shape": "full", "profile": "chat"}`,
+		`{"attempts": 0}`, `{"exp_base": 0.5}`, `{"max_delay": -1}`, `{"deadline": "1e400s"}`,
+		`{"http_status_codes": [42]}`, `{"unknown": 1}`, `{} {}`, `[]`, `null`, ``, `{"initial_delay": null}`,
+		`{"max_retry_after": 1e300}`, `{"profile": ""}`, `{"jitter_shape": "wobbly"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := parseConfig(data)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("parseConfig(%q): empty error", data)
+			}
+			return
+		}
+		if !json.Valid(data) {
+			t.Fatalf("parseConfig accepted invalid JSON %q", data)
+		}
+		p := c.Policy
+		for name, d := range map[string]time.Duration{"initial_delay": p.InitialDelay, "max_delay": p.MaxDelay,
+			"jitter": p.Jitter, "max_retry_after": p.MaxRetryAfter, "deadline": p.Deadline, "attempt_timeout": p.AttemptTimeout} {
+			if d < 0 && d != retry.Zero {
+				t.Fatalf("parseConfig(%q): %s = %v", data, name, d)
+			}
+		}
+		if p.Attempts < 0 || (p.ExpBase != 0 && p.ExpBase < 1) {
+			t.Fatalf("parseConfig(%q): attempts %d, exp_base %v", data, p.Attempts, p.ExpBase)
+		}
+		seen := map[int]bool{}
+		for _, code := range p.StatusCodes {
+			if code < 100 || code > 599 || seen[code] {
+				t.Fatalf("parseConfig(%q): status codes %v", data, p.StatusCodes)
+			}
+			seen[code] = true
+		}
+		if _, err := retry.ParseShape(p.Shape.String()); err != nil {
+			t.Fatalf("parseConfig(%q): shape %v", data, p.Shape)
+		}
+		q := p
+		q.InitialDelay, q.MaxDelay = 0, 0
+		if err := retry.Google().Merge(q).Validate(); err != nil {
+			t.Fatalf("parseConfig(%q) gave %+v, invalid over the defaults: %v", data, p, err)
+		}
+	})
+}

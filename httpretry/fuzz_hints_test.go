@@ -1,0 +1,196 @@
+package httpretry_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
+)
+
+// Fuzz targets for httpretry's parsers and its retry decision. Their seed
+// corpora are under testdata/fuzz; scripts/fuzz.sh runs each for a bounded
+// time.
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, v := range []string{"0", "1", "120", "-5", "1000000000", "99999999999999999999999", "soon",
+		"Wed, 21 Oct 2015 07:28:00 GMT", "Wednesday, 21-Oct-15 07:28:00 GMT", "Wed Oct 21 07:28:00 2015",
+		" 7 ", "", "1.5", "+3", "0x10"} {
+		f.Add(v, int64(1445412480)) // 2015-10-21 07:28:00 UTC
+	}
+	f.Fuzz(func(t *testing.T, v string, nowUnix int64) {
+		now := time.Unix(nowUnix%(1<<40), 0)
+		d, ok := httpretry.ParseRetryAfter(v, now)
+		if !ok {
+			if d != 0 {
+				t.Fatalf("ParseRetryAfter(%q) = %v, false: want 0 when not ok", v, d)
+			}
+			return
+		}
+		if d < 0 {
+			t.Fatalf("ParseRetryAfter(%q) = %v: negative wait", v, d)
+		}
+		s := strings.TrimSpace(v)
+		if s != "" && strings.Trim(s, "0123456789") == "" {
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err == nil && n <= uint64(math.MaxInt64/int64(time.Second)) && d != time.Duration(n)*time.Second {
+				t.Fatalf("ParseRetryAfter(%q) = %v, want %ds", v, d, n)
+			}
+			return
+		}
+		at, err := http.ParseTime(s)
+		if err != nil {
+			t.Fatalf("ParseRetryAfter(%q) accepted a value that is neither digits nor an HTTP-date", v)
+		}
+		if want := max(at.Sub(now), 0); d != want {
+			t.Fatalf("ParseRetryAfter(%q, %v) = %v, want %v", v, now, d, want)
+		}
+	})
+}
+
+func FuzzParseRetryInfo(f *testing.F) {
+	for _, b := range []string{
+		`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"25s"}]}}`,
+		`[{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.5s"}]}}]`,
+		`{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"0.000000001s"}]}`,
+		`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1000000000s"}]}}`,
+		`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"-3s"}]}}`,
+		`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"soo`,
+		`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"RATE_LIMIT_EXCEEDED"}]}}`,
+		`null`, `[]`, `{}`, `"x"`, ``,
+	} {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		d, ok := httpretry.ParseRetryInfo(body)
+		if ok && d < 0 {
+			t.Fatalf("ParseRetryInfo(%q) = %v: negative wait", body, d)
+		}
+		if !ok && d != 0 {
+			t.Fatalf("ParseRetryInfo(%q) = %v, false: want 0 when not ok", body, d)
+		}
+	})
+}
+
+// FuzzRetryInfoRoundTrip builds a valid RetryInfo body from a delay and
+// checks that the parser returns exactly that delay, in each body shape.
+func FuzzRetryInfoRoundTrip(f *testing.F) {
+	f.Add(uint32(25), uint32(0), uint8(0))
+	f.Add(uint32(1), uint32(500000000), uint8(1))
+	f.Add(uint32(0), uint32(1), uint8(2))
+	f.Add(uint32(1000000000), uint32(999999999), uint8(0))
+	f.Fuzz(func(t *testing.T, secs, nanos uint32, shape uint8) {
+		nanos %= 1e9
+		want := time.Duration(secs)*time.Second + time.Duration(nanos)
+		delay := strconv.FormatUint(uint64(secs), 10)
+		if nanos != 0 {
+			delay += strings.TrimRight(fmt.Sprintf(".%09d", nanos), "0")
+		}
+		detail := `{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"` + delay + `s"}`
+		var body string
+		switch shape % 3 {
+		case 0:
+			body = `{"error":{"code":429,"details":[` + detail + `]}}`
+		case 1:
+			body = `[{"error":{"code":429,"details":[` + detail + `]}}]`
+		default:
+			body = `{"details":[` + detail + `]}`
+		}
+		d, ok := httpretry.ParseRetryInfo([]byte(body))
+		if !ok || d != want {
+			t.Fatalf("ParseRetryInfo(%s) = %v, %v; want %v", body, d, ok, want)
+		}
+	})
+}
+
+// FuzzTransportDecision drives the transport with a base that always
+// answers the same fuzzed response (status, Retry-After, body) to a fuzzed
+// method, with or without an Idempotency-Key, in virtual time. Whatever the
+// input: a request that is not idempotent is sent once; a status outside the
+// policy's codes is not retried; no wait exceeds the hint cap; and the caller
+// gets the last response with its body unchanged, never an error.
+func FuzzTransportDecision(f *testing.F) {
+	f.Add("GET", 503, false, "", []byte("unavailable"), false)
+	f.Add("POST", 429, false, "1", []byte(`{"error":{}}`), true)
+	f.Add("POST", 429, true, "1000000000", []byte(""), true)
+	f.Add("PATCH", 500, true, "Wed, 21 Oct 2015 07:28:00 GMT", []byte("x"), false)
+	f.Add("PUT", 429, false, "", []byte(`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"99999s"}]}}`), true)
+	f.Add("DELETE", 404, false, "3", []byte("not found"), false)
+	f.Fuzz(func(t *testing.T, method string, status int, key bool, retryAfter string, body []byte, jsonCT bool) {
+		if status < 100 || status > 599 {
+			return
+		}
+		const (
+			attempts = 3
+			capHint  = 5 * time.Second
+		)
+		synctest.Test(t, func(t *testing.T) {
+			var calls atomic.Int32
+			base := fuzzRT(func(r *http.Request) (*http.Response, error) {
+				calls.Add(1)
+				if r.Body != nil {
+					io.Copy(io.Discard, r.Body)
+					r.Body.Close()
+				}
+				h := http.Header{}
+				if retryAfter != "" {
+					h.Set("Retry-After", retryAfter)
+				}
+				if jsonCT {
+					h.Set("Content-Type", "application/json")
+				}
+				return &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(bytes.NewReader(body)),
+					ContentLength: int64(len(body)), Request: r}, nil
+			})
+			p := retry.Policy{Attempts: attempts, InitialDelay: time.Second, MaxDelay: 2 * time.Second,
+				Jitter: retry.Zero, MaxRetryAfter: capHint}
+			req, err := http.NewRequestWithContext(context.Background(), method, "http://fuzz.example/x", strings.NewReader("payload"))
+			if err != nil {
+				return // not a valid method
+			}
+			if key {
+				req.Header.Set("Idempotency-Key", "k")
+			}
+			method = req.Method // "" means GET
+			start := time.Now()
+			resp, err := httpretry.NewTransport(base, p).RoundTrip(req)
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("%s %d: error %v, want the response", method, status, err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || !bytes.Equal(got, body) || resp.StatusCode != status {
+				t.Fatalf("%s %d: got status %d body %q (%v), want the response unchanged", method, status, resp.StatusCode, got, err)
+			}
+			n := int(calls.Load())
+			retryable := p.RetriesStatus(status)
+			idem := key || method == "GET" || method == "HEAD" || method == "OPTIONS" || method == "TRACE" || method == "PUT" || method == "DELETE"
+			switch {
+			case !retryable && n != 1:
+				t.Fatalf("%s %d: sent %d times, status not retryable", method, status, n)
+			case !idem && n != 1:
+				t.Fatalf("%s %d without key: sent %d times", method, status, n)
+			case retryable && idem && n != attempts:
+				t.Fatalf("%s %d: sent %d times, want %d", method, status, n, attempts)
+			}
+			if max := time.Duration(n-1) * capHint; took > max {
+				t.Fatalf("%s %d (Retry-After %q): waited %v, more than %d × the %v cap", method, status, retryAfter, took, n-1, capHint)
+			}
+		})
+	})
+}
+
+type fuzzRT func(*http.Request) (*http.Response, error)
+
+func (f fuzzRT) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
