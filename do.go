@@ -140,8 +140,7 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, fi
 		prev = wait
 		hint, hinted := RetryAfter(err)
 		if hinted && p.MaxRetryAfter > 0 {
-			h := min(hint+time.Duration(p.rand()*float64(p.Jitter)), p.MaxRetryAfter)
-			wait = max(wait, h)
+			wait = p.hinted(wait, hint, p.rand())
 		} else {
 			hint = 0
 		}

@@ -105,6 +105,10 @@ type Policy struct {
 	// concurrent use if the Policy is shared. nil means math/rand/v2's
 	// Float64. Use [NewRand] for a seeded source in tests.
 	Rand func() float64
+
+	// resolved is set by Resolved: the fields hold final values, so a 0
+	// duration is a real zero and is not defaulted again.
+	resolved bool
 }
 
 // Limiter decides whether an attempt may go ahead and learns from outcomes.
@@ -160,6 +164,10 @@ func (p Policy) resolve() Policy {
 }
 
 func (p *Policy) resolveInPlace() {
+	if p.resolved {
+		return
+	}
+	p.resolved = true
 	if p.Attempts == 0 {
 		p.Attempts = DefaultAttempts
 	}
@@ -186,6 +194,9 @@ func orDefault(v, def time.Duration) time.Duration {
 
 // Resolved returns p with every default filled in and every [Zero] turned
 // into 0, as the loop sees it. StatusCodes nil becomes DefaultStatusCodes.
+// The result remembers that it is resolved: its zero durations stay zero when
+// it is passed to [Do], [Policy.Backoff] or [Policy.Merge], so resolving is
+// idempotent.
 func (p Policy) Resolved() Policy {
 	p = p.resolve()
 	if p.StatusCodes == nil {
@@ -213,6 +224,7 @@ func (p Policy) RetriesStatus(code int) bool {
 // overrides: the client's policy stays the base, the call changes only what it
 // names. (The Gen AI SDKs replace the whole options struct instead.)
 func (p Policy) Merge(override Policy) Policy {
+	p, override = p.unresolved(), override.unresolved()
 	if override.Attempts != 0 {
 		p.Attempts = override.Attempts
 	}
@@ -249,6 +261,41 @@ func (p Policy) Merge(override Policy) Policy {
 	return p
 }
 
+// unresolved turns a resolved policy back into the form where 0 means the
+// default, spelling its real zeros as [Zero].
+func (p Policy) unresolved() Policy {
+	if !p.resolved {
+		return p
+	}
+	for _, d := range []*time.Duration{&p.InitialDelay, &p.MaxDelay, &p.Jitter, &p.MaxRetryAfter} {
+		if *d == 0 {
+			*d = Zero
+		}
+	}
+	p.resolved = false
+	return p
+}
+
+// Hinted returns the wait before the next attempt when the server hinted
+// hint: the computed wait, raised to at least hint plus jitter (U(0, Jitter),
+// drawn with u in [0, 1)), the raised part capped by MaxRetryAfter. With
+// MaxRetryAfter set to [Zero] hints are ignored. [Do] applies this rule to
+// every hint; integrations that drive their own loop (gax) call it.
+func (p Policy) Hinted(wait, hint time.Duration, u float64) time.Duration {
+	p.resolveInPlace()
+	return p.hinted(wait, hint, u)
+}
+
+func (p *Policy) hinted(wait, hint time.Duration, u float64) time.Duration {
+	if p.MaxRetryAfter <= 0 {
+		return wait
+	}
+	if !(u >= 0 && u < 1) {
+		u = 0
+	}
+	return max(wait, min(max(hint, 0)+time.Duration(u*float64(p.Jitter)), p.MaxRetryAfter))
+}
+
 func mergeDur(dst *time.Duration, v time.Duration) {
 	if v != 0 {
 		*dst = v
@@ -278,7 +325,7 @@ func (p *Policy) validate() error {
 	if p.Attempts|int(p.InitialDelay|p.MaxDelay|p.Jitter|p.Deadline|p.AttemptTimeout|p.MaxRetryAfter) >= 0 &&
 		(p.ExpBase == 0 || (p.ExpBase >= 1 && p.ExpBase <= math.MaxFloat64)) &&
 		p.Shape < shapeCount && p.StatusCodes == nil &&
-		orDefault(p.MaxDelay, DefaultMaxDelay) >= orDefault(p.InitialDelay, DefaultInitialDelay) {
+		p.maxDelay() >= p.initialDelay() {
 		return nil
 	}
 	if p.Attempts < 0 {
@@ -305,7 +352,7 @@ func (p *Policy) validate() error {
 	if e := p.ExpBase; math.IsNaN(e) || math.IsInf(e, 0) || (e != 0 && e < 1) {
 		return &ValidationError{"ExpBase", e, "must be a finite number >= 1 (0 means the default, 2)"}
 	}
-	if lo, hi := orDefault(p.InitialDelay, DefaultInitialDelay), orDefault(p.MaxDelay, DefaultMaxDelay); hi < lo {
+	if lo, hi := p.initialDelay(), p.maxDelay(); hi < lo {
 		return &ValidationError{"MaxDelay", hi, fmt.Sprintf("must not be below InitialDelay (%v)", lo)}
 	}
 	if p.Shape >= shapeCount {
@@ -324,4 +371,19 @@ func checkDur(field string, d time.Duration) error {
 		return &ValidationError{field, d, "must not be negative (use retry.Zero for an explicit 0)"}
 	}
 	return nil
+}
+
+// initialDelay and maxDelay are the values the loop will use, for validation.
+func (p *Policy) initialDelay() time.Duration {
+	if p.resolved {
+		return p.InitialDelay
+	}
+	return orDefault(p.InitialDelay, DefaultInitialDelay)
+}
+
+func (p *Policy) maxDelay() time.Duration {
+	if p.resolved {
+		return p.MaxDelay
+	}
+	return orDefault(p.MaxDelay, DefaultMaxDelay)
 }

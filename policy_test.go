@@ -139,3 +139,49 @@ func TestShapeNames(t *testing.T) {
 		t.Fatalf("ParseShape(bogus) = %v", err)
 	}
 }
+
+func TestResolvedIsIdempotent(t *testing.T) {
+	raw := Policy{Jitter: Zero, InitialDelay: Zero, MaxDelay: 5 * time.Second, MaxRetryAfter: Zero}
+	r := raw.Resolved()
+	if r.Jitter != 0 || r.InitialDelay != 0 || r.MaxRetryAfter != 0 {
+		t.Fatalf("Resolved = %+v", r)
+	}
+	rr := r.Resolved()
+	if rr.Jitter != 0 || rr.InitialDelay != 0 || rr.MaxDelay != 5*time.Second || rr.MaxRetryAfter != 0 {
+		t.Fatalf("Resolved twice = %+v", rr)
+	}
+	for n := range 5 {
+		if a, b := raw.Backoff(n, 0, 0.7), r.Backoff(n, 0, 0.7); a != b {
+			t.Fatalf("Backoff(%d): raw %v, resolved %v", n, a, b)
+		}
+	}
+	m := r.Merge(Policy{Attempts: 2})
+	if got := m.Resolved(); got.Jitter != 0 || got.InitialDelay != 0 || got.Attempts != 2 || got.MaxDelay != 5*time.Second {
+		t.Fatalf("Merge on a resolved base = %+v", got)
+	}
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHinted(t *testing.T) {
+	p := Policy{} // jitter 1 s, MaxRetryAfter = MaxDelay = 60 s
+	tests := []struct {
+		wait, hint time.Duration
+		u          float64
+		want       time.Duration
+	}{
+		{2 * time.Second, 25 * time.Second, 0.5, 25500 * time.Millisecond},
+		{30 * time.Second, 25 * time.Second, 0.5, 30 * time.Second},
+		{time.Second, time.Hour, 0.5, 60 * time.Second},
+		{time.Second, -time.Hour, 0.5, time.Second},
+	}
+	for _, tt := range tests {
+		if got := p.Hinted(tt.wait, tt.hint, tt.u); got != tt.want {
+			t.Errorf("Hinted(%v, %v, %v) = %v, want %v", tt.wait, tt.hint, tt.u, got, tt.want)
+		}
+	}
+	if got := (Policy{MaxRetryAfter: Zero}).Hinted(time.Second, time.Hour, 0.5); got != time.Second {
+		t.Errorf("hints ignored: got %v", got)
+	}
+}

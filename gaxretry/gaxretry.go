@@ -168,7 +168,7 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 	// A hint is a floor, plus jitter, capped: as the core loop does.
 	hint, hinted := serverHint(err, ae, now)
 	if hinted && r.r.MaxRetryAfter > 0 {
-		wait = max(wait, min(hint+time.Duration(r.rand()*float64(r.r.Jitter)), r.r.MaxRetryAfter))
+		wait = r.r.Hinted(wait, hint, r.rand())
 	} else {
 		hint = 0
 	}
