@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -219,5 +220,24 @@ func TestContentionStrategyNames(t *testing.T) {
 		if _, ok := out[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
 		}
+	}
+}
+
+// The worker goroutines are gone when RunContention and RunOverload return.
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	if _, err := RunContention(ContentionConfig{Clients: []int{5, 10}, Runs: 2, Workers: 4}); err != nil {
+		t.Fatal(err)
+	}
+	c := tiny()
+	c.Workers = 3
+	if _, err := RunOverload(c); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; runtime.NumGoroutine() > before && i < 100; i++ {
+		runtime.Gosched()
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after, %d before", n, before)
 	}
 }

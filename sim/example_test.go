@@ -90,3 +90,21 @@ func ExampleOverloadStrategyByName() {
 	// Output:
 	// profile:realtime 3 10s
 }
+
+func ExampleSizes() {
+	fmt.Println(sim.Sizes(10, 50, 10))
+	// Output:
+	// [10 20 30 40 50]
+}
+
+// Every contention strategy is a retry.Policy; its waits come from
+// Policy.Backoff. After the first failed write (k = 1) expo waits base·2.
+func ExampleContentionStrategy() {
+	s, err := sim.ContentionStrategy("expo", 5*time.Millisecond, 2*time.Second, 0)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(s.Policy.Shape, s.Policy.Backoff(1, 0, 0.5), s.Policy.Backoff(20, 0, 0.5))
+	// Output:
+	// none 10ms 2s
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/backoffkit/retry/sim"
 )
@@ -154,12 +153,12 @@ func simContention(args []string, stdout, stderr io.Writer) int {
 	if *runs < 1 {
 		return simUsageError(stderr, prog, fmt.Sprintf("invalid value %d for flag --runs: want at least 1", *runs))
 	}
-	if *netMean < 0 || *netSD < 0 {
-		return simUsageError(stderr, prog, "--net-mean and --net-sd must not be negative")
+	if *netMean <= 0 || *netSD < 0 {
+		return simUsageError(stderr, prog, fmt.Sprintf("network delay --net-mean %v --net-sd %v: want a mean above 0 and a deviation of at least 0", *netMean, *netSD))
 	}
 	cfg := sim.ContentionConfig{Clients: sf.clients, Runs: *runs, Seed: sf.seed, NetMean: *netMean, NetSD: *netSD}
-	if *netMean == 0 {
-		cfg.NetMean = time.Nanosecond // 0 would mean the default
+	if *netSD == 0 {
+		cfg.NetSD = 1 // ContentionConfig reads 0 as the default; 1 ns is no variance to speak of
 	}
 	for _, n := range names(*strategies) {
 		s, err := sim.ContentionStrategy(n, *base, *maxDelay, *jitter)
