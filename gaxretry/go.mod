@@ -8,7 +8,7 @@ require (
 	github.com/backoffkit/retry v0.0.0-00010101000000-000000000000
 	github.com/googleapis/gax-go/v2 v2.27.0
 	google.golang.org/api v0.304.0
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
