@@ -165,16 +165,26 @@ func chaosCount(t *testing.T) int {
 //   - afterwards the server holds no more connections than the client pools,
 //     none once they are closed, and no goroutine is left.
 func TestChaosMixed(t *testing.T) {
+	chaosMixed(t, false, chaosCount(t))
+}
+
+// TestChaosMixedHTTP2 is TestChaosMixed over unencrypted HTTP/2 on loopback,
+// with a fifth of the requests: resets become stream resets and the GoAway
+// fault sends a GOAWAY frame.
+func TestChaosMixedHTTP2(t *testing.T) {
+	chaosMixed(t, true, max(chaosCount(t)/5, 1))
+}
+
+func chaosMixed(t *testing.T, h2 bool, n int) {
 	const (
 		seed     = 20240808
 		workers  = 16
 		attempts = 10
 	)
-	n := chaosCount(t)
 	before := chaos.SnapshotGoroutines()
 
 	s, err := chaos.Start(chaos.Config{
-		Seed: seed, FaultRate: 0.3, Dedupe: true,
+		Seed: seed, FaultRate: 0.3, Dedupe: true, HTTP2: h2,
 		RetryAfter: time.Second, StallMax: time.Second, HugeBody: 256 << 10,
 	})
 	if err != nil {
@@ -245,6 +255,8 @@ func TestChaosMixed(t *testing.T) {
 		bodyErrs, rtErrs, giveUpStatus, sentBytes     int64
 		recvBytes                                     int64
 		violations                                    []string
+		otherStops                                    int
+		otherExample                                  string
 	)
 	bad := func(q chaosReq, format string, args ...any) {
 		if len(violations) < 20 {
@@ -330,7 +342,17 @@ func TestChaosMixed(t *testing.T) {
 			}
 		}
 		if q.kind != chaosPOSTNoKey && !success && r.bodyErr == nil && hits < attempts {
-			bad(q, "gave up after %d attempts of %d (err %v, status %d)", hits, attempts, r.err, r.status)
+			// Stopping early is right only on an error the package documents
+			// as not retryable (ClassOther); it is counted for the report.
+			var ae *httpretry.AttemptError
+			if errors.As(r.err, &ae) && ae.Class == httpretry.ClassOther {
+				otherStops++
+				if otherExample == "" {
+					otherExample = r.err.Error()
+				}
+			} else {
+				bad(q, "gave up after %d attempts of %d (err %v, status %d)", hits, attempts, r.err, r.status)
+			}
 		}
 	}
 	if st.BodyMismatches != 0 {
@@ -341,7 +363,7 @@ func TestChaosMixed(t *testing.T) {
 	}
 
 	// The figures of the run, for the closing note.
-	t.Logf("%d requests, %d workers, seed %d, fault rate 0.3, %d attempts max; wall time %v (informative only)", n, workers, seed, attempts, took.Round(time.Millisecond))
+	t.Logf("%d requests (HTTP/2: %v), %d workers, seed %d, fault rate 0.3, %d attempts max; wall time %v (informative only)", n, h2, workers, seed, attempts, took.Round(time.Millisecond))
 	for k := range chaosKinds {
 		t.Logf("  %-12s %5d requests, %5d succeeded", chaosKindNames[k], byKind[k], okKind[k])
 	}
@@ -356,6 +378,7 @@ func TestChaosMixed(t *testing.T) {
 	t.Logf("caller outcomes: %d RoundTrip errors, %d response bodies cut (visible errors), %d final retryable statuses returned, 0 silent corruptions",
 		rtErrs, bodyErrs, giveUpStatus)
 	t.Logf("bytes: %d sent in request bodies (first attempts), %d received in response bodies", sentBytes, recvBytes)
+	t.Logf("idempotent or keyed requests stopped early on an error classed %q (not retryable): %d %s", httpretry.ClassOther, otherStops, otherExample)
 	t.Logf("goroutines leaked: %d", len(leaked))
 }
 
