@@ -175,7 +175,8 @@ func (c *OverloadConfig) check() error {
 // the throttle's Admit before the first attempt, the budget's Admit(false),
 // Record after each attempt, Policy.Backoff(n, prev, u) for the wait before
 // retry n (n from 0, as [retry.Do] does), give-up at Attempts, at the
-// Deadline, or when the throttle or the budget refuses a retry. A 503 is
+// Deadline, or when the budget or the throttle refuses a retry (asked in that
+// order). TestLoopMatchesDo checks this against retry.Do. A 503 is
 // retried when Policy.RetriesStatus(503) says so; a timeout always is.
 func RunOverload(c OverloadConfig) ([]OverloadResult, error) {
 	cfg := c
@@ -252,7 +253,7 @@ type bin struct {
 type overloadSim struct {
 	cfg      *OverloadConfig
 	s        *OverloadStrategy
-	p        retry.Policy // resolved
+	p        retry.Policy // s.Policy resolved, for its limits (Backoff gets s.Policy itself)
 	retry503 bool
 	q        queue
 	now      int64
@@ -282,6 +283,12 @@ type overloadSim struct {
 var simEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func runOverloadOne(cfg *OverloadConfig, s *OverloadStrategy) *overloadSim {
+	o := newOverloadSim(cfg, s)
+	o.run()
+	return o
+}
+
+func newOverloadSim(cfg *OverloadConfig, s *OverloadStrategy) *overloadSim {
 	o := &overloadSim{cfg: cfg, s: s, p: s.Policy.Resolved(), arrivals: newSource(), src: newSource()}
 	o.retry503 = o.p.RetriesStatus(503)
 	o.arrivals.seed(seedFor(cfg.Seed, nameHash("overload arrivals")))
@@ -306,7 +313,6 @@ func runOverloadOne(cfg *OverloadConfig, s *OverloadStrategy) *overloadSim {
 			o.budgets[h], o.throttle[h] = s.NewLimiters(clock, rnd)
 		}
 	}
-	o.run()
 	return o
 }
 
@@ -454,9 +460,15 @@ func (o *overloadSim) reply(id int32, status int32) {
 		o.end(id, endFailed)
 		return
 	}
-	wait := o.p.Backoff(int(r.attempts)-1, r.prev, o.src.float64())
+	wait := o.s.Policy.Backoff(int(r.attempts)-1, r.prev, o.src.float64())
 	r.prev = wait
 	if o.deadline > 0 && t+int64(wait) >= r.start+o.deadline {
+		o.end(id, endGaveUp)
+		return
+	}
+	// The budget first, as the library asks it: a retry it refuses is never
+	// sent, so the throttle does not count it.
+	if budget != nil && !budget.Admit(true) {
 		o.end(id, endGaveUp)
 		return
 	}
@@ -464,10 +476,6 @@ func (o *overloadSim) reply(id int32, status int32) {
 		if b := o.binOf(t); b != nil {
 			b.refused++
 		}
-		o.end(id, endGaveUp)
-		return
-	}
-	if budget != nil && !budget.Admit(true) {
 		o.end(id, endGaveUp)
 		return
 	}
