@@ -82,11 +82,8 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, fi
 			actx, cancel = context.WithDeadlineCause(ctx, deadline, errPolicyDeadline)
 			defer cancel()
 		}
-		if p.Throttle != nil && !p.Throttle.Admit(false) {
+		if !p.Begin() {
 			return &Error{Reason: ReasonThrottled, Last: ErrThrottled}
-		}
-		if p.Budget != nil {
-			p.Budget.Admit(false) // never refuses a first attempt; lets ratio budgets count requests
 		}
 	}
 
@@ -100,7 +97,7 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, fi
 			err = call(actx, p, fn)
 		}
 		if err == nil {
-			record(p, true)
+			p.Succeeded()
 			if p.Observer != nil {
 				p.Observer(ctx, Event{Kind: EventSuccess, Attempt: attempt, MaxAttempts: p.Attempts, Elapsed: since(start)})
 			}
@@ -123,44 +120,24 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, fi
 		if actx != ctx && actx.Err() != nil {
 			return giveUp(ReasonDeadline, context.Cause(actx))
 		}
-		if find(err, isPermanentErr) != nil || (p.Retryable != nil && !p.Retryable(err)) {
-			record(p, true)
+		dl := deadline
+		if d, ok := ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
+			dl = d
+		}
+		step := p.next(attempt, prev, err, now, dl)
+		switch step.Reason {
+		case ReasonNone:
+		case ReasonPermanent:
 			observe(ctx, p, Event{Kind: EventGiveUp, Attempt: attempt, MaxAttempts: p.Attempts, Err: err, Elapsed: now.Sub(start), Reason: ReasonPermanent})
 			if pe, ok := err.(*permanentError); ok {
 				return pe.err
 			}
 			return err
+		default:
+			return giveUp(step.Reason, nil)
 		}
-		record(p, false)
-		if attempt >= p.Attempts {
-			return giveUp(ReasonAttempts, nil)
-		}
-
-		wait := p.backoff(attempt-1, prev, p.rand())
-		prev = wait
-		hint, hinted := RetryAfter(err)
-		if hinted && p.MaxRetryAfter > 0 {
-			wait = p.hinted(wait, hint, p.rand())
-		} else {
-			hint = 0
-		}
-
-		// Never begin a wait that would end after a deadline.
-		end := now.Add(wait)
-		if !deadline.IsZero() && !end.Before(deadline) {
-			return giveUp(ReasonDeadline, nil)
-		}
-		if d, ok := ctx.Deadline(); ok && !end.Before(d) {
-			return giveUp(ReasonDeadline, nil)
-		}
-		// The budget first: a retry it refuses is never sent, so the throttle
-		// must not count it as a request.
-		if p.Budget != nil && !p.Budget.Admit(true) {
-			return giveUp(ReasonBudget, nil)
-		}
-		if p.Throttle != nil && !p.Throttle.Admit(true) {
-			return giveUp(ReasonThrottled, nil)
-		}
+		wait, hint := step.Wait, step.Hint
+		prev = step.Shaped
 		observe(ctx, p, Event{Kind: EventRetry, Attempt: attempt, MaxAttempts: p.Attempts, Wait: wait, Hint: hint, Err: err, Elapsed: now.Sub(start)})
 
 		switch {
@@ -197,15 +174,6 @@ func call(ctx context.Context, p *Policy, fn func(context.Context) error) error 
 }
 
 func isPermanentErr(e error) bool { _, ok := e.(*permanentError); return ok }
-
-func record(p *Policy, ok bool) {
-	if p.Throttle != nil {
-		p.Throttle.Record(ok)
-	}
-	if p.Budget != nil {
-		p.Budget.Record(ok)
-	}
-}
 
 func observe(ctx context.Context, p *Policy, e Event) {
 	if p.Observer != nil {
