@@ -27,6 +27,13 @@ func (e h2StreamError) Error() string { return "http2 stream error" } // only to
 // process the stream, so the request was never handled.
 const h2ErrCodeRefusedStream = 0x7
 
+// HTTP/2 error codes INTERNAL_ERROR and CANCEL in a RST_STREAM from the
+// server: the stream was abandoned, like a connection reset.
+const (
+	h2ErrCodeInternal = 0x2
+	h2ErrCodeCancel   = 0x8
+)
+
 // classification is what classify learns from a transport error.
 type classification struct {
 	class     string
@@ -58,8 +65,17 @@ func classify(err error, timedOut bool) classification {
 	}
 
 	var se h2StreamError
-	if errors.As(err, &se) && se.Code == h2ErrCodeRefusedStream {
-		return classification{class: ClassRefusedStream, retryable: true, neverSent: true}
+	if errors.As(err, &se) {
+		switch se.Code {
+		case h2ErrCodeRefusedStream:
+			return classification{class: ClassRefusedStream, retryable: true, neverSent: true}
+		case h2ErrCodeInternal, h2ErrCodeCancel:
+			// The server reset the stream (a Go server does so when its
+			// handler panics or aborts): the HTTP/2 form of a connection
+			// reset, so retried like one, but the request may have been
+			// processed.
+			return classification{class: ClassReset, retryable: true}
+		}
 	}
 	if isGoAway(err) {
 		return classification{class: ClassGoAway, retryable: true}
