@@ -171,13 +171,13 @@ func (c *OverloadConfig) check() error {
 // The server serves Capacity requests per second from a FIFO queue of at
 // most Queue requests, and sheds with a fast 503 what does not fit. During
 // the outage it answers every attempt with a 503 at once (or drops it). The
-// clients run the library's retry loop step by step on the virtual clock:
-// the throttle's Admit before the first attempt, the budget's Admit(false),
-// Record after each attempt, Policy.Backoff(n, prev, u) for the wait before
-// retry n (n from 0, as [retry.Do] does), give-up at Attempts, at the
-// Deadline, or when the budget or the throttle refuses a retry (asked in that
-// order). TestLoopMatchesDo checks this against retry.Do. A 503 is
-// retried when Policy.RetriesStatus(503) says so; a timeout always is.
+// clients take the library's own steps on the virtual clock: Policy.Begin
+// before the first attempt, Policy.Succeeded after a success and Policy.Next
+// after a failure (the step retry.Do takes: classification, limiter calls,
+// the wait from Policy.Backoff, give-up at Attempts, at the Deadline, or when
+// the budget or the throttle refuses a retry). TestLoopMatchesDo checks the
+// sequence against retry.Do. A 503 is retried when Policy.RetriesStatus(503)
+// says so; a timeout always is.
 func RunOverload(c OverloadConfig) ([]OverloadResult, error) {
 	cfg := c
 	if cfg.Strategies == nil {
@@ -257,10 +257,9 @@ type overloadSim struct {
 	retry503 bool
 	q        queue
 	now      int64
-	arrivals *source // request arrivals: the same for every strategy
-	src      *source // everything else
-	budgets  []retry.Limiter
-	throttle []retry.Limiter
+	arrivals *source        // request arrivals: the same for every strategy
+	src      *source        // everything else
+	hosts    []retry.Policy // per client process: p with its own Budget, Throttle and the sim's Rand
 	reqs     []request
 	free     []int32
 	bins     []bin
@@ -304,14 +303,15 @@ func newOverloadSim(cfg *OverloadConfig, s *OverloadStrategy) *overloadSim {
 	o.deadline = int64(o.p.Deadline)
 	o.meanGap = float64(time.Second) * float64(cfg.Clients) / (cfg.Load * cfg.Capacity)
 	o.bins = make([]bin, int(cfg.Duration/cfg.Bin)+1)
-	o.budgets = make([]retry.Limiter, cfg.Hosts)
-	o.throttle = make([]retry.Limiter, cfg.Hosts)
-	if s.NewLimiters != nil {
-		clock := func() time.Time { return simEpoch.Add(time.Duration(o.now)) }
-		rnd := o.src.float64
-		for h := range cfg.Hosts {
-			o.budgets[h], o.throttle[h] = s.NewLimiters(clock, rnd)
+	o.hosts = make([]retry.Policy, cfg.Hosts)
+	clock := func() time.Time { return simEpoch.Add(time.Duration(o.now)) }
+	for h := range o.hosts {
+		hp := o.p
+		hp.Rand = o.src.float64
+		if s.NewLimiters != nil {
+			hp.Budget, hp.Throttle = s.NewLimiters(clock, o.src.float64)
 		}
+		o.hosts[h] = hp
 	}
 	return o
 }
@@ -366,16 +366,12 @@ func (o *overloadSim) newRequest(client int32) {
 	r := &o.reqs[id]
 	*r = request{start: o.now, client: client, outage: o.now >= o.outageStart && o.now < o.outageEnd}
 	o.res.Requests++
-	h := int(client) % o.cfg.Hosts
-	if t := o.throttle[h]; t != nil && !t.Admit(false) {
+	if !o.hosts[int(client)%o.cfg.Hosts].Begin() {
 		if b := o.binOf(o.now); b != nil {
 			b.refused++
 		}
 		o.end(id, endThrottled)
 		return
-	}
-	if b := o.budgets[h]; b != nil {
-		b.Admit(false) // never refuses a first attempt; counts the request
 	}
 	o.send(id, o.now)
 }
@@ -437,57 +433,53 @@ func (o *overloadSim) replyAt(id int32, at int64, status int32) {
 	o.q.push(at, oReply, status, id)
 }
 
+// Errors of failed attempts, as the library's loop sees them.
+var (
+	errUnavailable = errors.New("503 service unavailable")
+	errTimeout     = errors.New("attempt timed out")
+	errNotRetried  = retry.Permanent(errUnavailable) // a 503 the policy does not retry
+)
+
+// reply ends request id's attempt with status and takes the library's step
+// between attempts (Policy.Next): the same classification, limiter calls,
+// wait and give-up rules as retry.Do, on the virtual clock.
 func (o *overloadSim) reply(id int32, status int32) {
 	r := &o.reqs[id]
-	t := o.now
-	h := int(r.client) % o.cfg.Hosts
-	budget, throttle := o.budgets[h], o.throttle[h]
+	hp := &o.hosts[int(r.client)%o.cfg.Hosts]
+	var err error
 	switch {
 	case status == stOK:
-		record(budget, throttle, true)
+		hp.Succeeded()
 		o.end(id, endSuccess)
 		return
 	case status == stDeadline:
 		o.end(id, endGaveUp) // as the library: no Record for a cancelled attempt
 		return
 	case status == st503 && !o.retry503:
-		record(budget, throttle, true) // not retryable: the library records it as ok
+		err = errNotRetried
+	case status == st503:
+		err = errUnavailable
+	default:
+		err = errTimeout
+	}
+	var deadline time.Time
+	if o.deadline > 0 {
+		deadline = simEpoch.Add(time.Duration(r.start + o.deadline))
+	}
+	step := hp.Next(int(r.attempts), r.prev, err, simEpoch.Add(time.Duration(o.now)), deadline)
+	r.prev = step.Shaped
+	switch step.Reason {
+	case retry.ReasonNone:
+		o.send(id, o.now+int64(step.Wait))
+	case retry.ReasonPermanent, retry.ReasonAttempts:
 		o.end(id, endFailed)
-		return
-	}
-	record(budget, throttle, false)
-	if int(r.attempts) >= o.p.Attempts {
-		o.end(id, endFailed)
-		return
-	}
-	wait := o.s.Policy.Backoff(int(r.attempts)-1, r.prev, o.src.float64())
-	r.prev = wait
-	if o.deadline > 0 && t+int64(wait) >= r.start+o.deadline {
-		o.end(id, endGaveUp)
-		return
-	}
-	// The budget first, as the library asks it: a retry it refuses is never
-	// sent, so the throttle does not count it.
-	if budget != nil && !budget.Admit(true) {
-		o.end(id, endGaveUp)
-		return
-	}
-	if throttle != nil && !throttle.Admit(true) {
-		if b := o.binOf(t); b != nil {
+	case retry.ReasonThrottled:
+		if b := o.binOf(o.now); b != nil {
 			b.refused++
 		}
 		o.end(id, endGaveUp)
-		return
-	}
-	o.send(id, t+int64(wait))
-}
-
-func record(budget, throttle retry.Limiter, ok bool) {
-	if throttle != nil {
-		throttle.Record(ok)
-	}
-	if budget != nil {
-		budget.Record(ok)
+	default: // deadline, budget
+		o.end(id, endGaveUp)
 	}
 }
 
