@@ -58,7 +58,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"syscall"
@@ -125,6 +124,10 @@ func mustConfig(p retry.Policy, opts []Option) *config {
 
 func newRetryer(p retry.Policy, c *config) *retryer {
 	r := &retryer{p: p, c: c, r: p.Resolved()}
+	// The step needs neither the classifier (retryable has applied it) nor
+	// the limiters (gax never tells a Retryer about successes).
+	r.step = r.r
+	r.step.Retryable, r.step.Budget, r.step.Throttle = nil, nil, nil
 	if r.p.Observer == nil {
 		r.p.Observer = retry.SlogObserver(nil, slog.LevelDebug)
 	}
@@ -133,9 +136,10 @@ func newRetryer(p retry.Policy, c *config) *retryer {
 
 // retryer is the state of one call.
 type retryer struct {
-	p retry.Policy // as given: Backoff resolves it itself
-	r retry.Policy // resolved: the limits as numbers
-	c *config
+	p    retry.Policy // as given (its Observer, Retryable and codes)
+	r    retry.Policy // resolved: the limits as numbers
+	step retry.Policy // r for Policy.Next: no classifier, no limiters
+	c    *config
 
 	attempts int           // failed attempts so far
 	prev     time.Duration // the previous wait
@@ -156,35 +160,27 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 		return 0, false
 	}
 
+	// Classify and read hints the gax way, then take the core's step between
+	// attempts (attempts cap, Backoff, hint floor, deadline) on the result.
 	ae, _ := asAPIError(err)
+	classified := err
 	if !r.retryable(err, ae) {
-		return giveUp(retry.ReasonPermanent)
+		classified = retry.Permanent(err)
+	} else if hint, ok := serverHint(err, ae, now); ok {
+		classified = retry.After(err, hint)
 	}
-	if r.attempts >= r.r.Attempts {
-		return giveUp(retry.ReasonAttempts)
+	var deadline time.Time
+	if r.r.Deadline > 0 {
+		deadline = r.start.Add(r.r.Deadline)
 	}
-	wait := r.p.Backoff(r.attempts-1, r.prev, r.rand())
-	r.prev = wait
-	// A hint is a floor, plus jitter, capped: as the core loop does.
-	hint, hinted := serverHint(err, ae, now)
-	if hinted && r.r.MaxRetryAfter > 0 {
-		wait = r.r.Hinted(wait, hint, r.rand())
-	} else {
-		hint = 0
+	step := r.step.Next(r.attempts, r.prev, classified, now, deadline)
+	r.prev = step.Shaped
+	if step.Reason != retry.ReasonNone {
+		return giveUp(step.Reason)
 	}
-	if r.r.Deadline > 0 && !now.Add(wait).Before(r.start.Add(r.r.Deadline)) {
-		return giveUp(retry.ReasonDeadline)
-	}
-	e.Kind, e.Wait, e.Hint = retry.EventRetry, wait, hint
+	e.Kind, e.Wait, e.Hint = retry.EventRetry, step.Wait, step.Hint
 	r.p.Observer(context.Background(), e)
-	return wait, true
-}
-
-func (r *retryer) rand() float64 {
-	if r.p.Rand != nil {
-		return r.p.Rand()
-	}
-	return rand.Float64()
+	return step.Wait, true
 }
 
 // asAPIError returns the *apierror.APIError in err's chain, or one built
