@@ -3,15 +3,39 @@ package httpretry
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
 // Redacted is the value written in place of a secret.
 const Redacted = "REDACTED"
 
-// secretParams are the query parameters whose values Redact hides
-// (compared without regard to case).
-var secretParams = []string{"key", "access_token", "token"}
+// secretParams are the query parameters whose values Redact and RedactText
+// hide (compared without regard to case): API keys, OAuth tokens and the
+// signatures of signed URLs.
+var secretParams = []string{
+	"key", "api_key", "apikey", "access_token", "token", "id_token", "refresh_token",
+	"client_secret", "password", "sig", "signature", "x-goog-signature", "x-goog-credential",
+	"awsaccesskeyid", "x-amz-signature", "x-amz-credential",
+}
+
+// secretParamRE finds "name=value" pairs of secret query parameters in free
+// text (error messages quote URLs); userinfoRE finds URLs' user info.
+var (
+	secretParamRE = regexp.MustCompile(`(?i)([?&;](?:` + strings.Join(secretParams, "|") + `)=)[^&;\s"']*`)
+	userinfoRE    = regexp.MustCompile(`(://)[^/@\s"']+@`)
+)
+
+// RedactText returns s with the credentials of any URL quoted in it removed:
+// the values of the query parameters Redact hides, and user info. Use it on
+// error messages (a *url.Error quotes the request's URL).
+func RedactText(s string) string {
+	if !strings.ContainsAny(s, "=@") {
+		return s
+	}
+	s = secretParamRE.ReplaceAllString(s, "${1}"+Redacted)
+	return userinfoRE.ReplaceAllString(s, "${1}"+Redacted+"@")
+}
 
 // secretHeaders are the headers whose values RedactHeader hides.
 var secretHeaders = []string{
@@ -25,8 +49,9 @@ var secretHeaders = []string{
 }
 
 // Redact returns u as a string that is safe to log: user info (user name and
-// password) is removed and the values of the key, access_token and token query
-// parameters are replaced by REDACTED. The other parameters and their order
+// password) is removed and the values of secret query parameters (key,
+// api_key, access_token, token, signatures of signed URLs, ...) are replaced
+// by REDACTED. The other parameters and their order
 // are kept as they are. u is not modified. Redact(nil) is "".
 func Redact(u *url.URL) string {
 	if u == nil {

@@ -187,3 +187,26 @@ func TestNoGoroutineLeak(t *testing.T) {
 }
 
 var _ = retry.Zero
+
+func TestRedactText(t *testing.T) {
+	tests := []struct{ in, want, secret string }{
+		{`Post "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key=AIzaSECRET&alt=sse": EOF`,
+			`Post "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key=REDACTED&alt=sse": EOF`, "AIzaSECRET"},
+		{`Get "http://h/x?a=1&access_token=ya29.SECRET": dial tcp: refused`,
+			`Get "http://h/x?a=1&access_token=REDACTED": dial tcp: refused`, "ya29.SECRET"},
+		{`Get "http://h/x?TOKEN=SECRET"`, `Get "http://h/x?TOKEN=REDACTED"`, "SECRET"},
+		{`Get "https://b/o?X-Goog-Signature=abc123&x=1"`, `Get "https://b/o?X-Goog-Signature=REDACTED&x=1"`, "abc123"},
+		{`Get "https://user:pa55@h/x": timeout`, `Get "https://REDACTED@h/x": timeout`, "pa55"},
+		{`Get "http://h/x?monkey=banana"`, `Get "http://h/x?monkey=banana"`, ""},
+		{"no url here", "no url here", ""},
+	}
+	for _, tt := range tests {
+		got := RedactText(tt.in)
+		if got != tt.want {
+			t.Errorf("RedactText(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+		}
+		if tt.secret != "" && strings.Contains(got, tt.secret) {
+			t.Errorf("secret %q leaked: %q", tt.secret, got)
+		}
+	}
+}

@@ -279,7 +279,7 @@ func TestHostPort(t *testing.T) {
 
 func TestRedactURL(t *testing.T) {
 	tests := []struct{ in, want string }{
-		{"https://h/p?key=S&alt=sse", "https://h/p?alt=sse&key=REDACTED"},
+		{"https://h/p?key=S&alt=sse", "https://h/p?key=REDACTED&alt=sse"},
 		{"https://u:p@h/p", "https://REDACTED:REDACTED@h/p"},
 		{"https://h/p?Token=S", "https://h/p?Token=REDACTED"},
 		{"https://h/p?q=1", "https://h/p?q=1"},

@@ -472,7 +472,7 @@ func TestDefaultErrorText(t *testing.T) {
 		{`Get "http://h/x?a=1&access_token=ya29.SECRET": dial tcp: refused`,
 			`Get "http://h/x?a=1&access_token=REDACTED": dial tcp: refused`, "ya29.SECRET"},
 		{`Get "http://h/x?TOKEN=SECRET"`, `Get "http://h/x?TOKEN=REDACTED"`, "SECRET"},
-		{`Get "https://user:pa55@h/x": timeout`, `Get "https://REDACTED:REDACTED@h/x": timeout`, "pa55"},
+		{`Get "https://user:pa55@h/x": timeout`, `Get "https://REDACTED@h/x": timeout`, "pa55"},
 		{`Get "http://h/x?monkey=banana"`, `Get "http://h/x?monkey=banana"`, ""},
 	}
 	for _, tt := range tests {

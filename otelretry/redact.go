@@ -2,56 +2,28 @@ package otelretry
 
 import (
 	"net/url"
-	"regexp"
-	"strings"
+
+	"github.com/backoffkit/retry/httpretry"
 )
 
-// secretParams are the query parameters whose values never reach a span.
-var secretParams = map[string]bool{
-	"key": true, "api_key": true, "apikey": true, "access_token": true, "token": true,
-	"id_token": true, "refresh_token": true, "client_secret": true, "password": true,
-	"sig": true, "signature": true, "x-goog-signature": true, "awsaccesskeyid": true,
-	"x-goog-credential": true, "x-amz-signature": true, "x-amz-credential": true,
-}
+// redactText removes credentials from URLs quoted in s (httpretry's rules).
+func redactText(s string) string { return httpretry.RedactText(s) }
 
-// secretParamRE finds "name=value" pairs of query parameters in free text
-// (error messages quote URLs).
-var secretParamRE = regexp.MustCompile(`(?i)([?&;](?:key|api_key|apikey|access_token|token|id_token|refresh_token|client_secret|password|sig|signature|x-goog-signature|awsaccesskeyid|x-goog-credential|x-amz-signature|x-amz-credential)=)[^&;\s"']*`)
-
-// userinfoRE finds the user info of URLs in free text.
-var userinfoRE = regexp.MustCompile(`(://)[^/@\s"']+@`)
-
-// redactText removes credentials from URLs quoted in s.
-func redactText(s string) string {
-	if !strings.ContainsAny(s, "=@") {
-		return s
-	}
-	s = secretParamRE.ReplaceAllString(s, "${1}REDACTED")
-	return userinfoRE.ReplaceAllString(s, "${1}REDACTED:REDACTED@")
-}
-
-// redactURL returns u as a string with its user info and secret query values
-// replaced by REDACTED, as the url.full attribute requires.
+// redactURL returns u as a string with its secret query values replaced by
+// REDACTED (httpretry's rules) and, as the url.full attribute asks, user info
+// shown as REDACTED:REDACTED.
 func redactURL(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
-	c := *u
-	if c.User != nil {
-		c.User = url.UserPassword("REDACTED", "REDACTED")
+	s := httpretry.Redact(u)
+	if u.User == nil {
+		return s
 	}
-	if c.RawQuery != "" {
-		q := c.Query()
-		changed := false
-		for k := range q {
-			if secretParams[strings.ToLower(k)] {
-				q[k] = []string{"REDACTED"}
-				changed = true
-			}
-		}
-		if changed {
-			c.RawQuery = q.Encode()
-		}
+	c, err := url.Parse(s)
+	if err != nil {
+		return s
 	}
+	c.User = url.UserPassword("REDACTED", "REDACTED")
 	return c.String()
 }
