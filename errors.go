@@ -68,6 +68,8 @@ type Error struct {
 	Cause error
 }
 
+// Error says how many attempts were made, for how long, why the loop
+// stopped, and the last error and cause.
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("retry: gave up after %d attempt", e.Attempts)
 	if e.Attempts != 1 {

@@ -309,6 +309,7 @@ type ValidationError struct {
 	Reason string // what is wrong, e.g. "must not be negative"
 }
 
+// Error names the field, its value and what is wrong with it.
 func (e *ValidationError) Error() string {
 	return fmt.Sprintf("retry: invalid Policy.%s = %v: %s", e.Field, e.Value, e.Reason)
 }
