@@ -112,3 +112,30 @@ func ExampleZero() {
 	fmt.Println(unset.Jitter, none.Jitter)
 	// Output: 1s 0s
 }
+
+func ExamplePolicy_Next() {
+	// A loop that cannot call Do (here: a virtual clock) takes the same step
+	// between attempts with Begin, Next and Succeeded.
+	p := retry.Policy{Attempts: 4, Jitter: retry.Zero}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	deadline := now.Add(10 * time.Second)
+	if !p.Begin() {
+		return // throttled
+	}
+	var prev time.Duration
+	for attempt := 1; ; attempt++ {
+		err := errUnavailable // every attempt fails
+		step := p.Next(attempt, prev, err, now, deadline)
+		if step.Reason != retry.ReasonNone {
+			fmt.Println("give up:", step.Reason)
+			return
+		}
+		fmt.Println("attempt", attempt, "failed; wait", step.Wait)
+		now, prev = now.Add(step.Wait), step.Shaped
+	}
+	// Output:
+	// attempt 1 failed; wait 1s
+	// attempt 2 failed; wait 2s
+	// attempt 3 failed; wait 4s
+	// give up: attempts
+}
