@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/chaos"
 )
 
 func TestRedact(t *testing.T) {
@@ -155,7 +155,7 @@ func TestAttemptErrorMessage(t *testing.T) {
 // TestNoGoroutineLeak: after retries of every kind on loopback servers and
 // closing idle connections, the goroutine count returns to where it was.
 func TestNoGoroutineLeak(t *testing.T) {
-	before := runtime.NumGoroutine()
+	before := chaos.SnapshotGoroutines()
 	func() {
 		srv := newScript(t, status(503, strings.Repeat("x", 100<<10)), hijackClose(""), status(200, "ok"))
 		tr := &http.Transport{}
@@ -172,17 +172,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 		srv.Close()
 	}()
-	// Connection goroutines end asynchronously: poll, bounded.
-	for i := 0; ; i++ {
-		n := runtime.NumGoroutine()
-		if n <= before {
-			return
-		}
-		if i == 200 {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
+	// Connection goroutines end asynchronously: Leaked waits a bounded time.
+	if leaked := before.Leaked(5 * time.Second); len(leaked) > 0 {
+		t.Fatalf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}
 }
 

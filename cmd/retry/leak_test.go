@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"runtime"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/backoffkit/retry/internal/chaos"
 )
 
 // TestRunLeavesNoGoroutines runs each mode in-process and checks that the
@@ -20,7 +22,7 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	defer srv.Close()
 	// os/signal starts one goroutine for good on the first Notify.
 	notifySignals(make(chan os.Signal, 1))()
-	before := runtime.NumGoroutine()
+	before := chaos.SnapshotGoroutines()
 	for _, args := range [][]string{
 		{"--attempts", "2", "--initial-delay", "1ms", "--jitter", "0", "--", "sh", "-c", "exit 3"},
 		{"--attempts", "2", "--attempt-timeout", "50ms", "--initial-delay", "1ms", "--", "sleep", "5"},
@@ -30,14 +32,9 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 		run(args, nil, io.Discard, io.Discard)
 	}
 	srv.CloseClientConnections()
-	// Goroutines end asynchronously after their connections close: wait a
-	// bounded time for the count to come back.
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<16)
-		t.Errorf("%d goroutines before, %d after:\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	// Goroutines end asynchronously after their connections close: Leaked
+	// waits a bounded time for them.
+	if leaked := before.Leaked(5 * time.Second); len(leaked) > 0 {
+		t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}
 }
