@@ -52,10 +52,14 @@ func (c ThrottleConfig) Validate() error {
 // ("Handling Overload"), shared by every call of a client. It implements
 // [Limiter] for [Policy.Throttle].
 //
-// Over a sliding window (2 minutes by default) it counts requests (every
-// attempt the client asks to make, those it rejects included) and accepts
-// (attempts the backend handled: successes and failures that are not
-// retried). Before each attempt, the first included, it rejects locally
+// Over a sliding window (2 minutes by default) it counts requests and
+// accepts (attempts the backend handled: successes and failures that are not
+// retried). A request is counted when its outcome is known: when Record
+// reports how an attempt ended, or when the throttle rejects it. Attempts
+// still in flight are not counted yet, as in grpc-go's adaptive throttler;
+// counting them at Admit (the SRE book's wording) would make a client that
+// starts with a burst of concurrent calls reject half of them before any
+// reply arrives. Before each attempt, the first included, it rejects locally
 // with probability
 //
 //	p = max(0, (requests − K·accepts) / (requests + 1))
@@ -94,22 +98,29 @@ func NewAdaptiveThrottle(c ThrottleConfig) *AdaptiveThrottle {
 	return &AdaptiveThrottle{k: c.K, rand: c.Rand, clock: newWindowClock(c.Now, c.Window)}
 }
 
-// Admit counts a request and rejects it with the probability
-// [AdaptiveThrottle.RejectProbability] had before it was counted. First
+// Admit rejects an attempt with the probability
+// [AdaptiveThrottle.RejectProbability]; a rejected attempt is counted as a
+// request at once (an admitted one when Record reports its outcome). First
 // attempts and retries are treated alike. The random source is consulted
-// only when that probability is above 0.
+// only when the probability is above 0.
 func (t *AdaptiveThrottle) Admit(retry bool) bool {
 	e := t.clock.epoch()
 	p := t.probability(e)
+	if p <= 0 || t.rand() >= p {
+		return true
+	}
 	t.requests.add(e, 1)
-	return p <= 0 || t.rand() >= p
+	return false
 }
 
-// Record counts an accept when ok is true. A retryable failure (ok false)
-// is a request the backend did not accept: nothing more to count.
+// Record counts the request of an admitted attempt that ended, and an accept
+// when ok is true. A retryable failure (ok false) is a request the backend
+// did not accept.
 func (t *AdaptiveThrottle) Record(ok bool) {
+	e := t.clock.epoch()
+	t.requests.add(e, 1)
 	if ok {
-		t.accepts.add(t.clock.epoch(), 1)
+		t.accepts.add(e, 1)
 	}
 }
 

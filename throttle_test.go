@@ -22,13 +22,10 @@ type constRand struct {
 
 func (r *constRand) Float64() float64 { r.calls.Add(1); return r.u }
 
-// load makes requests and accepts on a fresh window (admitting everything).
+// load records requests that ended, accepts of them accepted.
 func load(t *retry.AdaptiveThrottle, requests, accepts int) {
-	for range requests {
-		t.Admit(false)
-	}
-	for range accepts {
-		t.Record(true)
+	for i := range requests {
+		t.Record(i < accepts)
 	}
 }
 
@@ -78,6 +75,7 @@ func TestThrottleAdmitUsesTheProbability(t *testing.T) {
 		if !th.Admit(true) {
 			t.Fatal("refused with u close to 1")
 		}
+		th.Record(false)
 	}
 	p := th.RejectProbability() // (39 − 20)/40
 	if p != 19.0/40 {
@@ -145,7 +143,7 @@ func TestThrottleConcurrentCounts(t *testing.T) {
 	for range G {
 		wg.Go(func() {
 			for range N {
-				th.Admit(false)
+				th.Record(false)
 			}
 		})
 	}
@@ -162,8 +160,28 @@ func TestThrottleConcurrentCounts(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := th.RejectProbability(); got != (2000.0-2*400)/2001 {
-		t.Fatalf("p = %v after 400 accepts, want 1200/2001", got)
+	if got := th.RejectProbability(); got != (2800.0-2*400)/2801 {
+		t.Fatalf("p = %v after 400 accepts and 400 more failures, want 2000/2801", got)
+	}
+}
+
+// A client that starts with a burst of concurrent calls is not throttled
+// before any reply: attempts in flight are not requests yet.
+func TestThrottleColdStartBurst(t *testing.T) {
+	var clk limClock
+	rnd := &constRand{u: 0} // reject whenever p > 0
+	th := retry.NewAdaptiveThrottle(retry.ThrottleConfig{Now: clk.Now, Rand: rnd.Float64})
+	for i := range 100 {
+		if !th.Admit(false) {
+			t.Fatalf("attempt %d of a cold-start burst rejected before any reply", i+1)
+		}
+	}
+	// The replies: all failures. Now the throttle sheds.
+	for range 100 {
+		th.Record(false)
+	}
+	if th.Admit(false) {
+		t.Fatal("admitted with p = 100/101 and u = 0")
 	}
 }
 
