@@ -73,14 +73,7 @@ func heapWatch(fn func()) (allocated, peakGrowth uint64) {
 // bytes allocated during the call and the peak heap growth must stay far
 // below the body's size, and the server must receive both copies intact.
 func TestChaosUpload100MiBWithGetBody(t *testing.T) {
-	s, err := chaos.Start(chaos.Config{Decide: resetFirstAttempt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	base := s.Transport(1)
-	defer base.CloseIdleConnections()
-	rt := httpretry.NewTransport(base, retry.Policy{InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, Jitter: retry.Zero})
+	s, rt := uploadServer(t)
 
 	req, _ := http.NewRequest(http.MethodPut, s.URL+"/upload", nil)
 	req.Header.Set(chaos.HeaderID, "upload")
@@ -89,7 +82,10 @@ func TestChaosUpload100MiBWithGetBody(t *testing.T) {
 	getBody := req.GetBody
 	req.GetBody = func() (io.ReadCloser, error) { getBodies.Add(1); return getBody() }
 
-	var resp *http.Response
+	var (
+		resp *http.Response
+		err  error
+	)
 	allocated, peak := heapWatch(func() {
 		resp, err = rt.RoundTrip(req)
 		if err == nil {
@@ -121,19 +117,13 @@ func TestChaosUpload100MiBWithGetBody(t *testing.T) {
 // at most MaxBufferedBody of it kept, and when that attempt fails the retry
 // is skipped with ErrBodyNotReplayable instead of sending a partial body.
 func TestChaosUpload100MiBWithoutGetBody(t *testing.T) {
-	s, err := chaos.Start(chaos.Config{Decide: resetFirstAttempt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	base := s.Transport(1)
-	defer base.CloseIdleConnections()
-	rt := httpretry.NewTransport(base, retry.Policy{InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, Jitter: retry.Zero})
+	s, rt := uploadServer(t)
 
 	req, _ := http.NewRequest(http.MethodPut, s.URL+"/upload", nil)
 	req.Header.Set(chaos.HeaderID, "once")
 	chaos.Body{Seed: 101, Len: uploadSize}.Attach(req, false)
 
+	var err error
 	allocated, peak := heapWatch(func() {
 		var resp *http.Response
 		resp, err = rt.RoundTrip(req)
@@ -192,4 +182,19 @@ func BenchmarkChaosUpload100MiB(b *testing.B) {
 	if st := s.Stats(); st.BodyMismatches != 0 {
 		b.Fatalf("%d bodies received corrupted", st.BodyMismatches)
 	}
+}
+
+// uploadServer starts a chaos server that resets each request's first
+// attempt, and a retrying transport to it with 1 ms waits; both are closed
+// when the test ends.
+func uploadServer(t *testing.T) (*chaos.Server, http.RoundTripper) {
+	t.Helper()
+	s, err := chaos.Start(chaos.Config{Decide: resetFirstAttempt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	base := s.Transport(1)
+	t.Cleanup(base.CloseIdleConnections)
+	return s, httpretry.NewTransport(base, retry.Policy{InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, Jitter: retry.Zero})
 }
