@@ -482,3 +482,39 @@ func TestLoopbackLeavesNoConnectionOrGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseClientConnsReportsBusyConn is the mutation check of
+// CloseClientConns: a connection whose response body is still open is busy,
+// and CloseClientConns must report it when its context ends, over HTTP/1.1
+// and HTTP/2; once the body is closed it must close every connection.
+func TestCloseClientConnsReportsBusyConn(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http1", true: "http2"}[h2], func(t *testing.T) {
+			// The response stalls mid-body until the client leaves.
+			s, err := Start(Config{HTTP2: h2, StallMax: time.Hour,
+				Decide: func(string, int) Fault { return StallBody }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			tr := s.Transport(4)
+			defer tr.CloseIdleConnections()
+			req, _ := http.NewRequest(http.MethodGet, s.URL+"/busy", nil)
+			req.Header.Set(HeaderRespLen, "4096")
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			open, err := s.CloseClientConns(ctx, tr)
+			cancel()
+			if err == nil || open != 1 {
+				t.Errorf("with a response body open: CloseClientConns = %d, %v; want 1 and an error", open, err)
+			}
+			resp.Body.Close()
+			if open, err := s.CloseClientConns(t.Context(), tr); err != nil || open != 0 {
+				t.Errorf("after closing the body: CloseClientConns = %d, %v; want 0, nil", open, err)
+			}
+		})
+	}
+}

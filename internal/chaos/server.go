@@ -97,7 +97,7 @@ type Config struct {
 type Attempt struct {
 	Key    string // the attempt's Idempotency-Key, "" if none
 	Fault  Fault
-	Status int // the status sent, 0 if none (reset or stall)
+	Status int // the status written and flushed without error, 0 if none (reset, stall, failed write)
 	Effect bool
 	Replay bool
 }
@@ -314,6 +314,47 @@ func (s *Server) WaitConns(ctx context.Context, n int) (int, error) {
 	}
 }
 
+// IdleCloser is a client transport whose idle connections can be closed,
+// such as *http.Transport or *httpretry.Transport.
+type IdleCloser interface{ CloseIdleConnections() }
+
+// closeIdleEvery is how often CloseClientConns asks the transports again.
+const closeIdleEvery = 10 * time.Millisecond
+
+// CloseClientConns closes the idle connections of the client transports ts
+// until the server holds no connection, or ctx ends; it returns the number
+// still open and, if some are, ctx's error.
+//
+// One call to CloseIdleConnections is not enough over HTTP/2: net/http
+// removes a finished stream from its connection in a goroutine of its own,
+// possibly just after the caller has read and closed the body, and
+// CloseIdleConnections skips a connection that still has a stream. Such a
+// connection would stay open until the transport's IdleConnTimeout. So the
+// transports are asked again on every connection state change and every
+// 10 ms. A connection still open when ctx ends is busy for real: a response
+// body not closed, a request still running, a leak.
+func (s *Server) CloseClientConns(ctx context.Context, ts ...IdleCloser) (int, error) {
+	tick := time.NewTicker(closeIdleEvery)
+	defer tick.Stop()
+	for {
+		for _, t := range ts {
+			t.CloseIdleConnections()
+		}
+		s.mu.Lock()
+		open, ch := s.stats.OpenConns, s.connsChng
+		s.mu.Unlock()
+		if open == 0 {
+			return 0, nil
+		}
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-ctx.Done():
+			return s.OpenConns(), ctx.Err()
+		}
+	}
+}
+
 func (s *Server) connState(c net.Conn, st http.ConnState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -411,8 +452,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.abort(w, r)
 	case Status5xx, RetryAfterSeconds, RetryAfterDate, RetryAfterMalformed, RetryAfterNegative,
 		RetryAfterHuge, RetryInfo, RetryInfoMalformed, RetryInfoHuge:
-		code := s.answerFault(w, id, idx, fault)
-		s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = code })
+		if code, ok := s.answerFault(w, id, idx, fault); ok {
+			s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = code })
+		}
 	default:
 		s.serve(w, r, id, idx, fault)
 	}
@@ -437,7 +479,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id string, idx in
 			s.stats.BodyMismatches++
 			s.mu.Unlock()
 			http.Error(w, fmt.Sprintf("chaos: body of %d bytes does not match the declared length/checksum", n), http.StatusUnprocessableEntity)
-			s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = http.StatusUnprocessableEntity })
+			if http.NewResponseController(w).Flush() == nil {
+				s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = http.StatusUnprocessableEntity })
+			}
 			return
 		}
 	}
@@ -501,12 +545,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id string, idx in
 		hd.Set("Connection", "close")
 	}
 	w.WriteHeader(http.StatusOK)
-	s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = http.StatusOK })
-	w.Write(body)
+	if _, err := w.Write(body); err == nil && rc.Flush() == nil {
+		s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = http.StatusOK })
+	}
 }
 
-// answerFault answers a status fault and returns the status code sent.
-func (s *Server) answerFault(w http.ResponseWriter, id string, idx int, f Fault) int {
+// answerFault answers a status fault and returns the status code and whether
+// the answer was written (and flushed) without error.
+func (s *Server) answerFault(w http.ResponseWriter, id string, idx int, f Fault) (int, bool) {
 	hd := w.Header()
 	hd.Set(HeaderFault, f.String())
 	code := http.StatusTooManyRequests
@@ -540,8 +586,10 @@ func (s *Server) answerFault(w http.ResponseWriter, id string, idx int, f Fault)
 	}
 	hd.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(code)
-	io.WriteString(w, body)
-	return code
+	if _, err := io.WriteString(w, body); err != nil {
+		return code, false
+	}
+	return code, http.NewResponseController(w).Flush() == nil
 }
 
 // retryInfoBody is a Google API error body carrying a google.rpc.RetryInfo.
