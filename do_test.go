@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -456,5 +457,46 @@ func TestErrorMessage(t *testing.T) {
 	}
 	if !errors.Is(e, io.ErrUnexpectedEOF) || errors.Is(e, ErrBudgetExhausted) {
 		t.Fatal("errors.Is on *Error")
+	}
+}
+
+// TestStopRecords: how the limiters record an attempt that stops the loop.
+// A permanent error (or one the classifier refuses) is not an overload
+// signal; an Unretryable one is, although it is not retried either.
+func TestStopRecords(t *testing.T) {
+	inner := errors.New("503 answered to a POST without a key")
+	tests := []struct {
+		name      string
+		err       error
+		retryable func(error) bool
+		wantOK    bool
+	}{
+		{"Permanent", Permanent(inner), nil, true},
+		{"classifier says no", inner, func(error) bool { return false }, true},
+		{"Unretryable", Unretryable(inner), nil, false},
+		{"wrapped Unretryable", fmt.Errorf("call: %w", Unretryable(inner)), nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &fakeLimiter{}
+			calls := 0
+			err := Run(t.Context(), Policy{Budget: l, Throttle: l, Retryable: tt.retryable}, func(context.Context) error {
+				calls++
+				return tt.err
+			})
+			if calls != 1 || !errors.Is(err, inner) {
+				t.Fatalf("calls = %d, err = %v; want 1 call and the error", calls, err)
+			}
+			oks, fails := l.oks.Load(), l.fails.Load()
+			if tt.wantOK && (oks != 2 || fails != 0) || !tt.wantOK && (oks != 0 || fails != 2) {
+				t.Fatalf("budget and throttle recorded %d ok, %d failed; want both %v", oks, fails, tt.wantOK)
+			}
+		})
+	}
+	if Unretryable(nil) != nil || !IsPermanent(Unretryable(inner)) {
+		t.Fatal("Unretryable(nil) or IsPermanent(Unretryable(err))")
+	}
+	if err := Run(context.Background(), Policy{}, func(context.Context) error { return Unretryable(inner) }); err != inner {
+		t.Fatalf("Run returned %v, want the error as is", err)
 	}
 }

@@ -105,7 +105,10 @@ func (e *Error) Is(target error) bool {
 		(target == ErrThrottled && e.Reason == ReasonThrottled)
 }
 
-type permanentError struct{ err error }
+type permanentError struct {
+	err       error
+	transient bool // Unretryable: the limiters record a failure
+}
 
 func (p *permanentError) Error() string { return p.err.Error() }
 func (p *permanentError) Unwrap() error { return p.err }
@@ -118,7 +121,21 @@ func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &permanentError{err}
+	return &permanentError{err: err}
+}
+
+// Unretryable marks err as a transient failure that must nevertheless not be
+// retried: the service was unavailable or overloaded, but this request may
+// not be repeated (it is not idempotent, or its body cannot be replayed). The
+// loop stops and returns err itself, as with [Permanent], but the Budget and
+// the Throttle record the attempt as failed, as they would a retryable error:
+// an overload signal counts whether or not this request can be retried.
+// Unretryable(nil) is nil; [IsPermanent] is true of the result.
+func Unretryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err, transient: true}
 }
 
 // IsPermanent reports whether err's chain holds an error marked with

@@ -49,8 +49,8 @@ func (p *Policy) record(ok bool) {
 // none.
 //
 // In order, it: gives up with ReasonPermanent if err is not retryable
-// ([Permanent], Policy.Retryable), recording it with the limiters as a
-// non-overload outcome; records the failure; gives up with ReasonAttempts when
+// ([Permanent], [Unretryable], Policy.Retryable), recording it with the
+// limiters as a non-overload outcome (a failure for Unretryable); records the failure; gives up with ReasonAttempts when
 // attempt reaches Attempts; computes the wait with [Policy.Backoff] and a
 // server hint with [Policy.Hinted]; gives up with ReasonDeadline if the wait
 // would not end before deadline; asks the Budget (ReasonBudget) and then the
@@ -66,8 +66,8 @@ func (p Policy) Next(attempt int, prev time.Duration, err error, now, deadline t
 }
 
 func (p *Policy) next(attempt int, prev time.Duration, err error, now, deadline time.Time) Step {
-	if find(err, isPermanentErr) != nil || (p.Retryable != nil && !p.Retryable(err)) {
-		p.record(true)
+	if pe := find(err, isPermanentErr); pe != nil || (p.Retryable != nil && !p.Retryable(err)) {
+		p.record(pe == nil || !pe.(*permanentError).transient)
 		return Step{Reason: ReasonPermanent}
 	}
 	p.record(false)
