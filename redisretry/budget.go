@@ -127,6 +127,8 @@ func (c BudgetConfig) floor() float64 {
 // Budget is a retry budget for a whole fleet: retries are allowed while the
 // fleet's retries stay within Ratio of the fleet's requests over a sliding
 // window (with a floor), the rule of [retry.RatioBudget], counted in Redis.
+// When Redis says the budget is exhausted, retries are refused locally for a
+// slot (Window/20) before it is asked again.
 // It implements [retry.Limiter] for [retry.Policy.Budget]; first attempts are
 // never refused.
 //
@@ -156,8 +158,9 @@ type Budget struct {
 	leases   []permits
 	want     int64
 	used     int64
-	back     permits       // expired permits to give back at the next call
-	inflight chan struct{} // closed when the round trip in flight ends
+	back     permits   // expired permits to give back at the next call
+	dry      time.Time // the fleet's budget was exhausted: refuse locally until then
+	inflight *flight   // the round trip in flight; nil if none
 }
 
 // permits is a lease of retry permits granted in a slot.
@@ -203,7 +206,11 @@ func (b *Budget) Admit(retry bool) bool {
 		if b.g.healthy() {
 			b.pend.Add(1)
 			if t, now := b.flushT.Load(), b.g.now().UnixNano(); now >= t && b.flushT.CompareAndSwap(t, now+int64(b.every)) {
-				b.refillAsync(false)
+				b.mu.Lock()
+				if b.inflight == nil {
+					b.startLocked(false)
+				}
+				b.mu.Unlock()
 			}
 		}
 		return true
@@ -216,43 +223,37 @@ func (b *Budget) Admit(retry bool) bool {
 		}
 		now := b.g.now()
 		b.mu.Lock()
-		if b.takeLocked(now) {
-			low := b.inflight == nil && b.leftLocked(now)*4 < b.want
-			b.mu.Unlock()
-			b.local.Admit(true) // keep the local budget's count warm for a fallback
-			if low {
-				b.refillAsync(true)
-			}
-			return true
-		}
-		left := limit.Sub(now)
-		if left <= 0 {
+		if now.Before(b.dry) && b.leftLocked(now) == 0 {
+			// Redis said no a moment ago: do not ask again per retry.
 			b.mu.Unlock()
 			b.g.refused.Add(1)
 			return false
 		}
-		ch := b.inflight
-		if ch == nil {
-			ch = make(chan struct{})
-			b.inflight = ch
+		if b.takeLocked(now) {
+			if b.inflight == nil && b.leftLocked(now)*4 < b.want {
+				b.startLocked(true)
+			}
 			b.mu.Unlock()
-			granted, err := b.roundTrip(context.Background(), ch, true, left)
-			if err != nil {
-				continue // the state is StateFallback now
-			}
-			if granted == 0 {
-				b.g.refused.Add(1)
-				return false
-			}
-			continue
+			b.local.Admit(true) // keep the local budget's count warm for a fallback
+			return true
+		}
+		f := b.inflight
+		mine := f == nil
+		if mine {
+			f = b.startLocked(true)
 		}
 		b.mu.Unlock()
-		t := time.NewTimer(left)
-		select {
-		case <-ch:
-		case <-t.C:
+		if f == nil {
+			return b.decideLocally() // closed
 		}
-		t.Stop()
+		// Wait for the round trip, but never past this call's limit.
+		if err := f.wait(context.Background(), limit.Sub(now)); err != nil {
+			return b.decideLocally() // Redis is slow for this call
+		}
+		if mine && f.err == nil && f.granted == 0 {
+			b.g.refused.Add(1)
+			return false // the fleet's budget is exhausted
+		}
 	}
 }
 
@@ -320,18 +321,11 @@ func (b *Budget) leftLocked(now time.Time) int64 {
 	return n
 }
 
-// roundTrip makes one call of the budget script (ch is b.inflight, closed
-// when done): it counts the pending requests, gives back expired permits and,
-// if permit is true, asks for a lease. It returns the permits granted.
-func (b *Budget) roundTrip(ctx context.Context, ch chan struct{}, permit bool, timeout time.Duration) (int64, error) {
-	defer func() {
-		b.mu.Lock()
-		b.inflight = nil
-		b.mu.Unlock()
-		close(ch)
-	}()
+// startLocked starts a round trip in the background: it counts the pending
+// requests, gives back expired permits and, if permit is true, asks for a
+// lease. It returns nil if the Budget is closed.
+func (b *Budget) startLocked(permit bool) *flight {
 	a := b.args
-	b.mu.Lock()
 	if permit {
 		w := b.want
 		if b.used*4 >= w*3 {
@@ -339,47 +333,44 @@ func (b *Budget) roundTrip(ctx context.Context, ch chan struct{}, permit bool, t
 		} else {
 			w = b.used
 		}
-		b.want = min(max(w, 1), b.lease)
-		b.used = 0
-		a.want = b.want
+		a.want = min(max(w, 1), b.lease)
 	}
 	a.back, a.backEpoch = b.back.n, b.back.epoch
+	f := &flight{done: make(chan struct{})}
+	if !b.g.goroutine(func() { b.roundTrip(f, a) }) {
+		return nil
+	}
 	b.back = permits{}
-	b.mu.Unlock()
-	a.add = b.pend.Swap(0)
-	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
-	r, err := roundTrip(&b.g, ctx, timeout, func(ctx context.Context) (budgetReply, error) {
-		return b.be.budget(ctx, b.keys, a)
-	})
-	if err != nil {
-		return 0, err // the requests are not counted: the budget errs on the strict side
-	}
-	if r.Granted > 0 {
-		b.mu.Lock()
-		b.leases = append(b.leases, permits{n: r.Granted, epoch: r.Epoch, expires: b.g.now().Add(b.ttl)})
-		b.mu.Unlock()
-		b.g.refills.Add(1)
-		b.g.emit(Event{Kind: EventRefill, Units: r.Granted})
-	}
-	return r.Granted, nil
+	b.inflight = f
+	return f
 }
 
-// refillAsync makes a round trip in the background: a flush of the requests,
-// and a lease of permits if permit is true.
-func (b *Budget) refillAsync(permit bool) {
+// roundTrip makes the call of f with the arguments a (but the requests
+// pending now) and adds the permits granted to the lease.
+func (b *Budget) roundTrip(f *flight, a budgetArgs) {
+	a.add = b.pend.Swap(0)
+	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
+	r, err := roundTrip(&b.g, context.Background(), b.g.timeout, func(ctx context.Context) (budgetReply, error) {
+		return b.be.budget(ctx, b.keys, a)
+	})
+	// On an error the requests are not counted: the budget errs on the
+	// strict side.
 	b.mu.Lock()
-	if b.inflight != nil {
-		b.mu.Unlock()
-		return
+	b.inflight = nil
+	f.err = err
+	if err == nil && a.want > 0 && r.Granted == 0 {
+		b.dry = b.g.now().Add(b.ttl)
 	}
-	ch := make(chan struct{})
-	b.inflight = ch
+	if err == nil && r.Granted > 0 {
+		f.granted = r.Granted
+		b.want, b.used = a.want, 0
+		b.leases = append(b.leases, permits{n: r.Granted, epoch: r.Epoch, expires: b.g.now().Add(b.ttl)})
+	}
 	b.mu.Unlock()
-	if !b.g.goroutine(func() { b.roundTrip(context.Background(), ch, permit, b.g.timeout) }) {
-		b.mu.Lock()
-		b.inflight = nil
-		b.mu.Unlock()
-		close(ch)
+	close(f.done)
+	if f.granted > 0 {
+		b.g.refills.Add(1)
+		b.g.emit(Event{Kind: EventRefill, Units: r.Granted})
 	}
 }
 

@@ -107,15 +107,15 @@ func (l Limit) Interval(units int64) time.Duration {
 }
 
 // Tolerance returns how far before its place on the schedule a request of
-// cost units may start: (Burst − cost) × Period / Rate, rounded down to the
-// microsecond, and 0 when cost is not below Burst (pure pacing, or a request
+// cost units (at least 1) may start: (Burst − cost) × Period / Rate, rounded
+// down to the microsecond, and 0 when cost is not below Burst (pure pacing, or a request
 // that costs more than the burst: it waits until the schedule is free).
 func (l Limit) Tolerance(cost int64) time.Duration {
-	b := l.burst()
+	b, cost := l.burst(), max(cost, 1)
 	if cost >= b || l.Rate <= 0 {
 		return 0
 	}
-	q, _, ok := mulDiv(uint64(b-max(cost, 0)), uint64(l.Period/time.Microsecond), uint64(l.Rate))
+	q, _, ok := mulDiv(uint64(b-cost), uint64(l.Period/time.Microsecond), uint64(l.Rate))
 	if !ok {
 		return maxSchedule
 	}

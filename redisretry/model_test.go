@@ -98,10 +98,10 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 }
 
 type budgetCase struct {
-	name               string
-	requests, retries  map[int64]int64 // epoch offset from now -> count
-	ratio, floor       float64
-	call               BudgetCall // GiveBackEpoch is an offset
+	name              string
+	requests, retries map[int64]int64 // epoch offset from now -> count
+	ratio, floor      float64
+	call              BudgetCall // GiveBackEpoch is an offset
 }
 
 var budgetCases = []budgetCase{

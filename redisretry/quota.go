@@ -130,13 +130,13 @@ type Quota struct {
 	member string
 
 	mu       sync.Mutex
-	blocks   []block       // leased stretches of the schedule, in order
-	want     int64         // units to ask for at the next refill
-	used     int64         // units taken since the last refill
-	members  int64         // the fleet's size as last counted in Redis
-	inflight chan struct{} // closed when the refill in flight ends; nil if none
-	local    time.Time     // the local fallback pacer's TAT
-	lastTo   int64         // the server time (µs) of the last block's end, for Close
+	blocks   []block   // leased stretches of the schedule, in order
+	want     int64     // units to ask for at the next refill
+	used     int64     // units taken since the last refill
+	members  int64     // the fleet's size as last counted in Redis
+	inflight *flight   // the refill in flight; nil if none
+	local    time.Time // the local fallback pacer's TAT
+	lastTo   int64     // the server time (µs) of the last block's end, for Close
 
 	lastStart, lastEnd time.Time // the start given by the last take, and its block's TAT after it
 }
@@ -303,51 +303,74 @@ func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Ti
 		}
 		q.mu.Lock()
 		if t, ok, err := q.takeLocked(now, e, n, deadline); ok || err != nil {
-			refill := ok && q.inflight == nil && q.lowLocked(now)
-			q.mu.Unlock()
-			if refill {
-				q.refillAsync(n)
+			if ok && q.inflight == nil && q.lowLocked(now) {
+				q.startRefillLocked(n, -1)
 			}
+			q.mu.Unlock()
 			return q.taken(e, t, err)
 		}
-		left := limit.Sub(now)
-		if left <= 0 {
-			// Redis answers, but other callers of this process took the
-			// blocks this call waited for: decide this one locally.
-			q.mu.Unlock()
-			return q.decideLocally(now, e, n, deadline, nil)
-		}
-		if ch := q.inflight; ch != nil {
-			// Another caller's refill is in flight: wait for it.
-			q.mu.Unlock()
-			t := time.NewTimer(left)
-			select {
-			case <-ch:
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return time.Time{}, context.Cause(ctx)
+		f := q.inflight
+		mine := f == nil
+		if mine {
+			maxWait := int64(-1)
+			if !deadline.IsZero() {
+				maxWait = usWait(max(deadline.Sub(now), 0))
 			}
-			t.Stop()
-			continue
+			f = q.startRefillLocked(n, maxWait)
 		}
-		ch := make(chan struct{})
-		q.inflight = ch
 		q.mu.Unlock()
-		maxWait := int64(-1)
-		if !deadline.IsZero() {
-			maxWait = usWait(max(deadline.Sub(now), 0))
+		if f == nil {
+			return q.decideLocally(now, e, n, deadline, ErrClosed)
 		}
-		if err := q.refill(ctx, ch, n, maxWait, left); err != nil {
+		// Wait for the refill, but never past this call's limit: a refill
+		// that answers later still fills the lease, for the next callers.
+		if err := f.wait(ctx, limit.Sub(now)); err != nil {
 			if ctx.Err() != nil {
 				return time.Time{}, context.Cause(ctx)
 			}
-			if errors.Is(err, retry.ErrPastDeadline) {
-				q.g.refused.Add(1)
-				return time.Time{}, err
-			}
 			return q.decideLocally(q.g.now(), e, n, deadline, err)
 		}
+		if mine && f.err != nil {
+			if errors.Is(f.err, retry.ErrPastDeadline) {
+				q.g.refused.Add(1)
+				return time.Time{}, f.err
+			}
+			return q.decideLocally(q.g.now(), e, n, deadline, f.err)
+		}
+	}
+}
+
+// flight is a Redis round trip in flight: done is closed when it ends, then
+// err holds its error.
+type flight struct {
+	done    chan struct{}
+	err     error
+	granted int64 // budget permits granted
+}
+
+// errSlow is the error of a caller that stopped waiting for a round trip at
+// its own time limit: Redis is not marked as failed for it.
+var errSlow = errors.New("redisretry: Redis did not answer in time for this call")
+
+// wait waits for the flight to end, at most d, or until ctx ends.
+func (f *flight) wait(ctx context.Context, d time.Duration) error {
+	select {
+	case <-f.done:
+		return nil
+	default:
+	}
+	if d <= 0 {
+		return errSlow
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.done:
+		return nil
+	case <-t.C:
+		return errSlow
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
 }
 
@@ -396,7 +419,7 @@ func (q *Quota) lowLocked(now time.Time) bool {
 
 // sizeLocked returns the units to ask for at a refill for a request of n
 // units: twice the last size while the lease was used up, else what was used,
-// between n and Lease requests' worth.
+// between n and Lease requests' worth. A granted block makes it the new size.
 func (q *Quota) sizeLocked(n int64) int64 {
 	w := q.want
 	if q.used*4 >= w*3 {
@@ -404,75 +427,61 @@ func (q *Quota) sizeLocked(n int64) int64 {
 	} else {
 		w = q.used
 	}
-	w = min(max(w, n), q.lease*n)
-	q.want = w
-	q.used = 0
-	return w
+	return min(max(w, n), q.lease*n)
 }
 
-// refill makes one round trip for a block of the schedule (ch is q.inflight,
-// closed when done). maxWait (µs, -1 for none) bounds the wait of the block's
-// first request; the error wraps retry.ErrPastDeadline when it is too long.
-func (q *Quota) refill(ctx context.Context, ch chan struct{}, n, maxWait int64, timeout time.Duration) error {
-	defer func() {
-		q.mu.Lock()
-		q.inflight = nil
-		q.mu.Unlock()
-		close(ch)
-	}()
-	q.mu.Lock()
+// startRefillLocked starts a round trip for a block of the schedule in the
+// background, for a request of n units; maxWait (µs, -1 for none) bounds the
+// wait of the block's first request. It returns nil if the Quota is closed.
+func (q *Quota) startRefillLocked(n, maxWait int64) *flight {
+	f := &flight{done: make(chan struct{})}
 	units := q.sizeLocked(n)
-	q.mu.Unlock()
 	a := gcraArgs{
 		inc: us(q.limit.Interval(units)), tol: us(q.limit.Tolerance(n)), maxWait: maxWait,
 		member: q.member, memberTTL: int64(memberTTL / time.Millisecond),
 	}
-	r, err := roundTrip(&q.g, ctx, timeout, func(ctx context.Context) (gcraReply, error) {
-		return q.be.gcra(ctx, q.keys, a)
-	})
-	if err != nil {
-		return err
+	if !q.g.goroutine(func() { q.refill(f, units, a) }) {
+		return nil
 	}
-	recv := q.g.now()
-	q.mu.Lock()
-	q.members = r.members
-	if r.ok && r.to > r.from {
-		// Server times become local ones by their offset from the server's
-		// now, counted from the reply's arrival: the block is never earlier
-		// here than on the server.
-		q.blocks = append(q.blocks, block{
-			tat: recv.Add(time.Duration(r.from-r.now) * time.Microsecond),
-			end: recv.Add(time.Duration(r.to-r.now) * time.Microsecond),
-		})
-		q.lastTo = r.to
-	}
-	q.mu.Unlock()
-	if !r.ok {
-		return pastDeadline("quota", time.Duration(r.wait)*time.Microsecond)
-	}
-	q.g.refills.Add(1)
-	q.g.emit(Event{Kind: EventRefill, Units: units})
-	return nil
+	q.inflight = f
+	return f
 }
 
-// refillAsync refills the lease in the background before it runs out. The
-// block is taken only if it starts soon (a fleet with a backlog is left to
-// the callers, who know their deadlines).
-func (q *Quota) refillAsync(n int64) {
+// refill makes the round trip of f and adds the block to the lease. f.err
+// wraps retry.ErrPastDeadline when the block's first request would have had
+// to wait maxWait or more.
+func (q *Quota) refill(f *flight, units int64, a gcraArgs) {
+	r, err := roundTrip(&q.g, context.Background(), q.g.timeout, func(ctx context.Context) (gcraReply, error) {
+		return q.be.gcra(ctx, q.keys, a)
+	})
+	recv := q.g.now()
 	q.mu.Lock()
-	if q.inflight != nil {
-		q.mu.Unlock()
-		return
+	q.inflight = nil
+	switch {
+	case err != nil:
+		f.err = err
+	case !r.ok:
+		q.members = r.members
+		f.err = pastDeadline("quota", time.Duration(r.wait)*time.Microsecond)
+	default:
+		q.members = r.members
+		if r.to > r.from {
+			q.want, q.used = units, 0
+			// Server times become local ones by their offset from the
+			// server's now, counted from the reply's arrival: the block is
+			// never earlier here than on the server.
+			q.blocks = append(q.blocks, block{
+				tat: recv.Add(time.Duration(r.from-r.now) * time.Microsecond),
+				end: recv.Add(time.Duration(r.to-r.now) * time.Microsecond),
+			})
+			q.lastTo = r.to
+		}
 	}
-	ch := make(chan struct{})
-	q.inflight = ch
-	horizon := usWait(2 * max(q.slack, q.limit.Interval(q.want)))
 	q.mu.Unlock()
-	if !q.g.goroutine(func() { q.refill(context.Background(), ch, n, horizon, q.g.timeout) }) {
-		q.mu.Lock()
-		q.inflight = nil
-		q.mu.Unlock()
-		close(ch)
+	close(f.done)
+	if err == nil && r.ok {
+		q.g.refills.Add(1)
+		q.g.emit(Event{Kind: EventRefill, Units: units})
 	}
 }
 

@@ -1,0 +1,264 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+// maxInWindow returns the most starts in any window of width w.
+func maxInWindow(starts []time.Time, w time.Duration) int {
+	s := append([]time.Time(nil), starts...)
+	sort.Slice(s, func(i, j int) bool { return s[i].Before(s[j]) })
+	best, j := 0, 0
+	for i := range s {
+		for s[i].Sub(s[j]) >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+func jain(xs []int) float64 {
+	var sum, sq float64
+	for _, x := range xs {
+		sum += float64(x)
+		sq += float64(x) * float64(x)
+	}
+	return sum * sum / (float64(len(xs)) * sq)
+}
+
+// runFleet runs procs Quotas (processes) on one backend, each with clients
+// goroutines calling Wait in a loop for d, and returns every start, the starts
+// per process and the round trips.
+func runFleet(t *testing.T, mem *memBackend, cfg QuotaConfig, procs, clients int, d time.Duration) ([]time.Time, []int, int64) {
+	var mu sync.Mutex
+	var starts []time.Time
+	var trace []string
+	per := make([]int, procs)
+	var wg sync.WaitGroup
+	begin := time.Now()
+	end := begin.Add(d)
+	for p := range procs {
+		q, err := newQuota(mem, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { t.Logf("proc %d: %+v", p, q.Stats()); q.Close() }()
+		for range clients {
+			wg.Go(func() {
+				for {
+					ctx, cancel := context.WithDeadline(context.Background(), end)
+					err := q.Wait(ctx)
+					cancel()
+					if err != nil {
+						if !errors.Is(err, retry.ErrPastDeadline) && !errors.Is(err, context.DeadlineExceeded) {
+							t.Errorf("Wait: %v", err)
+						}
+						return
+					}
+					mu.Lock()
+					trace = append(trace, fmt.Sprintf("%d@%v", p, time.Now().Sub(begin)))
+					starts = append(starts, time.Now())
+					per[p]++
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	lastTrace = strings.Join(trace, " ")
+	return starts, per, mem.calls.Load()
+}
+
+func TestQuotaFleetStaysUnderQuota(t *testing.T) {
+	for _, tc := range []struct {
+		procs, clients int
+		limit          Limit
+	}{
+		{1, 1, PerSecond(50)},
+		{1, 20, PerSecond(50)},
+		{4, 5, PerSecond(50)},
+		{8, 3, PerMinute(600)},
+		{3, 4, Limit{Rate: 100, Period: time.Second, Burst: 10}},
+	} {
+		t.Run(fmt.Sprintf("%dx%d-%v", tc.procs, tc.clients, tc.limit), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := newMem()
+				d := 20 * tc.limit.Period
+				starts, per, rts := runFleet(t, mem, QuotaConfig{Key: "k", Limit: tc.limit, Logger: discard}, tc.procs, tc.clients, d)
+				quota := int(tc.limit.Rate)
+				// Any window of one Period: the quota, the burst, and Slack's
+				// 2 % share for slots used late.
+				allowed := int(math.Ceil(float64(quota)*1.02)) + int(tc.limit.burst())
+				if got := maxInWindow(starts, tc.limit.Period); got > allowed {
+					t.Errorf("%d starts in one window of %v, quota %d (allowed %d)", got, tc.limit.Period, quota, allowed)
+					t.Log(lastTrace)
+				}
+				total := len(starts)
+				ideal := int(d / tc.limit.Period * time.Duration(quota))
+				if total < ideal*9/10 {
+					t.Errorf("%d starts in %v, want at least 90 %% of the quota's %d", total, d, ideal)
+				}
+				perRT := float64(total) / float64(rts)
+				t.Logf("%d starts (ideal %d), %d round trips: %.1f attempts per round trip; per process %v, Jain %.3f",
+					total, ideal, rts, perRT, per, jain(per))
+				if tc.clients > 1 && perRT < 10 {
+					t.Errorf("%.1f attempts per round trip: the lease should amortise (target 20)", perRT)
+				}
+				if tc.procs > 1 && jain(per) < 0.9 {
+					t.Errorf("unfair: per process %v (Jain %.3f)", per, jain(per))
+				}
+			})
+		})
+	}
+}
+
+var lastTrace string
+
+var discard = slog.New(slog.DiscardHandler)
+
+func TestQuotaDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1), Logger: discard})
+		defer q.Close()
+		now := time.Now()
+		// The first slot is free now, the next one a second later.
+		if s, err := q.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
+			t.Fatalf("first: %v %v", s, err)
+		}
+		_, err := q.Reserve(t.Context(), now, now.Add(500*time.Millisecond))
+		if !errors.Is(err, retry.ErrPastDeadline) || !strings.Contains(err.Error(), "1s") {
+			t.Fatalf("a slot 1s away with a 500ms deadline: %v", err)
+		}
+		// Nothing was taken: the slot is still the next one.
+		if s, err := q.Reserve(t.Context(), now, now.Add(2*time.Second)); err != nil || !s.Equal(now.Add(time.Second)) {
+			t.Fatalf("next: %v %v, want %v", s, err, now.Add(time.Second))
+		}
+		// A cancelled context takes nothing either.
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cancel(errors.New("caller left"))
+		if _, err := q.Reserve(ctx, now, time.Time{}); err == nil || err.Error() != "caller left" {
+			t.Fatalf("cancelled: %v", err)
+		}
+		// WaitN under a deadline it cannot meet returns at once.
+		dctx, dcancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer dcancel()
+		begin := time.Now()
+		if err := q.WaitN(dctx, 1); !errors.Is(err, retry.ErrPastDeadline) || time.Since(begin) != 0 {
+			t.Fatalf("WaitN: %v after %v", err, time.Since(begin))
+		}
+	})
+}
+
+func TestQuotaWaitCancelledGivesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1), Logger: discard})
+		defer q.Close()
+		if err := q.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			cancel()
+		}()
+		if err := q.Wait(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait: %v", err)
+		}
+		// The cancelled slot (at 1 s) was given back: the next Wait gets it.
+		begin := time.Now()
+		if err := q.Wait(t.Context()); err != nil || time.Since(begin) != 700*time.Millisecond {
+			t.Fatalf("next Wait after %v: %v, want the given-back slot at 1s", time.Since(begin), err)
+		}
+	})
+}
+
+func TestQuotaCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 6000 tokens per minute: a 1000-token request takes 10 s of it.
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerMinute(6000), Logger: discard})
+		defer q.Close()
+		ctx := WithCost(t.Context(), 1000)
+		begin := time.Now()
+		var at []time.Duration
+		for range 3 {
+			if err := q.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			at = append(at, time.Since(begin))
+		}
+		if want := []time.Duration{0, 10 * time.Second, 20 * time.Second}; fmt.Sprint(at) != fmt.Sprint(want) {
+			t.Fatalf("starts %v, want %v", at, want)
+		}
+	})
+}
+
+func TestQuotaRetryChargedBeforeBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A retry that can start in 30 s takes the first free slot, and does
+		// not block the schedule for the 30 s: the next first attempt is not
+		// pushed past it.
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard})
+		defer q.Close()
+		now := time.Now()
+		s, err := q.Reserve(t.Context(), now.Add(30*time.Second), time.Time{})
+		if err != nil || !s.Equal(now.Add(30*time.Second)) {
+			t.Fatalf("retry: %v %v", s, err)
+		}
+		s, err = q.Reserve(t.Context(), now, time.Time{})
+		if err != nil || s.Sub(now) > 100*time.Millisecond {
+			t.Fatalf("a first attempt after it waits %v (%v): the retry blocked the schedule", s.Sub(now), err)
+		}
+	})
+}
+
+func TestQuotaWithRetryDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(2), Logger: discard})
+		defer q.Close()
+		p := retry.Policy{Pacer: q, Jitter: retry.Zero, InitialDelay: 100 * time.Millisecond}
+		var starts []time.Duration
+		begin := time.Now()
+		n := 0
+		err := retry.Run(t.Context(), p, func(context.Context) error {
+			starts = append(starts, time.Since(begin))
+			if n++; n < 3 {
+				return errors.New("flaky")
+			}
+			return nil
+		})
+		// 2 per second: attempts at 0, 0.5 s, 1 s (the quota, not the 100 ms backoff).
+		if want := []time.Duration{0, 500 * time.Millisecond, time.Second}; err != nil || fmt.Sprint(starts) != fmt.Sprint(want) {
+			t.Fatalf("err %v, starts %v, want %v", err, starts, want)
+		}
+		// A deadline the quota cannot meet: the loop gives up at once.
+		for range 10 {
+			q.Reserve(t.Context(), time.Now(), time.Time{}) // a backlog of 5 s
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		calls := 0
+		err = retry.Run(ctx, p, func(context.Context) error { calls++; return nil })
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline || calls != 0 || !errors.Is(err, retry.ErrPastDeadline) {
+			t.Fatalf("calls %d, err %v: want an immediate deadline give-up", calls, err)
+		}
+	})
+}
