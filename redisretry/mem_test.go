@@ -136,7 +136,14 @@ func (l *logCounter) Enabled(context.Context, slog.Level) bool { return true }
 func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.msgs = append(l.msgs, r.Message)
+	msg := r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "limiter" || a.Key == "error" {
+			msg += " " + a.Key + "=" + a.Value.String()
+		}
+		return true
+	})
+	l.msgs = append(l.msgs, msg)
 	return nil
 }
 func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler { return l }

@@ -173,7 +173,7 @@ func newQuota(be backend, c QuotaConfig) (*Quota, error) {
 	case q.slack < 0:
 		q.slack = 0
 	}
-	q.want = 1
+	q.want = min(4, q.lease) // the first lease; it doubles while used up
 	return q, nil
 }
 
