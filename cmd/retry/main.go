@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -79,14 +80,24 @@ func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
 		return true, nil
 	}
 	if err != nil {
-		msg := err.Error()
-		// flag names flags with one dash; the help text uses two.
-		msg = strings.Replace(msg, "flag: -", "flag --", 1)
-		msg = strings.Replace(msg, "for flag -", "for flag --", 1)
-		msg = strings.Replace(msg, "defined: -", "defined: --", 1)
-		return false, &usageError{msg}
+		return false, &usageError{flagMessage(err.Error())}
 	}
 	return false, nil
+}
+
+// flagNameInMessage finds the flag name in the flag package's messages
+// ("flag provided but not defined: -nope", "invalid value "x" for flag -H: ...",
+// "flag needs an argument: -o").
+var flagNameInMessage = regexp.MustCompile(`(defined: |for flag |for |argument: )-{1,2}([^\s:=]+)`)
+
+// flagMessage rewrites the flag package's message to name the flag as users
+// type it: -H for a one-letter flag, --max-time for a long one (the flag
+// package writes one dash for both).
+func flagMessage(msg string) string {
+	return flagNameInMessage.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := flagNameInMessage.FindStringSubmatch(m)
+		return sub[1] + dashName(sub[2])
+	})
 }
 
 // fail prints one "PROG: ..." line for err on stderr and returns the exit code

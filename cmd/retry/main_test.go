@@ -393,7 +393,7 @@ func TestBadInput(t *testing.T) {
 		{"profile", []string{"--profile", "turbo", "--", "true"}, `unknown profile "turbo"`},
 		{"no command", []string{"--attempts", "2"}, "no command given"},
 		{"unreadable config", []string{"--config", noRead, "--", "true"}, "cannot read"},
-		{"unknown json field", []string{"--config", unknown, "--", "true"}, `unknown field "retries"`},
+		{"unknown json field", []string{"--config", unknown, "--", "true"}, `unknown key "retries"`},
 		{"bad json", []string{"--config", badJSON, "--", "true"}, "JSON"},
 		{"config code", []string{"--config", badCode, "--", "true"}, "http_status_codes: status code 600 is outside 100-599"},
 		{"config duration", []string{"--config", badDur, "--", "true"}, `initial_delay: invalid duration "soon"`},
