@@ -152,3 +152,137 @@ func wrap(s string, width int, indent string) string {
 	}
 	return b.String()
 }
+
+const httpHelp = `NAME
+    retry http - a curl-like HTTP client that retries with backoff and jitter
+
+SYNOPSIS
+    retry http [OPTIONS] URL
+
+DESCRIPTION
+    Sends one request the way curl does, and retries it while the answer is
+    a status in --codes (408, 429, 500, 502, 503, 504) or a transient
+    network error (connection refused or reset, timeouts), waiting with
+    Google's truncated exponential backoff with jitter. A server's
+    Retry-After header or google.rpc.RetryInfo body is honoured (capped by
+    --max-retry-after). Other statuses (400, 401, 403, 404, ...) are final.
+
+    GET, HEAD, OPTIONS, PUT and DELETE are retried. POST and PATCH are sent
+    once unless --idempotent or --idempotency-key is given (or an
+    Idempotency-Key header): repeating them could run them twice.
+
+    The body goes to stdout (or -o FILE); one line per retry goes to stderr.
+    Secrets are never logged (not with -v either): Authorization, Cookie and
+    x-goog-api-key headers and key=, token= and similar query values are
+    shown as REDACTED. A URL without a scheme is an http:// URL.
+
+    For curl users, three flags differ: curl's --retry N is --attempts N+1
+    here (attempts count the first one), --retry-delay is --initial-delay
+    (the waits then grow exponentially), and --retry-max-time is --deadline.
+
+OPTIONS
+  Request (curl's flags and meanings):
+    -X, --request METHOD     the method (default GET; POST with data; HEAD with -I)
+    -H, --header 'Name: value'
+                             add a header (repeatable); 'Name:' leaves out one retry
+                             would send (User-Agent, Accept), 'Name;' sends it empty
+    -d, --data DATA          body (POST, application/x-www-form-urlencoded); repeated
+                             -d are joined with &; @FILE reads a file without its
+                             newlines, @- reads stdin
+    --data-binary DATA       like -d, but @FILE is sent as is
+    --json DATA              JSON body (Content-Type and Accept application/json);
+                             repeated --json are concatenated
+    -F, --form NAME=VALUE    multipart/form-data field; NAME=@FILE uploads a file,
+                             NAME=<FILE sends its content; ;type=MIME, ;filename=NAME
+    -G, --get                send the -d data in the URL's query string, with GET
+    -u, --user USER:PASSWORD basic authentication
+    -A, --user-agent NAME    User-Agent (default backoffkit-retry/VERSION)
+    --url URL                the URL, as a flag
+    --compressed             ask for gzip or deflate and decompress the answer
+  Connection:
+    -x, --proxy URL          use this HTTP proxy (default: $HTTP_PROXY, $HTTPS_PROXY)
+    -k, --insecure           do not verify the server's certificate
+    --cacert FILE            trust the CA certificates in FILE (PEM)
+    --connect-timeout DURATION
+                             time limit to connect (TCP and TLS), per attempt
+    -m, --max-time DURATION  time limit of each attempt (as --attempt-timeout)
+    -L, --location           follow redirects (each one retried on its own)
+    --max-redirs N           follow at most N redirects (default 50; -1 for no limit)
+  Output:
+    -o, --output FILE        write the body to FILE ("-" for stdout)
+    -i, --include            write the response headers before the body
+    -I, --head               send HEAD and write the headers
+    -D, --dump-header FILE   write the response headers to FILE ("-" for stdout)
+    -w, --write-out FORMAT   write FORMAT to stdout at the end; @FILE reads it;
+                             variables %%{http_code} %%{response_code} %%{time_total}
+                             %%{num_retries} %%{num_redirects} %%{url_effective}
+                             %%{method} %%{size_download} %%{content_type}
+                             %%{exitcode}; \n \t \r \\ and %%%% escapes
+    -f, --fail               exit 22 on a final status of 400 or above, without the body
+    --fail-with-body         exit 22 on such a status, with the body
+    -s, --silent             no retry log, no error message
+    -S, --show-error         with -s, still print the error
+    -v, --verbose            each attempt's request and response headers on stderr
+    -V, --version            the version
+  Retrying:
+    --attempts N             attempts in all, the first included (default 5)
+    --initial-delay DURATION wait before the first retry, before jitter (default 1s)
+    --max-delay DURATION     cap on any single wait (default 60s)
+    --exp-base B             growth factor of the waits (default 2)
+    --jitter DURATION        upper bound of the random extra per wait; 0 for none (default 1s)
+    --jitter-shape SHAPE     %[1]s (default google)
+    --deadline DURATION      total time for all attempts and waits; 0 for none (default none)
+    --attempt-timeout DURATION
+                             time limit of one attempt; 0 for none (default none)
+    --codes CODES            statuses that trigger a retry, 4xx and 5xx only
+                             (default 408,429,500,502,503,504)
+    --max-retry-after DURATION
+                             cap on a server's hint; 0 ignores hints (default --max-delay)
+    --retry-all-errors       retry DNS and TLS errors too
+    --retry-connrefused      accepted for curl (a refused connection is always retried)
+    --idempotent             the request is safe to repeat: retry it whatever its method
+    --idempotency-key auto|VALUE
+                             send an Idempotency-Key header (auto: a random UUID, the
+                             same on every attempt); makes a POST retryable
+    --profile NAME           start from a profile: %[2]s
+    --config FILE            JSON settings (see 'retry --help', CONFIG FILE)
+    --seed N                 seed of the jitter (default random)
+    --log-format FORMAT      text (default) or json: one JSON object per line on stderr
+    --quiet                  no retry log (the error is still printed)
+
+    DURATION is Go syntax (1.5s, 250ms) or a number of seconds. Combined
+    one-letter flags work as in curl (-fsSL, -XPOST); flags may come after
+    the URL.
+
+EXIT STATUS
+    As curl's where the cause is the same; for a network error, the cause
+    of the last attempt's failure, after any retries.
+    0    a response came (with -f: and its status is below 400)
+    1    gave up: the final answer was a status in --codes and the attempts,
+         --deadline or the retry budget ran out (or the request was not
+         repeatable); the log's last line says why
+    2    bad usage or config
+    6    the host name could not be resolved (not retried without --retry-all-errors)
+    7    could not connect
+    18   the response body ended early
+    22   -f/--fail: the final status is 400 or above (and not one that was retried)
+    23   the output could not be written (-o, -D)
+    26   the request body could not be read
+    28   timed out (--max-time, --connect-timeout, --deadline)
+    35   TLS handshake or certificate error (not retried without --retry-all-errors)
+    47   too many redirects (-L, --max-redirs)
+    55   failed sending the request
+    56   failed receiving the response (connection reset or closed, another
+         network or protocol error)
+    130  interrupted by Ctrl-C (SIGINT); 143 by SIGTERM
+
+EXAMPLES
+    retry http -fsS -H "x-goog-api-key: $KEY" https://host/v1/models
+    retry http --json @req.json --idempotency-key auto -w '%%{http_code} %%{num_retries}\n' URL
+    retry http -L --attempts 8 --deadline 60s -o out.bin https://host/file
+`
+
+// printHTTPHelp prints the manual of retry http.
+func printHTTPHelp(w io.Writer) {
+	fmt.Fprintf(w, httpHelp, shapeList(), strings.Join(retry.ProfileNames(), ", "))
+}

@@ -29,21 +29,22 @@ type attemptInfo struct {
 
 // logRecord is one line of --log-format json.
 type logRecord struct {
-	Time        string `json:"time"`
-	Event       string `json:"event"`
-	Attempt     int    `json:"attempt,omitempty"`
-	MaxAttempts int    `json:"max_attempts,omitempty"`
-	WaitMS      *int64 `json:"wait_ms,omitempty"`
-	HintMS      int64  `json:"hint_ms,omitempty"`
-	HintSource  string `json:"hint_source,omitempty"`
-	ExitCode    *int   `json:"exit_code,omitempty"`
-	Status      int    `json:"status,omitempty"`
-	Method      string `json:"method,omitempty"`
-	URL         string `json:"url,omitempty"`
-	Error       string `json:"error,omitempty"`
-	Message     string `json:"message,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	ElapsedMS   *int64 `json:"elapsed_ms,omitempty"`
+	Time        string   `json:"time"`
+	Event       string   `json:"event"`
+	Attempt     int      `json:"attempt,omitempty"`
+	MaxAttempts int      `json:"max_attempts,omitempty"`
+	WaitMS      *int64   `json:"wait_ms,omitempty"`
+	HintMS      int64    `json:"hint_ms,omitempty"`
+	HintSource  string   `json:"hint_source,omitempty"`
+	ExitCode    *int     `json:"exit_code,omitempty"`
+	Status      int      `json:"status,omitempty"`
+	Method      string   `json:"method,omitempty"`
+	URL         string   `json:"url,omitempty"`
+	Error       string   `json:"error,omitempty"`
+	Message     string   `json:"message,omitempty"`
+	Reason      string   `json:"reason,omitempty"`
+	ElapsedMS   *int64   `json:"elapsed_ms,omitempty"`
+	Lines       []string `json:"lines,omitempty"` // -v
 }
 
 // timeFormat is RFC 3339 with milliseconds, in UTC.
@@ -53,14 +54,17 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 // lines or, with --log-format json, as one JSON object per line (every line
 // retry writes there, the closing one included).
 type eventLog struct {
-	mu       sync.Mutex
-	w        io.Writer
-	prog     string
-	json     bool
-	quiet    bool // no retry log; errors, the reason a command could not start included, are still printed
-	silent   bool // retry http -s: no log and no error message
-	describe func(error) attemptInfo
-	now      func() time.Time
+	mu     sync.Mutex
+	w      io.Writer
+	prog   string
+	json   bool
+	quiet  bool // no retry log; errors, the reason a command could not start included, are still printed
+	silent bool // retry http -s: no log and no error message
+	// keepGiveUp: --quiet does not hide the give-up line (retry http: it is
+	// the closing line, the error).
+	keepGiveUp bool
+	describe   func(error) attemptInfo
+	now        func() time.Time
 
 	gaveUp bool // a give-up line was printed
 }
@@ -84,7 +88,7 @@ func (l *eventLog) event(e retry.Event) {
 	if e.Kind == retry.EventGiveUp {
 		l.gaveUp = true
 	}
-	if l.silent || (l.quiet && !(e.Kind == retry.EventGiveUp && info.Start)) {
+	if l.silent || (l.quiet && !(e.Kind == retry.EventGiveUp && (info.Start || l.keepGiveUp))) {
 		return
 	}
 	if l.json {
@@ -249,4 +253,20 @@ func roundDur(d time.Duration) time.Duration {
 		return d.Round(10 * time.Millisecond)
 	}
 	return d.Round(time.Millisecond)
+}
+
+// verbose prints -v lines (curl's "> " request and "< " response headers)
+// as they are, or as one JSON object {"event": kind, "lines": [...]}. -v
+// shows them even with --quiet or -s, as curl does.
+func (l *eventLog) verbose(kind string, lines []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.json {
+		r := logRecord{Event: kind, Lines: lines}
+		l.encode(r)
+		return
+	}
+	for _, s := range lines {
+		fmt.Fprintln(l.w, s)
+	}
 }
