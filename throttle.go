@@ -43,12 +43,14 @@ type ThrottleConfig struct {
 	// client attempts counts, but only the admitted ones can be accepts, so
 	// after the outage p falls no lower than about 1 − 1/K (½ for K = 2)
 	// and the client keeps rejecting about half of its requests locally
-	// for up to Window. With SentOnly, p falls to 0 as soon as the backend
-	// has accepted about as many requests as failed during the outage. The
+	// until the outage has left the window. A shorter Window alone does not
+	// help: the window then holds little but rejections, which keep p near
+	// 1. With SentOnly, p falls to 0 once the backend has accepted 1/K as
+	// many requests as the window holds sent ones, and with a short Window
+	// as well (10 s, say) the outage is forgotten within that window. The
 	// price: under sustained partial overload a SentOnly client sends about
 	// √(offered·K·accepted) requests instead of K·accepted, so it sheds
-	// less. A shorter Window (or a larger K) is the other remedy the SRE
-	// book's rule allows.
+	// less. docs/profiles.md has the simulator's figures.
 	SentOnly bool
 }
 
