@@ -694,7 +694,7 @@ func fmtMS(v float64) string {
 
 // randomHeader is printed before the run of the random scenario.
 func randomHeader(w io.Writer, cfg demoConfig) {
-	text := fmt.Sprintf("retry demo --scenario random: %d strategies x %d clients for %v against a flaky loopback server (seed %d, %.0f%% of requests fail). ",
+	text := fmt.Sprintf("retry demo, scenario random: %d strategies x %d clients for %v against a flaky loopback server (seed %d, %.0f%% of requests fail). ",
 		len(cfg.strategies), cfg.clients, cfg.duration, cfg.seed, 100*cfg.failRate)
 	text += fmt.Sprintf("Faults: 503; 429 with Retry-After: 1; 429 with RetryInfo 0.2s; connection reset; slow (%v, then 200). ", slowDelay)
 	for _, l := range wrapWords(text, 79) {
