@@ -581,7 +581,7 @@ func wrapWords(s string, width int) []string {
 
 // herdHeader is printed before the run.
 func herdHeader(w io.Writer, cfg demoConfig, sc scenario) {
-	text := fmt.Sprintf("retry demo, scenario %s: %d strategies, %g requests/s each, %v, seed %d.",
+	text := fmt.Sprintf("retry demo, %s: %d strategies, %g requests/s each, %v, seed %d.",
 		sc.name, len(cfg.strategies), sc.rate, sc.duration, cfg.seed)
 	for _, l := range wrapWords(text, 79) {
 		fmt.Fprintln(w, l)

@@ -121,7 +121,7 @@ func TestDemoSynchronized(t *testing.T) {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
 	}
 	out := r.stdout
-	if !strings.HasPrefix(out, "retry demo, scenario synchronized: 5 strategies, 50 requests/s each, 2.5s, seed 1.\n") {
+	if !strings.HasPrefix(out, "retry demo, synchronized: 5 strategies, 50 requests/s each, 2.5s, seed 1.\n") {
 		t.Errorf("the header does not come first:\n%s", out)
 	}
 	checkWidth(t, out)
