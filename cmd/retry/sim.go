@@ -327,7 +327,7 @@ func simContention(env simEnv, args []string, stdout, stderr io.Writer) int {
 		return simFail(stderr, prog, err)
 	}
 	if sf.plot != "" {
-		paths, err := sim.WriteContentionPlots(sf.plot, res)
+		paths, err := sim.WriteContentionPlots(sf.plot, cfg, res)
 		for _, p := range paths {
 			fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
 		}
