@@ -2,6 +2,8 @@ package httpretry
 
 import (
 	"errors"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,7 +14,9 @@ import (
 // TestRetryAllErrors: a TLS certificate error is not retried by default, and
 // is with RetryAllErrors (as curl's --retry-all-errors does).
 func TestRetryAllErrors(t *testing.T) {
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are expected
+	srv.StartTLS()
 	defer srv.Close()
 	p := retry.Policy{Attempts: 3, InitialDelay: retry.Zero, MaxDelay: retry.Zero, Jitter: retry.Zero}
 	for _, tc := range []struct {
