@@ -125,6 +125,13 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log.describe = r.describe
 	log.hint(resolved)
+	r.onInterrupt = func(s os.Signal) {
+		name := s.String()
+		if sig, ok := s.(syscall.Signal); ok {
+			name = "SIG" + signalName(sig)
+		}
+		log.note("interrupt", fmt.Sprintf("%s: waiting for the command to end; send it again (Ctrl-C) to kill it", name))
+	}
 	p.Observer = log.observer()
 	p.Retryable = r.retryable
 
@@ -169,11 +176,12 @@ type cmdRunner struct {
 	stdout, stderr io.Writer
 	onExit         []int // transient exit codes; nil means any non-zero
 	attemptTimeout time.Duration
-	stopSig        syscall.Signal // --signal
-	killAfter      time.Duration  // --kill-after
-	hardDeadline   time.Time      // --deadline from the start; zero if none
-	group          bool           // each attempt in its own process group
-	termSignals    bool           // --foreground in the terminal's foreground group: the terminal signals the command itself
+	stopSig        syscall.Signal  // --signal
+	killAfter      time.Duration   // --kill-after
+	hardDeadline   time.Time       // --deadline from the start; zero if none
+	group          bool            // each attempt in its own process group
+	termSignals    bool            // --foreground in the terminal's foreground group: the terminal signals the command itself
+	onInterrupt    func(os.Signal) // called once the first signal has been passed on to a running attempt
 
 	mu       sync.Mutex
 	proc     *process  // the running attempt, nil between attempts
@@ -221,6 +229,9 @@ func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done
 				if sig, ok := s.(syscall.Signal); ok {
 					proc.signal(sig)
 				}
+			}
+			if first && proc != nil && r.onInterrupt != nil {
+				r.onInterrupt(s)
 			}
 		case <-done:
 			return

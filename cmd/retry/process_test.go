@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -110,8 +111,10 @@ func TestDeadlineIncludesTheGrace(t *testing.T) {
 type started struct {
 	cmd        *exec.Cmd
 	out        *bufio.Reader
-	stderr     *bytes.Buffer
+	stderr     *lockedBuffer
+	stderrC    chan string // retry's stderr, line by line
 	pid, pgid  int
+	stderrDone chan struct{}
 	cancel     context.CancelFunc
 	ctx        context.Context
 	childLines []string
@@ -131,16 +134,32 @@ func startRetry(t *testing.T, env []string, attr *syscall.SysProcAttr, stdin *os
 	if stdin != nil {
 		cmd.Stdin = stdin
 	}
-	s := &started{cmd: cmd, stderr: &bytes.Buffer{}, cancel: cancel, ctx: ctx}
-	cmd.Stderr = s.stderr
+	s := &started{cmd: cmd, stderr: &lockedBuffer{}, stderrC: make(chan string, 100), cancel: cancel, ctx: ctx}
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			s.stderr.WriteString(sc.Text() + "\n")
+			select {
+			case s.stderrC <- sc.Text():
+			default:
+			}
+		}
+	}()
+	s.stderrDone = stderrDone
 	s.out = bufio.NewReader(out)
 	line := s.line(t)
 	if _, err := fmt.Sscanf(line, "ready %d %d", &s.pid, &s.pgid); err != nil {
@@ -165,11 +184,45 @@ func (s *started) line(t *testing.T) string {
 	return strings.TrimSpace(l)
 }
 
+// stderrLine waits for a line of retry's stderr containing sub (an event).
+func (s *started) stderrLine(t *testing.T, sub string) {
+	t.Helper()
+	for {
+		select {
+		case l := <-s.stderrC:
+			if strings.Contains(l, sub) {
+				return
+			}
+		case <-s.ctx.Done():
+			t.Fatalf("retry never wrote %q; stderr:\n%s", sub, s.stderr)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.WriteString(s)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
 // wait waits for retry to exit and returns its exit code and the rest of
 // the child's output.
 func (s *started) wait(t *testing.T) (int, string) {
 	t.Helper()
 	rest, _ := io.ReadAll(s.out)
+	<-s.stderrDone // Wait closes the pipe: read it all first
 	err := s.cmd.Wait()
 	if s.ctx.Err() != nil {
 		t.Fatalf("retry did not exit; child said %q%s; stderr:\n%s", s.childLines, rest, s.stderr)
@@ -213,6 +266,7 @@ func TestSecondSignalKills(t *testing.T) {
 	if l := s.line(t); l != "sig INT" {
 		t.Fatalf("child said %q, want the forwarded SIGINT", l)
 	}
+	s.stderrLine(t, "SIGINT: waiting for the command to end")
 	s.cmd.Process.Signal(syscall.SIGINT)
 	code, rest := s.wait(t)
 	if code != 130 {
@@ -277,6 +331,9 @@ func TestCtrlCAtATerminal(t *testing.T) {
 			if l := s.line(t); l != "sig INT" {
 				t.Fatalf("child said %q after Ctrl-C, want sig INT", l)
 			}
+			// Two Ctrl-C at once would be one SIGINT (a pending signal is not
+			// queued twice): press again once retry has taken the first.
+			s.stderrLine(t, "send it again (Ctrl-C) to kill it")
 			if _, err := master.Write([]byte{3}); err != nil {
 				t.Fatal(err)
 			}
