@@ -22,16 +22,24 @@
 //
 //   - gRPC errors whose status code is UNAVAILABLE or RESOURCE_EXHAUSTED
 //     (see [WithCodes]);
-//   - HTTP errors (*googleapi.Error, or an *apierror.APIError built from one)
-//     whose status code is in the policy's StatusCodes (default 408, 429,
-//     500, 502, 503, 504);
+//   - HTTP errors whose status code is in the policy's StatusCodes (default
+//     408, 429, 500, 502, 503, 504). An error with a *googleapi.Error in its
+//     chain (what the generated clients of google.golang.org/api return, and
+//     what gax.Invoke then wraps in an *apierror.APIError whose gRPC status
+//     is gax's mapping of the HTTP code) is classified by that error's Code,
+//     never by the mapped gRPC code: under a policy without 429, a 429 is not
+//     retried, and a 500 or 504 is retried although gax maps them to
+//     INTERNAL and DEADLINE_EXCEEDED. [WithCodes] does not apply to them;
 //   - transient network errors outside those: connection refused, reset or
-//     aborted, broken pipe, io.ErrUnexpectedEOF, and timeouts (net.Error)
-//     other than the context's.
+//     aborted, broken pipe, io.ErrUnexpectedEOF, and timeouts: any net.Error
+//     whose Timeout() is true, http.Client.Timeout and
+//     http.Transport.ResponseHeaderTimeout included.
 //
-// Not retried: the context's cancellation or deadline, errors marked with
-// [retry.Permanent], and anything else. Policy.Retryable, when set, can veto
-// a retry.
+// Not retried: the context's cancellation or deadline (context.Canceled or
+// context.DeadlineExceeded itself in the error's chain; net/http reports its
+// own timeouts with an error of its own type, which is retried), errors
+// marked with [retry.Permanent], and anything else. Policy.Retryable, when
+// set, can veto a retry.
 //
 // # Server hints
 //
@@ -113,7 +121,7 @@ func WithRetry(p retry.Policy, opts ...Option) gax.CallOption {
 
 func mustConfig(p retry.Policy, opts []Option) *config {
 	if err := p.Validate(); err != nil {
-		panic("gaxretry: " + err.Error())
+		panic(err) // the *retry.ValidationError itself, as documented
 	}
 	c := &config{codes: DefaultCodes}
 	for _, o := range opts {
@@ -196,11 +204,20 @@ func asAPIError(err error) (*apierror.APIError, bool) {
 }
 
 func (r *retryer) retryable(err error, ae *apierror.APIError) bool {
-	if retry.IsPermanent(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if retry.IsPermanent(err) || errors.Is(err, context.Canceled) || contextDeadline(err) {
 		return false
 	}
-	var ok bool
+	var (
+		ok bool
+		ge *googleapi.Error
+	)
 	switch {
+	case errors.As(err, &ge):
+		// Before the APIError: the one gax.Invoke builds around a generated
+		// client's error finds the gRPC status of the APIError nested in the
+		// *googleapi.Error (gax's mapping of the HTTP code), so its
+		// HTTPCode() is -1 and its GRPCStatus() is not the server's.
+		ok = r.p.RetriesStatus(ge.Code)
 	case ae != nil && ae.HTTPCode() > 0:
 		ok = r.p.RetriesStatus(ae.HTTPCode())
 	case ae != nil && ae.GRPCStatus() != nil:
@@ -209,6 +226,36 @@ func (r *retryer) retryable(err error, ae *apierror.APIError) bool {
 		ok = transient(err)
 	}
 	return ok && (r.p.Retryable == nil || r.p.Retryable(err))
+}
+
+// contextDeadline reports whether err's chain holds context.DeadlineExceeded
+// itself: the call's context (or a context under it) ran out. errors.Is is
+// not enough: net/http's own timeouts (http.Client.Timeout,
+// Transport.ResponseHeaderTimeout) are errors of another type that match
+// context.DeadlineExceeded with an Is method, and they are network timeouts
+// to retry.
+func contextDeadline(err error) bool {
+	for err != nil {
+		// No panic: == panics only for two values of one uncomparable
+		// type, and the sentinel's type is comparable.
+		if err == context.DeadlineExceeded {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if contextDeadline(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // transient reports whether err is a network failure worth retrying, by
