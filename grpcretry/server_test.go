@@ -50,8 +50,9 @@ type testServer struct {
 	// attempt number (from 1); a non-nil error fails the attempt.
 	fail func(ctx context.Context, method string, attempt int) error
 	// list says what List does once past fail: it sends items messages,
-	// then returns end.
+	// pause apart, then returns end.
 	items int
+	pause time.Duration
 	end   error
 }
 
@@ -243,9 +244,12 @@ func (s *testServer) list(ss grpc.ServerStream) error {
 	}
 	s.mu.Lock()
 	s.requests = append(s.requests, req.GetService())
-	items, end := s.items, s.end
+	items, pause, end := s.items, s.pause, s.end
 	s.mu.Unlock()
 	for i := range items {
+		if i > 0 && pause > 0 {
+			time.Sleep(pause) // virtual time: the tests run in synctest bubbles
+		}
 		if err := ss.SendMsg(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_ServingStatus(i % 4)}); err != nil {
 			return err
 		}
