@@ -148,9 +148,9 @@ func DefaultErrorText(err error) string {
 //
 // Span events, on trace.SpanFromContext(ctx), which is the span of the whole
 // call, not an attempt's: "retry" per retry (retry.attempt,
-// retry.max_attempts, retry.wait and retry.hint in seconds, error.type,
-// retry.error) and "retry.give_up" when the call gives up (the same with
-// retry.reason instead of the waits). Nothing is added to a span that is
+// retry.max_attempts, retry.wait and retry.hint in seconds, error.type as
+// [ErrorType] names it, retry.error) and "retry.give_up" when the call gives
+// up (the same with retry.reason instead of the waits). Nothing is added to a span that is
 // not recording.
 //
 // The observer is safe for concurrent use by many calls.
@@ -262,7 +262,7 @@ func (o *observer) spanEvent(ctx context.Context, e retry.Event) {
 		attrs = append(attrs, AttrReason.String(e.Reason.String()))
 	}
 	if e.Err != nil {
-		attrs = append(attrs, semconv.ErrorType(e.Err))
+		attrs = append(attrs, semconv.ErrorTypeKey.String(ErrorType(e.Err)))
 		if msg := o.cfg.errorText(e.Err); msg != "" {
 			attrs = append(attrs, AttrError.String(msg))
 		}
