@@ -54,10 +54,8 @@ var ErrThrottled = errors.New("retry: throttled by the client")
 type Error struct {
 	// Attempts is the number of attempts made (0 if the first was throttled).
 	Attempts int
-	// Elapsed is the time from the first attempt to the give-up. When the
-	// policy has no Deadline the clock is first read when the first attempt
-	// fails (the success path reads no clock), so Elapsed then excludes the
-	// first attempt's duration.
+	// Elapsed is the time from the start of the call (just before the first
+	// attempt) to the give-up: every attempt and every wait included.
 	Elapsed time.Duration
 	// Reason says why the loop stopped.
 	Reason Reason
@@ -79,10 +77,26 @@ func (e *Error) Error() string {
 	if e.Last != nil {
 		msg += ": " + e.Last.Error()
 	}
-	if e.Cause != nil && e.Cause != e.Last {
+	// The cause is named unless the last error already holds it. errors.Is,
+	// not !=: comparing two errors of one uncomparable type panics.
+	if e.Cause != nil && (e.Last == nil || !errors.Is(e.Last, e.Cause)) {
 		msg += " (cause: " + e.Cause.Error() + ")"
 	}
 	return msg
+}
+
+// Timeout reports whether the last attempt's error or the cause is a timeout:
+// an error in either chain with a method Timeout() bool that returns true,
+// such as context.DeadlineExceeded, a net.Error that timed out, or the
+// policy's Deadline. So url.Error.Timeout, and net.Error checks, see a timeout
+// through the retry loop as they would without it.
+func (e *Error) Timeout() bool { return isTimeout(e.Last) || isTimeout(e.Cause) }
+
+func isTimeout(err error) bool {
+	return find(err, func(e error) bool {
+		t, ok := e.(interface{ Timeout() bool })
+		return ok && t.Timeout()
+	}) != nil
 }
 
 // Unwrap returns the last error and the cause, those that are set.

@@ -59,21 +59,24 @@ type Policy struct {
 	// Deadline is the total time allowed, measured from the first attempt:
 	// no attempt starts, and no wait is begun that would end, after it, and
 	// the attempt running at the deadline is cancelled. 0 means only the
-	// context's deadline applies.
+	// context's deadline applies. Each attempt then runs under a derived
+	// context (4 allocations) unless the context's deadline comes first.
 	Deadline time.Duration
 
 	// AttemptTimeout bounds each attempt separately from Deadline (for
 	// example 10 to 30 minutes for Flex, seconds for real-time chat). An
 	// attempt that times out is retried. 0 means no per-attempt timeout.
+	// With a Deadline too, an attempt still gets one derived context, not two.
 	AttemptTimeout time.Duration
 
 	// MaxRetryAfter caps a server's hint (see [After]): a hint asks for a wait
-	// of at least its value (plus jitter) but never more than MaxRetryAfter.
-	// 0 means MaxDelay; Zero means hints are ignored.
+	// of at least its value (plus jitter) but never more than MaxRetryAfter,
+	// however large the hint. 0 means MaxDelay (and follows it through
+	// [Policy.Merge]); Zero means hints are ignored.
 	MaxRetryAfter time.Duration
 
 	// Shape is the formula that turns a retry number into a wait.
-	// The zero value is ShapeGoogle, the documented formula.
+	// 0 means ShapeGoogle, the documented formula.
 	Shape Shape
 
 	// StatusCodes lists the HTTP status codes that trigger a retry, for the
@@ -106,9 +109,18 @@ type Policy struct {
 	// Float64. Use [NewRand] for a seeded source in tests.
 	Rand func() float64
 
+	// Pacer, when set, may make any attempt, the first included, wait for
+	// its turn: a quota shared by many callers, a pause a server asked for
+	// (see [Pacer]). Do and Run apply it under the deadline rule of every
+	// wait. nil means attempts never wait for a pacer.
+	Pacer Pacer
+
 	// resolved is set by Resolved: the fields hold final values, so a 0
 	// duration is a real zero and is not defaulted again.
 	resolved bool
+	// derivedMaxRetryAfter is set by Resolved when MaxRetryAfter was 0 and
+	// took MaxDelay's value: Merge then lets it follow a new MaxDelay.
+	derivedMaxRetryAfter bool
 }
 
 // Limiter decides whether an attempt may go ahead and learns from outcomes.
@@ -179,7 +191,11 @@ func (p *Policy) resolveInPlace() {
 	p.Jitter = orDefault(p.Jitter, DefaultJitter)
 	p.Deadline = orDefault(p.Deadline, 0)
 	p.AttemptTimeout = orDefault(p.AttemptTimeout, 0)
+	p.derivedMaxRetryAfter = p.MaxRetryAfter == 0
 	p.MaxRetryAfter = orDefault(p.MaxRetryAfter, p.MaxDelay)
+	if p.Shape == 0 {
+		p.Shape = ShapeGoogle
+	}
 }
 
 func orDefault(v, def time.Duration) time.Duration {
@@ -223,6 +239,13 @@ func (p Policy) RetriesStatus(code int) bool {
 // [Zero]) replaced by override's value, field by field. Use it for per-call
 // overrides: the client's policy stays the base, the call changes only what it
 // names. (The Gen AI SDKs replace the whole options struct instead.)
+//
+// The rule is the same whether p is as written or came from [Policy.Resolved]:
+// a field the override leaves at 0 keeps p's value, and a MaxRetryAfter that
+// neither sets (0 means MaxDelay) follows the merged MaxDelay. So
+// p.Merge(Policy{MaxDelay: 5 * time.Second}) caps hints at 5 s for any p
+// that did not set MaxRetryAfter itself. A Shape of ShapeGoogle in override
+// switches p back to the documented formula (the zero Shape sets nothing).
 func (p Policy) Merge(override Policy) Policy {
 	p, override = p.unresolved(), override.unresolved()
 	if override.Attempts != 0 {
@@ -237,7 +260,7 @@ func (p Policy) Merge(override Policy) Policy {
 	mergeDur(&p.Deadline, override.Deadline)
 	mergeDur(&p.AttemptTimeout, override.AttemptTimeout)
 	mergeDur(&p.MaxRetryAfter, override.MaxRetryAfter)
-	if override.Shape != ShapeGoogle {
+	if override.Shape != 0 {
 		p.Shape = override.Shape
 	}
 	if override.StatusCodes != nil {
@@ -258,11 +281,15 @@ func (p Policy) Merge(override Policy) Policy {
 	if override.Rand != nil {
 		p.Rand = override.Rand
 	}
+	if override.Pacer != nil {
+		p.Pacer = override.Pacer
+	}
 	return p
 }
 
 // unresolved turns a resolved policy back into the form where 0 means the
-// default, spelling its real zeros as [Zero].
+// default, spelling its real zeros as [Zero], and a MaxRetryAfter that came
+// from MaxDelay as 0 again.
 func (p Policy) unresolved() Policy {
 	if !p.resolved {
 		return p
@@ -272,13 +299,17 @@ func (p Policy) unresolved() Policy {
 			*d = Zero
 		}
 	}
-	p.resolved = false
+	if p.derivedMaxRetryAfter {
+		p.MaxRetryAfter = 0
+	}
+	p.resolved, p.derivedMaxRetryAfter = false, false
 	return p
 }
 
 // Hinted returns the wait before the next attempt when the server hinted
 // hint: the computed wait, raised to at least hint plus jitter (U(0, Jitter),
-// drawn with u in [0, 1)), the raised part capped by MaxRetryAfter. With
+// drawn with u in [0, 1)), the raised part capped by MaxRetryAfter however
+// large the hint (a hint of math.MaxInt64 waits exactly MaxRetryAfter). With
 // MaxRetryAfter set to [Zero] hints are ignored. [Do] applies this rule to
 // every hint; integrations that drive their own loop (gax) call it.
 func (p Policy) Hinted(wait, hint time.Duration, u float64) time.Duration {
@@ -293,7 +324,14 @@ func (p *Policy) hinted(wait, hint time.Duration, u float64) time.Duration {
 	if !(u >= 0 && u < 1) {
 		u = 0
 	}
-	return max(wait, min(max(hint, 0)+time.Duration(u*float64(p.Jitter)), p.MaxRetryAfter))
+	// hint + jitter, saturated at MaxRetryAfter without computing a sum that
+	// could overflow (a hint near MaxInt64 plus jitter wraps negative).
+	j := time.Duration(u * float64(p.Jitter)) // in [0, Jitter): u < 1
+	raised := p.MaxRetryAfter
+	if h := max(hint, 0); h < p.MaxRetryAfter-j { // MaxRetryAfter > 0, j >= 0: no overflow
+		raised = h + j
+	}
+	return max(wait, raised)
 }
 
 func mergeDur(dst *time.Duration, v time.Duration) {
