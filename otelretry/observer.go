@@ -144,7 +144,9 @@ func DefaultErrorText(err error) string {
 //
 // The loop sends EventSuccess only to an observer set on the Policy, as this
 // one is (alone or within [retry.Observers]). A call whose first attempt a
-// throttle refuses makes no attempt and sends no event: it records nothing.
+// throttle refuses makes no attempt: it adds nothing to retry.attempts, one
+// give-up (retry.reason "throttled") to retry.give_ups, and a
+// "retry.give_up" span event.
 //
 // Span events, on trace.SpanFromContext(ctx), which is the span of the whole
 // call, not an attempt's: "retry" per retry (retry.attempt,
