@@ -56,9 +56,10 @@
 // that: no pause is returned that would end after it. The Deadline is
 // measured from the call's first failure, when gax creates the Retryer, so it
 // does not include the first attempt's duration. Policy.AttemptTimeout,
-// Policy.Budget and Policy.Throttle are not used: gax neither tells a Retryer
-// about attempts that succeed nor lets it bound an attempt (use
-// gax.WithTimeout or the context for the whole call).
+// Policy.Budget, Policy.Throttle and Policy.Pacer are not used: gax neither
+// tells a Retryer about attempts that succeed nor lets it bound or delay an
+// attempt other than by the pause it returns (use gax.WithTimeout or the
+// context for the whole call).
 package gaxretry
 
 import (
