@@ -2,7 +2,6 @@ package otelretry
 
 import (
 	"context"
-	"errors"
 	"go/token"
 	"net"
 	"net/url"
@@ -57,16 +56,39 @@ func ErrorType(err error) string {
 	if s := find(err, attemptClass); s != "" {
 		return s
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "timeout"
-	}
-	if errors.Is(err, context.Canceled) {
-		return "canceled"
+	if s := find(err, contextErr); s != "" {
+		return s
 	}
 	if s := find(err, timeout); s != "" {
 		return s
 	}
-	return semconv.ErrorType(unwrapOurs(err)).Value.AsString()
+	return typeName(unwrapOurs(err))
+}
+
+// contextErr returns "timeout" for context.DeadlineExceeded, "canceled" for
+// context.Canceled, else "".
+func contextErr(e error) string {
+	// No panic: == panics only for two values of one uncomparable type, and
+	// the sentinels' types are comparable.
+	switch e {
+	case context.DeadlineExceeded:
+		return "timeout"
+	case context.Canceled:
+		return "canceled"
+	}
+	return ""
+}
+
+// typeName names err's type as semconv.ErrorType does ("*net.OpError",
+// "github.com/x/y.MyError"), without its search of the chain for an
+// ErrorType method (done already, and unsafe with a nil pointer in the
+// chain).
+func typeName(err error) string {
+	t := reflect.TypeOf(err)
+	if pkg, name := t.PkgPath(), t.Name(); pkg != "" && name != "" {
+		return pkg + "." + name
+	}
+	return t.String()
 }
 
 // attemptClass returns the Class of an *httpretry.AttemptError, or "".
@@ -86,9 +108,13 @@ func timeout(e error) string {
 }
 
 // find walks err's chain depth first (both Unwrap forms) and returns the
-// first non-empty result of f.
+// first non-empty result of f. A nil pointer in the chain ends it: its
+// methods would likely panic, and an observer must not.
 func find(err error, f func(error) string) string {
 	for err != nil {
+		if v := reflect.ValueOf(err); v.Kind() == reflect.Pointer && v.IsNil() {
+			return ""
+		}
 		if s := f(err); s != "" {
 			return s
 		}
@@ -138,9 +164,6 @@ var grpcCodeNames = [...]string{
 // a method that panics counts as none.
 func grpcCode(e error) (name string) {
 	v := reflect.ValueOf(e)
-	if v.Kind() == reflect.Pointer && v.IsNil() {
-		return ""
-	}
 	i := methodIndex(&grpcStatusMethods, v.Type(), "GRPCStatus")
 	if i < 0 {
 		return ""
@@ -200,6 +223,9 @@ const ourModule = "github.com/backoffkit/retry"
 // about the failure.
 func unwrapOurs(err error) error {
 	for {
+		if v := reflect.ValueOf(err); v.Kind() == reflect.Pointer && v.IsNil() {
+			return err
+		}
 		if ue, ok := err.(*url.Error); ok && ue.Err != nil {
 			err = ue.Err // "Get URL: ...": the failure is inside
 			continue

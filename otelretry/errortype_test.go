@@ -92,7 +92,11 @@ func TestErrorType(t *testing.T) {
 		{"gax APIError from gRPC", &gaxLike{http: -1}, "INTERNAL"},
 		{"GRPCStatus of another shape", oddStatus{}, pkg + ".oddStatus"},
 		{"GRPCStatus that panics", panicky{}, pkg + ".panicky"},
-		{"nil *status.Status", (*nilStatusErr)(nil), "*otelretry.nilStatusErr"},
+		{"nil *status.Status", &nilStatusErr{}, "*otelretry.nilStatusErr"},
+		{"typed nil AttemptError", (*httpretry.AttemptError)(nil), "*httpretry.AttemptError"},
+		{"typed nil AttemptError, wrapped", retry.After((*httpretry.AttemptError)(nil), 0), "*httpretry.AttemptError"},
+		{"typed nil gax error", (*gaxLike)(nil), "*otelretry.gaxLike"},
+		{"typed nil status error in retry.Error", &retry.Error{Last: (*nilStatusErr)(nil)}, "*retry.Error"},
 		// Timeouts and cancellations.
 		{"context deadline", &url.Error{Op: "Get", URL: "https://x", Err: context.DeadlineExceeded}, "timeout"},
 		{"i/o timeout", &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, "timeout"},
