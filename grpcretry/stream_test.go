@@ -400,10 +400,23 @@ func TestStreamCreationClassified(t *testing.T) {
 // Policy.AttemptTimeout and retried, as a unary call would be, instead of
 // blocking until the caller's own deadline.
 func TestStreamAttemptTimeoutBeforeFirstMessage(t *testing.T) {
+	for _, headersFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "before headers", true: "after headers"}[headersFirst], func(t *testing.T) {
+			testStreamAttemptTimeout(t, headersFirst)
+		})
+	}
+}
+
+func testStreamAttemptTimeout(t *testing.T, headersFirst bool) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
 		s.fail = func(ctx context.Context, m string, n int) error {
 			if n == 1 { // hang until the client gives up on this attempt
+				if headersFirst {
+					if err := grpc.SendHeader(ctx, metadata.Pairs("x-attempt", "1")); err != nil {
+						return err
+					}
+				}
 				<-ctx.Done()
 				return ctx.Err()
 			}
@@ -687,4 +700,40 @@ func TestStreamPreviousAttemptsSet(t *testing.T) {
 			t.Errorf("grpc-previous-rpc-attempts seen over 3 attempts = %q, want %q", got, want)
 		}
 	})
+}
+
+// A caller's context that is already done: no stream, the context's error,
+// and OnFinish once with it.
+func TestStreamContextAlreadyDone(t *testing.T) {
+	for _, desc := range []*grpc.StreamDesc{listDesc, chatDesc} {
+		t.Run(desc.StreamName, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newTestServer(t)
+				cc := streamClient(t, s, testPolicy(&recorder{}))
+				ctx, cancel := context.WithCancel(t.Context())
+				cancel()
+				var finished []error
+				method := listMethod
+				if desc == chatDesc {
+					method = chatMethod
+				}
+				cs, err := cc.NewStream(ctx, desc, method, grpc.OnFinish(func(err error) { finished = append(finished, err) }))
+				if err == nil {
+					err = cs.SendMsg(&healthpb.HealthCheckRequest{})
+					if err == nil {
+						err = cs.RecvMsg(new(healthpb.HealthCheckResponse))
+					}
+				}
+				if !errors.Is(err, context.Canceled) && status.Code(err) != codes.Canceled {
+					t.Errorf("err = %v, want the context's", err)
+				}
+				if len(finished) != 1 {
+					t.Errorf("OnFinish got %v, want one call", finished)
+				}
+				if n := s.count(method); n != 0 {
+					t.Errorf("server saw %d attempts, want 0", n)
+				}
+			})
+		})
+	}
 }
