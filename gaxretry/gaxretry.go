@@ -172,10 +172,11 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 	// Classify and read hints the gax way, then take the core's step between
 	// attempts (attempts cap, Backoff, hint floor, deadline) on the result.
 	ae, _ := asAPIError(err)
+	ge := googleAPIError(err)
 	classified := err
-	if !r.retryable(err, ae) {
+	if !r.retryable(err, ae, ge) {
 		classified = retry.Permanent(err)
-	} else if hint, ok := serverHint(err, ae, now); ok {
+	} else if hint, ok := serverHint(err, ae, ge, now); ok {
 		classified = retry.After(err, hint)
 	}
 	var deadline time.Time
@@ -204,16 +205,39 @@ func asAPIError(err error) (*apierror.APIError, bool) {
 	return apierror.FromError(err)
 }
 
-func (r *retryer) retryable(err error, ae *apierror.APIError) bool {
+// googleAPIError returns the first *googleapi.Error in err's chain, or nil,
+// as errors.As would but without allocating.
+func googleAPIError(err error) *googleapi.Error {
+	for err != nil {
+		if ge, ok := err.(*googleapi.Error); ok {
+			return ge
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if ge := googleAPIError(e); ge != nil {
+					return ge
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// retryable classifies err; ae is the APIError in or built from err, ge the
+// *googleapi.Error in its chain, each nil if none.
+func (r *retryer) retryable(err error, ae *apierror.APIError, ge *googleapi.Error) bool {
 	if retry.IsPermanent(err) || errors.Is(err, context.Canceled) || contextDeadline(err) {
 		return false
 	}
-	var (
-		ok bool
-		ge *googleapi.Error
-	)
+	var ok bool
 	switch {
-	case errors.As(err, &ge):
+	case ge != nil:
 		// Before the APIError: the one gax.Invoke builds around a generated
 		// client's error finds the gRPC status of the APIError nested in the
 		// *googleapi.Error (gax's mapping of the HTTP code), so its
@@ -276,8 +300,8 @@ func transient(err error) bool {
 
 // serverHint returns the largest of the hints err carries: retry.After,
 // RetryInfo (from the status details or the HTTP JSON body) and an HTTP
-// Retry-After header.
-func serverHint(err error, ae *apierror.APIError, now time.Time) (d time.Duration, ok bool) {
+// Retry-After header. ae and ge are as for retryable.
+func serverHint(err error, ae *apierror.APIError, ge *googleapi.Error, now time.Time) (d time.Duration, ok bool) {
 	take := func(h time.Duration, hok bool) {
 		if hok && (!ok || h > d) {
 			d, ok = max(h, 0), true
@@ -289,8 +313,7 @@ func serverHint(err error, ae *apierror.APIError, now time.Time) (d time.Duratio
 			take(ri.GetRetryDelay().AsDuration(), true)
 		}
 	}
-	var ge *googleapi.Error
-	if errors.As(err, &ge) {
+	if ge != nil {
 		take(httpretry.ParseRetryAfter(ge.Header.Get("Retry-After"), now))
 		if ae == nil || ae.Details().RetryInfo == nil {
 			// apierror drops every detail of a body with a detail type it
