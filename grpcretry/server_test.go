@@ -56,7 +56,7 @@ type testServer struct {
 	end   error
 }
 
-func newTestServer(t *testing.T) *testServer {
+func newTestServer(t testing.TB) *testServer {
 	t.Helper()
 	s := &testServer{
 		lis:      bufconn.Listen(1 << 16),
@@ -113,7 +113,7 @@ func (s *testServer) prev(method string) []string {
 // dial connects to the server through bufconn. refuse, when set, is asked
 // before each dial (numbered from 1) whether to refuse it as a closed port
 // would.
-func (s *testServer) dial(t *testing.T, refuse func(n int) bool, opts ...grpc.DialOption) *grpc.ClientConn {
+func (s *testServer) dial(t testing.TB, refuse func(n int) bool, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	var (
 		mu    sync.Mutex

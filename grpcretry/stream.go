@@ -30,7 +30,8 @@ func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientIn
 	c := newConfig(opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
 		pol, co := split(p, callOpts)
-		o := &opener{c: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, co: co, idempotent: c.isIdempotent(method)}
+		o := &opener{c: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, co: co, idempotent: c.isIdempotent(method),
+			bounded: pol.AttemptTimeout > 0 || pol.Deadline > 0}
 		if desc.ServerStreams && !desc.ClientStreams {
 			return &replayStream{o: o, pol: pol}, nil
 		}
@@ -68,16 +69,19 @@ type opener struct {
 	streamer   grpc.Streamer
 	co         callOpts
 	idempotent bool
-	n          int // streams opened so far
+	bounded    bool // the policy bounds attempts: the loop's attempt contexts are not the caller's
+	n          int  // streams opened so far
 
 	finishOnce sync.Once
 }
 
-// attempt is one stream of a call. Its context is a child of the caller's,
-// cancelled when the attempt's context (bounded by Policy.AttemptTimeout and
-// Policy.Deadline) ends before the stream is committed, or once the stream
-// has ended. Committing it (handing it over) detaches it from the attempt's
-// context: the loop cancels that one as soon as the attempt returns.
+// attempt is one stream of a call. When the policy bounds attempts, its
+// context is a child of the caller's, cancelled when the attempt's context
+// (bounded by Policy.AttemptTimeout and Policy.Deadline) ends before the
+// stream is committed, or once the stream has ended; committing it (handing
+// it over) detaches it from the attempt's context, which the loop cancels as
+// soon as the attempt returns. Otherwise the attempt's context is the
+// caller's, and cancel and stop are nil.
 type attempt struct {
 	o      *opener
 	cs     grpc.ClientStream
@@ -94,15 +98,21 @@ type attempt struct {
 // until it is committed. A creation error means grpc-go put nothing on the
 // wire for it (no transport stream was created).
 func (o *opener) open(actx context.Context) (*attempt, error) {
-	sctx, cancel := context.WithCancel(o.ctx)
-	a := &attempt{o: o, cancel: cancel}
-	a.stop = context.AfterFunc(actx, cancel)
+	a := &attempt{o: o}
+	sctx := o.ctx
+	if o.bounded {
+		sctx, a.cancel = context.WithCancel(o.ctx)
+		a.stop = context.AfterFunc(actx, a.cancel)
+	}
 	if o.n > 0 {
 		o.co.retrying()
 	}
 	sctx = withPreviousAttempts(sctx, o.n)
 	o.n++
-	opts := append(o.co.attempt[:len(o.co.attempt):len(o.co.attempt)], grpc.OnFinish(a.onFinish))
+	opts := o.co.attempt
+	if o.bounded || len(o.co.finish) > 0 { // else nothing to learn from the stream's end
+		opts = append(opts[:len(opts):len(opts)], grpc.OnFinish(a.onFinish))
+	}
 	cs, err := o.streamer(sctx, o.desc, o.cc, o.method, opts...)
 	if err != nil {
 		a.abandon()
@@ -133,7 +143,7 @@ func (o *opener) finished(err error) {
 // returns false, and commits nothing, if the attempt's context ended first
 // (the stream is then being cancelled).
 func (a *attempt) commit() bool {
-	if !a.stop() {
+	if a.stop != nil && !a.stop() {
 		return false
 	}
 	a.mu.Lock()
@@ -148,7 +158,9 @@ func (a *attempt) commit() bool {
 
 // onFinish is the attempt's grpc.OnFinish: the stream has ended.
 func (a *attempt) onFinish(err error) {
-	a.cancel() // release the attempt's context
+	if a.cancel != nil {
+		a.cancel() // release the attempt's context
+	}
 	a.mu.Lock()
 	a.ended, a.err = true, err
 	committed := a.committed
@@ -160,8 +172,10 @@ func (a *attempt) onFinish(err error) {
 
 // abandon ends an attempt that is not handed over.
 func (a *attempt) abandon() {
-	a.stop()
-	a.cancel()
+	if a.stop != nil {
+		a.stop()
+		a.cancel()
+	}
 }
 
 // replayStream is the stream of a server-streaming call: it buffers the one
