@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
+		// A race-enabled binary sleeps 1 s before exiting (to catch races
+		// at exit); the many short runs of these tests cannot afford it.
+		os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	}
 	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
