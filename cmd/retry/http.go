@@ -352,12 +352,13 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 		log.failCode(fmt.Errorf("-o %s: %v", h.output, unwrapPath(err)), curlWrite)
 		return curlWrite
 	}
-	if h.include || h.head {
+	quietError := httpError && h.fail && !h.failBody // -f: no output for an HTTP error
+	if (h.include || h.head) && !quietError {
 		for _, r := range hops.resps {
 			writeHead(out, r)
 		}
 	}
-	if !(httpError && h.fail && !h.failBody) && !h.head {
+	if !quietError && !h.head {
 		var body io.Reader = resp.Body
 		if h.compressed {
 			body, err = decompress(resp)
