@@ -315,6 +315,11 @@ func TestHTTPFlagsAsUsersTypeThem(t *testing.T) {
 			t.Errorf("retry http --help does not list %s", n)
 		}
 	})
+	for _, code := range []int{exitGaveUp, curlResolve, curlConnect, curlHTTPError, curlTimeout, curlTLS, curlTooManyRedirs, curlRecv} {
+		if !strings.Contains(r.stdout, fmt.Sprintf("\n    %-4d ", code)) {
+			t.Errorf("retry http --help does not document exit status %d", code)
+		}
+	}
 	for _, s := range []string{"-H, --header", "EXIT STATUS", "--attempts N+1", "%{num_retries}", "curlResolve"} {
 		if want := !strings.HasPrefix(s, "curl"); strings.Contains(r.stdout, s) != want {
 			t.Errorf("retry http --help: contains %q = %v", s, !want)

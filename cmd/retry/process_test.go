@@ -358,3 +358,27 @@ func TestCtrlCAtATerminal(t *testing.T) {
 		})
 	}
 }
+
+// TestSignalAndKillAfter: --signal picks the signal a timed-out attempt
+// gets; a command that ignores it is killed --kill-after later (exit 137,
+// as timeout(1)). The command installs its handlers before saying ready,
+// long before the 1s timeout.
+func TestSignalAndKillAfter(t *testing.T) {
+	for _, tc := range []struct {
+		flags  []string
+		exitOn string
+		code   int
+		said   string
+	}{
+		{[]string{"--signal", "INT"}, "INT", exitTimeout, "sig INT"},
+		{[]string{"--signal", "SIGHUP", "--kill-after", "100ms"}, "", 137, "sig HUP"},
+	} {
+		t.Run(tc.flags[1], func(t *testing.T) {
+			s := startRetry(t, []string{"EXIT_ON=" + tc.exitOn}, nil, nil, append([]string{"--attempts", "1", "--attempt-timeout", "1s"}, tc.flags...)...)
+			code, rest := s.wait(t)
+			if code != tc.code || strings.TrimSpace(rest) != tc.said {
+				t.Errorf("exit %d, child said %q; want %d and %q; stderr:\n%s", code, rest, tc.code, tc.said, s.stderr)
+			}
+		})
+	}
+}
