@@ -99,6 +99,7 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 		deadline time.Time // the policy's, zero if none
 		timer    *time.Timer
 		prev     time.Duration
+		last     error // the previous attempt's error
 	)
 	if p.Deadline > 0 {
 		deadline = start.Add(p.Deadline)
@@ -108,21 +109,26 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 	if d, ok := ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
 		dl = d
 	}
+	// stop gives up before attempt number n is made (n-1 were), giving back
+	// what the limiters admitted for it.
+	stop := func(n int, r Reason, cause error) error {
+		p.cancelAdmitted(n > 1)
+		e := &Error{Attempts: n - 1, Elapsed: time.Since(start), Reason: r, Last: last, Cause: cause}
+		observe(ctx, p, Event{Kind: EventGiveUp, Attempt: n - 1, MaxAttempts: p.Attempts, Err: last, Elapsed: e.Elapsed, Reason: r})
+		return e
+	}
 	if first == nil {
 		if !p.Begin() {
 			observe(ctx, p, Event{Kind: EventGiveUp, MaxAttempts: p.Attempts, Elapsed: time.Since(start), Reason: ReasonThrottled})
 			return &Error{Elapsed: time.Since(start), Reason: ReasonThrottled, Last: ErrThrottled}
 		}
 		if p.Pacer != nil {
-			now := time.Now()
-			wait, r, perr := p.pace(ctx, now, now, dl)
+			until, r, cause := p.pace(ctx, time.Now(), dl)
 			if r == ReasonNone {
-				r, perr = sleep(ctx, &timer, wait)
+				r, cause = sleepUntil(ctx, &timer, until)
 			}
 			if r != ReasonNone {
-				elapsed := time.Since(start)
-				observe(ctx, p, Event{Kind: EventGiveUp, MaxAttempts: p.Attempts, Elapsed: elapsed, Reason: r})
-				return &Error{Elapsed: elapsed, Reason: r, Cause: perr}
+				return stop(1, r, cause)
 			}
 		}
 	}
@@ -130,6 +136,11 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 	for attempt := 1; ; attempt++ {
 		err := first
 		if attempt > 1 || first == nil {
+			// No attempt starts at or after the policy's deadline (a slow
+			// pacer or observer may have used up what the wait left).
+			if !deadline.IsZero() && !time.Now().Before(deadline) {
+				return stop(attempt, ReasonDeadline, errPolicyDeadline)
+			}
 			err = call(ctx, p, fn, deadline)
 		}
 		if p.Pacer != nil {
@@ -142,6 +153,7 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 			}
 			return nil
 		}
+		last = err
 		now := time.Now()
 		giveUp := func(r Reason, cause error) error {
 			e := &Error{Attempts: attempt, Elapsed: now.Sub(start), Reason: r, Last: err, Cause: cause}
@@ -149,36 +161,51 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 			return e
 		}
 
-		// The caller's context ended: its error is not the attempt's fault.
-		if ctx.Err() != nil {
-			return giveUp(ReasonContext, context.Cause(ctx))
-		}
-		if !deadline.IsZero() && !now.Before(deadline) {
-			return giveUp(ReasonDeadline, errPolicyDeadline)
-		}
-		step := p.next(attempt, prev, err, now, dl)
-		switch step.Reason {
-		case ReasonNone:
-		case ReasonPermanent:
+		// An error that is not retryable is returned as is, whatever else
+		// has happened meanwhile.
+		if halt, ok := p.halts(err); halt {
+			p.record(ok)
 			observe(ctx, p, Event{Kind: EventGiveUp, Attempt: attempt, MaxAttempts: p.Attempts, Err: err, Elapsed: now.Sub(start), Reason: ReasonPermanent})
 			if pe, ok := err.(*permanentError); ok {
 				return pe.err
 			}
 			return err
+		}
+		// The caller's context ended: its error is not the attempt's fault,
+		// but an attempt cut short by a deadline is a failure for the
+		// limiters (a backend that hangs must count); a cancelled one is not
+		// counted at all.
+		if ctx.Err() != nil {
+			if ctx.Err() == context.DeadlineExceeded {
+				p.record(false)
+			}
+			return giveUp(ReasonContext, context.Cause(ctx))
+		}
+		if !deadline.IsZero() && !now.Before(deadline) {
+			p.record(false)
+			return giveUp(ReasonDeadline, errPolicyDeadline)
+		}
+		step := p.retryable(attempt, prev, err, now, dl)
+		switch step.Reason {
+		case ReasonNone:
+		case ReasonDeadline:
+			return giveUp(ReasonDeadline, &waitPastDeadline{wait: step.Wait, left: dl.Sub(now)})
 		default:
 			return giveUp(step.Reason, nil)
 		}
-		wait, hint := step.Wait, step.Hint
+		until, hint := now.Add(step.Wait), step.Hint
 		prev = step.Shaped
 		if p.Pacer != nil {
 			var r Reason
-			var perr error
-			if wait, r, perr = p.pace(ctx, now, now.Add(wait), dl); r != ReasonNone {
-				return giveUp(r, perr)
+			var cause error
+			if until, r, cause = p.pace(ctx, until, dl); r != ReasonNone {
+				p.cancelAdmitted(true)
+				return giveUp(r, cause)
 			}
 		}
-		observe(ctx, p, Event{Kind: EventRetry, Attempt: attempt, MaxAttempts: p.Attempts, Wait: wait, Hint: hint, Err: err, Elapsed: now.Sub(start)})
-		if r, cause := sleep(ctx, &timer, wait); r != ReasonNone {
+		observe(ctx, p, Event{Kind: EventRetry, Attempt: attempt, MaxAttempts: p.Attempts, Wait: until.Sub(now), Hint: hint, Err: err, Elapsed: now.Sub(start)})
+		if r, cause := sleepUntil(ctx, &timer, until); r != ReasonNone {
+			p.cancelAdmitted(true)
 			now = time.Now()
 			return giveUp(r, cause)
 		}
@@ -186,33 +213,36 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 }
 
 // pace asks the policy's Pacer when an attempt that could start at earliest
-// may start, and returns the wait from now until then. A refusal, or a start
-// that would not be before the deadline dl (a pacer that did not check it),
-// gives a Reason to give up and the cause.
-func (p *Policy) pace(ctx context.Context, now, earliest, dl time.Time) (time.Duration, Reason, error) {
+// may start. A refusal, or a start that would not be before the deadline dl
+// (a pacer that did not check it), gives a Reason to give up and the cause;
+// a refusal while the context ends is the context's.
+func (p *Policy) pace(ctx context.Context, earliest, dl time.Time) (time.Time, Reason, error) {
 	t, err := p.Pacer.Reserve(ctx, earliest, dl)
 	if err != nil {
-		if errors.Is(err, ErrPastDeadline) {
-			return 0, ReasonDeadline, err
+		switch {
+		case ctx.Err() != nil:
+			return t, ReasonContext, context.Cause(ctx)
+		case errors.Is(err, ErrPastDeadline):
+			return t, ReasonDeadline, err
 		}
-		return 0, ReasonThrottled, err
+		return t, ReasonThrottled, err
 	}
 	if t.Before(earliest) {
 		t = earliest
 	}
 	if !dl.IsZero() && !t.Before(dl) {
-		return 0, ReasonDeadline, fmt.Errorf("%w: the pacer's start %v after now is not before the deadline %v after now",
-			ErrPastDeadline, t.Sub(now), dl.Sub(now))
+		return t, ReasonDeadline, fmt.Errorf("%w: the pacer's start is %v away, the deadline %v",
+			ErrPastDeadline, time.Until(t).Round(time.Millisecond), time.Until(dl).Round(time.Millisecond))
 	}
-	return t.Sub(now), ReasonNone, nil
+	return t, ReasonNone, nil
 }
 
-// sleep waits d, or until ctx ends (then it returns ReasonContext and the
-// context's cause). Waits up to shortWait sleep on the goroutine's own
-// runtime timer (no allocation, not interruptible; the context is checked
+// sleepUntil waits until t, or until ctx ends (then it returns ReasonContext
+// and the context's cause). Waits up to shortWait sleep on the goroutine's
+// own runtime timer (no allocation, not interruptible; the context is checked
 // right after); longer ones use *timer, created on first use and reused.
-func sleep(ctx context.Context, timer **time.Timer, d time.Duration) (Reason, error) {
-	switch {
+func sleepUntil(ctx context.Context, timer **time.Timer, t time.Time) (Reason, error) {
+	switch d := time.Until(t); {
 	case d > shortWait:
 		if *timer == nil {
 			*timer = time.NewTimer(d)
@@ -233,6 +263,17 @@ func sleep(ctx context.Context, timer **time.Timer, d time.Duration) (Reason, er
 	}
 	return ReasonNone, nil
 }
+
+// waitPastDeadline is the cause of a give-up because the next wait would
+// have ended after the deadline.
+type waitPastDeadline struct{ wait, left time.Duration }
+
+func (e *waitPastDeadline) Error() string {
+	return fmt.Sprintf("retry: the next wait (%v) would end after the deadline (%v away)",
+		e.wait.Round(time.Millisecond), e.left.Round(time.Millisecond))
+}
+func (e *waitPastDeadline) Unwrap() error { return ErrPastDeadline }
+func (e *waitPastDeadline) Timeout() bool { return true }
 
 // call runs one attempt under the policy's deadline (zero for none) and
 // AttemptTimeout, whichever ends first, with one derived context at most. The

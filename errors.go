@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -85,12 +86,23 @@ func (e *Error) Error() string {
 	return msg
 }
 
-// Timeout reports whether the last attempt's error or the cause is a timeout:
-// an error in either chain with a method Timeout() bool that returns true,
-// such as context.DeadlineExceeded, a net.Error that timed out, or the
-// policy's Deadline. So url.Error.Timeout, and net.Error checks, see a timeout
-// through the retry loop as they would without it.
-func (e *Error) Timeout() bool { return isTimeout(e.Last) || isTimeout(e.Cause) }
+// Timeout reports whether the loop ended on a timeout, so that
+// url.Error.Timeout and net.Error checks see through the retry loop as they
+// would without it: always when it gave up on a deadline (ReasonDeadline);
+// when the caller's context ended, if its cause is a timeout (its deadline,
+// not a cancellation); otherwise, if the last attempt's error or the cause is
+// one. An error is a timeout when its chain holds one with a method
+// Timeout() bool that returns true, such as context.DeadlineExceeded or a
+// net.Error that timed out.
+func (e *Error) Timeout() bool {
+	switch e.Reason {
+	case ReasonDeadline:
+		return true
+	case ReasonContext:
+		return isTimeout(e.Cause)
+	}
+	return isTimeout(e.Last) || isTimeout(e.Cause)
+}
 
 func isTimeout(err error) bool {
 	return find(err, func(e error) bool {
@@ -112,11 +124,13 @@ func (e *Error) Unwrap() []error {
 	return nil
 }
 
-// Is makes errors.Is(err, ErrBudgetExhausted) and errors.Is(err, ErrThrottled)
-// true for the matching reasons.
+// Is makes errors.Is(err, ErrBudgetExhausted), errors.Is(err, ErrThrottled)
+// and errors.Is(err, context.DeadlineExceeded) true for the matching reasons
+// (ReasonBudget, ReasonThrottled, ReasonDeadline).
 func (e *Error) Is(target error) bool {
 	return (target == ErrBudgetExhausted && e.Reason == ReasonBudget) ||
-		(target == ErrThrottled && e.Reason == ReasonThrottled)
+		(target == ErrThrottled && e.Reason == ReasonThrottled) ||
+		(target == context.DeadlineExceeded && e.Reason == ReasonDeadline)
 }
 
 type permanentError struct {

@@ -56,9 +56,10 @@ type Policy struct {
 	// ShapeJitterAtCap). 0 means 1 s; Zero means no jitter.
 	Jitter time.Duration
 
-	// Deadline is the total time allowed, measured from the first attempt:
-	// no attempt starts, and no wait is begun that would end, after it, and
-	// the attempt running at the deadline is cancelled. 0 means only the
+	// Deadline is the total time allowed, measured from the start of the
+	// call (a Pacer's wait before the first attempt included): no attempt
+	// starts, and no wait is begun that would end, after it, and the attempt
+	// running at the deadline is cancelled. 0 means only the
 	// context's deadline applies. Each attempt then runs under a derived
 	// context (4 allocations) unless the context's deadline comes first.
 	Deadline time.Duration
@@ -118,14 +119,21 @@ type Policy struct {
 	// resolved is set by Resolved: the fields hold final values, so a 0
 	// duration is a real zero and is not defaulted again.
 	resolved bool
-	// derivedMaxRetryAfter is set by Resolved when MaxRetryAfter was 0 and
-	// took MaxDelay's value: Merge then lets it follow a new MaxDelay.
-	derivedMaxRetryAfter bool
+	// derivedMaxRetryAfter is, on a resolved policy whose MaxRetryAfter was
+	// 0 and took MaxDelay's value, that value (-1 otherwise). While both
+	// fields still hold it, Merge lets MaxRetryAfter follow a new MaxDelay.
+	derivedMaxRetryAfter time.Duration
 }
 
 // Limiter decides whether an attempt may go ahead and learns from outcomes.
 // Budgets and throttles implement it; one Limiter is usually shared by every
 // call of a client. Implementations must be safe for concurrent use.
+//
+// A Limiter may also have a method Cancel(retry bool). The loop calls it when
+// an attempt the Limiter admitted is not made after all (another limiter or
+// the Pacer refused it, the context ended during the wait, or the deadline
+// came first), so that it can give back what Admit counted. [RatioBudget]
+// has it.
 type Limiter interface {
 	// Admit is called before each attempt; retry is false for a call's
 	// first attempt. Returning false refuses the attempt.
@@ -153,12 +161,12 @@ func Google() Policy {
 // ModelArmor returns the Model Armor API's variant: retry 500, 502, 503 and
 // 504, wait 1 s, 2 s, 4 s, ... plus up to 1 s of jitter, each wait capped at
 // 32 s, and stop after 300 s in all (the page's suggestion for a CI/CD step).
-// Attempts is 12 so that the 300 s deadline, not the count, usually ends the
-// loop. The page allows retrying 429 too and a 64 s cap: append 429 to
+// Attempts is 15 so that the 300 s deadline, not the count, ends the loop:
+// the 14 waits add up to at least 319 s even when every attempt fails at once. The page allows retrying 429 too and a 64 s cap: append 429 to
 // StatusCodes and set MaxDelay to 64 s for that.
 func ModelArmor() Policy {
 	return Policy{
-		Attempts:     12,
+		Attempts:     15,
 		InitialDelay: time.Second,
 		MaxDelay:     32 * time.Second,
 		ExpBase:      2,
@@ -177,6 +185,15 @@ func (p Policy) resolve() Policy {
 
 func (p *Policy) resolveInPlace() {
 	if p.resolved {
+		// Resolved already: a 0 is a real zero, but a field set to Zero
+		// afterwards must still mean 0, not MinInt64.
+		if p.InitialDelay|p.MaxDelay|p.Jitter|p.Deadline|p.AttemptTimeout|p.MaxRetryAfter < 0 {
+			for _, d := range []*time.Duration{&p.InitialDelay, &p.MaxDelay, &p.Jitter, &p.Deadline, &p.AttemptTimeout, &p.MaxRetryAfter} {
+				if *d == Zero {
+					*d = 0
+				}
+			}
+		}
 		return
 	}
 	p.resolved = true
@@ -191,7 +208,10 @@ func (p *Policy) resolveInPlace() {
 	p.Jitter = orDefault(p.Jitter, DefaultJitter)
 	p.Deadline = orDefault(p.Deadline, 0)
 	p.AttemptTimeout = orDefault(p.AttemptTimeout, 0)
-	p.derivedMaxRetryAfter = p.MaxRetryAfter == 0
+	p.derivedMaxRetryAfter = -1
+	if p.MaxRetryAfter == 0 {
+		p.derivedMaxRetryAfter = p.MaxDelay
+	}
 	p.MaxRetryAfter = orDefault(p.MaxRetryAfter, p.MaxDelay)
 	if p.Shape == 0 {
 		p.Shape = ShapeGoogle
@@ -299,10 +319,10 @@ func (p Policy) unresolved() Policy {
 			*d = Zero
 		}
 	}
-	if p.derivedMaxRetryAfter {
+	if d := p.derivedMaxRetryAfter; d >= 0 && p.MaxRetryAfter == d && p.MaxDelay == d {
 		p.MaxRetryAfter = 0
 	}
-	p.resolved, p.derivedMaxRetryAfter = false, false
+	p.resolved, p.derivedMaxRetryAfter = false, 0
 	return p
 }
 
@@ -361,7 +381,7 @@ func (p Policy) Validate() error { return p.validate() }
 func (p *Policy) validate() error {
 	// Fast path for the common case: no negative field, a sane ExpBase, the
 	// default codes. Only slow-path failures build an error.
-	if p.Attempts|int(p.InitialDelay|p.MaxDelay|p.Jitter|p.Deadline|p.AttemptTimeout|p.MaxRetryAfter) >= 0 &&
+	if int64(p.Attempts)|int64(p.InitialDelay|p.MaxDelay|p.Jitter|p.Deadline|p.AttemptTimeout|p.MaxRetryAfter) >= 0 &&
 		(p.ExpBase == 0 || (p.ExpBase >= 1 && p.ExpBase <= math.MaxFloat64)) &&
 		p.Shape < shapeCount && p.StatusCodes == nil &&
 		p.maxDelay() >= p.initialDelay() {
@@ -415,14 +435,14 @@ func checkDur(field string, d time.Duration) error {
 // initialDelay and maxDelay are the values the loop will use, for validation.
 func (p *Policy) initialDelay() time.Duration {
 	if p.resolved {
-		return p.InitialDelay
+		return max(p.InitialDelay, 0) // Zero set after Resolved is 0 too
 	}
 	return orDefault(p.InitialDelay, DefaultInitialDelay)
 }
 
 func (p *Policy) maxDelay() time.Duration {
 	if p.resolved {
-		return p.MaxDelay
+		return max(p.MaxDelay, 0)
 	}
 	return orDefault(p.MaxDelay, DefaultMaxDelay)
 }

@@ -84,6 +84,26 @@ func (s Shape) String() string {
 	return fmt.Sprintf("Shape(%d)", uint8(s))
 }
 
+// MarshalText returns the shape's name (see [Shape.String]), so that a
+// Shape in JSON or another text format reads "full", not a number. The zero
+// Shape, the default, is "google".
+func (s Shape) MarshalText() ([]byte, error) {
+	if s >= shapeCount {
+		return nil, fmt.Errorf("retry: cannot marshal unknown Shape(%d)", uint8(s))
+	}
+	return []byte(shapeNames[s]), nil
+}
+
+// UnmarshalText sets s to the shape named by text (see [ParseShape]).
+func (s *Shape) UnmarshalText(text []byte) error {
+	v, err := ParseShape(string(text))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
 // ParseShape returns the Shape with the given name (see [Shape.String]).
 func ParseShape(name string) (Shape, error) {
 	for i, n := range shapeNames[ShapeGoogle:] {
@@ -164,7 +184,7 @@ func (p *Policy) backoff(n int, prev time.Duration, u float64) time.Duration {
 // negative Duration when max is near MaxInt64.
 func clampWait(w float64, max time.Duration) time.Duration {
 	switch {
-	case !(w > 0): // also NaN
+	case !(w > 0) || max <= 0: // also NaN; max <= 0 only on an invalid policy
 		return 0
 	case w >= float64(max):
 		return max
