@@ -97,7 +97,7 @@ func TestQuotaFleetStaysUnderQuota(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := newMem()
 				d := 20 * tc.limit.Period
-				starts, per, rts := runFleet(t, mem, QuotaConfig{Key: "k", Limit: tc.limit, Logger: discard, Timeout: 10 * time.Second}, tc.procs, tc.clients, d)
+				starts, per, rts := runFleet(t, mem, QuotaConfig{Key: "k", Limit: tc.limit, Logger: discard}, tc.procs, tc.clients, d)
 				quota := int(tc.limit.Rate)
 				// Any window of one Period: the quota, the burst, and Slack's
 				// 2 % share for slots used late.
