@@ -131,15 +131,15 @@ type Quota struct {
 	fleet  int
 	member string
 
-	mu        sync.Mutex
-	blocks    []block     // leased stretches of the schedule, in order
-	queue     []*waiter   // callers waiting for the next block, in order
-	inflight  int64       // units asked for by the refills in flight
-	want      int64       // units to ask for at the next refill
-	members   int64       // the fleet's size as last counted in Redis
-	clock     serverClock // the server's clock, on the local one
-	local     time.Time   // the local fallback pacer's TAT
-	lastTo    int64       // the server time (µs) of the last block's end, for Close
+	mu       sync.Mutex
+	blocks   []block     // leased stretches of the schedule, in order
+	queue    []*waiter   // callers waiting for the next block, in order
+	inflight int64       // units asked for by the refills in flight
+	want     int64       // units to ask for at the next refill
+	members  int64       // the fleet's size as last counted in Redis
+	clock    serverClock // the server's clock, on the local one
+	local    time.Time   // the local fallback pacer's TAT
+	lastTo   int64       // the server time (µs) of the last block's end, for Close
 
 	lastStart, lastEnd time.Time // the start given by the last take, and its block's TAT after it
 }
