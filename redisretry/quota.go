@@ -132,14 +132,15 @@ type Quota struct {
 	member string
 
 	mu       sync.Mutex
-	blocks   []block     // leased stretches of the schedule, in order
-	queue    []*waiter   // callers waiting for the next block, in order
-	inflight int64       // units asked for by the refills in flight
-	want     int64       // units to ask for at the next refill
-	members  int64       // the fleet's size as last counted in Redis
-	clock    serverClock // the server's clock, on the local one
-	local    time.Time   // the local fallback pacer's TAT
-	lastTo   int64       // the server time (µs) of the last block's end, for Close
+	blocks   []block        // leased stretches of the schedule, in order
+	queue    []*waiter      // callers waiting for the next block, in order
+	inflight int64          // units asked for by the refills in flight
+	want     int64          // units to ask for at the next refill
+	members  int64          // the fleet's size as last counted in Redis
+	clock    serverClock    // the server's clock, on the local one
+	local    time.Time      // the local fallback pacer's TAT
+	closing  bool           // Close was called: no refill starts
+	refills  sync.WaitGroup // refills in flight
 
 	lastStart, lastEnd time.Time // the start given by the last take, and its block's TAT after it
 }
@@ -159,10 +160,11 @@ type waiter struct {
 
 // block is a stretch of the fleet's schedule leased to this process, in
 // local time: slots from tat (the next free place) to end.
-// size and taken count the units it was granted and handed out, most the
-// largest cost handed out.
+// to is its end in the server's time (µs). size and taken count the units it
+// was granted and handed out, most the largest cost handed out.
 type block struct {
 	tat, end          time.Time
+	to                int64
 	size, taken, most int64
 }
 
@@ -282,11 +284,18 @@ func (q *Quota) State() State { return State(q.g.state.Load()) }
 // waits for the Redis calls in flight. Reserve then returns [ErrClosed].
 func (q *Quota) Close() error {
 	q.mu.Lock()
-	var unused int64
-	to := q.lastTo
-	if n := len(q.blocks); n > 0 && to != 0 {
+	if q.closing {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closing = true // no refill starts now
+	q.mu.Unlock()
+	q.refills.Wait() // the blocks in flight land
+	q.mu.Lock()
+	var unused, to int64
+	if n := len(q.blocks); n > 0 {
 		b := q.blocks[n-1]
-		unused = us(b.end.Sub(later(b.tat, q.g.now())))
+		to, unused = b.to, us(b.end.Sub(later(b.tat, q.g.now())))
 	}
 	q.blocks = nil
 	q.mu.Unlock()
@@ -525,7 +534,12 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 		member: q.member, memberTTL: int64(memberTTL / time.Millisecond),
 	}
 	keep := q.limit.Interval(head)
-	if !q.g.goroutine(func() { q.refill(units, keep, a) }) {
+	if q.closing {
+		return false
+	}
+	q.refills.Add(1)
+	if !q.g.goroutine(func() { defer q.refills.Done(); q.refill(units, keep, a) }) {
+		q.refills.Done()
 		return false
 	}
 	q.inflight += units
@@ -579,8 +593,8 @@ func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
 		q.clock.learn(send, recv, r.now)
 		if r.to > r.from {
 			granted = true
-			q.lastTo = r.to
 			b := q.clock.place(r.from, r.to, keep, now)
+			b.to = r.to
 			// What the placing left of the block, for sizing the next.
 			b.size = max(int64(float64(units)*float64(b.end.Sub(b.tat)/time.Microsecond)/float64(r.to-r.from)), 1)
 			q.addBlockLocked(b)

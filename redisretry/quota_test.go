@@ -369,3 +369,33 @@ func TestQuotaFleetLateReplies(t *testing.T) {
 		}
 	})
 }
+
+func TestQuotaCloseGivesBackTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Process a leases 4 slots (0, 100, 200, 300 ms), uses one and
+		// closes: the 3 it did not use go back to the fleet, so b's first
+		// slot is at 100 ms, not 400 ms. A second Close does nothing.
+		mem := newMem()
+		cfg := QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard}
+		a, _ := newQuota(mem, cfg)
+		now := time.Now()
+		if s, err := a.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
+			t.Fatal(s, err)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		calls := mem.calls.Load()
+		if err := a.Close(); err != nil || mem.calls.Load() != calls {
+			t.Fatalf("a second Close: %v, %d Redis calls", err, mem.calls.Load()-calls)
+		}
+		if _, err := a.Reserve(t.Context(), now, time.Time{}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Reserve after Close: %v", err)
+		}
+		b, _ := newQuota(mem, cfg)
+		defer b.Close()
+		if s, err := b.Reserve(t.Context(), now, time.Time{}); err != nil || s.Sub(now) != 100*time.Millisecond {
+			t.Fatalf("b's first slot at %v (%v), want 100ms", s.Sub(now), err)
+		}
+	})
+}
