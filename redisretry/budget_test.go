@@ -16,6 +16,7 @@ func TestBudgetFleetRatio(t *testing.T) {
 		// makes every request; processes 1 and 2 only retry: a fleet budget
 		// lets them use the fleet's allowance, and the fleet as a whole never
 		// retries more than 20 % of its requests.
+		leaks := noLeaks(t)
 		mem := newMem()
 		cfg := BudgetConfig{Key: "k", MinPerSecond: -1, Logger: discard}
 		var bs []*Budget
@@ -24,9 +25,14 @@ func TestBudgetFleetRatio(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer b.Close()
 			bs = append(bs, b)
 		}
+		defer func() {
+			for _, b := range bs {
+				b.Close()
+			}
+			leaks() // flushes and refills are over
+		}()
 		admitted := 0
 		for range 100 { // 10 s, one request per 10 ms
 			for range 10 {

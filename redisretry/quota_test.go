@@ -105,9 +105,11 @@ func TestQuotaFleetStaysUnderQuota(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%dx%d-%v", tc.procs, tc.clients, tc.limit), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				leaks := noLeaks(t)
 				mem := newMem()
 				d := 20 * tc.limit.Period
 				starts, per, rts := runFleet(t, mem, QuotaConfig{Key: "k", Limit: tc.limit, Logger: discard}, tc.procs, tc.clients, d)
+				leaks() // every Quota is closed
 				quota := int(tc.limit.Rate)
 				// Any window of one Period: the quota, the burst, and Slack's
 				// 2 % share for slots used late.
@@ -357,7 +359,9 @@ func TestQuotaFleetLateReplies(t *testing.T) {
 		}
 		limit := PerSecond(40)
 		cfg := QuotaConfig{Key: "k", Limit: limit, Logger: discard, Timeout: 400 * time.Millisecond}
+		leaks := noLeaks(t)
 		starts, per, rts := runFleet(t, mem, cfg, 4, 8, 20*time.Second)
+		leaks() // every Quota is closed, no reply still on its way
 		allowed := int(math.Ceil(40*1.02)) + 1
 		got := maxInWindow(starts, time.Second)
 		t.Logf("%d starts, at most %d in one second (allowed %d), %d round trips, per process %v", len(starts), got, allowed, rts, per)
