@@ -455,7 +455,7 @@ func TestRedisFlushed(t *testing.T) {
 	// A long timeout: the flush, not a busy machine, is under test.
 	q, _ := NewQuota(c, QuotaConfig{Key: key, Limit: PerSecond(200), Logger: discard, Timeout: time.Second})
 	b, _ := NewBudget(c, BudgetConfig{Key: key, Logger: discard, Timeout: time.Second})
-	d, _ := NewCooldown(c, CooldownConfig{Key: key, Logger: discard, Jitter: -1, Timeout: time.Second})
+	d, _ := NewCooldown(c, CooldownConfig{Key: key, Logger: discard, Jitter: -1, Timeout: time.Second, Cache: 50 * time.Millisecond})
 	defer func() { q.Close(); b.Close(); d.Close() }()
 	d.Publish(context.Background(), 3*time.Second)
 	stop := make(chan struct{})
@@ -463,18 +463,34 @@ func TestRedisFlushed(t *testing.T) {
 	for q.Stats().Refills < 3 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	// Our own server: flushing it is safe. Scripts survive FLUSHALL; the
-	// keys do not.
+	// Our own server: flushing it is safe. The keys go with FLUSHALL, the
+	// scripts with SCRIPT FLUSH (the next EVALSHA answers NOSCRIPT and the
+	// script is sent again with EVAL).
 	if err := c.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	n := q.Stats().Refills
 	for q.Stats().Refills < n+3 {
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The budget and the cooldown run their scripts again too.
+	bn, dn := b.Stats().RoundTrips, d.Stats().RoundTrips
+	for b.Stats().RoundTrips < bn+2 || d.Stats().RoundTrips < dn+1 {
+		b.Admit(true)
+		d.Reserve(context.Background(), time.Now(), time.Time{})
+		time.Sleep(5 * time.Millisecond)
+	}
 	close(stop)
 	if f := wait(); f != 0 || q.State() != StateRedis || q.Stats().Errors != 0 {
-		t.Fatalf("%d failed calls, state %v, stats %+v after FLUSHALL", f, q.State(), q.Stats())
+		t.Fatalf("%d failed calls, state %v, stats %+v after FLUSHALL and SCRIPT FLUSH", f, q.State(), q.Stats())
+	}
+	for _, s := range []Stats{b.Stats(), d.Stats()} {
+		if s.Errors != 0 || s.State != StateRedis {
+			t.Fatalf("after FLUSHALL and SCRIPT FLUSH: %+v", s)
+		}
 	}
 	// The cooldown this process published is still honoured locally.
 	if u := d.Until(); time.Until(u) < time.Second {

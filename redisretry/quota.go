@@ -211,6 +211,8 @@ type costKey struct{}
 // WithCost returns a context that makes a [Quota] charge n units for each
 // attempt made under it (as [Quota.Reserve] and [Quota.Wait]), e.g. an
 // estimate of a request's tokens for a tokens-per-minute quota. n < 1 means 1.
+// A cost above the quota's Rate is refused with an error: it could never
+// fit in one Period.
 func WithCost(ctx context.Context, n int64) context.Context {
 	return context.WithValue(ctx, costKey{}, n)
 }
@@ -247,7 +249,8 @@ func (q *Quota) Record(err error) {}
 // WaitN(ctx, 1) (or the cost set by [WithCost]).
 func (q *Quota) Wait(ctx context.Context) error { return q.WaitN(ctx, costFrom(ctx)) }
 
-// WaitN blocks until the quota lets a request of n units start. If the wait
+// WaitN blocks until the quota lets a request of n units start (n < 1 means
+// 1; n above the quota's Rate is an error: it could never fit). If the wait
 // would end after ctx's deadline it returns at once, taking nothing, with an
 // error wrapping [retry.ErrPastDeadline]. If ctx ends during the wait it
 // returns context.Cause(ctx), and the slot is given back when no later slot
@@ -328,6 +331,12 @@ func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Ti
 	}
 	if State(q.g.state.Load()) == StateClosed {
 		return time.Time{}, ErrClosed
+	}
+	if n > q.limit.Rate {
+		// It could never fit: taking n/Rate periods of the schedule would
+		// hold up every process of the fleet that long.
+		q.g.refused.Add(1)
+		return time.Time{}, fmt.Errorf("redisretry: a request of cost %d exceeds the fleet quota of %v", n, q.limit)
 	}
 	now := q.g.now()
 	if d := earliest.Sub(now); d > 0 {
@@ -493,7 +502,7 @@ func (q *Quota) lowLocked(now time.Time) bool {
 // quarters), else what was used; at most Lease requests' worth.
 func (q *Quota) adaptLocked(b block) {
 	if b.taken*4 >= b.size*3 {
-		q.want = min(max(q.want, b.size)*2, q.lease*max(b.most, 1))
+		q.want = min(satMul(max(q.want, b.size), 2), satMul(q.lease, max(b.most, 1)))
 	} else {
 		q.want = max(b.taken, 1)
 	}
@@ -509,7 +518,7 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 	var need, most int64 = 0, 1
 	maxWait := int64(0)
 	for _, w := range q.queue {
-		need += w.n
+		need = satAdd(need, w.n)
 		most = max(most, w.n)
 		switch {
 		case maxWait < 0:
@@ -528,7 +537,7 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 	default:
 		head = q.queue[0].n
 	}
-	units := min(max(q.want, need-q.inflight, most), q.lease*most)
+	units := min(max(q.want, need-q.inflight, most), satMul(q.lease, most))
 	a := gcraArgs{
 		inc: us(q.limit.Interval(units)), tol: us(q.limit.Tolerance(head)), maxWait: maxWait,
 		member: q.member, memberTTL: int64(memberTTL / time.Millisecond),

@@ -403,3 +403,35 @@ func TestQuotaCloseGivesBackTheLease(t *testing.T) {
 		}
 	})
 }
+
+func TestQuotaCostBeyondTheQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A cost above the quota's Rate could never fit in a Period: it is
+		// refused, and above all it takes nothing (reserving 2^62 tokens'
+		// worth of a 6000-per-minute schedule would hold up the fleet for
+		// a century).
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerMinute(6000), Logger: discard})
+		defer q.Close()
+		for _, n := range []int64{6001, 1 << 40, 1 << 62, math.MaxInt64} {
+			_, err := q.Reserve(WithCost(t.Context(), n), time.Now(), time.Time{})
+			if err == nil || !strings.Contains(err.Error(), "exceeds the fleet quota of 6000/1m0s") {
+				t.Fatalf("cost %d: %v", n, err)
+			}
+			if err := q.WaitN(t.Context(), n); err == nil {
+				t.Fatalf("WaitN(%d) succeeded", n)
+			}
+		}
+		// The whole quota in one request fits; zero and negative costs
+		// count 1.
+		begin := time.Now()
+		for _, n := range []int64{6000, 0, -5} {
+			if err := q.WaitN(t.Context(), n); err != nil {
+				t.Fatalf("WaitN(%d): %v", n, err)
+			}
+		}
+		if d := time.Since(begin); d != time.Minute+10*time.Millisecond {
+			t.Fatalf("a request of the whole quota, then two of 1: done after %v, want 1m0.01s", d)
+		}
+	})
+}
