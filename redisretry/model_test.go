@@ -3,9 +3,9 @@ package redisretry
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
