@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -167,6 +168,13 @@ func TestConfigValidation(t *testing.T) {
 		{q(QuotaConfig{Key: "k", Limit: ok, FleetSize: -2}), "QuotaConfig.FleetSize = -2"},
 		{q(QuotaConfig{Key: "k", Limit: ok, Timeout: -time.Second}), "QuotaConfig.Timeout = -1s"},
 		{q(QuotaConfig{Key: "k", Limit: ok, OnFailure: 7}), "QuotaConfig.OnFailure"},
+		{q(QuotaConfig{Key: "k", Limit: ok, Slack: time.Second}), "QuotaConfig.Slack = 1s"},
+		{q(QuotaConfig{Key: "k", Limit: ok, ProbeInterval: -1}), "QuotaConfig.ProbeInterval = -1ns"},
+		{b(BudgetConfig{Key: "k", MinPerSecond: math.NaN()}), "MinPerSecond = NaN"},
+		{b(BudgetConfig{Key: "k", Ratio: math.Inf(1)}), "Ratio = +Inf"},
+		{b(BudgetConfig{Key: "k", FlushInterval: -time.Second}), "BudgetConfig.FlushInterval = -1s"},
+		{d(CooldownConfig{Key: "k", Max: time.Microsecond}), "CooldownConfig.Max = 1µs"},
+		{d(CooldownConfig{Key: "k", Timeout: -time.Second}), "CooldownConfig.Timeout = -1s"},
 		{b(BudgetConfig{}), "BudgetConfig.Key"},
 		{b(BudgetConfig{Key: "k", Window: time.Millisecond}), "Window = 1ms"},
 		{b(BudgetConfig{Key: "k", Ratio: -1}), "Ratio = -1"},

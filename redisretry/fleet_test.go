@@ -3,8 +3,10 @@ package redisretry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -495,5 +497,49 @@ func TestRedisFlushed(t *testing.T) {
 	// The cooldown this process published is still honoured locally.
 	if u := d.Until(); time.Until(u) < time.Second {
 		t.Fatalf("cooldown forgotten: until %v", u)
+	}
+}
+
+func TestRedisExtremeConfigs(t *testing.T) {
+	// Configurations at the edges of their ranges reach the scripts as
+	// numbers they can hold: no script error, no fallback.
+	srv := startRedis(t)
+	c := srv.client(t)
+	key := testKey(t)
+	ctx := context.Background()
+	b, _ := NewBudget(c, BudgetConfig{Key: key + ":b", MinPerSecond: 1e308, Ratio: 1e308, Window: 1000 * time.Hour, Timeout: time.Second, Logger: discard})
+	q, _ := NewQuota(c, QuotaConfig{Key: key + ":q", Limit: Limit{Rate: math.MaxInt64, Period: time.Millisecond, Burst: math.MaxInt64}, Lease: math.MaxInt64, Timeout: time.Second, Logger: discard})
+	slow, _ := NewQuota(c, QuotaConfig{Key: key + ":s", Limit: Limit{Rate: 1, Period: 100 * 365 * 24 * time.Hour}, Timeout: time.Second, Logger: discard})
+	d, _ := NewCooldown(c, CooldownConfig{Key: key + ":d", Max: math.MaxInt64, Timeout: time.Second, Logger: discard})
+	defer func() {
+		for _, x := range []interface{ Close() error }{b, q, slow, d} {
+			x.Close()
+		}
+	}()
+	for range 3 {
+		b.Admit(false)
+		if !b.Admit(true) {
+			t.Fatal("a budget with an enormous floor refused a retry")
+		}
+		if _, err := q.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One request per century: the first goes now, the second would wait a
+	// century (and gives up at once under a deadline).
+	if _, err := slow.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slow.Reserve(ctx, time.Now(), time.Now().Add(time.Hour)); !errors.Is(err, retry.ErrPastDeadline) {
+		t.Fatalf("the second request of a century: %v", err)
+	}
+	d.Publish(ctx, 1000*time.Hour)
+	if u := time.Until(d.Until()); u < 999*time.Hour {
+		t.Fatalf("a 1000 h hint with no cap: until in %v", u)
+	}
+	for name, s := range map[string]Stats{"budget": b.Stats(), "quota": q.Stats(), "slow quota": slow.Stats(), "cooldown": d.Stats()} {
+		if s.Errors != 0 || s.State != StateRedis {
+			t.Errorf("%s: %+v", name, s)
+		}
 	}
 }

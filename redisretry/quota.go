@@ -40,7 +40,8 @@ type QuotaConfig struct {
 	// and takes the next block before the current one runs out. Larger
 	// leases mean fewer round trips, but a process holds a longer stretch
 	// of the fleet's schedule that the others wait behind. The size adapts
-	// to this process's demand, up to Lease. 0 means 20.
+	// to this process's demand, up to Lease (and never more than the
+	// quota's Rate). 0 means 20.
 	Lease int64
 
 	// Slack is how late a leased slot may still be used: a slot this
@@ -91,6 +92,8 @@ func (c QuotaConfig) Validate() error {
 		return fmt.Errorf("redisretry: invalid QuotaConfig.Lease = %d: must not be negative (0 means %d)", c.Lease, DefaultQuotaLease)
 	case c.FleetSize < 0:
 		return fmt.Errorf("redisretry: invalid QuotaConfig.FleetSize = %d: must not be negative (0 means counted in Redis)", c.FleetSize)
+	case c.Slack >= c.Limit.Period:
+		return fmt.Errorf("redisretry: invalid QuotaConfig.Slack = %v: must be less than the Period (%v); it is how much the fleet may exceed the quota (0 means Period/50)", c.Slack, c.Limit.Period)
 	}
 	return nil
 }
@@ -537,7 +540,8 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 	default:
 		head = q.queue[0].n
 	}
-	units := min(max(q.want, need-q.inflight, most), satMul(q.lease, most))
+	// Never more than a Period's worth: a block holds up the fleet.
+	units := min(max(q.want, need-q.inflight, most), satMul(q.lease, most), max(q.limit.Rate, most))
 	a := gcraArgs{
 		inc: us(q.limit.Interval(units)), tol: us(q.limit.Tolerance(head)), maxWait: maxWait,
 		member: q.member, memberTTL: int64(memberTTL / time.Millisecond),
