@@ -138,9 +138,16 @@ type Quota struct {
 	blocks   []block        // leased stretches of the schedule, in order
 	queue    []*waiter      // callers waiting for the next block, in order
 	inflight int64          // units asked for by the refills in flight
-	want     int64          // units to ask for at the next refill
+	want     int64          // units to ask for at a refill
+	used     int64          // units taken since the last resize
+	usedD    time.Duration  // the schedule they took
+	lost     time.Duration  // the schedule let pass unused since the last resize
+	merged   bool           // a block extended the last one since the last resize
+	landed   bool           // a block landed since the last resize
+	most     int64          // the largest cost taken since the last resize
 	members  int64          // the fleet's size as last counted in Redis
 	clock    serverClock    // the server's clock, on the local one
+	rtt      time.Duration  // the round trip's time, smoothed
 	local    time.Time      // the local fallback pacer's TAT
 	closing  bool           // Close was called: no refill starts
 	refills  sync.WaitGroup // refills in flight
@@ -163,12 +170,10 @@ type waiter struct {
 
 // block is a stretch of the fleet's schedule leased to this process, in
 // local time: slots from tat (the next free place) to end.
-// to is its end in the server's time (µs). size and taken count the units it
-// was granted and handed out, most the largest cost handed out.
+// from and to are its place in the server's time (µs).
 type block struct {
-	tat, end          time.Time
-	to                int64
-	size, taken, most int64
+	tat, end time.Time
+	from, to int64
 }
 
 // NewQuota returns a Quota on client (a *redis.Client, ClusterClient, Ring or
@@ -464,10 +469,12 @@ var errSlow = errors.New("redisretry: Redis did not answer in time for this call
 // before it), or at e if that is later.
 func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.Time, bool, error) {
 	inc, tol := q.limit.Interval(n), q.limit.Tolerance(n)
-	floor := now.Add(-q.slack)
+	floor := q.floorLocked(now)
 	// Forget the blocks that are spent (used up, or past).
 	for len(q.blocks) > 0 && !later(q.blocks[0].tat, floor).Before(q.blocks[0].end) {
-		q.adaptLocked(q.blocks[0])
+		if b := q.blocks[0]; b.tat.Before(b.end) {
+			q.lost += b.end.Sub(b.tat)
+		}
 		q.blocks = q.blocks[1:]
 	}
 	for i := range q.blocks {
@@ -480,35 +487,58 @@ func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.
 		if !deadline.IsZero() && !s.Before(deadline) {
 			return time.Time{}, false, pastDeadline("quota", s.Sub(now))
 		}
+		q.lost += base.Sub(b.tat) // slots that passed unused (Slack ago)
 		b.tat = base.Add(inc)
-		b.taken += n
-		b.most = max(b.most, n)
+		q.usedD += inc
+		q.used = satAdd(q.used, n)
+		q.most = max(q.most, n)
 		q.lastStart, q.lastEnd = s, b.tat
 		return s, true, nil
 	}
 	return time.Time{}, false, nil
 }
 
+// floorLocked returns the earliest place a slot may have to be used at now:
+// Slack ago, less the uncertainty of the blocks' places (see
+// serverClock.place), so that no slot is used more than Slack late.
+func (q *Quota) floorLocked(now time.Time) time.Time {
+	return now.Add(-max(q.slack-q.clock.width(now), 0))
+}
+
 // lowLocked reports whether the lease is running out: less than a quarter of
-// the last refill's size is left.
+// a refill's size is left, or less than four round trips' worth (so that the
+// next block lands before this one ends: blocks of this process that follow
+// each other on the schedule are one block, and no slot is lost between them).
 func (q *Quota) lowLocked(now time.Time) bool {
-	floor := now.Add(-q.slack)
+	floor := q.floorLocked(now)
 	var left time.Duration
 	for _, b := range q.blocks {
 		left += b.end.Sub(later(b.tat, floor))
 	}
-	return left < q.limit.Interval(q.want)/4
+	return left < max(q.limit.Interval(q.want)/4, 4*q.rtt)
 }
 
-// adaptLocked sizes the next refills (in units) by how much of a spent block
-// was used: twice its size while blocks are used up (at least three
-// quarters), else what was used; at most Lease requests' worth.
-func (q *Quota) adaptLocked(b block) {
-	if b.taken*4 >= b.size*3 {
-		q.want = min(satMul(max(q.want, b.size), 2), satMul(q.lease, max(b.most, 1)))
+// resizeLocked sizes the refills after a block landed: twice the size while
+// this process uses at least as much of its lease as it lets pass unused, or
+// while its blocks follow each other on the schedule (no other process wanted
+// the slots between them: what it leaves unused costs nobody anything); else
+// what it took since the last resize. A process holding blocks one after the
+// other takes the schedule at the rate time passes: one that uses little of
+// them must hold little, or it would hold up the processes that need the
+// slots. At least most (the largest cost the queue holds), at most Lease
+// requests' worth (of the largest cost taken) and the quota's Rate.
+func (q *Quota) resizeLocked(most int64) {
+	w := q.want
+	if q.lost <= q.usedD || q.merged {
+		w = satMul(w, 2)
 	} else {
-		q.want = max(b.taken, 1)
+		w = q.used
 	}
+	q.usedD, q.lost = 0, 0
+	q.merged, q.landed = false, false
+	most = max(most, q.most, 1)
+	q.want = max(min(w, satMul(q.lease, most), q.limit.Rate), most)
+	q.used, q.most = 0, 0
 }
 
 // startRefillLocked starts a round trip for a block of the schedule in the
@@ -540,8 +570,11 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 	default:
 		head = q.queue[0].n
 	}
+	if q.landed {
+		q.resizeLocked(most) // once per block landed: a top-up keeps the size
+	}
 	// Never more than a Period's worth: a block holds up the fleet.
-	units := min(max(q.want, need-q.inflight, most), satMul(q.lease, most), max(q.limit.Rate, most))
+	units := min(max(q.want, need-q.inflight, most), max(q.limit.Rate, most))
 	a := gcraArgs{
 		inc: us(q.limit.Interval(units)), tol: us(q.limit.Tolerance(head)), maxWait: maxWait,
 		member: q.member, memberTTL: int64(memberTTL / time.Millisecond),
@@ -585,7 +618,7 @@ func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
 		}
 	case !r.ok:
 		q.members = r.members
-		q.clock.learn(send, recv, r.now)
+		q.learnLocked(send, recv, r.now)
 		// Nothing was taken: the schedule's first free slot is too far
 		// for every caller queued when the refill started. Those whose
 		// deadline it passes give up; later ones get another refill.
@@ -603,13 +636,12 @@ func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
 		q.queue = kept
 	default:
 		q.members = r.members
-		q.clock.learn(send, recv, r.now)
+		q.learnLocked(send, recv, r.now)
 		if r.to > r.from {
 			granted = true
-			b := q.clock.place(r.from, r.to, keep, now)
-			b.to = r.to
-			// What the placing left of the block, for sizing the next.
-			b.size = max(int64(float64(units)*float64(b.end.Sub(b.tat)/time.Microsecond)/float64(r.to-r.from)), 1)
+			b := q.clock.place(r.from, r.to, keep, q.slack, now)
+			b.from, b.to = r.from, r.to
+			q.landed = true
 			q.addBlockLocked(b)
 		}
 		q.serveLocked(now)
@@ -628,9 +660,31 @@ func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
 	}
 }
 
+// learnLocked learns from a round trip asked for at send and answered at
+// recv, computed at the server's now (µs).
+func (q *Quota) learnLocked(send, recv time.Time, now int64) {
+	q.clock.learn(send, recv, now)
+	if d := recv.Sub(send); q.rtt == 0 {
+		q.rtt = d
+	} else {
+		q.rtt += (d - q.rtt) / 8
+	}
+}
+
 // addBlockLocked adds b to the lease, in order (refills in flight together
 // may land in any order).
+//
+// A block that starts where one of this process's blocks ends on the
+// server's schedule extends it: no other process's slots lie between them, so
+// the width of the clock's bounds is not lost between them.
 func (q *Quota) addBlockLocked(b block) {
+	for i := range q.blocks {
+		if p := &q.blocks[i]; p.to == b.from {
+			p.end, p.to = b.end, b.to
+			q.merged = true
+			return
+		}
+	}
 	i := len(q.blocks)
 	for i > 0 && q.blocks[i-1].tat.After(b.tat) {
 		i--
