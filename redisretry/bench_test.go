@@ -16,6 +16,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
+	"github.com/redis/go-redis/v9"
 )
 
 // The steady state the fleet limiters are measured in: 8 goroutines of one
@@ -25,6 +26,12 @@ const (
 	benchRate    = 2000
 	benchClients = 8
 )
+
+// quietRedis drops go-redis's own log lines (a failed dial to the local
+// quota's absent server), which would cut the benchmark's result lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // benchCase is a limiter in a policy, with a function that returns the Redis
 // round trips it made so far.
@@ -45,10 +52,15 @@ func benchLimiters(b *testing.B, quota Limit) []benchCase {
 	bu, _ := NewBudget(c, BudgetConfig{Key: key + ":b", Logger: discard})
 	cd, _ := NewCooldown(c, CooldownConfig{Key: key + ":c", Logger: discard})
 	q2, _ := NewQuota(c, QuotaConfig{Key: key + ":q2", Limit: quota, Logger: discard})
+	// The quota's local equivalent: the same Quota deciding without Redis
+	// (none listens on port 1), a local GCRA pacer at the whole rate.
+	redis.SetLogger(quietRedis{})
+	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	lq, _ := NewQuota(down, QuotaConfig{Key: key + ":lq", Limit: quota, FleetSize: 1, Logger: discard})
 	bu2, _ := NewBudget(c, BudgetConfig{Key: key + ":b2", Logger: discard})
 	cd2, _ := NewCooldown(c, CooldownConfig{Key: key + ":c2", Logger: discard})
 	b.Cleanup(func() {
-		for _, x := range []interface{ Close() error }{q, bu, cd, q2, bu2, cd2} {
+		for _, x := range []interface{ Close() error }{q, bu, cd, q2, bu2, cd2, lq, down} {
 			x.Close()
 		}
 	})
@@ -57,6 +69,7 @@ func benchLimiters(b *testing.B, quota Limit) []benchCase {
 		{"none", retry.Policy{}, zero, false},
 		{"ratiobudget", retry.Policy{Budget: retry.NewRatioBudget(retry.RatioBudgetConfig{})}, zero, false},
 		{"tokenbucket", retry.Policy{Budget: retry.NewTokenBucket(10, 0.1)}, zero, false},
+		{"local-quota", retry.Policy{Pacer: lq}, zero, true},
 		{"fleet-budget", retry.Policy{Budget: bu}, func() int64 { return bu.Stats().RoundTrips }, false},
 		{"fleet-quota", retry.Policy{Pacer: q}, func() int64 { return q.Stats().RoundTrips }, true},
 		{"fleet-cooldown", retry.Policy{Pacer: cd}, func() int64 { return cd.Stats().RoundTrips }, false},
@@ -234,5 +247,35 @@ func BenchmarkGET(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 			b.ReportMetric(float64(l.rts()-before)/float64(b.N), "roundtrips/op")
 		})
+	}
+}
+
+// BenchmarkRefill measures one refill of the quota's lease on its own, as
+// its background goroutine makes it: the script's call (EVALSHA on loopback,
+// bounded by the timeout) and adding the block, one after the other.
+// cpu-µs/op is the process's CPU time per refill: a lease of 20 attempts
+// pays it once.
+func BenchmarkRefill(b *testing.B) {
+	srv := startRedis(b)
+	c := srv.client(b)
+	q, _ := NewQuota(c, QuotaConfig{Key: testKey(b), Limit: PerSecond(1_000_000), Logger: discard})
+	defer q.Close()
+	a := gcraArgs{inc: 20, maxWait: -1, member: q.member, memberTTL: int64(memberTTL / time.Millisecond)}
+	refill := func() {
+		q.mu.Lock()
+		q.inflight += 20
+		q.mu.Unlock()
+		q.refill(20, time.Microsecond, a)
+	}
+	refill() // load the script, open the connection
+	cpu := cpuTime()
+	b.ResetTimer()
+	for range b.N {
+		refill()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+	if s := q.Stats(); s.Errors != 0 || s.Refills != int64(b.N)+1 {
+		b.Fatalf("%+v", s)
 	}
 }

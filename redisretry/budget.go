@@ -432,7 +432,7 @@ func (b *Budget) startLocked(permit bool) *flight {
 func (b *Budget) roundTrip(f *flight, a budgetArgs) {
 	a.add = b.pending()
 	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
-	r, err := roundTrip(&b.g, context.Background(), b.g.timeout, func(ctx context.Context) (budgetReply, error) {
+	r, err := inline(&b.g, b.g.timeout, func(ctx context.Context) (budgetReply, error) {
 		return b.be.budget(ctx, b.keys, a)
 	})
 	// On an error the requests are not counted: the budget errs on the

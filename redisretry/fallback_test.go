@@ -344,3 +344,32 @@ func TestCloseRacesCalls(t *testing.T) {
 		leaks()
 	})
 }
+
+func TestInlineCallMarksFailureAtTheDeadline(t *testing.T) {
+	// A background call (refill, flush, probe) to a client that ignores
+	// context deadlines: Redis is marked failed when the timeout passes,
+	// not when the call returns seconds later, so callers fall back at once.
+	synctest.Test(t, func(t *testing.T) {
+		var g guard
+		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, nil)
+		release := make(chan struct{})
+		done := make(chan error)
+		go func() {
+			_, err := inline(&g, g.timeout, func(context.Context) (int, error) { <-release; return 1, nil })
+			done <- err
+		}()
+		time.Sleep(DefaultTimeout + time.Millisecond)
+		synctest.Wait()
+		if g.stats().State != StateFallback {
+			t.Fatalf("state %v %v after the call began, with the call still running", g.stats().State, DefaultTimeout+time.Millisecond)
+		}
+		close(release)
+		if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a reply after the timeout: %v, want a timeout", err)
+		}
+		// An answer in time is a success.
+		if v, err := inline(&g, g.timeout, func(context.Context) (int, error) { return 7, nil }); v != 7 || err != nil || g.stats().State != StateRedis {
+			t.Fatalf("%v %v in state %v", v, err, g.stats().State)
+		}
+	})
+}

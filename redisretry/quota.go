@@ -597,7 +597,7 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 // next one.
 func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
 	var send, recv time.Time
-	r, err := roundTrip(&q.g, context.Background(), q.g.timeout, func(ctx context.Context) (gcraReply, error) {
+	r, err := inline(&q.g, q.g.timeout, func(ctx context.Context) (gcraReply, error) {
 		send = q.g.now()
 		r, err := q.be.gcra(ctx, q.keys, a)
 		recv = q.g.now()
