@@ -99,8 +99,14 @@ func contentionConclusion(rows []ContentionResult) string {
 				like = append(like, fmt.Sprintf("%s %s", s, thousands(r.CallsMean)))
 			}
 		}
-		fmt.Fprintf(&b, "; backoff without jitter (expo) needed %s calls, %.1f× as many", thousands(e.CallsMean), e.CallsMean/least.CallsMean)
-		if len(like) > 0 {
+		ratio := e.CallsMean / least.CallsMean
+		fmt.Fprintf(&b, "; backoff without jitter (expo) needed %s calls, %.1f× as many", thousands(e.CallsMean), ratio)
+		switch {
+		case ratio < 1.2:
+			// Too few clients to contend: whatever the jitter, about
+			// the same work; nothing to conclude about jitter.
+			fmt.Fprintf(&b, ": at %d clients there is little contention for jitter to spread", n)
+		case len(like) > 0:
 			fmt.Fprintf(&b, ", and %s did about as much: a jitter that does not grow with the wait stops mattering", strings.Join(like, ", "))
 		}
 	}
@@ -222,6 +228,42 @@ func throttleNotes(cfg OverloadConfig, rows []OverloadResult) []string {
 			" and forgets the outage within the window.", 100, "     ")...)
 	}
 	return notes
+}
+
+// throttleCaption is the caption of the throttle plot: for each throttle,
+// p when the outage ended and the recovery, and, when one recovered late,
+// why, in two sentences (throttleNotes says the same at length, under the
+// table).
+func throttleCaption(cfg OverloadConfig, rows []OverloadResult) string {
+	if cfg.Outage == 0 {
+		return ""
+	}
+	base, hasBase := findRow(rows, "none")
+	var each []string
+	late := false
+	for _, r := range rows {
+		if r.RejectP == nil {
+			continue
+		}
+		endBin := min(int((cfg.OutageStart+cfg.Outage)/cfg.Bin), len(r.RejectP)-1)
+		rec := "never"
+		if r.RecoveryS >= 0 {
+			rec = fmt.Sprintf("%.1f s", r.RecoveryS)
+		}
+		each = append(each, fmt.Sprintf("%s %.2f, %s", r.Strategy, r.RejectP[endBin], rec))
+		if r.RecoveryS < 0 || (hasBase && r.RecoveryS > base.RecoveryS+5) {
+			late = true
+		}
+	}
+	if len(each) == 0 {
+		return ""
+	}
+	s := "p when the outage ended, and the time to recover: " + strings.Join(each, "; ") + "."
+	if late {
+		s += " The SRE throttle counts the requests it rejects as requests, so p stays near 1 − 1/K until its window has" +
+			" rolled past the outage; counting only the requests sent (SentOnly) with a short window forgets the outage within that window."
+	}
+	return s
 }
 
 // wrap breaks s into lines of at most width bytes at spaces; the lines

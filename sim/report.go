@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/backoffkit/retry/internal/svgplot"
@@ -143,7 +142,7 @@ func WriteOverloadPlots(dir, suffix string, cfg OverloadConfig, rows []OverloadR
 	gp := &svgplot.Plot{Title: "Goodput during and after the outage", Subtitle: sub, Caption: caption,
 		XLabel: "time, s", YLabel: "successful requests/s", Bands: band}
 	tp := &svgplot.Plot{Title: "Adaptive throttle: probability of rejecting a request locally", Subtitle: sub,
-		Caption: strings.Join(throttleNotes(cfg, rows), " "), XLabel: "time, s", YLabel: "reject probability p (mean over processes)", Bands: band}
+		Caption: throttleCaption(cfg, rows), XLabel: "time, s", YLabel: "reject probability p (mean over processes)", Bands: band}
 	for _, r := range rows {
 		x := make([]float64, len(r.Load))
 		for i := range x {

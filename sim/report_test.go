@@ -162,3 +162,51 @@ func checkReadable(t *testing.T, path string, want ...string) {
 		}
 	}
 }
+
+// With too few clients to contend every strategy does the same work: the
+// conclusion must not claim that jitter stopped mattering.
+func TestContentionConclusionWithoutContention(t *testing.T) {
+	var rows []ContentionResult
+	for _, s := range ContentionNames {
+		rows = append(rows, ContentionResult{Strategy: s, Clients: 5, Runs: 1, CallsMean: 15, TimeMsMean: 300})
+	}
+	got := contentionConclusion(rows)
+	if strings.Contains(got, "stops mattering") || !strings.Contains(got, "at 5 clients there is little contention") {
+		t.Errorf("conclusion without contention: %q", got)
+	}
+	// With contention it still says so.
+	for i := range rows {
+		switch rows[i].Strategy {
+		case "expo", "google":
+			rows[i].CallsMean = 600
+		case "full":
+			rows[i].CallsMean = 300
+		default:
+			rows[i].CallsMean = 400
+		}
+	}
+	if got := contentionConclusion(rows); !strings.Contains(got, "full did the least work") || !strings.Contains(got, "google 600 did about as much: a jitter that does not grow") {
+		t.Errorf("conclusion with contention: %q", got)
+	}
+}
+
+// The throttle plot's caption gives each throttle's p and recovery in a line
+// and the reason in two sentences, not the notes under the table.
+func TestThrottleCaption(t *testing.T) {
+	c := DefaultOverload()
+	p := func(end float64) []float64 { return append(make([]float64, int((c.OutageStart+c.Outage)/c.Bin)), end, 0) }
+	rows := []OverloadResult{
+		{Strategy: "none", RecoveryS: 0},
+		{Strategy: "adaptive-throttle", RecoveryS: -1, RejectP: p(0.74)},
+		{Strategy: "adaptive-throttle-sent-10s", RecoveryS: 2.4, RejectP: p(0.97)},
+	}
+	got := throttleCaption(c, rows)
+	want := "p when the outage ended, and the time to recover: adaptive-throttle 0.74, never; adaptive-throttle-sent-10s 0.97, 2.4 s. The SRE throttle counts"
+	if !strings.HasPrefix(got, want) || strings.Contains(got, "note:") || len(got) > 450 {
+		t.Errorf("caption (%d bytes) = %q, want it to start %q, without notes", len(got), got, want)
+	}
+	rows[1].RecoveryS = 1
+	if got := throttleCaption(c, rows); strings.Contains(got, "SRE throttle counts") {
+		t.Errorf("no throttle recovered late, yet the caption explains why: %q", got)
+	}
+}
