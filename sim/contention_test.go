@@ -103,7 +103,7 @@ func TestContentionConservation(t *testing.T) {
 // must be larger, approaching 4 as N grows.
 func TestContentionNoBackoffQuadratic(t *testing.T) {
 	none, _ := ContentionStrategy("none", DefaultBase, DefaultCap, DefaultJitter)
-	res, err := RunContention(ContentionConfig{Clients: []int{20, 40, 80}, Runs: 200, Seed: 1, Strategies: []Strategy{none}})
+	res, err := RunContention(ContentionConfig{Clients: []int{20, 40, 80}, Runs: 50, Seed: 1, Strategies: []Strategy{none}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,19 +89,19 @@ func TestContentionPlotsAndTable(t *testing.T) {
 }
 
 func TestOverloadPlotsAndTable(t *testing.T) {
-	c := small()
+	c := tiny()
 	c.Strategies = strategies(t, "none", "genai", "ratio-budget", "adaptive-throttle", "adaptive-throttle-sent-10s")
 	res, err := RunOverload(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	paths, err := WriteOverloadPlots(dir, "n2000", c, res)
+	paths, err := WriteOverloadPlots(dir, "n500", c, res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) != 3 || filepath.Base(paths[0]) != "overload-load-n2000.svg" || filepath.Base(paths[1]) != "overload-goodput-n2000.svg" ||
-		filepath.Base(paths[2]) != "overload-throttle-n2000.svg" {
+	if len(paths) != 3 || filepath.Base(paths[0]) != "overload-load-n500.svg" || filepath.Base(paths[1]) != "overload-goodput-n500.svg" ||
+		filepath.Base(paths[2]) != "overload-throttle-n500.svg" {
 		t.Fatalf("paths = %v", paths)
 	}
 	names := []string{"none", "genai", "ratio-budget", "adaptive-throttle", "adaptive-throttle-sent-10s"}
@@ -115,7 +115,7 @@ func TestOverloadPlotsAndTable(t *testing.T) {
 		t.Errorf("throttle plot series %v", got)
 	}
 	for _, p := range paths {
-		checkReadable(t, p, "2000 clients in 20 processes, capacity 1000/s", "outage")
+		checkReadable(t, p, "500 clients in 10 processes, capacity 250/s", "outage")
 	}
 	if n := len(res[0].Load); n != int(c.Duration/c.Bin) {
 		t.Errorf("%d load bins, want %d", n, int(c.Duration/c.Bin))
@@ -194,7 +194,9 @@ func TestContentionConclusionWithoutContention(t *testing.T) {
 // and the reason in two sentences, not the notes under the table.
 func TestThrottleCaption(t *testing.T) {
 	c := DefaultOverload()
-	p := func(end float64) []float64 { return append(make([]float64, int((c.OutageStart+c.Outage)/c.Bin)), end, 0) }
+	p := func(end float64) []float64 {
+		return append(make([]float64, int((c.OutageStart+c.Outage)/c.Bin)), end, 0)
+	}
 	rows := []OverloadResult{
 		{Strategy: "none", RecoveryS: 0},
 		{Strategy: "adaptive-throttle", RecoveryS: -1, RejectP: p(0.74)},
