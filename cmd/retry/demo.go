@@ -93,6 +93,7 @@ type strategyStats struct {
 	Shed      int   `json:"shed,omitempty"`       // 503: the server's queue was full
 	Stalled   int   `json:"stalled,omitempty"`    // 503: held by the stall, then failed
 	OverQuota int   `json:"over_quota,omitempty"` // 429: over quota
+	Cut       int   `json:"cut,omitempty"`        // give-ups still retrying when the demo stopped
 	Arrivals  []int `json:"arrivals,omitempty"`   // attempts reaching the server per bucket
 	Peak      int   `json:"peak,omitempty"`       // the busiest bucket from the stall on
 	PeakAtMS  int64 `json:"peak_at_ms,omitempty"` // when it began

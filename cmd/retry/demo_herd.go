@@ -219,6 +219,7 @@ type herdLane struct {
 	mu        sync.Mutex
 	requests  int
 	successes int
+	cut       int // requests still running when the demo stopped waiting
 	latencies []time.Duration
 }
 
@@ -236,16 +237,18 @@ func (l *herdLane) call(ctx context.Context) bool {
 	return err == nil && resp.StatusCode/100 == 2
 }
 
-// arrivalSchedule returns the start times of the requests: a Poisson
-// process of rate per second over duration, from seed (the same for every
-// strategy).
+// arrivalSchedule returns the start times of the requests, from seed (the
+// same for every strategy): rate per second over duration, one request at
+// a random moment within each slot of 1/rate. The load is steady, so that
+// every blank or tall cell of the chart is the strategies' doing: Poisson
+// arrivals (the first version) left whole chart cells empty by chance,
+// seed 1 at 0.9 s, just before the stall.
 func arrivalSchedule(seed uint64, rate float64, duration time.Duration) []time.Duration {
 	rng := rand.New(rand.NewPCG(seed, 0x5ced))
+	slot := 1 / rate
 	var at []time.Duration
-	t := 0.0
-	for {
-		t += rng.ExpFloat64() / rate
-		d := time.Duration(t * float64(time.Second))
+	for i := 0; ; i++ {
+		d := time.Duration((float64(i) + rng.Float64()) * slot * float64(time.Second))
 		if d >= duration {
 			return at
 		}
@@ -253,11 +256,15 @@ func arrivalSchedule(seed uint64, rate float64, duration time.Duration) []time.D
 	}
 }
 
+// herdDrain is how long requests may still run after the last arrival;
+// then they are cancelled and count as give-ups.
+const herdDrain = 3 * time.Second
+
 // runHerd runs the synchronized or quota scenario for every strategy side
 // by side and returns the summary.
 func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Writer) (demoSummary, error) {
 	// The server counts arrivals over the run and the drain after it.
-	drain := 3 * time.Second
+	drain := herdDrain
 	buckets := int((sc.duration+drain)/sc.bucket) + 1
 	var lanes []*herdLane
 	defer func() {
@@ -317,6 +324,8 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 					l.requests++
 					if ok {
 						l.successes++
+					} else if hardCtx.Err() != nil {
+						l.cut++
 					}
 					l.latencies = append(l.latencies, lat)
 					l.mu.Unlock()
@@ -393,7 +402,7 @@ func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.
 		l.mu.Lock()
 		st := strategyStats{
 			Name: l.name, Requests: l.requests, Successes: l.successes, GiveUps: l.requests - l.successes,
-			Attempts: int(l.counter.n.Load()), HintedWaits: int(l.hinted.Load()), latencies: slices.Clone(l.latencies),
+			Attempts: int(l.counter.n.Load()), HintedWaits: int(l.hinted.Load()), latencies: slices.Clone(l.latencies), Cut: l.cut,
 			Shed: int(l.srv.shed.Load()), Stalled: int(l.srv.stalled.Load()), OverQuota: int(l.srv.over.Load()),
 		}
 		l.mu.Unlock()
@@ -413,12 +422,19 @@ func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.
 		total.Shed += st.Shed
 		total.Stalled += st.Stalled
 		total.OverQuota += st.OverQuota
+		total.Cut += st.Cut
 		total.latencies = append(total.latencies, st.latencies...)
 		sum.Strategies = append(sum.Strategies, st)
 	}
 	total.finish()
 	sum.Total = total
 	sum.Conclusion = herdConclusion(sc, sum.Strategies)
+	switch {
+	case total.Cut == 1:
+		sum.Conclusion += " (1 request, still running when the demo stopped, counts as a give-up.)"
+	case total.Cut > 1:
+		sum.Conclusion += fmt.Sprintf(" (%d requests, still running when the demo stopped, count as give-ups.)", total.Cut)
+	}
 	return sum
 }
 
@@ -463,7 +479,11 @@ func printChart(w io.Writer, sc scenario, st []strategyStats) {
 	cols := sc.columns
 	first := int(sc.chartFrom / sc.bucket)
 	per := sc.perBucket()
-	fmt.Fprintf(w, "Attempts reaching each server per %v (▄ = its capacity, █ = twice that):\n", sc.bucket)
+	what := "its capacity"
+	if sc.quota > 0 {
+		what = "the quota's rate"
+	}
+	fmt.Fprintf(w, "Attempts reaching each server per %v (▄ = %s, █ = twice that):\n", sc.bucket, what)
 	// Axis: a tick every second.
 	axis := []rune(strings.Repeat(" ", cols))
 	marks := []rune(strings.Repeat(" ", cols))
@@ -634,6 +654,14 @@ func herdConclusion(sc scenario, st []strategyStats) string {
 	stats := func(s strategyStats) string {
 		return fmt.Sprintf("peak %s, %d shed, %s", x(s), s.Shed, giveUps(s.GiveUps))
 	}
+	stalled := 0
+	for _, s := range st {
+		stalled += s.Stalled
+	}
+	if stalled == 0 {
+		return fmt.Sprintf("No request arrived during the stall (%v to %v), so nothing failed together: "+
+			"run the demo for longer than %v (--duration) to see the herd.", sc.stallFrom, sc.stallTo, sc.stallFrom)
+	}
 	if hasLock {
 		parts = append(parts, fmt.Sprintf("Without jitter (none) the clients that failed together retried together, in waves: "+
 			"the busiest %v brought %s the server's capacity, %d attempts were shed and %s.",
@@ -655,6 +683,14 @@ func herdConclusion(sc scenario, st []strategyStats) string {
 		return "No strategy retried."
 	}
 	return strings.Join(parts, " ")
+}
+
+// requestsText is "1 request" or "N requests".
+func requestsText(n int) string {
+	if n == 1 {
+		return "1 request"
+	}
+	return fmt.Sprintf("%d requests", n)
 }
 
 func giveUps(n int) string {
@@ -699,8 +735,18 @@ func quotaConclusion(sc scenario, st []strategyStats) string {
 		if !strings.Contains(s.Name, "+budget") {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("The retry budget (%s) held the load to %.2f attempts per request and gave up on %s instead of retrying.",
-			s.Name, per(s.Attempts, s.Requests), giveUpText(s.GiveUps)[:strings.LastIndex(giveUpText(s.GiveUps), " gave up")]))
+		text := fmt.Sprintf("The retry budget (%s) held the load to %.2f attempts per request", s.Name, per(s.Attempts, s.Requests))
+		if h, ok := by[strings.Replace(s.Name, "+budget", "", 1)]; ok && h.Requests > 0 {
+			text += fmt.Sprintf(" (%.2f without it)", per(h.Attempts, h.Requests))
+		}
+		text += fmt.Sprintf(" and gave up on %s instead of retrying", requestsText(s.GiveUps))
+		if n, ok := by["no-retry"]; ok && s.GiveUps >= n.GiveUps {
+			text += fmt.Sprintf(", as many as without retries (%d)", n.GiveUps)
+			if sc.rate*sc.quotaWindow.Seconds() > float64(sc.quota) {
+				text += ": new requests alone fill the quota of every window, so a retry that gets through takes the place of a newer request"
+			}
+		}
+		parts = append(parts, text+".")
 	}
 	if n, ok := by["no-retry"]; ok {
 		parts = append(parts, fmt.Sprintf("Without retries %.1f%% of requests succeeded.", n.SuccessRate))

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -16,6 +21,9 @@ import (
 // requests plus retries, the total row is the sum of the rows, and the
 // server's counts match the attempts it could have seen.
 func TestDemoTotalsAddUp(t *testing.T) {
+	// Mostly waiting on real time, with robust assertions: run beside
+	// the other slow demo runs.
+	t.Parallel()
 	r := runRetry(t, "", nil, "demo", "--scenario", "random", "--duration", "2s", "--clients", "8", "--json")
 	if r.code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
@@ -84,6 +92,9 @@ func TestDemoTotalsAddUp(t *testing.T) {
 }
 
 func TestDemoTable(t *testing.T) {
+	// Mostly waiting on real time, with robust assertions: run beside
+	// the other slow demo runs.
+	t.Parallel()
 	r := runRetry(t, "", nil, "demo", "--scenario", "random", "--duration", "300ms", "--clients", "2", "--strategies", "no-retry,full,realtime", "--seed", "7")
 	if r.code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
@@ -112,26 +123,29 @@ func checkWidth(t *testing.T, out string) {
 }
 
 // The default scenario: a stall that fails every held request at once. The
-// output starts with the header, fits 80 columns, has a chart row per
-// strategy and a computed conclusion; the numbers add up, and the lock-step
-// strategy overloads the recovering server (its retries are shed).
+// report has a chart row per strategy, the table and a computed conclusion,
+// in that order, in 80 columns; the numbers add up; and the herd shows:
+// without jitter the retries come back together (a higher peak, more shed)
+// where decorrelated jitter spreads them.
 func TestDemoSynchronized(t *testing.T) {
-	r := runRetry(t, "", nil, "demo", "--duration", "2500ms")
-	if r.code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 2500 * time.Millisecond, strategies: []string{"no-retry", "none", "decorrelated"}}
+	sc := scenarioSync(cfg.duration)
+	cfg.scale = sc.scale
+	sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
+	if err != nil {
+		t.Fatal(err)
 	}
-	out := r.stdout
-	if !strings.HasPrefix(out, "retry demo, synchronized: 5 strategies, 50 requests/s each, 2.5s, seed 1.\n") {
-		t.Errorf("the header does not come first:\n%s", out)
-	}
+	var b strings.Builder
+	printHerdTable(&b, sc, sum)
+	out := b.String()
 	checkWidth(t, out)
-	chart := strings.Index(out, "Attempts reaching each server per 100ms")
+	chart := strings.Index(out, "Attempts reaching each server per 100ms (▄ = its capacity")
 	table := strings.Index(out, "strategy     requests")
 	concl := strings.Index(out, "Without jitter (none) the clients that failed together retried together")
 	if chart < 0 || table < chart || concl < table {
-		t.Fatalf("want header, chart, table, conclusion in that order:\n%s", out)
+		t.Fatalf("want chart, table, conclusion in that order:\n%s", out)
 	}
-	for _, name := range []string{"no-retry", "none", "google", "full", "decorrelated"} {
+	for _, name := range cfg.strategies {
 		if !regexp.MustCompile(`(?m)^` + name + ` +[ ▁▂▃▄▅▆▇█]+$`).MatchString(out[chart:table]) {
 			t.Errorf("no chart row for %s:\n%s", name, out[chart:table])
 		}
@@ -139,19 +153,9 @@ func TestDemoSynchronized(t *testing.T) {
 	if !strings.Contains(out[chart:table], "^^^^^^^^^^ stall") {
 		t.Errorf("the stall is not marked under the chart:\n%s", out[chart:table])
 	}
-
-	r = runRetry(t, "", nil, "demo", "--duration", "2500ms", "--strategies", "no-retry,none,decorrelated", "--json")
-	if r.code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
-	}
-	var sum demoSummary
-	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
-		t.Fatalf("--json: %v\n%s", err, r.stdout)
-	}
-	if sum.Scenario != "synchronized" || len(sum.Strategies) != 3 {
-		t.Fatalf("summary %+v", sum)
-	}
+	by := map[string]strategyStats{}
 	for _, s := range sum.Strategies {
+		by[s.Name] = s
 		arrived := 0
 		for _, n := range s.Arrivals {
 			arrived += n
@@ -159,22 +163,107 @@ func TestDemoSynchronized(t *testing.T) {
 		if s.Requests != s.Successes+s.GiveUps || s.Attempts < s.Requests || arrived != s.Served || arrived < s.Attempts-s.GiveUps {
 			t.Errorf("%s: %d requests, %d ok, %d give-ups, %d attempts, %d arrived at the server", s.Name, s.Requests, s.Successes, s.GiveUps, s.Attempts, arrived)
 		}
-		// The stall fails every request held at once: about a second of arrivals.
-		if s.Stalled < 20 {
+		// 50 requests/s, a steady schedule: 125 in 2.5 s, the same for all.
+		if s.Requests != 125 {
+			t.Errorf("%s: %d requests, want 125", s.Name, s.Requests)
+		}
+		// The stall fails every request held at once: a second of arrivals.
+		if s.Stalled < 40 {
 			t.Errorf("%s: %d requests failed by the stall, want about 50", s.Name, s.Stalled)
 		}
 	}
-	if n := sum.Strategies[0]; n.Attempts != n.Requests || n.GiveUps < n.Stalled {
+	if n := by["no-retry"]; n.Attempts != n.Requests || n.GiveUps < n.Stalled {
 		t.Errorf("no-retry: %d attempts for %d requests, %d give-ups for %d stalled", n.Attempts, n.Requests, n.GiveUps, n.Stalled)
 	}
-	if n := sum.Strategies[1]; n.Shed == 0 || n.Attempts <= n.Requests {
-		t.Errorf("none: %d shed, %d attempts for %d requests: want its lock-step retries to overflow the queue", n.Shed, n.Attempts, n.Requests)
+	none, dec := by["none"], by["decorrelated"]
+	if none.Attempts <= none.Requests || none.Peak <= dec.Peak || none.Shed <= dec.Shed {
+		t.Errorf("none: peak %d, %d shed; decorrelated: peak %d, %d shed; want the lock-step retries to come back together and overflow the queue more",
+			none.Peak, none.Shed, dec.Peak, dec.Shed)
 	}
+	t.Logf("none: peak %d at %dms, %d shed; decorrelated: peak %d at %dms, %d shed", none.Peak, none.PeakAtMS, none.Shed, dec.Peak, dec.PeakAtMS, dec.Shed)
+}
+
+// The header comes first, before the run (the user reads it while waiting):
+// it is on stdout before the first progress line on stderr.
+func TestDemoHeaderFirst(t *testing.T) {
+	var errb syncBuffer
+	out := &firstWrite{other: &errb}
+	// 1.2 s of arrivals, held by the stall until 2 s: progress lines at 1 s
+	// and 2 s, while the header must already be out.
+	code := runDemo([]string{"--duration", "1200ms", "--strategies", "no-retry,none"}, out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "retry demo: ") {
+		t.Fatalf("no progress on stderr, nothing to compare the header with: %q", errb.String())
+	}
+	if out.otherBefore != 0 {
+		t.Errorf("stdout started after %d bytes of progress on stderr: the header did not come first", out.otherBefore)
+	}
+	s := out.buf.String()
+	if !strings.HasPrefix(s, "retry demo, synchronized: 2 strategies, 50 requests/s each, 1.2s, seed 1.\n") {
+		t.Errorf("header:\n%s", s)
+	}
+	checkWidth(t, s)
+}
+
+// A run that ends before the stall has no herd: the conclusion says so
+// instead of claiming one.
+func TestHerdConclusionWithoutStall(t *testing.T) {
+	sc := scenarioSync(500 * time.Millisecond)
+	st := []strategyStats{{Name: "no-retry", Requests: 25, Successes: 25, Attempts: 25}, {Name: "none", Requests: 25, Successes: 25, Attempts: 25}}
+	got := herdConclusion(sc, st)
+	if !strings.HasPrefix(got, "No request arrived during the stall (1s to 2s), so nothing failed together") || strings.Contains(got, "retried together") {
+		t.Errorf("conclusion = %q", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// firstWrite records how much had been written to other when it was first
+// written to.
+type firstWrite struct {
+	other       *syncBuffer
+	buf         bytes.Buffer
+	wrote       bool
+	otherBefore int
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.wrote, w.otherBefore = true, w.other.Len()
+	}
+	return w.buf.Write(p)
 }
 
 // The quota scenario: 429s with RetryInfo; honouring them is compared with
 // ignoring them, and the budget with none, in words computed from the run.
 func TestDemoQuota(t *testing.T) {
+	// Mostly waiting on real time, with robust assertions: run beside
+	// the other slow demo runs.
+	t.Parallel()
 	r := runRetry(t, "", nil, "demo", "--scenario", "quota", "--duration", "2s", "--json")
 	if r.code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
@@ -193,11 +282,46 @@ func TestDemoQuota(t *testing.T) {
 	if g := by["google+nohints"]; g.HintedWaits != 0 {
 		t.Errorf("google+nohints: %d hinted waits, want none", g.HintedWaits)
 	}
+	// Honouring the hint wastes fewer attempts on the quota than retrying
+	// on the policy's own (short, scaled) waits.
+	if g, n := by["google"], by["google+nohints"]; g.OverQuota >= n.OverQuota || g.GiveUps > n.GiveUps {
+		t.Errorf("google: %d 429s, %d give-ups; google+nohints: %d 429s, %d give-ups; want fewer with hints", g.OverQuota, g.GiveUps, n.OverQuota, n.GiveUps)
+	}
 	for _, want := range []string{"Honouring RetryInfo (google) took the attempts the quota refused from ",
-		"The retry budget (google+budget) held the load to ", "No strategy gets more than the quota (50 per 1s) through."} {
+		"The retry budget (google+budget) held the load to ", " without it) and gave up on ", "No strategy gets more than the quota (50 per 1s) through."} {
 		if !strings.Contains(sum.Conclusion, want) {
 			t.Errorf("conclusion lacks %q:\n%s", want, sum.Conclusion)
 		}
+	}
+}
+
+// The arrivals are steady: every 100ms of the chart gets its share (5 at
+// 50/s), so a blank or a tall cell is the strategies' doing. The Poisson
+// schedule it replaces left 0.9 s empty for seed 1, just before the stall.
+func TestArrivalScheduleSteady(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		for _, rate := range []float64{50, 60} {
+			at := arrivalSchedule(seed, rate, 5*time.Second)
+			if len(at) != int(rate*5) {
+				t.Errorf("seed %d, %v/s: %d requests in 5s, want %d", seed, rate, len(at), int(rate*5))
+			}
+			per := make([]int, 50)
+			for i, d := range at {
+				if i > 0 && d < at[i-1] {
+					t.Fatalf("seed %d: arrivals out of order at %d", seed, i)
+				}
+				per[d/(100*time.Millisecond)]++
+			}
+			want := int(rate / 10)
+			for b, n := range per {
+				if n < want-1 || n > want+1 {
+					t.Errorf("seed %d, %v/s: %d arrivals in [%v, +100ms), want %d±1", seed, rate, n, time.Duration(b)*100*time.Millisecond, want)
+				}
+			}
+		}
+	}
+	if a, b := arrivalSchedule(1, 50, time.Second), arrivalSchedule(2, 50, time.Second); slices.Equal(a, b) || !slices.Equal(a, arrivalSchedule(1, 50, time.Second)) {
+		t.Error("the schedule does not follow the seed")
 	}
 }
 
@@ -211,7 +335,17 @@ func TestDemoChartFits80Columns(t *testing.T) {
 	var b strings.Builder
 	printChart(&b, sc, st)
 	checkWidth(t, b.String())
-	if got := []rune(" ▁▄█")[0]; spark(0, 10) != got || spark(10, 10) != '▄' || spark(20, 10) != '█' || spark(1000, 10) != '█' || spark(1, 10) != '▁' {
+	if !strings.Contains(b.String(), "(▄ = its capacity, █ = twice that)") {
+		t.Errorf("chart legend:\n%s", b.String())
+	}
+	// Under a quota the scale is the quota's rate, not a capacity.
+	b.Reset()
+	printChart(&b, scenarioQuota(5*time.Second), st)
+	checkWidth(t, b.String())
+	if !strings.Contains(b.String(), "(▄ = the quota's rate, █ = twice that)") {
+		t.Errorf("quota chart legend:\n%s", b.String())
+	}
+	if got := []rune(" ▁▄█")[0]; spark(0, 10) != got || spark(10, 10) != '▄' || spark(20, 10) != '█' || spark(1000, 10) != '█' || spark(1, 10) != '▁' || spark(1, 1000) != '▁' {
 		t.Errorf("spark levels: 0→%q 1→%q 10→%q 20→%q", spark(0, 10), spark(1, 10), spark(10, 10), spark(20, 10))
 	}
 }
