@@ -177,11 +177,18 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 	f(`<rect x="%d" y="%d" width="%s" height="%s" fill="none" stroke="#333"/>`+"\n", marginLeft, marginTop, num(pw), num(ph))
 	f("</g>\n")
 	f(`<g class="ticks" fill="#333">` + "\n")
-	for _, x := range xt {
-		f(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(px(x)), num(marginTop+ph+16), esc(label(x)))
+	for i, l := range labels(xt) {
+		f(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(px(xt[i])), num(marginTop+ph+16), esc(l))
 	}
-	for _, y := range yt {
-		f(`<text x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", marginLeft-6, num(py(y)), esc(label(y)))
+	ylabels := labels(yt)
+	if p.LogY {
+		// A log axis spans decades: each tick in its own unit (500, 2k).
+		for i, y := range yt {
+			ylabels[i] = label(y)
+		}
+	}
+	for i, y := range yt {
+		f(`<text x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", marginLeft-6, num(py(y)), esc(ylabels[i]))
 	}
 	f(`<text class="xlabel" x="%s" y="%d" text-anchor="middle">%s</text>`+"\n", num(marginLeft+pw/2), plotHeight-12, esc(p.XLabel))
 	f(`<text class="ylabel" transform="translate(18 %s) rotate(-90)" text-anchor="middle">%s</text>`+"\n", num(marginTop+ph/2), esc(p.YLabel))
@@ -344,6 +351,33 @@ func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }
 
 // num formats a coordinate with at most one decimal.
 func num(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) }
+
+// labels formats the ticks of a linear axis in one unit, the one label
+// picks for the largest: 0, 5k, 10k … rather than 0, 5000, 10k.
+func labels(ticks []float64) []string {
+	top := 0.0
+	for _, t := range ticks {
+		top = math.Max(top, math.Abs(t))
+	}
+	unit, suffix := 1.0, ""
+	switch {
+	case top >= 1e9:
+		unit, suffix = 1e9, "G"
+	case top >= 1e6:
+		unit, suffix = 1e6, "M"
+	case top >= 1e4:
+		unit, suffix = 1e3, "k"
+	}
+	out := make([]string, len(ticks))
+	for i, t := range ticks {
+		if t == 0 {
+			out[i] = "0"
+			continue
+		}
+		out[i] = strconv.FormatFloat(t/unit, 'g', 4, 64) + suffix
+	}
+	return out
+}
 
 // label formats a tick value compactly (1500 → 1500, 2e6 → 2M, 0.25 → 0.25).
 func label(v float64) string {

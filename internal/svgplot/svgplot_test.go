@@ -325,3 +325,23 @@ func TestBandLabelInLegend(t *testing.T) {
 		t.Error("no band label")
 	}
 }
+
+// The ticks of a linear axis share a unit: 0, 5k, 10k, not 0, 5000, 10k.
+func TestTickLabelsShareAUnit(t *testing.T) {
+	_, _, ticks := niceRange(0, 41000)
+	if got, want := strings.Join(labels(ticks), " "), "0 5k 10k 15k 20k 25k 30k 35k 40k 45k"; got != want {
+		t.Errorf("labels = %s, want %s", got, want)
+	}
+	_, _, ticks = niceRange(0, 8021)
+	if got, want := strings.Join(labels(ticks), " "), "0 1000 2000 3000 4000 5000 6000 7000 8000 9000"; got != want {
+		t.Errorf("labels = %s, want %s", got, want)
+	}
+	var buf bytes.Buffer
+	p := Plot{Series: []Series{{Name: "a", X: []float64{0, 180}, Y: []float64{0, 41000}}}}
+	if err := p.WriteSVG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(">5k</text>")) || bytes.Contains(buf.Bytes(), []byte(">5000</text>")) {
+		t.Errorf("the y axis up to 45k labels 5,000 as 5000:\n%s", buf.String())
+	}
+}
