@@ -86,10 +86,17 @@ func contentionConclusion(rows []ContentionResult) string {
 			first = r
 		}
 	}
+	// "none finished first" reads as "no strategy did": say what none is.
+	name := func(s string) string {
+		if s == "none" {
+			return "none (no backoff)"
+		}
+		return s
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "at %d clients %s did the least work (%s calls, done in %s)", n, least.Strategy, thousands(least.CallsMean), msText(least.TimeMsMean))
+	fmt.Fprintf(&b, "at %d clients %s did the least work (%s calls, done in %s)", n, name(least.Strategy), thousands(least.CallsMean), msText(least.TimeMsMean))
 	if first.Strategy != least.Strategy {
-		fmt.Fprintf(&b, " and %s finished first (%s, %s calls)", first.Strategy, msText(first.TimeMsMean), thousands(first.CallsMean))
+		fmt.Fprintf(&b, " and %s finished first (%s, %s calls)", name(first.Strategy), msText(first.TimeMsMean), thousands(first.CallsMean))
 	}
 	if e, ok := m["expo"]; ok && least.Strategy != "expo" {
 		var like []string
@@ -113,6 +120,10 @@ func contentionConclusion(rows []ContentionResult) string {
 	b.WriteString(".")
 	return b.String()
 }
+
+// seeWhy points the overload conclusion to the explanation of the slow
+// throttles: the "why:" note under the table.
+const seeWhy = "see why"
 
 // overloadConclusion says in one line what the outage did to the load and
 // the recovery of each kind of strategy, against no retries.
@@ -166,7 +177,7 @@ func overloadConclusion(cfg OverloadConfig, rows []OverloadResult) string {
 		}
 	}
 	if len(slow) > 0 {
-		parts = append(parts, strings.Join(slow, ", ")+" kept rejecting requests after the outage (see why)")
+		parts = append(parts, strings.Join(slow, ", ")+" kept rejecting requests after the outage ("+seeWhy+")")
 	}
 	if len(parts) == 0 {
 		return "no strategy amplified the load."

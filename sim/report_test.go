@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -76,7 +77,7 @@ func TestContentionPlotsAndTable(t *testing.T) {
 		if got := svgSeries(t, p); !slices.Equal(got, ContentionNames) {
 			t.Errorf("%s: series %v, want %v", p, got, ContentionNames)
 		}
-		checkReadable(t, p, "base 5ms, cap 2s, google", "runs per point, seed 1")
+		checkReadable(t, p, "base 5ms, cap 2s, google", "runs per point, seed 1", ">At 60 clients ")
 	}
 	var buf bytes.Buffer
 	if err := WriteContentionTable(&buf, res); err != nil {
@@ -116,6 +117,15 @@ func TestOverloadPlotsAndTable(t *testing.T) {
 	}
 	for _, p := range paths {
 		checkReadable(t, p, "500 clients in 10 processes, capacity 250/s", "outage")
+	}
+	// The table's conclusion says "(see why)" for the note under it; a
+	// plot has no such note. (The caption is wrapped: compare its words.)
+	for _, p := range paths[:2] {
+		b, _ := os.ReadFile(p)
+		words := strings.Join(strings.Fields(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(string(b), " ")), " ")
+		if strings.Contains(words, "see why") || !strings.Contains(words, "(see the throttle plot)") {
+			t.Errorf("%s: the caption points to a note the plot does not have", p)
+		}
 	}
 	if n := len(res[0].Load); n != int(c.Duration/c.Bin) {
 		t.Errorf("%d load bins, want %d", n, int(c.Duration/c.Bin))
@@ -173,6 +183,10 @@ func TestContentionConclusionWithoutContention(t *testing.T) {
 	got := contentionConclusion(rows)
 	if strings.Contains(got, "stops mattering") || !strings.Contains(got, "at 5 clients there is little contention") {
 		t.Errorf("conclusion without contention: %q", got)
+	}
+	// "none did the least work" would read as "no strategy did".
+	if !strings.HasPrefix(got, "at 5 clients none (no backoff) did the least work") {
+		t.Errorf("conclusion does not say what none is: %q", got)
 	}
 	// With contention it still says so.
 	for i := range rows {
