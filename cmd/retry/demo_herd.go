@@ -95,7 +95,8 @@ type capServer struct {
 	relTime *time.Timer
 
 	qmu      sync.Mutex
-	qWindow  int64 // index of the current quota window
+	qWindow  int64         // index of the current quota window
+	qNow     time.Duration // the latest time a handler read
 	qUsed    int
 	arrivals []atomic.Int64 // per bucket, over the whole run
 	served   atomic.Int64   // answered 200
@@ -182,16 +183,19 @@ func (s *capServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // takeQuota takes one request from the quota of the window of time t, or
-// says how long until that window ends.
+// says how long until that window ends. Windows only move forward: a
+// handler that read the clock just before a window ended but takes the lock
+// after one that began the next window counts in the newer window (going
+// back would reset the count and let a window take twice its quota).
 func (s *capServer) takeQuota(t time.Duration) (time.Duration, bool) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	win := int64(t / s.sc.quotaWindow)
-	if win != s.qWindow {
+	s.qNow = max(s.qNow, t) // a late handler's clock reading is stale
+	if win := int64(s.qNow / s.sc.quotaWindow); win > s.qWindow {
 		s.qWindow, s.qUsed = win, 0
 	}
 	if s.qUsed >= s.sc.quota {
-		return time.Duration(win+1)*s.sc.quotaWindow - t, false
+		return time.Duration(s.qWindow+1)*s.sc.quotaWindow - s.qNow, false
 	}
 	s.qUsed++
 	return 0, true

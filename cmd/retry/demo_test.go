@@ -295,6 +295,30 @@ func TestDemoQuota(t *testing.T) {
 	}
 }
 
+// The quota holds when handlers reach it out of order (one read the clock
+// just before the window ended, another just after): the window never goes
+// back, so no window takes more than its quota.
+func TestQuotaWindowOnlyMovesForward(t *testing.T) {
+	sc := scenarioQuota(time.Second)
+	sc.quota = 2
+	s := &capServer{sc: sc}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	var got []bool
+	for _, at := range []time.Duration{ms(500), ms(600), ms(1010), ms(990), ms(1020), ms(1500)} {
+		_, ok := s.takeQuota(at)
+		got = append(got, ok)
+	}
+	// Window 0: 500, 600. Window 1: 1010 and the late 990; 1020 and 1500
+	// are over its quota.
+	if want := []bool{true, true, true, true, false, false}; !slices.Equal(got, want) {
+		t.Errorf("admitted %v, want %v", got, want)
+	}
+	// Its hint counts from the latest reading (1.5 s), not its own.
+	if wait, ok := s.takeQuota(ms(990)); ok || wait != ms(500) {
+		t.Errorf("a late request in a full window: wait %v, ok %v; want refused, come back in 500ms", wait, ok)
+	}
+}
+
 // The arrivals are steady: every 100ms of the chart gets its share (5 at
 // 50/s), so a blank or a tall cell is the strategies' doing. The Poisson
 // schedule it replaces left 0.9 s empty for seed 1, just before the stall.
