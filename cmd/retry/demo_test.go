@@ -443,3 +443,36 @@ func abs(f float64) float64 {
 	}
 	return f
 }
+
+// retry demo --help fits 80 columns too (the profile list and the flags'
+// defaults made lines of 110 and 194), and says the stall lasts a second.
+func TestDemoHelpFits80Columns(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runDemo([]string{"--help"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	checkWidth(t, out.String())
+	flat := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{"model-armor", "no-retry,google+nohints,google,google+budget (quota)", "stalls for a second", "--time-scale K"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("help lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// The random scenario's progress line stays under 80 columns even with big
+// numbers: a longer line wraps on a terminal, and \r rewrites only its end.
+func TestDemoProgressLineFits(t *testing.T) {
+	var lanes []*lane
+	for range 5 {
+		l := &lane{counter: &countingTransport{}, requests: 99999, successes: 99998}
+		l.counter.n.Store(9999999)
+		lanes = append(lanes, l)
+	}
+	for _, sending := range []bool{true, false} {
+		line := progressLine(lanes, 599*time.Second, 10*time.Minute, sending)
+		if n := utf8.RuneCountInString(line); n > 79 {
+			t.Errorf("%d columns: %q", n, line)
+		}
+	}
+}
