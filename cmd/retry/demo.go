@@ -103,13 +103,15 @@ type strategyStats struct {
 	ServerFaults      map[string]int `json:"server_responses,omitempty"`
 
 	// synchronized and quota scenarios
-	Shed      int   `json:"shed,omitempty"`       // 503: the server's queue was full
-	Stalled   int   `json:"stalled,omitempty"`    // 503: held by the stall, then failed
-	OverQuota int   `json:"over_quota,omitempty"` // 429: over quota
-	Cut       int   `json:"cut,omitempty"`        // give-ups still retrying when the demo stopped
-	Arrivals  []int `json:"arrivals,omitempty"`   // attempts reaching the server per bucket
-	Peak      int   `json:"peak,omitempty"`       // the busiest bucket from the stall on
-	PeakAtMS  int64 `json:"peak_at_ms,omitempty"` // when it began
+	Shed      int `json:"shed,omitempty"`       // 503: the server's queue was full
+	Stalled   int `json:"stalled,omitempty"`    // 503: held by the stall, then failed
+	OverQuota int `json:"over_quota,omitempty"` // 429: over quota
+	Cut       int `json:"cut,omitempty"`        // give-ups still retrying when the demo stopped
+	// BudgetRefused counts the retries a +budget strategy's budget refused.
+	BudgetRefused int   `json:"budget_refused,omitempty"`
+	Arrivals      []int `json:"arrivals,omitempty"`   // attempts reaching the server per bucket
+	Peak          int   `json:"peak,omitempty"`       // the busiest bucket from the stall on
+	PeakAtMS      int64 `json:"peak_at_ms,omitempty"` // when it began
 
 	latencies []time.Duration
 }
@@ -367,6 +369,15 @@ type countingTransport struct {
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
 	return c.base.RoundTrip(r)
+}
+
+// CloseIdleConnections closes the base transport's idle connections: a
+// wrapper must not hide it, or http.Client.CloseIdleConnections (through
+// httpretry) closes nothing.
+func (c *countingTransport) CloseIdleConnections() {
+	if ci, ok := c.base.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
 }
 
 // lane is one strategy running: its server, its clients and its results.

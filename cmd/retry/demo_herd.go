@@ -50,6 +50,12 @@ type scenario struct {
 	bucket    time.Duration
 	chartFrom time.Duration
 	columns   int
+
+	// transport, when set, connects each lane's client to its server in
+	// process instead of over loopback TCP: with no socket involved, a
+	// test can run the scenario on testing/synctest's virtual clock, where
+	// a busy machine cannot blur the timing it checks.
+	transport func(server http.Handler) http.RoundTripper
 }
 
 // scenarioSync is the default: 50 requests/s to a server of 100/s that
@@ -109,16 +115,21 @@ type capServer struct {
 	URL string
 }
 
-// startCapServer listens on 127.0.0.1 (loopback only) and serves; the run
-// begins when begin is called.
+// startCapServer listens on 127.0.0.1 (loopback only) and serves, or,
+// with sc.transport, only serves in process; the run begins when begin is
+// called.
 func startCapServer(sc scenario, buckets int) (*capServer, error) {
+	s := &capServer{sc: sc, start: time.Now(), slots: make(chan struct{}, sc.workers), release: make(chan struct{}),
+		arrivals: make([]atomic.Int64, buckets)}
+	if sc.transport != nil {
+		s.URL = "http://in-process.invalid/v1/models/demo:generateContent"
+		return s, nil
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &capServer{sc: sc, start: time.Now(), slots: make(chan struct{}, sc.workers), release: make(chan struct{}),
-		arrivals: make([]atomic.Int64, buckets), ln: ln,
-		URL: "http://" + ln.Addr().String() + "/v1/models/demo:generateContent"}
+	s.ln, s.URL = ln, "http://"+ln.Addr().String()+"/v1/models/demo:generateContent"
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -209,6 +220,9 @@ func (s *capServer) Close() error {
 	if s.relTime != nil && s.relTime.Stop() {
 		close(s.release)
 	}
+	if s.srv == nil {
+		return nil
+	}
 	return s.srv.Close()
 }
 
@@ -219,6 +233,7 @@ type herdLane struct {
 	counter *countingTransport
 	client  *http.Client
 	hinted  atomic.Int64
+	refused atomic.Int64 // retries the budget refused
 
 	mu        sync.Mutex
 	requests  int
@@ -288,11 +303,18 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 		}
 		l := &herdLane{strategy: strategy{name, p}, srv: srv}
 		lanes = append(lanes, l)
-		l.counter = &countingTransport{base: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}}
+		var base http.RoundTripper = &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
+		if sc.transport != nil {
+			base = sc.transport(srv)
+		}
+		l.counter = &countingTransport{base: base}
 		p.Rand = retry.NewRand(cfg.seed*1000 + uint64(i))
 		p.Observer = func(_ context.Context, e retry.Event) {
-			if e.Kind == retry.EventRetry && e.Hint > 0 {
+			switch {
+			case e.Kind == retry.EventRetry && e.Hint > 0:
 				l.hinted.Add(1)
+			case e.Kind == retry.EventGiveUp && e.Reason == retry.ReasonBudget:
+				l.refused.Add(1)
 			}
 		}
 		l.client = &http.Client{Transport: httpretry.NewTransport(l.counter, p)}
@@ -407,7 +429,7 @@ func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.
 		st := strategyStats{
 			Name: l.name, Requests: l.requests, Successes: l.successes, GiveUps: l.requests - l.successes,
 			Attempts: int(l.counter.n.Load()), HintedWaits: int(l.hinted.Load()), latencies: slices.Clone(l.latencies), Cut: l.cut,
-			Shed: int(l.srv.shed.Load()), Stalled: int(l.srv.stalled.Load()), OverQuota: int(l.srv.over.Load()),
+			Shed: int(l.srv.shed.Load()), Stalled: int(l.srv.stalled.Load()), OverQuota: int(l.srv.over.Load()), BudgetRefused: int(l.refused.Load()),
 		}
 		l.mu.Unlock()
 		for i := range l.srv.arrivals {
@@ -728,8 +750,13 @@ func quotaConclusion(sc scenario, st []strategyStats) string {
 		if !ok || !found {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("Honouring RetryInfo (%s) took the attempts the quota refused from %d to %d and the give-ups from %d to %d, at a p99 of %s against %s.",
-			h.Name, s.OverQuota, h.OverQuota, s.GiveUps, h.GiveUps, fmtMS(h.P99MS), fmtMS(s.P99MS)))
+		if h.OverQuota < s.OverQuota {
+			parts = append(parts, fmt.Sprintf("Honouring RetryInfo (%s) took the attempts the quota refused from %d to %d and the give-ups from %d to %d, at a p99 of %s against %s.",
+				h.Name, s.OverQuota, h.OverQuota, s.GiveUps, h.GiveUps, fmtMS(h.P99MS), fmtMS(s.P99MS)))
+		} else {
+			parts = append(parts, fmt.Sprintf("Honouring RetryInfo (%s) did not spare the quota: %d attempts refused against %d without hints.",
+				h.Name, h.OverQuota, s.OverQuota))
+		}
 		if h.Peak > s.Peak {
 			parts = append(parts, fmt.Sprintf("But hints bring the refused requests back together when the quota resets: %s's busiest %v held %.1fx the quota's rate.",
 				h.Name, sc.bucket, float64(h.Peak)/sc.perBucket()))
@@ -739,15 +766,24 @@ func quotaConclusion(sc scenario, st []strategyStats) string {
 		if !strings.Contains(s.Name, "+budget") {
 			continue
 		}
+		if s.BudgetRefused == 0 {
+			parts = append(parts, fmt.Sprintf("The retry budget (%s) refused no retry: it allows %.0f %% of the requests and at least %.0f retries/s, more than this run needed.",
+				s.Name, 100*retry.DefaultBudgetRatio, retry.DefaultBudgetMinPerSecond))
+			continue
+		}
 		text := fmt.Sprintf("The retry budget (%s) held the load to %.2f attempts per request", s.Name, per(s.Attempts, s.Requests))
 		if h, ok := by[strings.Replace(s.Name, "+budget", "", 1)]; ok && h.Requests > 0 {
 			text += fmt.Sprintf(" (%.2f without it)", per(h.Attempts, h.Requests))
 		}
-		text += fmt.Sprintf(" and gave up on %s instead of retrying", requestsText(s.GiveUps))
-		if n, ok := by["no-retry"]; ok && s.GiveUps >= n.GiveUps {
-			text += fmt.Sprintf(", as many as without retries (%d)", n.GiveUps)
-			if sc.rate*sc.quotaWindow.Seconds() > float64(sc.quota) {
-				text += ": new requests alone fill the quota of every window, so a retry that gets through takes the place of a newer request"
+		text += fmt.Sprintf(" by refusing %d %s; %s", s.BudgetRefused, map[bool]string{true: "retry", false: "retries"}[s.BudgetRefused == 1], giveUpText(s.GiveUps))
+		if n, ok := by["no-retry"]; ok {
+			if s.GiveUps >= n.GiveUps {
+				text += ", as many as without retries"
+				if sc.rate*sc.quotaWindow.Seconds() > float64(sc.quota) {
+					text += ": new requests alone fill the quota of every window, so a retry that gets through takes the place of a newer request"
+				}
+			} else {
+				text += fmt.Sprintf(" (%d without retries)", n.GiveUps)
 			}
 		}
 		parts = append(parts, text+".")

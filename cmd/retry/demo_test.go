@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
@@ -122,65 +126,86 @@ func checkWidth(t *testing.T, out string) {
 	}
 }
 
+// memTransport hands each request to the server's handler in process (no
+// socket), so that the scenario runs on synctest's virtual clock.
+type memTransport struct{ h http.Handler }
+
+func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	m.h.ServeHTTP(rec, r)
+	if err := r.Context().Err(); err != nil {
+		return nil, err
+	}
+	res := rec.Result()
+	res.Request = r
+	return res, nil
+}
+
 // The default scenario: a stall that fails every held request at once. The
 // report has a chart row per strategy, the table and a computed conclusion,
 // in that order, in 80 columns; the numbers add up; and the herd shows:
-// without jitter the retries come back together (a higher peak, more shed)
-// where decorrelated jitter spreads them.
+// without jitter the stalled requests all retry one base delay (100ms)
+// after the stall, and overflow the queue more than decorrelated jitter,
+// which spreads them. It runs on a virtual clock (the servers in process):
+// on a busy machine real time blurs the waves it checks.
 func TestDemoSynchronized(t *testing.T) {
-	cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 2500 * time.Millisecond, strategies: []string{"no-retry", "none", "decorrelated"}}
-	sc := scenarioSync(cfg.duration)
-	cfg.scale = sc.scale
-	sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	printHerdTable(&b, sc, sum)
-	out := b.String()
-	checkWidth(t, out)
-	chart := strings.Index(out, "Attempts reaching each server per 100ms (▄ = its capacity")
-	table := strings.Index(out, "strategy     requests")
-	concl := strings.Index(out, "Without jitter (none) the clients that failed together retried together")
-	if chart < 0 || table < chart || concl < table {
-		t.Fatalf("want chart, table, conclusion in that order:\n%s", out)
-	}
-	for _, name := range cfg.strategies {
-		if !regexp.MustCompile(`(?m)^` + name + ` +[ ▁▂▃▄▅▆▇█]+$`).MatchString(out[chart:table]) {
-			t.Errorf("no chart row for %s:\n%s", name, out[chart:table])
+	synctest.Test(t, func(t *testing.T) {
+		cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 2500 * time.Millisecond, strategies: demoDefaultStrategies["synchronized"]}
+		sc := scenarioSync(cfg.duration)
+		sc.transport = func(h http.Handler) http.RoundTripper { return memTransport{h} }
+		cfg.scale = sc.scale
+		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !strings.Contains(out[chart:table], "^^^^^^^^^^ stall") {
-		t.Errorf("the stall is not marked under the chart:\n%s", out[chart:table])
-	}
-	by := map[string]strategyStats{}
-	for _, s := range sum.Strategies {
-		by[s.Name] = s
-		arrived := 0
-		for _, n := range s.Arrivals {
-			arrived += n
+		var b strings.Builder
+		printHerdTable(&b, sc, sum)
+		out := b.String()
+		checkWidth(t, out)
+		chart := strings.Index(out, "Attempts reaching each server per 100ms (▄ = its capacity")
+		table := strings.Index(out, "strategy     requests")
+		concl := strings.Index(out, "Without jitter (none) the clients that failed together retried together")
+		if chart < 0 || table < chart || concl < table {
+			t.Fatalf("want chart, table, conclusion in that order:\n%s", out)
 		}
-		if s.Requests != s.Successes+s.GiveUps || s.Attempts < s.Requests || arrived != s.Served || arrived < s.Attempts-s.GiveUps {
-			t.Errorf("%s: %d requests, %d ok, %d give-ups, %d attempts, %d arrived at the server", s.Name, s.Requests, s.Successes, s.GiveUps, s.Attempts, arrived)
+		for _, name := range cfg.strategies {
+			if !regexp.MustCompile(`(?m)^` + name + ` +[ ▁▂▃▄▅▆▇█]+$`).MatchString(out[chart:table]) {
+				t.Errorf("no chart row for %s:\n%s", name, out[chart:table])
+			}
 		}
-		// 50 requests/s, a steady schedule: 125 in 2.5 s, the same for all.
-		if s.Requests != 125 {
-			t.Errorf("%s: %d requests, want 125", s.Name, s.Requests)
+		if !strings.Contains(out[chart:table], "^^^^^^^^^^ stall") {
+			t.Errorf("the stall is not marked under the chart:\n%s", out[chart:table])
 		}
-		// The stall fails every request held at once: a second of arrivals.
-		if s.Stalled < 40 {
-			t.Errorf("%s: %d requests failed by the stall, want about 50", s.Name, s.Stalled)
+		by := map[string]strategyStats{}
+		for _, s := range sum.Strategies {
+			by[s.Name] = s
+			arrived := 0
+			for _, n := range s.Arrivals {
+				arrived += n
+			}
+			if s.Requests != s.Successes+s.GiveUps || s.Attempts < s.Requests || arrived != s.Served || arrived != s.Attempts {
+				t.Errorf("%s: %d requests, %d ok, %d give-ups, %d attempts, %d arrived at the server", s.Name, s.Requests, s.Successes, s.GiveUps, s.Attempts, arrived)
+			}
+			// 50 requests/s, a steady schedule: 125 in 2.5 s, the same for
+			// all; the stall fails every one of the second's 50 at once.
+			if s.Requests != 125 || s.Stalled != 50 || s.Cut != 0 {
+				t.Errorf("%s: %d requests, %d failed by the stall, %d cut at the end; want 125, 50, 0", s.Name, s.Requests, s.Stalled, s.Cut)
+			}
 		}
-	}
-	if n := by["no-retry"]; n.Attempts != n.Requests || n.GiveUps < n.Stalled {
-		t.Errorf("no-retry: %d attempts for %d requests, %d give-ups for %d stalled", n.Attempts, n.Requests, n.GiveUps, n.Stalled)
-	}
-	none, dec := by["none"], by["decorrelated"]
-	if none.Attempts <= none.Requests || none.Peak <= dec.Peak || none.Shed <= dec.Shed {
-		t.Errorf("none: peak %d, %d shed; decorrelated: peak %d, %d shed; want the lock-step retries to come back together and overflow the queue more",
-			none.Peak, none.Shed, dec.Peak, dec.Shed)
-	}
-	t.Logf("none: peak %d at %dms, %d shed; decorrelated: peak %d at %dms, %d shed", none.Peak, none.PeakAtMS, none.Shed, dec.Peak, dec.PeakAtMS, dec.Shed)
+		if n := by["no-retry"]; n.Attempts != n.Requests || n.GiveUps != n.Stalled+n.Shed {
+			t.Errorf("no-retry: %d attempts for %d requests, %d give-ups for %d stalled and %d shed", n.Attempts, n.Requests, n.GiveUps, n.Stalled, n.Shed)
+		}
+		none, dec := by["none"], by["decorrelated"]
+		t.Logf("none: peak %d at %dms, %d shed; decorrelated: peak %d at %dms, %d shed", none.Peak, none.PeakAtMS, none.Shed, dec.Peak, dec.PeakAtMS, dec.Shed)
+		// The 50 stalled requests and the 5 new ones of that 100ms.
+		if none.Peak != 55 || none.PeakAtMS != 2100 {
+			t.Errorf("none peaked with %d attempts at %dms, want 55 at 2100ms: the stalled requests retrying together", none.Peak, none.PeakAtMS)
+		}
+		if none.Peak < 3*dec.Peak/2 || none.Shed < 3*dec.Shed/2 {
+			t.Errorf("none: peak %d, %d shed; decorrelated: peak %d, %d shed; want the lock-step retries to come back together and overflow the queue more",
+				none.Peak, none.Shed, dec.Peak, dec.Shed)
+		}
+	})
 }
 
 // The header comes first, before the run (the user reads it while waiting):
@@ -261,37 +286,77 @@ func (w *firstWrite) Write(p []byte) (int, error) {
 // The quota scenario: 429s with RetryInfo; honouring them is compared with
 // ignoring them, and the budget with none, in words computed from the run.
 func TestDemoQuota(t *testing.T) {
-	// Mostly waiting on real time, with robust assertions: run beside
-	// the other slow demo runs.
-	t.Parallel()
-	r := runRetry(t, "", nil, "demo", "--scenario", "quota", "--duration", "2s", "--json")
-	if r.code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
-	}
-	var sum demoSummary
-	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
-		t.Fatalf("--json: %v\n%s", err, r.stdout)
-	}
-	by := map[string]strategyStats{}
-	for _, s := range sum.Strategies {
-		by[s.Name] = s
-	}
-	if g := by["google"]; g.HintedWaits == 0 || g.OverQuota == 0 {
-		t.Errorf("google: %d hinted waits, %d 429s: want the quota's RetryInfo honoured", g.HintedWaits, g.OverQuota)
-	}
-	if g := by["google+nohints"]; g.HintedWaits != 0 {
-		t.Errorf("google+nohints: %d hinted waits, want none", g.HintedWaits)
-	}
-	// Honouring the hint wastes fewer attempts on the quota than retrying
-	// on the policy's own (short, scaled) waits.
-	if g, n := by["google"], by["google+nohints"]; g.OverQuota >= n.OverQuota || g.GiveUps > n.GiveUps {
-		t.Errorf("google: %d 429s, %d give-ups; google+nohints: %d 429s, %d give-ups; want fewer with hints", g.OverQuota, g.GiveUps, n.OverQuota, n.GiveUps)
-	}
-	for _, want := range []string{"Honouring RetryInfo (google) took the attempts the quota refused from ",
-		"The retry budget (google+budget) held the load to ", " without it) and gave up on ", "No strategy gets more than the quota (50 per 1s) through."} {
-		if !strings.Contains(sum.Conclusion, want) {
-			t.Errorf("conclusion lacks %q:\n%s", want, sum.Conclusion)
+	// On a virtual clock, the servers in process: the windows of the quota
+	// are exact whatever the machine's load.
+	synctest.Test(t, func(t *testing.T) {
+		cfg := demoConfig{scenario: "quota", seed: 1, duration: 2 * time.Second, strategies: demoDefaultStrategies["quota"]}
+		sc := scenarioQuota(cfg.duration)
+		sc.transport = func(h http.Handler) http.RoundTripper { return memTransport{h} }
+		cfg.scale = sc.scale
+		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
+		if err != nil {
+			t.Fatal(err)
 		}
+		by := map[string]strategyStats{}
+		for _, s := range sum.Strategies {
+			by[s.Name] = s
+			t.Logf("%-15s %d requests, %d ok, %d attempts, %d 429s, %d hinted waits, peak %d", s.Name, s.Requests, s.Successes, s.Attempts, s.OverQuota, s.HintedWaits, s.Peak)
+		}
+		// 60 requests/s against 50 per second: 10 of each second's 60 are
+		// refused, and without retries they fail.
+		if n := by["no-retry"]; n.Requests != 120 || n.OverQuota != 20 || n.GiveUps != 20 {
+			t.Errorf("no-retry: %d requests, %d 429s, %d give-ups; want 120, 20, 20", n.Requests, n.OverQuota, n.GiveUps)
+		}
+		if g := by["google"]; g.HintedWaits == 0 || g.OverQuota == 0 {
+			t.Errorf("google: %d hinted waits, %d 429s: want the quota's RetryInfo honoured", g.HintedWaits, g.OverQuota)
+		}
+		if g := by["google+nohints"]; g.HintedWaits != 0 {
+			t.Errorf("google+nohints: %d hinted waits, want none", g.HintedWaits)
+		}
+		// Honouring the hint wastes fewer attempts on the quota than
+		// retrying on the policy's own (short, scaled) waits.
+		if g, n := by["google"], by["google+nohints"]; g.OverQuota >= n.OverQuota || g.GiveUps > n.GiveUps {
+			t.Errorf("google: %d 429s, %d give-ups; google+nohints: %d 429s, %d give-ups; want fewer with hints", g.OverQuota, g.GiveUps, n.OverQuota, n.GiveUps)
+		}
+		// No window lets more than the quota through.
+		for _, s := range sum.Strategies {
+			if ok := s.Attempts - s.OverQuota; ok > 50*int(math.Ceil(float64(sum.ElapsedMS)/1000)) {
+				t.Errorf("%s: %d attempts admitted in %dms, more than the quota", s.Name, ok, sum.ElapsedMS)
+			}
+		}
+		// In 2 s the budget's floor (100 retries per 10 s) covers every
+		// retry: the conclusion must not credit it with holding anything.
+		if b := by["google+budget"]; b.BudgetRefused != 0 {
+			t.Errorf("google+budget: %d retries refused in 2 s, want none", b.BudgetRefused)
+		}
+		for _, want := range []string{"Honouring RetryInfo (google) took the attempts the quota refused from 61 to 30 ",
+			"The retry budget (google+budget) refused no retry: it allows 20 % of the requests and at least 10 retries/s, more than this run needed.",
+			"No strategy gets more than the quota (50 per 1s) through."} {
+			if !strings.Contains(sum.Conclusion, want) {
+				t.Errorf("conclusion lacks %q:\n%s", want, sum.Conclusion)
+			}
+		}
+	})
+}
+
+// When the budget binds (a longer run, the floor spent), the conclusion
+// says how many retries it refused and compares the give-ups with no
+// retries, from the numbers.
+func TestQuotaConclusionBudget(t *testing.T) {
+	sc := scenarioQuota(5 * time.Second)
+	st := []strategyStats{
+		{Name: "no-retry", Requests: 300, Successes: 251, GiveUps: 49, Attempts: 300, OverQuota: 49, SuccessRate: 83.7},
+		{Name: "google", Requests: 300, Successes: 300, Attempts: 449, OverQuota: 149, HintedWaits: 149},
+		{Name: "google+budget", Requests: 300, Successes: 251, GiveUps: 49, Attempts: 400, OverQuota: 149, BudgetRefused: 49},
+	}
+	got := quotaConclusion(sc, st)
+	want := "The retry budget (google+budget) held the load to 1.33 attempts per request (1.50 without it) by refusing 49 retries; 49 requests gave up, as many as without retries: new requests alone fill the quota of every window, so a retry that gets through takes the place of a newer request."
+	if !strings.Contains(got, want) {
+		t.Errorf("conclusion =\n%s\nwant it to contain\n%s", got, want)
+	}
+	st[2].GiveUps, st[2].Successes = 10, 290
+	if got := quotaConclusion(sc, st); !strings.Contains(got, "; 10 requests gave up (49 without retries).") {
+		t.Errorf("conclusion = %s", got)
 	}
 }
 
@@ -476,3 +541,25 @@ func TestDemoProgressLineFits(t *testing.T) {
 		}
 	}
 }
+
+// countingTransport passes CloseIdleConnections on to the transport it
+// wraps: hiding it made http.Client.CloseIdleConnections a no-op for the
+// demo's clients.
+func TestCountingTransportClosesIdleConnections(t *testing.T) {
+	base := &closeCounter{}
+	var rt http.RoundTripper = &countingTransport{base: base}
+	ci, ok := rt.(interface{ CloseIdleConnections() })
+	if !ok {
+		t.Fatal("countingTransport hides CloseIdleConnections")
+	}
+	ci.CloseIdleConnections()
+	if base.n != 1 {
+		t.Errorf("the base transport's CloseIdleConnections ran %d times, want 1", base.n)
+	}
+	(&countingTransport{base: memTransport{}}).CloseIdleConnections() // a base without it: nothing to do
+}
+
+type closeCounter struct{ n int }
+
+func (c *closeCounter) RoundTrip(*http.Request) (*http.Response, error) { return nil, io.EOF }
+func (c *closeCounter) CloseIdleConnections()                           { c.n++ }
