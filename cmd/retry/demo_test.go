@@ -563,3 +563,19 @@ type closeCounter struct{ n int }
 
 func (c *closeCounter) RoundTrip(*http.Request) (*http.Response, error) { return nil, io.EOF }
 func (c *closeCounter) CloseIdleConnections()                           { c.n++ }
+
+// --scenario quota reaches the quota scenario through the command line (the
+// scenario's behaviour is checked on a virtual clock by TestDemoQuota).
+func TestDemoQuotaFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runDemo([]string{"--scenario", "quota", "--duration", "300ms", "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var sum demoSummary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out.String())
+	}
+	if sum.Scenario != "quota" || sum.Quota != "50 per 1s" || len(sum.Strategies) != 4 || sum.Strategies[1].Name != "google+nohints" || sum.TimeScale != 20 {
+		t.Errorf("summary %+v", sum)
+	}
+}
