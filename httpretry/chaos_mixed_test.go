@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,10 +50,10 @@ type chaosReq struct {
 type chaosResult struct {
 	err      error // RoundTrip's error
 	status   int
-	attempt  int   // the server's attempt number of the response returned
-	attempts int   // attempts the client made (from the policy's observer)
-	bodyErr  error // reading the response body failed (a visible failure)
-	corrupt  error // the body ended cleanly but was wrong (must never happen)
+	echo     string // the client's attempt number the response answers (chaos.HeaderEcho)
+	attempts int    // attempts the client made (from the policy's observer)
+	bodyErr  error  // reading the response body failed (a visible failure)
+	corrupt  error  // the body ended cleanly but was wrong (must never happen)
 	received int64
 }
 
@@ -127,7 +128,7 @@ func chaosDo(ctx context.Context, t *testing.T, plain, autoKey http.RoundTripper
 		return res
 	}
 	res.status = resp.StatusCode
-	res.attempt, _ = strconv.Atoi(resp.Header.Get(chaos.HeaderAttempt))
+	res.echo = resp.Header.Get(chaos.HeaderEcho)
 	n, err := chaos.ReadChecked(resp)
 	res.received = n
 	if errors.Is(err, chaos.ErrCorrupt) {
@@ -226,8 +227,8 @@ func chaosMixed(t *testing.T, h2 bool, n int) {
 		},
 	}
 	baseA, baseB := s.Transport(workers), s.Transport(workers)
-	plain := httpretry.NewTransport(baseA, p)
-	autoKey := httpretry.NewTransport(baseB, p, httpretry.AddIdempotencyKey())
+	plain := httpretry.NewTransport(&echoAttempts{base: baseA}, p)
+	autoKey := httpretry.NewTransport(&echoAttempts{base: baseB}, p, httpretry.AddIdempotencyKey())
 
 	reqs := chaosMix(seed, n)
 	results := make([]chaosResult, n)
@@ -318,17 +319,21 @@ func chaosMixed(t *testing.T, h2 bool, n int) {
 			}
 			continue
 		}
-		last := rec.Attempts[hits-1]
-
-		// The caller gets the last attempt's outcome.
-		if r.err == nil && r.attempt != hits {
-			bad(q, "got the response of attempt %d of %d", r.attempt, hits)
+		// The caller gets the outcome of its last attempt. The client
+		// numbers its attempts (chaos.HeaderEcho, see echoAttempts): the
+		// server's own order can differ, since under load a request the
+		// client gave up on may reach the handler after the next one.
+		lastEcho := strconv.Itoa(r.attempts)
+		if r.err == nil && r.echo != lastEcho {
+			bad(q, "got the response of attempt %s of %d", r.echo, r.attempts)
 		}
 		// An attempt that timed out may have been answered just too late
 		// (the server wrote the status, the client had already given up on
 		// it): only an attempt that did not time out must have got no answer.
-		if r.err != nil && last.Status != 0 && !timedOut(r.err) {
-			bad(q, "error %v although the last attempt was answered %d", r.err, last.Status)
+		for _, a := range rec.Attempts {
+			if r.err != nil && a.Echo == lastEcho && a.Status != 0 && !timedOut(r.err) {
+				bad(q, "error %v although the last attempt was answered %d", r.err, a.Status)
+			}
 		}
 		if r.err == nil && r.status != http.StatusOK {
 			giveUpStatus++
@@ -398,6 +403,20 @@ func chaosMixed(t *testing.T, h2 bool, n int) {
 		rtErrs, bodyErrs, giveUpStatus)
 	t.Logf("bytes: %d sent in request bodies (first attempts), %d received in response bodies", sentBytes, recvBytes)
 	t.Logf("goroutines leaked: %d", len(leaked))
+}
+
+// echoAttempts numbers the attempts of each request (by chaos.HeaderID) in
+// chaos.HeaderEcho, which the server sends back and records.
+type echoAttempts struct {
+	base http.RoundTripper
+	n    sync.Map // id -> *atomic.Int32
+}
+
+func (e *echoAttempts) RoundTrip(req *http.Request) (*http.Response, error) {
+	v, _ := e.n.LoadOrStore(req.Header.Get(chaos.HeaderID), new(atomic.Int32))
+	r := req.Clone(req.Context()) // a RoundTripper must not modify req; the body is shared
+	r.Header.Set(chaos.HeaderEcho, strconv.Itoa(int(v.(*atomic.Int32).Add(1))))
+	return e.base.RoundTrip(r)
 }
 
 // timedOut reports whether the caller's error says its last attempt timed out.
