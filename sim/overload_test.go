@@ -211,7 +211,7 @@ func TestOverloadNoOutage(t *testing.T) {
 // A policy Deadline bounds every request's latency, and a dropping outage
 // makes clients wait for their timeout.
 func TestOverloadDeadlineAndDrop(t *testing.T) {
-	c := small()
+	c := tiny()
 	c.Drop, c.Timeout = true, 3*time.Second
 	c.Strategies = strategies(t, "none", "profile:realtime")
 	m := runOverload(t, c)
