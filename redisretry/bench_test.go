@@ -34,11 +34,12 @@ type quietRedis struct{}
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // benchCase is a limiter in a policy, with a function that returns the Redis
-// round trips it made so far.
+// round trips it made so far and the decisions it made without Redis (a
+// call that Redis did not answer within the Timeout, on a busy machine).
 type benchCase struct {
 	name  string
 	p     retry.Policy
-	rts   func() int64
+	stats func() (roundTrips, local int64)
 	paces bool // the policy has the quota
 }
 
@@ -64,18 +65,25 @@ func benchLimiters(b *testing.B, quota Limit) []benchCase {
 			x.Close()
 		}
 	})
-	zero := func() int64 { return 0 }
+	zero := func() (int64, int64) { return 0, 0 }
+	sum := func(ls ...interface{ Stats() Stats }) func() (int64, int64) {
+		return func() (rt, local int64) {
+			for _, l := range ls {
+				s := l.Stats()
+				rt, local = rt+s.RoundTrips, local+s.Local
+			}
+			return rt, local
+		}
+	}
 	return []benchCase{
 		{"none", retry.Policy{}, zero, false},
 		{"ratiobudget", retry.Policy{Budget: retry.NewRatioBudget(retry.RatioBudgetConfig{})}, zero, false},
 		{"tokenbucket", retry.Policy{Budget: retry.NewTokenBucket(10, 0.1)}, zero, false},
 		{"local-quota", retry.Policy{Pacer: lq}, zero, true},
-		{"fleet-budget", retry.Policy{Budget: bu}, func() int64 { return bu.Stats().RoundTrips }, false},
-		{"fleet-quota", retry.Policy{Pacer: q}, func() int64 { return q.Stats().RoundTrips }, true},
-		{"fleet-cooldown", retry.Policy{Pacer: cd}, func() int64 { return cd.Stats().RoundTrips }, false},
-		{"fleet-all", retry.Policy{Pacer: retry.Pacers(cd2, q2), Budget: bu2}, func() int64 {
-			return cd2.Stats().RoundTrips + q2.Stats().RoundTrips + bu2.Stats().RoundTrips
-		}, true},
+		{"fleet-budget", retry.Policy{Budget: bu}, sum(bu), false},
+		{"fleet-quota", retry.Policy{Pacer: q}, sum(q), true},
+		{"fleet-cooldown", retry.Policy{Pacer: cd}, sum(cd), false},
+		{"fleet-all", retry.Policy{Pacer: retry.Pacers(cd2, q2), Budget: bu2}, sum(cd2, q2, bu2), true},
 	}
 }
 
@@ -193,14 +201,17 @@ func BenchmarkSteady(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("demand=%d%%/lib=%s", int(share*100), l.name), func(b *testing.B) {
 				runSteady(l.p, 200, rate) // warm up: leases at their steady size
-				before, cpu := l.rts(), cpuTime()
+				rts, local := l.stats()
+				cpu := cpuTime()
 				b.ResetTimer()
 				spent := runSteady(l.p, b.N, rate)
 				b.StopTimer()
 				cpu = cpuTime() - cpu
+				rts2, local2 := l.stats()
 				slices.Sort(spent)
 				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
-				b.ReportMetric(float64(l.rts()-before)/float64(b.N), "roundtrips/op")
+				b.ReportMetric(float64(rts2-rts)/float64(b.N), "roundtrips/op")
+				b.ReportMetric(float64(local2-local)/float64(b.N), "local/op")
 				b.ReportMetric(float64(spent[len(spent)/2])/1e3, "limiter-p50-µs")
 				b.ReportMetric(float64(spent[len(spent)*99/100])/1e3, "limiter-p99-µs")
 			})
@@ -234,7 +245,7 @@ func BenchmarkGET(b *testing.B) {
 				get() // open the connection, size the leases
 			}
 			lat := make([]time.Duration, 0, b.N)
-			before := l.rts()
+			rts, local := l.stats()
 			b.ResetTimer()
 			for range b.N {
 				t0 := time.Now()
@@ -245,7 +256,9 @@ func BenchmarkGET(b *testing.B) {
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-			b.ReportMetric(float64(l.rts()-before)/float64(b.N), "roundtrips/op")
+			rts2, local2 := l.stats()
+			b.ReportMetric(float64(rts2-rts)/float64(b.N), "roundtrips/op")
+			b.ReportMetric(float64(local2-local)/float64(b.N), "local/op")
 		})
 	}
 }
