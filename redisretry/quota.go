@@ -47,8 +47,12 @@ type QuotaConfig struct {
 	// Slack is how late a leased slot may still be used: a slot this
 	// process did not use within Slack of its time is lost. The fleet can
 	// exceed the quota by at most Slack's share of the Period in any
-	// window (2 % by default) while a busy process catches up. 0 means
-	// Period/50; use a negative value for none.
+	// window (2 % by default) while a busy process catches up. It covers
+	// the uncertainty of where the server's clock falls on the local one
+	// too (about the fastest round trip seen): that much less is left for
+	// catching up, and a block is cut by what exceeds Slack. It must be
+	// less than the Period. 0 means Period/50; use a negative value for
+	// none.
 	Slack time.Duration
 
 	// FleetSize is the number of processes that share the quota, for the
@@ -115,9 +119,12 @@ func (c QuotaConfig) Validate() error {
 //
 // The loop asks for a slot right before each attempt, after any backoff wait,
 // so a slot is counted when its attempt is sent. Callers that find the lease
-// empty queue, first come first served, for the next block; a block is
-// placed on the local clock by what the round trips say of the server's
-// clock, so that the blocks of two processes never overlap.
+// empty queue, first come first served, for the next block (they wait for it
+// at most QuotaConfig.Timeout). A block is placed on the local clock by
+// bounds on the server's clock learnt from every round trip, never by one
+// reply's arrival, so that a slot is never used before its place on the
+// server nor more than QuotaConfig.Slack after it, whatever the replies'
+// delays: the processes' blocks do not overlap (see docs/fleet.md).
 //
 // When Redis fails, is slower than QuotaConfig.Timeout or answers errors,
 // the Quota decides by QuotaConfig.OnFailure (by default a local pacer at
