@@ -299,17 +299,21 @@ func (c *call) nextBody() (body io.ReadCloser, changed bool, err error) {
 
 // attempt is the function the retry loop calls: one HTTP attempt. Its error
 // is an *AttemptError (with a hint when the server gave one), marked
-// retry.Permanent when the failure must not be retried.
+// retry.Permanent when the failure is not retryable, and retry.Unretryable
+// when it is but this request may not be repeated (an overload signal the
+// Budget and the Throttle must count as a failure all the same).
 func (c *call) attempt(actx context.Context) error {
 	c.n++
 	body, newBody, err := c.nextBody()
 	if err != nil {
-		// GetBody failed: keep the previous response for the caller.
+		// GetBody failed: keep the previous response for the caller. The
+		// call ends on the transient failure of the previous attempt, which
+		// the limiters must count as such (Unretryable, not Permanent).
 		ae := c.attemptError(c.req.URL, 0, ClassBody, nil)
 		if c.last != nil {
 			ae.Status, ae.Class = c.last.StatusCode, ClassStatus
 		}
-		return retry.Permanent(&skipError{reason: ErrBodyNotReplayable, err: ae, cause: err})
+		return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae, cause: err})
 	}
 	if c.last != nil {
 		discard(c.last)
@@ -371,9 +375,9 @@ func (c *call) attempt(actx context.Context) error {
 		case c.n >= c.max:
 			return ae // the last attempt: the loop gives up
 		case !c.idempotent && !cl.neverSent:
-			return retry.Permanent(&skipError{reason: ErrNotIdempotent, err: ae})
+			return retry.Unretryable(&skipError{reason: ErrNotIdempotent, err: ae})
 		case !c.replayable():
-			return retry.Permanent(&skipError{reason: ErrBodyNotReplayable, err: ae})
+			return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae})
 		}
 		return ae
 	}
@@ -407,9 +411,9 @@ func (c *call) attempt(actx context.Context) error {
 	case c.n >= c.max:
 		return ae // the last attempt: the loop gives up, no hint needed
 	case !c.idempotent:
-		return retry.Permanent(&skipError{reason: ErrNotIdempotent, err: ae})
+		return retry.Unretryable(&skipError{reason: ErrNotIdempotent, err: ae})
 	case !c.replayable():
-		return retry.Permanent(&skipError{reason: ErrBodyNotReplayable, err: ae})
+		return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae})
 	}
 	if d, src := hint(resp); src != "" {
 		ae.HintSource = src
