@@ -5,8 +5,8 @@
 // It is a drop-in for any Go HTTP client, including SDKs that accept an
 // *http.Client:
 //
-//	client := httpretry.NewClient(retry.Policy{})           // Google's defaults
-//	client := &http.Client{Transport: httpretry.NewTransport(nil, p)}
+//	client, err := httpretry.NewClient(retry.Policy{})      // Google's defaults
+//	client := &http.Client{Transport: httpretry.NewTransport(nil, p)} // then check its Err()
 //
 // # What is retried
 //

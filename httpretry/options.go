@@ -194,8 +194,14 @@ func NotIdempotent(ctx context.Context) context.Context {
 	return context.WithValue(ctx, idemKey{}, false)
 }
 
-// NewClient returns an *http.Client whose transport is
-// NewTransport(nil, p, opts...): http.DefaultTransport with retries.
-func NewClient(p retry.Policy, opts ...Option) *http.Client {
-	return &http.Client{Transport: NewTransport(nil, p, opts...)}
+// NewClient returns an *http.Client whose Transport is
+// NewTransport(nil, p, opts...): http.DefaultTransport with retries. An
+// invalid p or option is returned as the error (the same as
+// [Transport.Err]), with a nil client.
+func NewClient(p retry.Policy, opts ...Option) (*http.Client, error) {
+	t := NewTransport(nil, p, opts...)
+	if t.err != nil {
+		return nil, t.err
+	}
+	return &http.Client{Transport: t}, nil
 }

@@ -35,18 +35,16 @@ type Transport struct {
 	cfg    config
 	eps    *endpoints // nil without WithEndpoints
 	err    error
-	made   bool // by newTransport (false for a zero Transport)
+	made   bool // by NewTransport (false for a zero Transport)
 }
 
-// NewTransport returns a *Transport that sends requests with base
+// NewTransport returns a Transport that sends requests with base
 // (http.DefaultTransport when nil) and retries them under p, merged with any
-// per-request [WithPolicy]. An invalid p or option does not panic: it is
-// reported by [Transport.Err] and returned by every RoundTrip.
-func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) http.RoundTripper {
-	return newTransport(base, p, opts...)
-}
-
-func newTransport(base http.RoundTripper, p retry.Policy, opts ...Option) *Transport {
+// per-request [WithPolicy]. An invalid p or option does not panic, so that
+// NewTransport fits in a struct literal: check [Transport.Err] once after
+// building it; every RoundTrip of an invalid Transport returns the same
+// error without sending anything.
+func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}

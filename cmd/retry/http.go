@@ -149,8 +149,8 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		}
 	})
 	tr := httpretry.NewTransport(nil, p, opts...)
-	if t, ok := tr.(interface{ Err() error }); ok && t.Err() != nil {
-		return fail(stderr, prog, usagef("%v", t.Err()))
+	if err := tr.Err(); err != nil {
+		return fail(stderr, prog, usagef("%v", err))
 	}
 	client := &http.Client{Transport: tr}
 	defer client.CloseIdleConnections()
