@@ -91,6 +91,18 @@ func (e *AttemptError) Error() string {
 // Unwrap returns Err.
 func (e *AttemptError) Unwrap() error { return e.Err }
 
+// Timeout reports whether the attempt timed out (its Class is ClassTimeout,
+// or Err is a timeout), so that checks such as (*url.Error).Timeout, which
+// http.Client's errors answer by asking the error they wrap, see through
+// it.
+func (e *AttemptError) Timeout() bool {
+	if e.Class == ClassTimeout {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
+
 // skipError is an attempt error whose retry was skipped for reason
 // (ErrNotIdempotent or ErrBodyNotReplayable).
 type skipError struct {
@@ -106,6 +118,9 @@ func (e *skipError) Error() string {
 	}
 	return msg
 }
+
+// Timeout reports whether the attempt whose retry was skipped timed out.
+func (e *skipError) Timeout() bool { return e.err.Timeout() }
 
 func (e *skipError) Unwrap() []error {
 	if e.cause != nil {

@@ -324,7 +324,7 @@ func (c *call) attempt(actx context.Context) error {
 
 	rctx, cancel := c.attemptContext(actx)
 	req := c.req
-	if newBody || c.ep >= 0 || c.header != nil || rctx != c.ctx {
+	if newBody || c.ep >= 0 || c.header != nil || cancel != nil {
 		req = c.req.WithContext(rctx) // a shallow copy: never modify the caller's
 		if newBody {
 			req.Body = body
@@ -380,10 +380,17 @@ func (c *call) attempt(actx context.Context) error {
 		return ae
 	}
 	if cancel != nil {
-		if resp.Body == nil {
+		switch {
+		case resp.Body == nil:
 			cancel()
-		} else {
-			resp.Body = &cancelBody{rc: resp.Body, cancel: cancel}
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			// The upgrade ends the attempt: its body is the connection
+			// (an io.ReadWriteCloser), the caller's from now on and not
+			// bounded by the attempt's timeout (net/http no longer
+			// watches the request's context either).
+			cancel()
+		default:
+			resp.Body = keepWriter(resp.Body, &cancelBody{rc: resp.Body, cancel: cancel})
 		}
 	}
 	code := resp.StatusCode
@@ -426,20 +433,21 @@ func (c *call) attempt(actx context.Context) error {
 // to read the response body. The deadline is the earlier of the loop's (the
 // policy's Deadline) and the per-attempt timeout; cancel is nil when there is
 // none, and otherwise runs when the response body is closed or read to its end.
+//
+// Contexts are never compared with == (the caller's may be a value of an
+// uncomparable type): a deadline the caller's context already has needs no
+// new context.
 func (c *call) attemptContext(actx context.Context) (context.Context, context.CancelFunc) {
-	var (
-		dl  time.Time
-		has bool
-	)
-	if actx != c.ctx {
-		dl, has = actx.Deadline()
-	}
+	dl, has := actx.Deadline()
 	if c.timeout > 0 {
 		if d := time.Now().Add(c.timeout); !has || d.Before(dl) {
 			dl, has = d, true
 		}
 	}
 	if !has {
+		return c.ctx, nil
+	}
+	if own, ok := c.ctx.Deadline(); ok && !dl.Before(own) {
 		return c.ctx, nil
 	}
 	return context.WithDeadline(c.ctx, dl)
@@ -479,7 +487,7 @@ func hint(resp *http.Response) (time.Duration, string) {
 		return 0, ""
 	}
 	prefix, err := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
-	resp.Body = &prefixBody{prefix: prefix, rc: resp.Body, err: err}
+	resp.Body = keepWriter(resp.Body, &prefixBody{prefix: prefix, rc: resp.Body, err: err})
 	if err != nil {
 		return 0, ""
 	}
@@ -503,46 +511,4 @@ func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
-}
-
-// prefixBody reads prefix, then err if set, then rc; Close closes rc.
-type prefixBody struct {
-	prefix []byte
-	rc     io.ReadCloser
-	err    error
-}
-
-func (b *prefixBody) Read(p []byte) (int, error) {
-	if len(b.prefix) > 0 {
-		n := copy(p, b.prefix)
-		b.prefix = b.prefix[n:]
-		return n, nil
-	}
-	if b.err != nil {
-		return 0, b.err
-	}
-	return b.rc.Read(p)
-}
-
-func (b *prefixBody) Close() error { return b.rc.Close() }
-
-// cancelBody ends an attempt's context when its body is closed or read to
-// its end.
-type cancelBody struct {
-	rc     io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *cancelBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if err == io.EOF {
-		b.cancel()
-	}
-	return n, err
-}
-
-func (b *cancelBody) Close() error {
-	err := b.rc.Close()
-	b.cancel()
-	return err
 }
