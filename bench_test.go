@@ -31,6 +31,31 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+	// The success path under each setting that can cost something: a policy
+	// Deadline or AttemptTimeout derives one context for the attempt (unless
+	// the caller's deadline comes first); the limiters and a pacer add calls.
+	short, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		p    Policy
+	}{
+		{"success/deadline", ctx, Policy{Deadline: time.Minute}},
+		{"success/attempt-timeout", ctx, Policy{AttemptTimeout: time.Minute}},
+		{"success/deadline+attempt-timeout", ctx, Policy{Deadline: time.Minute, AttemptTimeout: 10 * time.Second}},
+		{"success/deadline-after-ctx", short, Policy{Deadline: 2 * time.Hour}},
+		{"success/pacer", ctx, Policy{Pacer: nopPacer{}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Do(c.ctx, c.p, bare); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 	b.Run("retry-once", func(b *testing.B) {
 		b.ReportAllocs()
 		p := Policy{InitialDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: Zero}
@@ -48,4 +73,23 @@ func BenchmarkDo(b *testing.B) {
 			}
 		}
 	})
+}
+
+// nopPacer lets every attempt start at once.
+type nopPacer struct{}
+
+func (nopPacer) Reserve(_ context.Context, earliest, _ time.Time) (time.Time, error) {
+	return earliest, nil
+}
+func (nopPacer) Record(error) {}
+
+// BenchmarkClock is the cost of the clock read the loop makes before the first
+// attempt (so that Error.Elapsed counts it), for comparison with Do/success.
+func BenchmarkClock(b *testing.B) {
+	b.ReportAllocs()
+	var t time.Time
+	for b.Loop() {
+		t = time.Now()
+	}
+	_ = t
 }

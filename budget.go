@@ -216,6 +216,20 @@ func (b *RatioBudget) limit(e uint32) float64 {
 // Record does nothing: a RatioBudget counts attempts, not their outcomes.
 func (b *RatioBudget) Record(ok bool) {}
 
+// Cancel takes back the count of an admitted request (retry false) or retry
+// that was not made after all (see [Limiter]): the loop calls it when another
+// limiter or the Pacer refused the attempt, or the call ended before it. The
+// count is taken from the current slot of the window, so one admitted just
+// before a slot boundary may stay counted until it slides out.
+func (b *RatioBudget) Cancel(retry bool) {
+	e := b.clock.epoch()
+	if retry {
+		b.retries.add(e, -1)
+	} else {
+		b.requests.add(e, -1)
+	}
+}
+
 // Available returns how many more retries the budget would admit now if no
 // request came in meanwhile (0 when it is exhausted).
 func (b *RatioBudget) Available() int {
@@ -263,7 +277,12 @@ func (c *windowClock) epoch() uint32 {
 	if d < 0 {
 		d = 0
 	}
-	return uint32(d/c.width) + 1
+	// Epochs wrap after 2^32 slots (about 50 days with 1 ms slots); the
+	// window's arithmetic is modular, but 0 marks an unused slot: skip it.
+	if e := uint32(d/c.width) + 1; e != 0 {
+		return e
+	}
+	return 1
 }
 
 // slidingCounter counts events over the last windowSlots epochs. Each slot

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -54,10 +55,8 @@ var ErrThrottled = errors.New("retry: throttled by the client")
 type Error struct {
 	// Attempts is the number of attempts made (0 if the first was throttled).
 	Attempts int
-	// Elapsed is the time from the first attempt to the give-up. When the
-	// policy has no Deadline the clock is first read when the first attempt
-	// fails (the success path reads no clock), so Elapsed then excludes the
-	// first attempt's duration.
+	// Elapsed is the time from the start of the call (just before the first
+	// attempt) to the give-up: every attempt and every wait included.
 	Elapsed time.Duration
 	// Reason says why the loop stopped.
 	Reason Reason
@@ -79,10 +78,37 @@ func (e *Error) Error() string {
 	if e.Last != nil {
 		msg += ": " + e.Last.Error()
 	}
-	if e.Cause != nil && e.Cause != e.Last {
+	// The cause is named unless the last error already holds it. errors.Is,
+	// not !=: comparing two errors of one uncomparable type panics.
+	if e.Cause != nil && (e.Last == nil || !errors.Is(e.Last, e.Cause)) {
 		msg += " (cause: " + e.Cause.Error() + ")"
 	}
 	return msg
+}
+
+// Timeout reports whether the loop ended on a timeout, so that
+// url.Error.Timeout and net.Error checks see through the retry loop as they
+// would without it: always when it gave up on a deadline (ReasonDeadline);
+// when the caller's context ended, if its cause is a timeout (its deadline,
+// not a cancellation); otherwise, if the last attempt's error or the cause is
+// one. An error is a timeout when its chain holds one with a method
+// Timeout() bool that returns true, such as context.DeadlineExceeded or a
+// net.Error that timed out.
+func (e *Error) Timeout() bool {
+	switch e.Reason {
+	case ReasonDeadline:
+		return true
+	case ReasonContext:
+		return isTimeout(e.Cause)
+	}
+	return isTimeout(e.Last) || isTimeout(e.Cause)
+}
+
+func isTimeout(err error) bool {
+	return find(err, func(e error) bool {
+		t, ok := e.(interface{ Timeout() bool })
+		return ok && t.Timeout()
+	}) != nil
 }
 
 // Unwrap returns the last error and the cause, those that are set.
@@ -98,11 +124,13 @@ func (e *Error) Unwrap() []error {
 	return nil
 }
 
-// Is makes errors.Is(err, ErrBudgetExhausted) and errors.Is(err, ErrThrottled)
-// true for the matching reasons.
+// Is makes errors.Is(err, ErrBudgetExhausted), errors.Is(err, ErrThrottled)
+// and errors.Is(err, context.DeadlineExceeded) true for the matching reasons
+// (ReasonBudget, ReasonThrottled, ReasonDeadline).
 func (e *Error) Is(target error) bool {
 	return (target == ErrBudgetExhausted && e.Reason == ReasonBudget) ||
-		(target == ErrThrottled && e.Reason == ReasonThrottled)
+		(target == ErrThrottled && e.Reason == ReasonThrottled) ||
+		(target == context.DeadlineExceeded && e.Reason == ReasonDeadline)
 }
 
 type permanentError struct {

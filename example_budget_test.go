@@ -106,5 +106,5 @@ func ExampleProfileNames() {
 	// provisioned  attempts=5  deadline=0s
 	// realtime     attempts=3  deadline=10s
 	// batch        attempts=1  deadline=0s
-	// model-armor  attempts=12 deadline=5m0s
+	// model-armor  attempts=15 deadline=5m0s
 }

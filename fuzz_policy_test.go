@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -93,27 +94,38 @@ func FuzzPolicyMergeValidate(f *testing.F) {
 }
 
 // FuzzDoHintBounds runs Do in virtual time with a function that always fails
-// with a fuzzed server hint and checks the loop's decision: every wait is at
-// most max(MaxDelay, MaxRetryAfter) (hints only up to MaxRetryAfter, none
-// when it is Zero), the waits end before the policy's Deadline, and the
-// attempts stop at the policy's count.
+// with a fuzzed server hint, under fuzzed jitter, and checks the loop's
+// decision: every wait is at most max(MaxDelay, MaxRetryAfter) and, when
+// hinted, at least min(hint, MaxRetryAfter) (no hint when MaxRetryAfter is
+// Zero); the waits end before the policy's Deadline; the attempts stop at the
+// policy's count.
 func FuzzDoHintBounds(f *testing.F) {
-	f.Add(int64(time.Second), int64(0), int64(0), uint8(5), true)
-	f.Add(int64(1e18), int64(2*time.Second), int64(10*time.Second), uint8(10), true)
-	f.Add(int64(-5), int64(-1), int64(0), uint8(3), false)
-	f.Add(int64(9e18), int64(1<<62), int64(time.Hour), uint8(20), true)
-	f.Fuzz(func(t *testing.T, hint, maxRA, deadline int64, attempts uint8, hinted bool) {
+	f.Add(int64(time.Second), int64(0), int64(0), uint8(5), true, int64(0))
+	f.Add(int64(1e18), int64(2*time.Second), int64(10*time.Second), uint8(10), true, int64(time.Millisecond))
+	f.Add(int64(-5), int64(-1), int64(0), uint8(3), false, int64(-1))
+	f.Add(int64(9e18), int64(1<<62), int64(time.Hour), uint8(20), true, int64(time.Second))
+	f.Add(int64(math.MaxInt64), int64(0), int64(0), uint8(2), true, int64(time.Second))       // hint + jitter overflowed
+	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), int64(0), uint8(2), true, int64(1<<62)) // both huge
+	f.Fuzz(func(t *testing.T, hint, maxRA, deadline int64, attempts uint8, hinted bool, jitter int64) {
 		attempts = attempts%20 + 1
 		p := retry.Policy{Attempts: int(attempts), InitialDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond,
-			Jitter: retry.Zero, MaxRetryAfter: time.Duration(maxRA), Deadline: time.Duration(deadline)}
+			Jitter: time.Duration(jitter), MaxRetryAfter: time.Duration(maxRA), Deadline: time.Duration(deadline),
+			Rand: retry.NewRand(uint64(hint))}
 		if maxRA == -1 {
 			p.MaxRetryAfter = retry.Zero
+		}
+		if jitter == -1 {
+			p.Jitter = retry.Zero
 		}
 		if p.Validate() != nil {
 			return
 		}
 		r := p.Resolved()
 		limit := max(r.MaxDelay, r.MaxRetryAfter)
+		floor := time.Duration(0)
+		if hinted && r.MaxRetryAfter > 0 {
+			floor = min(max(time.Duration(hint), 0), r.MaxRetryAfter)
+		}
 		synctest.Test(t, func(t *testing.T) {
 			var waits []time.Duration
 			p.Observer = func(_ context.Context, e retry.Event) {
@@ -136,18 +148,57 @@ func FuzzDoHintBounds(f *testing.F) {
 				t.Fatalf("err %v after %d calls of %d", err, calls, attempts)
 			}
 			var sum time.Duration
+			// The runtime's clock saturates near 2^63 ns (about 290 years from
+			// the bubble's start): compare the sum only below 2^62 ns.
+			saturated := false
 			for _, w := range waits {
-				if w < 0 || w > limit {
-					t.Fatalf("wait %v outside [0, %v] (hint %v, policy %+v)", w, limit, time.Duration(hint), r)
+				if w < floor || w > limit {
+					t.Fatalf("wait %v outside [%v, %v] (hint %v, policy %+v)", w, floor, limit, time.Duration(hint), r)
 				}
-				sum += w
+				if w >= 1<<62 || sum >= 1<<62-w {
+					saturated = true
+				} else {
+					sum += w
+				}
 			}
-			if took != sum {
+			if !saturated && took != sum {
 				t.Fatalf("took %v, waits sum to %v", took, sum)
 			}
 			if r.Deadline > 0 && took >= r.Deadline {
 				t.Fatalf("waited %v, past the %v deadline", took, r.Deadline)
 			}
 		})
+	})
+}
+
+// FuzzHinted checks Policy.Hinted's bounds for any wait, hint, draw and
+// policy: the result is at least the computed wait and, when hints are on,
+// at least min(hint, MaxRetryAfter), and it never exceeds
+// max(wait, MaxRetryAfter).
+func FuzzHinted(f *testing.F) {
+	f.Add(int64(time.Second), int64(math.MaxInt64), 0.5, int64(0), int64(0))
+	f.Add(int64(0), int64(math.MaxInt64-1), 0.999999, int64(math.MaxInt64), int64(math.MaxInt64))
+	f.Add(int64(5), int64(-7), math.NaN(), int64(-1), int64(-1))
+	f.Fuzz(func(t *testing.T, wait, hint int64, u float64, jitter, maxRA int64) {
+		d := func(v int64) time.Duration {
+			if v == -1 {
+				return retry.Zero
+			}
+			return time.Duration(v)
+		}
+		p := retry.Policy{Jitter: d(jitter), MaxRetryAfter: d(maxRA), MaxDelay: math.MaxInt64}
+		if p.Validate() != nil || wait < 0 {
+			return
+		}
+		r := p.Resolved()
+		got := p.Hinted(time.Duration(wait), time.Duration(hint), u)
+		lo := time.Duration(wait)
+		if r.MaxRetryAfter > 0 {
+			lo = max(lo, min(max(time.Duration(hint), 0), r.MaxRetryAfter))
+		}
+		hi := max(time.Duration(wait), r.MaxRetryAfter)
+		if got < lo || got > hi {
+			t.Fatalf("Hinted(%d, %d, %v) with %+v = %d, outside [%d, %d]", wait, hint, u, r, got, lo, hi)
+		}
 	})
 }

@@ -57,13 +57,20 @@ type Event struct {
 // between attempts, so it should be quick. ctx is the call's context.
 type Observer func(ctx context.Context, e Event)
 
-// Observers returns an Observer that calls each non-nil observer in order.
+// Observers returns an Observer that calls each non-nil observer in order,
+// or nil when none is non-nil (so that a Policy keeps its default observer).
 func Observers(obs ...Observer) Observer {
 	var list []Observer
 	for _, o := range obs {
 		if o != nil {
 			list = append(list, o)
 		}
+	}
+	switch len(list) {
+	case 0:
+		return nil
+	case 1:
+		return list[0]
 	}
 	return func(ctx context.Context, e Event) {
 		for _, o := range list {

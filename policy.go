@@ -56,24 +56,28 @@ type Policy struct {
 	// ShapeJitterAtCap). 0 means 1 s; Zero means no jitter.
 	Jitter time.Duration
 
-	// Deadline is the total time allowed, measured from the first attempt:
-	// no attempt starts, and no wait is begun that would end, after it, and
-	// the attempt running at the deadline is cancelled. 0 means only the
-	// context's deadline applies.
+	// Deadline is the total time allowed, measured from the start of the
+	// call (a Pacer's wait before the first attempt included): no attempt
+	// starts, and no wait is begun that would end, after it, and the attempt
+	// running at the deadline is cancelled. 0 means only the
+	// context's deadline applies. Each attempt then runs under a derived
+	// context (4 allocations) unless the context's deadline comes first.
 	Deadline time.Duration
 
 	// AttemptTimeout bounds each attempt separately from Deadline (for
 	// example 10 to 30 minutes for Flex, seconds for real-time chat). An
 	// attempt that times out is retried. 0 means no per-attempt timeout.
+	// With a Deadline too, an attempt still gets one derived context, not two.
 	AttemptTimeout time.Duration
 
 	// MaxRetryAfter caps a server's hint (see [After]): a hint asks for a wait
-	// of at least its value (plus jitter) but never more than MaxRetryAfter.
-	// 0 means MaxDelay; Zero means hints are ignored.
+	// of at least its value (plus jitter) but never more than MaxRetryAfter,
+	// however large the hint. 0 means MaxDelay (and follows it through
+	// [Policy.Merge]); Zero means hints are ignored.
 	MaxRetryAfter time.Duration
 
 	// Shape is the formula that turns a retry number into a wait.
-	// The zero value is ShapeGoogle, the documented formula.
+	// 0 means ShapeGoogle, the documented formula.
 	Shape Shape
 
 	// StatusCodes lists the HTTP status codes that trigger a retry, for the
@@ -106,14 +110,30 @@ type Policy struct {
 	// Float64. Use [NewRand] for a seeded source in tests.
 	Rand func() float64
 
+	// Pacer, when set, may make any attempt, the first included, wait for
+	// its turn: a quota shared by many callers, a pause a server asked for
+	// (see [Pacer]). Do and Run apply it under the deadline rule of every
+	// wait. nil means attempts never wait for a pacer.
+	Pacer Pacer
+
 	// resolved is set by Resolved: the fields hold final values, so a 0
 	// duration is a real zero and is not defaulted again.
 	resolved bool
+	// derivedMaxRetryAfter is, on a resolved policy whose MaxRetryAfter was
+	// 0 and took MaxDelay's value, that value (-1 otherwise). While both
+	// fields still hold it, Merge lets MaxRetryAfter follow a new MaxDelay.
+	derivedMaxRetryAfter time.Duration
 }
 
 // Limiter decides whether an attempt may go ahead and learns from outcomes.
 // Budgets and throttles implement it; one Limiter is usually shared by every
 // call of a client. Implementations must be safe for concurrent use.
+//
+// A Limiter may also have a method Cancel(retry bool). The loop calls it when
+// an attempt the Limiter admitted is not made after all (another limiter or
+// the Pacer refused it, the context ended during the wait, or the deadline
+// came first), so that it can give back what Admit counted. [RatioBudget]
+// has it.
 type Limiter interface {
 	// Admit is called before each attempt; retry is false for a call's
 	// first attempt. Returning false refuses the attempt.
@@ -141,12 +161,12 @@ func Google() Policy {
 // ModelArmor returns the Model Armor API's variant: retry 500, 502, 503 and
 // 504, wait 1 s, 2 s, 4 s, ... plus up to 1 s of jitter, each wait capped at
 // 32 s, and stop after 300 s in all (the page's suggestion for a CI/CD step).
-// Attempts is 12 so that the 300 s deadline, not the count, usually ends the
-// loop. The page allows retrying 429 too and a 64 s cap: append 429 to
+// Attempts is 15 so that the 300 s deadline, not the count, ends the loop:
+// the 14 waits add up to at least 319 s even when every attempt fails at once. The page allows retrying 429 too and a 64 s cap: append 429 to
 // StatusCodes and set MaxDelay to 64 s for that.
 func ModelArmor() Policy {
 	return Policy{
-		Attempts:     12,
+		Attempts:     15,
 		InitialDelay: time.Second,
 		MaxDelay:     32 * time.Second,
 		ExpBase:      2,
@@ -165,6 +185,15 @@ func (p Policy) resolve() Policy {
 
 func (p *Policy) resolveInPlace() {
 	if p.resolved {
+		// Resolved already: a 0 is a real zero, but a field set to Zero
+		// afterwards must still mean 0, not MinInt64.
+		if p.InitialDelay|p.MaxDelay|p.Jitter|p.Deadline|p.AttemptTimeout|p.MaxRetryAfter < 0 {
+			for _, d := range []*time.Duration{&p.InitialDelay, &p.MaxDelay, &p.Jitter, &p.Deadline, &p.AttemptTimeout, &p.MaxRetryAfter} {
+				if *d == Zero {
+					*d = 0
+				}
+			}
+		}
 		return
 	}
 	p.resolved = true
@@ -179,7 +208,14 @@ func (p *Policy) resolveInPlace() {
 	p.Jitter = orDefault(p.Jitter, DefaultJitter)
 	p.Deadline = orDefault(p.Deadline, 0)
 	p.AttemptTimeout = orDefault(p.AttemptTimeout, 0)
+	p.derivedMaxRetryAfter = -1
+	if p.MaxRetryAfter == 0 {
+		p.derivedMaxRetryAfter = p.MaxDelay
+	}
 	p.MaxRetryAfter = orDefault(p.MaxRetryAfter, p.MaxDelay)
+	if p.Shape == 0 {
+		p.Shape = ShapeGoogle
+	}
 }
 
 func orDefault(v, def time.Duration) time.Duration {
@@ -223,6 +259,13 @@ func (p Policy) RetriesStatus(code int) bool {
 // [Zero]) replaced by override's value, field by field. Use it for per-call
 // overrides: the client's policy stays the base, the call changes only what it
 // names. (The Gen AI SDKs replace the whole options struct instead.)
+//
+// The rule is the same whether p is as written or came from [Policy.Resolved]:
+// a field the override leaves at 0 keeps p's value, and a MaxRetryAfter that
+// neither sets (0 means MaxDelay) follows the merged MaxDelay. So
+// p.Merge(Policy{MaxDelay: 5 * time.Second}) caps hints at 5 s for any p
+// that did not set MaxRetryAfter itself. A Shape of ShapeGoogle in override
+// switches p back to the documented formula (the zero Shape sets nothing).
 func (p Policy) Merge(override Policy) Policy {
 	p, override = p.unresolved(), override.unresolved()
 	if override.Attempts != 0 {
@@ -237,7 +280,7 @@ func (p Policy) Merge(override Policy) Policy {
 	mergeDur(&p.Deadline, override.Deadline)
 	mergeDur(&p.AttemptTimeout, override.AttemptTimeout)
 	mergeDur(&p.MaxRetryAfter, override.MaxRetryAfter)
-	if override.Shape != ShapeGoogle {
+	if override.Shape != 0 {
 		p.Shape = override.Shape
 	}
 	if override.StatusCodes != nil {
@@ -258,11 +301,15 @@ func (p Policy) Merge(override Policy) Policy {
 	if override.Rand != nil {
 		p.Rand = override.Rand
 	}
+	if override.Pacer != nil {
+		p.Pacer = override.Pacer
+	}
 	return p
 }
 
 // unresolved turns a resolved policy back into the form where 0 means the
-// default, spelling its real zeros as [Zero].
+// default, spelling its real zeros as [Zero], and a MaxRetryAfter that came
+// from MaxDelay as 0 again.
 func (p Policy) unresolved() Policy {
 	if !p.resolved {
 		return p
@@ -272,13 +319,17 @@ func (p Policy) unresolved() Policy {
 			*d = Zero
 		}
 	}
-	p.resolved = false
+	if d := p.derivedMaxRetryAfter; d >= 0 && p.MaxRetryAfter == d && p.MaxDelay == d {
+		p.MaxRetryAfter = 0
+	}
+	p.resolved, p.derivedMaxRetryAfter = false, 0
 	return p
 }
 
 // Hinted returns the wait before the next attempt when the server hinted
 // hint: the computed wait, raised to at least hint plus jitter (U(0, Jitter),
-// drawn with u in [0, 1)), the raised part capped by MaxRetryAfter. With
+// drawn with u in [0, 1)), the raised part capped by MaxRetryAfter however
+// large the hint (a hint of math.MaxInt64 waits exactly MaxRetryAfter). With
 // MaxRetryAfter set to [Zero] hints are ignored. [Do] applies this rule to
 // every hint; integrations that drive their own loop (gax) call it.
 func (p Policy) Hinted(wait, hint time.Duration, u float64) time.Duration {
@@ -293,7 +344,14 @@ func (p *Policy) hinted(wait, hint time.Duration, u float64) time.Duration {
 	if !(u >= 0 && u < 1) {
 		u = 0
 	}
-	return max(wait, min(max(hint, 0)+time.Duration(u*float64(p.Jitter)), p.MaxRetryAfter))
+	// hint + jitter, saturated at MaxRetryAfter without computing a sum that
+	// could overflow (a hint near MaxInt64 plus jitter wraps negative).
+	j := time.Duration(u * float64(p.Jitter)) // in [0, Jitter): u < 1
+	raised := p.MaxRetryAfter
+	if h := max(hint, 0); h < p.MaxRetryAfter-j { // MaxRetryAfter > 0, j >= 0: no overflow
+		raised = h + j
+	}
+	return max(wait, raised)
 }
 
 func mergeDur(dst *time.Duration, v time.Duration) {
@@ -323,7 +381,7 @@ func (p Policy) Validate() error { return p.validate() }
 func (p *Policy) validate() error {
 	// Fast path for the common case: no negative field, a sane ExpBase, the
 	// default codes. Only slow-path failures build an error.
-	if p.Attempts|int(p.InitialDelay|p.MaxDelay|p.Jitter|p.Deadline|p.AttemptTimeout|p.MaxRetryAfter) >= 0 &&
+	if int64(p.Attempts)|int64(p.InitialDelay|p.MaxDelay|p.Jitter|p.Deadline|p.AttemptTimeout|p.MaxRetryAfter) >= 0 &&
 		(p.ExpBase == 0 || (p.ExpBase >= 1 && p.ExpBase <= math.MaxFloat64)) &&
 		p.Shape < shapeCount && p.StatusCodes == nil &&
 		p.maxDelay() >= p.initialDelay() {
@@ -377,14 +435,14 @@ func checkDur(field string, d time.Duration) error {
 // initialDelay and maxDelay are the values the loop will use, for validation.
 func (p *Policy) initialDelay() time.Duration {
 	if p.resolved {
-		return p.InitialDelay
+		return max(p.InitialDelay, 0) // Zero set after Resolved is 0 too
 	}
 	return orDefault(p.InitialDelay, DefaultInitialDelay)
 }
 
 func (p *Policy) maxDelay() time.Duration {
 	if p.resolved {
-		return p.MaxDelay
+		return max(p.MaxDelay, 0)
 	}
 	return orDefault(p.MaxDelay, DefaultMaxDelay)
 }

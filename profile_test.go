@@ -49,7 +49,7 @@ func TestProfileValues(t *testing.T) {
 		{"provisioned", 5, time.Second, time.Minute, time.Second, 0, 0, []int{408, 500, 502, 503, 504}, false, false, true, false},
 		{"realtime", 3, 500 * time.Millisecond, 2 * time.Second, 500 * time.Millisecond, 10 * time.Second, 0, gen, false, true, true, false},
 		{"batch", 1, time.Second, time.Minute, time.Second, 0, 0, gen, false, true, true, false},
-		{"model-armor", 12, time.Second, 32 * time.Second, time.Second, 300 * time.Second, 0, []int{500, 502, 503, 504}, false, false, true, false},
+		{"model-armor", 15, time.Second, 32 * time.Second, time.Second, 300 * time.Second, 0, []int{500, 502, 503, 504}, false, false, true, false},
 	} {
 		p, err := retry.Profile(tc.name)
 		if err != nil {

@@ -13,9 +13,13 @@ import (
 // InitialDelay, b is ExpBase, cap is MaxDelay, J is Jitter, U(a, b) is a
 // uniform random value in [a, b), and exp(n) = min(cap, base·b^n).
 //
-// Every shape returns a wait in [0, cap], for any n (no overflow: a huge n
-// simply gives the cap). A server hint (see [After]) can ask for more, up to
-// MaxRetryAfter.
+// Every shape returns a wait in [0, cap], for any n and any valid policy (no
+// overflow: a huge n, base or cap simply gives the cap). A server hint (see
+// [After]) can ask for more, up to MaxRetryAfter.
+//
+// The zero Shape means "the default", which is ShapeGoogle: a Policy that
+// sets no Shape uses the documented formula, and [Policy.Merge] with an
+// override whose Shape is ShapeGoogle switches a base back to it.
 type Shape uint8
 
 const (
@@ -25,7 +29,7 @@ const (
 	//
 	// Once base·b^n reaches the cap the jitter is gone: every client waits
 	// exactly cap, in lock-step. ShapeJitterAtCap keeps the jitter there.
-	ShapeGoogle Shape = iota
+	ShapeGoogle Shape = iota + 1
 
 	// ShapeNone is exponential backoff without jitter: wait = exp(n).
 	ShapeNone
@@ -53,14 +57,16 @@ const (
 	//
 	//	wait = min(base·b^n, cap − J') + U(0, J'),  J' = min(J, cap)
 	//
-	// Below the cap it equals ShapeGoogle; at the cap clients spread over
-	// [cap − J', cap) instead of all waiting exactly cap.
+	// While base·b^n ≤ cap − J' it equals ShapeGoogle; above that (within
+	// J' of the cap, and at the cap) clients spread over [cap − J', cap)
+	// instead of crowding at exactly cap.
 	ShapeJitterAtCap
 
 	shapeCount
 )
 
 var shapeNames = [...]string{
+	0:                 "google", // the default
 	ShapeGoogle:       "google",
 	ShapeNone:         "none",
 	ShapeFull:         "full",
@@ -78,21 +84,42 @@ func (s Shape) String() string {
 	return fmt.Sprintf("Shape(%d)", uint8(s))
 }
 
+// MarshalText returns the shape's name (see [Shape.String]), so that a
+// Shape in JSON or another text format reads "full", not a number. The zero
+// Shape, the default, is "google".
+func (s Shape) MarshalText() ([]byte, error) {
+	if s >= shapeCount {
+		return nil, fmt.Errorf("retry: cannot marshal unknown Shape(%d)", uint8(s))
+	}
+	return []byte(shapeNames[s]), nil
+}
+
+// UnmarshalText sets s to the shape named by text (see [ParseShape]).
+func (s *Shape) UnmarshalText(text []byte) error {
+	v, err := ParseShape(string(text))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
 // ParseShape returns the Shape with the given name (see [Shape.String]).
 func ParseShape(name string) (Shape, error) {
-	for i, n := range shapeNames {
+	for i, n := range shapeNames[ShapeGoogle:] {
 		if n == name {
-			return Shape(i), nil
+			return ShapeGoogle + Shape(i), nil
 		}
 	}
 	return 0, fmt.Errorf("retry: unknown shape %q (want one of google, none, full, equal, decorrelated, grpc, jitter-at-cap)", name)
 }
 
-// Shapes returns every shape, in declaration order.
+// Shapes returns every shape, in declaration order (ShapeGoogle first; not
+// the zero Shape, which stands for it).
 func Shapes() []Shape {
-	s := make([]Shape, shapeCount)
+	s := make([]Shape, shapeCount-ShapeGoogle)
 	for i := range s {
-		s[i] = Shape(i)
+		s[i] = ShapeGoogle + Shape(i)
 	}
 	return s
 }
@@ -118,7 +145,10 @@ func (p *Policy) backoff(n int, prev time.Duration, u float64) time.Duration {
 		u = 0
 	}
 	capf := float64(p.MaxDelay)
-	exp := float64(p.InitialDelay) * math.Pow(p.ExpBase, float64(n))
+	exp := 0.0 // InitialDelay 0 stays 0 for every n (0·Inf would be NaN)
+	if p.InitialDelay > 0 {
+		exp = float64(p.InitialDelay) * math.Pow(p.ExpBase, float64(n))
+	}
 	if !(exp <= capf) { // NaN or +Inf or above the cap
 		exp = capf
 	}
@@ -142,16 +172,24 @@ func (p *Policy) backoff(n int, prev time.Duration, u float64) time.Duration {
 	case ShapeJitterAtCap:
 		j := math.Min(float64(p.Jitter), capf)
 		w = math.Min(exp, capf-j) + u*j
-	default: // ShapeGoogle
+	default: // ShapeGoogle, and the zero Shape
 		w = exp + u*float64(p.Jitter)
 	}
-	if !(w <= capf) {
-		w = capf
+	return clampWait(w, p.MaxDelay)
+}
+
+// clampWait converts the wait w, in nanoseconds, to a Duration in [0, max].
+// It compares before it converts: float64(math.MaxInt64) is 2^63, which does
+// not fit in an int64, so converting a wait at or above max would wrap to a
+// negative Duration when max is near MaxInt64.
+func clampWait(w float64, max time.Duration) time.Duration {
+	switch {
+	case !(w > 0) || max <= 0: // also NaN; max <= 0 only on an invalid policy
+		return 0
+	case w >= float64(max):
+		return max
 	}
-	if w < 0 {
-		w = 0
-	}
-	return time.Duration(w)
+	return time.Duration(w) // w < float64(max) <= 2^63: fits, and is at most max
 }
 
 // NewRand returns a seeded source of uniform random numbers in [0, 1), safe

@@ -121,9 +121,19 @@ func FuzzBackoff(f *testing.F) {
 	f.Add(uint8(0), 0, int64(0), 0.5, int64(time.Second), int64(time.Minute), 2.0, int64(time.Second))
 	f.Add(uint8(4), 10000, int64(time.Hour), 0.99, int64(1), int64(1), 1.0, int64(0))
 	f.Add(uint8(6), -5, int64(-1), math.NaN(), int64(0), int64(0), 1e300, int64(math.MaxInt64))
+	f.Add(uint8(1), 40, int64(0), 0.5, int64(0), int64(math.MaxInt64), 0.0, int64(0))             // the cap wrapped negative
+	f.Add(uint8(2), 1, int64(0), 0.5, int64(0), int64(math.MaxInt64), 1e300, int64(0))            // so did a huge base
+	f.Add(uint8(1), 1024, int64(0), 0.5, int64(-1), int64(0), 0.0, int64(-1))                     // 0·Inf gave the cap
+	f.Add(uint8(5), 3, int64(math.MaxInt64), 0.99, int64(1), int64(math.MaxInt64), 2.0, int64(1)) // decorrelated, huge prev
 	f.Fuzz(func(t *testing.T, shape uint8, n int, prev int64, u float64, initial, maxd int64, base float64, jitter int64) {
-		p := Policy{Shape: Shape(shape % uint8(shapeCount)), InitialDelay: time.Duration(initial),
-			MaxDelay: time.Duration(maxd), ExpBase: base, Jitter: time.Duration(jitter)}
+		d := func(v int64) time.Duration { // -1 stands for Zero
+			if v == -1 {
+				return Zero
+			}
+			return time.Duration(v)
+		}
+		p := Policy{Shape: Shape(shape % uint8(shapeCount)), InitialDelay: d(initial),
+			MaxDelay: d(maxd), ExpBase: base, Jitter: d(jitter)}
 		if p.Validate() != nil {
 			return
 		}

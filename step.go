@@ -18,7 +18,8 @@ type Step struct {
 
 // Begin admits a call's first attempt: the Throttle may refuse it (false:
 // fail fast with [ErrThrottled]); the Budget is told a request starts and never
-// refuses. [Do] calls it; a loop that drives [Policy.Next] itself calls it
+// refuses. Begin does not consult the Pacer: a loop that drives Next itself
+// calls Policy.Pacer's Reserve and Record around each attempt. [Do] calls it; a loop that drives [Policy.Next] itself calls it
 // once per call, before the first attempt.
 func (p Policy) Begin() bool {
 	if p.Throttle != nil && !p.Throttle.Admit(false) {
@@ -54,7 +55,8 @@ func (p *Policy) record(ok bool) {
 // attempt reaches Attempts; computes the wait with [Policy.Backoff] and a
 // server hint with [Policy.Hinted]; gives up with ReasonDeadline if the wait
 // would not end before deadline; asks the Budget (ReasonBudget) and then the
-// Throttle (ReasonThrottled) to admit the retry.
+// Throttle (ReasonThrottled) to admit the retry, giving it back to the Budget
+// when the Throttle refuses it (see [Limiter]).
 //
 // This is the one step [Do] takes between attempts, exported for loops that
 // cannot call Do: a gax.Retryer, the simulator's virtual clock. Such a loop
@@ -66,10 +68,27 @@ func (p Policy) Next(attempt int, prev time.Duration, err error, now, deadline t
 }
 
 func (p *Policy) next(attempt int, prev time.Duration, err error, now, deadline time.Time) Step {
-	if pe := find(err, isPermanentErr); pe != nil || (p.Retryable != nil && !p.Retryable(err)) {
-		p.record(pe == nil || !pe.(*permanentError).transient)
+	if halt, ok := p.halts(err); halt {
+		p.record(ok)
 		return Step{Reason: ReasonPermanent}
 	}
+	return p.retryable(attempt, prev, err, now, deadline)
+}
+
+// halts reports whether err stops the loop as it is ([Permanent],
+// [Unretryable], Policy.Retryable) and, if so, how the limiters record it.
+func (p *Policy) halts(err error) (halt, ok bool) {
+	if pe := find(err, isPermanentErr); pe != nil {
+		return true, !pe.(*permanentError).transient
+	}
+	if p.Retryable != nil && !p.Retryable(err) {
+		return true, true
+	}
+	return false, false
+}
+
+// retryable is Next for an error that does not halt the loop.
+func (p *Policy) retryable(attempt int, prev time.Duration, err error, now, deadline time.Time) Step {
 	p.record(false)
 	if attempt >= p.Attempts {
 		return Step{Reason: ReasonAttempts}
@@ -86,13 +105,28 @@ func (p *Policy) next(attempt int, prev time.Duration, err error, now, deadline 
 		return s
 	}
 	// The budget first: a retry it refuses is never sent, so the throttle
-	// must not count it as a request.
+	// must not count it as a request. A retry the throttle refuses is given
+	// back to the budget.
 	if p.Budget != nil && !p.Budget.Admit(true) {
 		s.Reason = ReasonBudget
 		return s
 	}
 	if p.Throttle != nil && !p.Throttle.Admit(true) {
+		cancelAdmit(p.Budget, true)
 		s.Reason = ReasonThrottled
 	}
 	return s
+}
+
+// cancelAdmitted tells the limiters that the attempt they admitted (a retry,
+// or a call's first attempt) is not made after all.
+func (p *Policy) cancelAdmitted(retry bool) {
+	cancelAdmit(p.Budget, retry)
+	cancelAdmit(p.Throttle, retry)
+}
+
+func cancelAdmit(l Limiter, retry bool) {
+	if c, ok := l.(interface{ Cancel(retry bool) }); ok {
+		c.Cancel(retry)
+	}
 }

@@ -33,6 +33,25 @@ type ThrottleConfig struct {
 	// Rand returns a uniform random number in [0, 1), safe for concurrent
 	// use. nil means math/rand/v2's Float64. Use [NewRand] in tests.
 	Rand func() float64
+
+	// SentOnly counts as requests only the attempts that were sent to the
+	// backend, not those the throttle rejected locally. false (the SRE
+	// book's rule) counts both.
+	//
+	// Under the SRE rule a throttle that has seen a total outage recovers
+	// only once its Window has rolled past the outage: every request the
+	// client attempts counts, but only the admitted ones can be accepts, so
+	// after the outage p falls no lower than about 1 − 1/K (½ for K = 2)
+	// and the client keeps rejecting about half of its requests locally
+	// until the outage has left the window. A shorter Window alone does not
+	// help: the window then holds little but rejections, which keep p near
+	// 1. With SentOnly, p falls to 0 once the backend has accepted 1/K as
+	// many requests as the window holds sent ones, and with a short Window
+	// as well (10 s, say) the outage is forgotten within that window. The
+	// price: under sustained partial overload a SentOnly client sends about
+	// √(offered·K·accepted) requests instead of K·accepted, so it sheds
+	// less. docs/profiles.md has the simulator's figures.
+	SentOnly bool
 }
 
 // Validate reports the first invalid field of c, naming it: a negative
@@ -66,7 +85,11 @@ func (c ThrottleConfig) Validate() error {
 //
 // with K = 2 by default. While the backend accepts at least one attempt in K
 // nothing is rejected; when it fails everything, the client sends only a
-// trickle of requests, which lets it notice the recovery. A call whose
+// trickle of requests, which lets it notice the recovery. Locally rejected
+// requests count as requests (the SRE book's rule), which is why after a
+// total outage the client keeps rejecting about half of its requests until
+// the window has rolled past the outage; [ThrottleConfig.SentOnly] changes
+// that. A call whose
 // attempt is rejected fails fast with [ErrThrottled], before fn is called.
 //
 // The window is a ring of 20 slots of packed atomic words (it slides in
@@ -74,6 +97,7 @@ func (c ThrottleConfig) Validate() error {
 // no lock and allocates nothing after construction.
 type AdaptiveThrottle struct {
 	k        float64
+	sentOnly bool
 	rand     func() float64
 	clock    windowClock
 	requests slidingCounter
@@ -95,12 +119,13 @@ func NewAdaptiveThrottle(c ThrottleConfig) *AdaptiveThrottle {
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}
-	return &AdaptiveThrottle{k: c.K, rand: c.Rand, clock: newWindowClock(c.Now, c.Window)}
+	return &AdaptiveThrottle{k: c.K, sentOnly: c.SentOnly, rand: c.Rand, clock: newWindowClock(c.Now, c.Window)}
 }
 
 // Admit rejects an attempt with the probability
 // [AdaptiveThrottle.RejectProbability]; a rejected attempt is counted as a
-// request at once (an admitted one when Record reports its outcome). First
+// request at once, unless [ThrottleConfig.SentOnly] is set (an admitted
+// one is counted when Record reports its outcome). First
 // attempts and retries are treated alike. The random source is consulted
 // only when the probability is above 0.
 func (t *AdaptiveThrottle) Admit(retry bool) bool {
@@ -109,7 +134,9 @@ func (t *AdaptiveThrottle) Admit(retry bool) bool {
 	if p <= 0 || t.rand() >= p {
 		return true
 	}
-	t.requests.add(e, 1)
+	if !t.sentOnly {
+		t.requests.add(e, 1)
+	}
 	return false
 }
 

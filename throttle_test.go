@@ -285,3 +285,61 @@ func TestThrottleShedsLoadDuringOutage(t *testing.T) {
 		t.Fatalf("backend saw %d of %d calls after recovery", backend.Load(), calls)
 	}
 }
+
+// After a total outage the SRE rule (rejected requests count as requests)
+// keeps p near 1 − 1/K: each second of recovery adds every attempted request
+// but only the admitted ones as accepts, so p falls no lower than about ½
+// until the window has rolled past the outage. SentOnly counts only the
+// requests that were sent, and p falls to 0 once the backend has accepted
+// as many requests as failed during the outage.
+func TestThrottleSentOnlyRecovers(t *testing.T) {
+	run := func(sentOnly bool) (pEnd float64, admittedLast int) {
+		var clk limClock
+		th := retry.NewAdaptiveThrottle(retry.ThrottleConfig{Now: clk.Now, Rand: retry.NewRand(7), SentOnly: sentOnly})
+		// 30 s of total outage at 100 requests/s, then 60 s of a healthy
+		// backend at the same rate: well within the 2 min window.
+		for s := range 90 {
+			admitted := 0
+			for range 100 {
+				if th.Admit(false) {
+					admitted++
+					th.Record(s >= 30)
+				}
+				clk.Advance(10 * time.Millisecond)
+			}
+			admittedLast = admitted
+		}
+		return th.RejectProbability(), admittedLast
+	}
+	p, last := run(false)
+	if p < 0.4 || last > 60 {
+		t.Errorf("SRE rule, 60 s after the outage: p = %.3f, %d of 100 admitted in the last second; want p stuck near ½ (rejections count)", p, last)
+	}
+	p, last = run(true)
+	if p != 0 || last != 100 {
+		t.Errorf("SentOnly, 60 s after the outage: p = %.3f, %d of 100 admitted in the last second; want p = 0, all admitted", p, last)
+	}
+}
+
+// SentOnly leaves the formula alone for the requests that are sent and
+// only stops counting local rejections.
+func TestThrottleSentOnlyDoesNotCountRejections(t *testing.T) {
+	var clk limClock
+	rnd := &constRand{u: 0} // reject whenever p > 0
+	for _, sentOnly := range []bool{false, true} {
+		th := retry.NewAdaptiveThrottle(retry.ThrottleConfig{Now: clk.Now, Rand: rnd.Float64, SentOnly: sentOnly})
+		load(th, 10, 0) // p = 10/11
+		for range 5 {
+			if th.Admit(false) {
+				t.Fatalf("SentOnly %v: admitted with p > 0 and u = 0", sentOnly)
+			}
+		}
+		want := 15.0 / 16 // the 5 rejections counted
+		if sentOnly {
+			want = 10.0 / 11
+		}
+		if got := th.RejectProbability(); got != want {
+			t.Errorf("SentOnly %v: p = %v after 5 rejections, want %v", sentOnly, got, want)
+		}
+	}
+}

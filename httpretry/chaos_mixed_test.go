@@ -50,6 +50,7 @@ type chaosResult struct {
 	err      error // RoundTrip's error
 	status   int
 	attempt  int   // the server's attempt number of the response returned
+	attempts int   // attempts the client made (from the policy's observer)
 	bodyErr  error // reading the response body failed (a visible failure)
 	corrupt  error // the body ended cleanly but was wrong (must never happen)
 	received int64
@@ -90,7 +91,13 @@ func chaosMix(seed uint64, n int) []chaosReq {
 	return reqs
 }
 
+// chaosAttemptsKey holds, in a request's context, where the policy's
+// observer writes how many attempts the client made (see chaosMixed).
+type chaosAttemptsKey struct{}
+
 func chaosDo(ctx context.Context, t *testing.T, plain, autoKey http.RoundTripper, base string, q chaosReq) chaosResult {
+	var res chaosResult
+	ctx = context.WithValue(ctx, chaosAttemptsKey{}, &res.attempts)
 	method := http.MethodPost
 	switch q.kind {
 	case chaosGET:
@@ -114,7 +121,6 @@ func chaosDo(ctx context.Context, t *testing.T, plain, autoKey http.RoundTripper
 	if q.kind == chaosPOSTAutoKey {
 		rt = autoKey
 	}
-	var res chaosResult
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		res.err = err
@@ -184,8 +190,21 @@ func chaosMixed(t *testing.T, h2 bool, n int) {
 	)
 	before := chaos.SnapshotGoroutines()
 
+	faults := chaos.Faults()
+	if h2 {
+		// Not GOAWAY over HTTP/2 here: when a GOAWAY aborts a stream at the
+		// instant its attempt times out, net/http's HTTP/2 RoundTrip returns
+		// without waiting for the stream's body writer (waitDone gives up on
+		// ctx.Done), and Transport.roundTrip's rewindBody then reads
+		// readTrackingBody.didRead while that goroutine writes it: a data race
+		// inside the standard library (Go 1.26, a sibling of golang/go#60041),
+		// which -race reports about once in ten runs under load. GOAWAY over
+		// HTTP/2 is covered by TestChaosNoLeakInBubble (in virtual time) and by
+		// internal/chaos.TestHTTP2GoAwayAndStreamReset.
+		faults = slices.DeleteFunc(faults, func(f chaos.Fault) bool { return f == chaos.GoAway })
+	}
 	s, err := chaos.Start(chaos.Config{
-		Seed: seed, FaultRate: 0.3, Dedupe: true, HTTP2: h2,
+		Seed: seed, FaultRate: 0.3, Faults: faults, Dedupe: true, HTTP2: h2,
 		RetryAfter: time.Second, StallMax: time.Second, HugeBody: 256 << 10,
 	})
 	if err != nil {
@@ -200,7 +219,11 @@ func chaosMixed(t *testing.T, h2 bool, n int) {
 		MaxRetryAfter:  5 * time.Millisecond, // the server asks for 1 s to 31 years
 		AttemptTimeout: 300 * time.Millisecond,
 		Rand:           retry.NewRand(seed),
-		Observer:       func(context.Context, retry.Event) {},
+		Observer: func(ctx context.Context, e retry.Event) {
+			if n, ok := ctx.Value(chaosAttemptsKey{}).(*int); ok && e.Kind != retry.EventRetry {
+				*n = e.Attempt // the call's last event: success or give-up
+			}
+		},
 	}
 	baseA, baseB := s.Transport(workers), s.Transport(workers)
 	plain := httpretry.NewTransport(baseA, p)
@@ -343,10 +366,12 @@ func chaosMixed(t *testing.T, h2 bool, n int) {
 				}
 			}
 		}
-		if q.kind != chaosPOSTNoKey && !success && r.bodyErr == nil && hits < attempts {
+		if q.kind != chaosPOSTNoKey && !success && r.bodyErr == nil && r.attempts < attempts {
 			// Every fault the chaos server applies is transient (HTTP/2 stream
-			// resets included): an idempotent or keyed request never stops early.
-			bad(q, "gave up after %d attempts of %d (err %v, status %d)", hits, attempts, r.err, r.status)
+			// resets included): an idempotent or keyed request never stops
+			// early. (The server may see fewer attempts than the client made:
+			// an attempt can time out before it reaches the handler.)
+			bad(q, "gave up after %d attempts of %d (%d reached the server; err %v, status %d)", r.attempts, attempts, hits, r.err, r.status)
 		}
 	}
 	if st.BodyMismatches != 0 {

@@ -240,12 +240,13 @@ func TestObserverGiveUps(t *testing.T) {
 			events:   []string{"retry.give_up"},
 		},
 		{
-			// No attempt is made and the loop sends no event.
+			// No attempt is made; the loop sends one give-up event.
 			name:     "throttle refuses the first attempt",
 			policy:   retry.Policy{Attempts: 5, Throttle: limiter{}},
 			fn:       fail,
 			attempts: map[string]int64{},
-			giveUps:  map[string]int64{},
+			giveUps:  map[string]int64{"throttled": 1},
+			events:   []string{"retry.give_up"},
 		},
 	}
 	for _, tt := range tests {

@@ -51,6 +51,10 @@ type ContentionConfig struct {
 	// Workers is the number of goroutines that simulate points in parallel
 	// (0: GOMAXPROCS). The results do not depend on it.
 	Workers int
+	// Progress, when set, is called after each (strategy, clients) point
+	// finishes, with the number finished so far and the total. Calls do not
+	// overlap.
+	Progress func(done, total int)
 }
 
 // ContentionResult is the outcome of one (strategy, clients) point,
@@ -162,12 +166,20 @@ func RunContention(c ContentionConfig) ([]ContentionResult, error) {
 	sortByDesc(order, func(i int) int { return cfg.Clients[points[i].n] })
 	next := make(chan int)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
 	for range min(cfg.Workers, len(points)) {
 		wg.Go(func() {
 			w := newContentionWorker()
 			for i := range next {
 				p := points[i]
 				results[i] = w.point(&cfg, &cfg.Strategies[p.s], cfg.Clients[p.n])
+				if cfg.Progress != nil {
+					mu.Lock()
+					done++
+					cfg.Progress(done, len(points))
+					mu.Unlock()
+				}
 			}
 		})
 	}

@@ -54,6 +54,9 @@ type OverloadConfig struct {
 	Strategies []OverloadStrategy
 	// Workers is how many strategies are simulated at once (0: GOMAXPROCS).
 	Workers int
+	// Progress, when set, is called after each strategy finishes, with the
+	// number finished so far and the total. Calls do not overlap.
+	Progress func(done, total int)
 }
 
 // DefaultOverload returns the default experiment: 100,000 clients in 100
@@ -88,15 +91,20 @@ type OverloadResult struct {
 	Attempts   int64  `json:"attempts"`
 	// Amplification is the load amplification the outage causes: attempts
 	// made by the requests that started during the outage ÷ those requests.
+	// Without an outage (or when no request started during it) it is
+	// AmplificationTotal: 1 when nothing was retried.
 	Amplification float64 `json:"amplification"`
 	// AmplificationTotal is attempts ÷ requests over the whole run.
 	AmplificationTotal float64 `json:"amplification_total"`
 	// PeakLoad is the highest attempt rate that reached the server in one
 	// bin, as a multiple of Capacity.
 	PeakLoad float64 `json:"peak_load"`
-	// Goodput is successful requests per second of Duration.
+	// Goodput is successful requests per second of Duration, counting the
+	// successes that land within Duration only (a request still in flight
+	// then may succeed later: it counts in Succeeded, not here).
 	Goodput float64 `json:"goodput"`
-	// FailedRatio is the share of requests that did not succeed.
+	// FailedRatio is the share of requests that did not succeed (at any
+	// time, within Duration or after).
 	FailedRatio float64 `json:"failed_ratio"`
 	// RecoveryS is the time from the end of the outage to the start of the
 	// first bin from which every bin up to Duration is healthy (at least
@@ -117,6 +125,11 @@ type OverloadResult struct {
 	// second reaching the server and successful requests per second.
 	Load []float64 `json:"-"`
 	Good []float64 `json:"-"`
+	// RejectP is, per Bin, the mean over the client processes of their
+	// throttle's reject probability (see
+	// [retry.AdaptiveThrottle.RejectProbability]) at the start of the bin;
+	// nil when the strategy has no throttle that reports one.
+	RejectP []float64 `json:"-"`
 	// BinS is the bin width in seconds.
 	BinS float64 `json:"-"`
 }
@@ -202,10 +215,18 @@ func RunOverload(c OverloadConfig) ([]OverloadResult, error) {
 	results := make([]OverloadResult, len(cfg.Strategies))
 	next := make(chan int)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	done := 0
 	for range min(workers, len(cfg.Strategies)) {
 		wg.Go(func() {
 			for i := range next {
 				results[i] = runOverloadOne(&cfg, &cfg.Strategies[i]).res
+				if cfg.Progress != nil {
+					mu.Lock()
+					done++
+					cfg.Progress(done, len(cfg.Strategies))
+					mu.Unlock()
+				}
 			}
 		})
 	}
@@ -248,26 +269,30 @@ type bin struct {
 	ok      int64 // of those, served
 	refused int64 // attempts the throttle refused
 	success int64 // requests that succeeded
+	rejectP float64
 }
 
 type overloadSim struct {
-	cfg      *OverloadConfig
-	s        *OverloadStrategy
-	p        retry.Policy // s.Policy resolved, for its limits (Backoff gets s.Policy itself)
-	retry503 bool
-	q        queue
-	now      int64
-	arrivals *source        // request arrivals: the same for every strategy
-	src      *source        // everything else
-	hosts    []retry.Policy // per client process: p with its own Budget, Throttle and the sim's Rand
-	reqs     []request
-	free     []int32
-	bins     []bin
-	latency  []uint32 // histogram of end-to-end latency, 1 ms buckets
-	res      OverloadResult
-	outReqs  int64
-	outAtt   int64
-	endedAtt int64 // attempts of the requests that ended
+	cfg       *OverloadConfig
+	s         *OverloadStrategy
+	p         retry.Policy // s.Policy resolved, for its limits (Backoff gets s.Policy itself)
+	retry503  bool
+	q         queue
+	now       int64
+	arrivals  *source        // request arrivals: the same for every strategy
+	src       *source        // everything else
+	hosts     []retry.Policy // per client process: p with its own Budget, Throttle and the sim's Rand
+	reqs      []request
+	free      []int32
+	bins      []bin
+	latency   []uint32 // histogram of end-to-end latency, 1 ms buckets
+	res       OverloadResult
+	outReqs   int64
+	outAtt    int64
+	endedAtt  int64 // attempts of the requests that ended
+	good      int64 // requests that succeeded within Duration
+	sampled   int   // bins whose RejectP has been sampled
+	throttles []rejecter
 
 	service     int64 // ns per request
 	busyUntil   int64
@@ -312,8 +337,31 @@ func newOverloadSim(cfg *OverloadConfig, s *OverloadStrategy) *overloadSim {
 			hp.Budget, hp.Throttle = s.NewLimiters(clock, o.src.float64)
 		}
 		o.hosts[h] = hp
+		if r, ok := hp.Throttle.(rejecter); ok {
+			o.throttles = append(o.throttles, r)
+		}
 	}
 	return o
+}
+
+// rejecter is a throttle that reports its reject probability, as
+// [retry.AdaptiveThrottle] does.
+type rejecter interface{ RejectProbability() float64 }
+
+// sample records the mean reject probability of the throttles for every bin
+// that starts at or before the current time.
+func (o *overloadSim) sample() {
+	if len(o.throttles) == 0 {
+		return
+	}
+	for o.sampled < len(o.bins) && int64(o.sampled)*int64(o.cfg.Bin) <= o.now {
+		var p float64
+		for _, t := range o.throttles {
+			p += t.RejectProbability()
+		}
+		o.bins[o.sampled].rejectP = p / float64(len(o.throttles))
+		o.sampled++
+	}
 }
 
 func (o *overloadSim) delay() int64 { return o.src.normal(o.cfg.NetMean, o.cfg.NetSD) }
@@ -338,6 +386,7 @@ func (o *overloadSim) run() {
 	for o.q.len() > 0 {
 		e := o.q.pop()
 		o.now = e.at
+		o.sample()
 		o.res.Events++
 		switch e.kind {
 		case oArrive:
@@ -493,8 +542,9 @@ func (o *overloadSim) end(id int32, how uint8) {
 	switch how {
 	case endSuccess:
 		o.res.Succeeded++
-		if b := o.binOf(o.now); b != nil {
-			b.success++
+		if o.now < int64(o.cfg.Duration) {
+			o.good++
+			o.binOf(o.now).success++
 		}
 	case endFailed:
 		o.res.Failed++
@@ -529,20 +579,29 @@ func (o *overloadSim) finish() {
 		res.AmplificationTotal = float64(res.Attempts) / float64(res.Requests)
 		res.FailedRatio = float64(res.Requests-res.Succeeded) / float64(res.Requests)
 	}
+	res.Amplification = res.AmplificationTotal
 	if o.outReqs > 0 {
 		res.Amplification = float64(o.outAtt) / float64(o.outReqs)
 	}
-	res.Goodput = float64(res.Succeeded) / cfg.Duration.Seconds()
+	res.Goodput = float64(o.good) / cfg.Duration.Seconds()
 	// The series cover whole bins within Duration.
 	nb := int(cfg.Duration / cfg.Bin)
 	binS := cfg.Bin.Seconds()
 	res.BinS = binS
 	res.Load = make([]float64, nb)
 	res.Good = make([]float64, nb)
+	if len(o.throttles) > 0 {
+		o.now = int64(cfg.Duration)
+		o.sample() // bins without events, if any
+		res.RejectP = make([]float64, nb)
+	}
 	for i := range nb {
 		res.Load[i] = float64(o.bins[i].arrived) / binS
 		res.Good[i] = float64(o.bins[i].success) / binS
 		res.PeakLoad = max(res.PeakLoad, res.Load[i]/cfg.Capacity)
+		if res.RejectP != nil {
+			res.RejectP[i] = o.bins[i].rejectP
+		}
 	}
 	// Recovery: the first bin at or after the outage's end from which every
 	// bin is healthy.

@@ -29,12 +29,12 @@ type OverloadStrategy struct {
 // DefaultOverloadNames are the strategies "retry sim overload" compares by
 // default. [OverloadStrategyByName] also accepts "profile:NAME" for every
 // name of [retry.ProfileNames] and "budget+throttle".
-var DefaultOverloadNames = []string{"none", "genai", "token-bucket", "ratio-budget", "adaptive-throttle"}
+var DefaultOverloadNames = []string{"none", "genai", "token-bucket", "ratio-budget", "adaptive-throttle", "adaptive-throttle-sent-10s"}
 
 // OverloadNames returns every name [OverloadStrategyByName] accepts.
 func OverloadNames() []string {
 	names := append([]string(nil), DefaultOverloadNames...)
-	names = append(names, "budget+throttle")
+	names = append(names, "adaptive-throttle-10s", "adaptive-throttle-sent", "budget+throttle")
 	for _, p := range retry.ProfileNames() {
 		names = append(names, "profile:"+p)
 	}
@@ -52,6 +52,11 @@ func OverloadNames() []string {
 //     [retry.NewRatioBudget] with its defaults per client process.
 //   - "adaptive-throttle": genai under the SRE book's client-side throttle,
 //     [retry.NewAdaptiveThrottle] with its defaults per client process.
+//   - "adaptive-throttle-10s": the same throttle with a 10 s window
+//     instead of 2 min.
+//   - "adaptive-throttle-sent": the same throttle counting only the
+//     requests it sends ([retry.ThrottleConfig] SentOnly).
+//   - "adaptive-throttle-sent-10s": SentOnly and a 10 s window.
 //   - "budget+throttle": genai with both the ratio budget and the throttle.
 //   - "profile:NAME": [retry.Profile](NAME). A profile's budget or throttle
 //     is rebuilt per client process on the virtual clock with the defaults
@@ -62,6 +67,12 @@ func OverloadStrategyByName(name string) (OverloadStrategy, error) {
 	}
 	throttle := func(now func() time.Time, rand func() float64) retry.Limiter {
 		return retry.NewAdaptiveThrottle(retry.ThrottleConfig{Now: now, Rand: rand})
+	}
+	withThrottle := func(c retry.ThrottleConfig) func(now func() time.Time, rand func() float64) (retry.Limiter, retry.Limiter) {
+		return func(now func() time.Time, rand func() float64) (retry.Limiter, retry.Limiter) {
+			c.Now, c.Rand = now, rand
+			return nil, retry.NewAdaptiveThrottle(c)
+		}
 	}
 	s := OverloadStrategy{Name: name, Policy: retry.Google()}
 	switch name {
@@ -80,6 +91,12 @@ func OverloadStrategyByName(name string) (OverloadStrategy, error) {
 		s.NewLimiters = func(now func() time.Time, rand func() float64) (retry.Limiter, retry.Limiter) {
 			return nil, throttle(now, rand)
 		}
+	case "adaptive-throttle-sent":
+		s.NewLimiters = withThrottle(retry.ThrottleConfig{SentOnly: true})
+	case "adaptive-throttle-sent-10s":
+		s.NewLimiters = withThrottle(retry.ThrottleConfig{SentOnly: true, Window: 10 * time.Second})
+	case "adaptive-throttle-10s":
+		s.NewLimiters = withThrottle(retry.ThrottleConfig{Window: 10 * time.Second})
 	case "budget+throttle":
 		s.NewLimiters = func(now func() time.Time, rand func() float64) (retry.Limiter, retry.Limiter) {
 			return ratio(now), throttle(now, rand)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -271,4 +272,46 @@ func BenchmarkOverload(b *testing.B) {
 		events += res[0].Events
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
+
+// Goodput counts the successes that land within Duration only. Policies
+// whose requests finish long after the arrivals stop (flex: 10 min per
+// attempt, under a dropping outage) must not look better for it: no strategy
+// can deliver more than the offered load, and Goodput is the mean of the Good
+// series.
+func TestOverloadGoodputWithinDuration(t *testing.T) {
+	c := tiny()
+	c.Drop, c.Timeout = true, 2*time.Second
+	c.Strategies = strategies(t, "none", "genai", "profile:flex")
+	m := runOverload(t, c)
+	offered := c.Load * c.Capacity
+	for name, r := range m {
+		var sum float64
+		for _, g := range r.Good {
+			sum += g
+		}
+		mean := sum * r.BinS / c.Duration.Seconds()
+		if math.Abs(r.Goodput-mean) > 1e-6*mean {
+			t.Errorf("%s: goodput %.1f/s, but the goodput series averages %.1f/s", name, r.Goodput, mean)
+		}
+		if r.Goodput > 1.05*offered {
+			t.Errorf("%s: goodput %.1f/s above the offered %.0f/s: successes after the run were counted", name, r.Goodput, offered)
+		}
+	}
+	if f, n := m["profile:flex"].Goodput, m["none"].Goodput; f > 1.05*n {
+		t.Errorf("flex goodput %.0f/s vs none %.0f/s: flex's attempts hang for 10 min, its late successes must not count", f, n)
+	}
+}
+
+// Without an outage nobody started a request during it: the amplification
+// is that of the whole run (1.00 when nothing is retried), not 0.
+func TestOverloadNoOutageAmplification(t *testing.T) {
+	c := tiny()
+	c.Outage = 0
+	c.Strategies = strategies(t, "none", "genai")
+	for name, r := range runOverload(t, c) {
+		if r.Amplification != r.AmplificationTotal || r.Amplification < 1 {
+			t.Errorf("%s: amplification %v, total %v: want the total (>= 1) without an outage", name, r.Amplification, r.AmplificationTotal)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/backoffkit/retry/internal/svgplot"
@@ -34,10 +35,11 @@ func WriteContentionTable(w io.Writer, rows []ContentionResult) error {
 
 // WriteContentionPlots writes contention-calls.svg (work against clients)
 // and contention-time.svg (completion time against clients) into dir, like
-// the figures of the AWS post, and returns the paths written. The time axis
-// is logarithmic: exponential backoff without jitter takes ten times longer
-// than the jittered shapes.
-func WriteContentionPlots(dir string, rows []ContentionResult) ([]string, error) {
+// the figures of the AWS post, and returns the paths written. cfg is the
+// experiment's configuration (for the subtitle); the caption is the
+// conclusion computed from rows. The time axis is logarithmic: exponential
+// backoff without jitter takes ten times longer than the jittered shapes.
+func WriteContentionPlots(dir string, cfg ContentionConfig, rows []ContentionResult) ([]string, error) {
 	var names []string
 	calls := map[string]*svgplot.Series{}
 	times := map[string]*svgplot.Series{}
@@ -51,8 +53,17 @@ func WriteContentionPlots(dir string, rows []ContentionResult) ([]string, error)
 		c.X, c.Y = append(c.X, float64(r.Clients)), append(c.Y, r.CallsMean)
 		t.X, t.Y = append(t.X, float64(r.Clients)), append(t.Y, r.TimeMsMean)
 	}
-	cp := &svgplot.Plot{Title: "Work: conditional writes per run", XLabel: "clients", YLabel: "calls (mean)"}
-	tp := &svgplot.Plot{Title: "Completion time of the last client", XLabel: "clients", YLabel: "time, ms (mean)", LogY: true}
+	c, _ := cfg.withDefaults()
+	sub := fmt.Sprintf("network Normal(%v, %v) per message, %d runs per point, seed %d", c.NetMean, c.NetSD, c.Runs, c.Seed)
+	for _, s := range c.Strategies {
+		if s.Name == "google" {
+			p := s.Policy.Resolved()
+			sub = fmt.Sprintf("base %v, cap %v, google's jitter %v; ", p.InitialDelay, p.MaxDelay, p.Jitter) + sub
+		}
+	}
+	caption := contentionConclusion(rows)
+	cp := &svgplot.Plot{Title: "Work: conditional writes per run", Subtitle: sub, Caption: caption, XLabel: "clients", YLabel: "calls (mean)"}
+	tp := &svgplot.Plot{Title: "Completion time of the last client", Subtitle: sub, Caption: caption, XLabel: "clients", YLabel: "time, ms (mean, log scale)", LogY: true}
 	for _, n := range names {
 		cp.Series = append(cp.Series, *calls[n])
 		tp.Series = append(tp.Series, *times[n])
@@ -101,8 +112,10 @@ func WriteOverloadTable(w io.Writer, rows []OverloadResult) error {
 // WriteOverloadPlots writes overload-load.svg (attempts per second reaching
 // the server over time, with the capacity and the outage) and
 // overload-goodput.svg (successful requests per second over time) into dir,
-// for rows of one experiment (cfg is its configuration), and returns the
-// paths written. suffix, if not empty, is added to the file names
+// for rows of one experiment (cfg is its configuration), and, when a
+// strategy has an adaptive throttle, overload-throttle.svg (its reject
+// probability over time); it returns the paths written. Each plot has the
+// parameters as its subtitle and the conclusion as its caption. suffix, if not empty, is added to the file names
 // (overload-load-SUFFIX.svg).
 func WriteOverloadPlots(dir, suffix string, cfg OverloadConfig, rows []OverloadResult) ([]string, error) {
 	if len(rows) == 0 {
@@ -118,9 +131,19 @@ func WriteOverloadPlots(dir, suffix string, cfg OverloadConfig, rows []OverloadR
 	if cfg.Outage == 0 {
 		band = nil
 	}
-	title := fmt.Sprintf("%d clients, capacity %.0f/s, offered %.0f/s", cfg.Clients, cfg.Capacity, cfg.Load*cfg.Capacity)
-	lp := &svgplot.Plot{Title: "Load on the server: " + title, XLabel: "time, s", YLabel: "attempts/s reaching the server", Bands: band}
-	gp := &svgplot.Plot{Title: "Goodput: " + title, XLabel: "time, s", YLabel: "successful requests/s", Bands: band}
+	kind := "fast 503"
+	if cfg.Drop {
+		kind = "dropped"
+	}
+	sub := fmt.Sprintf("%d clients in %d processes, capacity %.0f/s, offered %.0f/s, queue %d, outage %v from %v (%s), seed %d",
+		cfg.Clients, cfg.Hosts, cfg.Capacity, cfg.Load*cfg.Capacity, cfg.Queue, cfg.Outage, cfg.OutageStart, kind, cfg.Seed)
+	caption := overloadConclusion(cfg, rows)
+	lp := &svgplot.Plot{Title: "Load on the server during and after the outage", Subtitle: sub, Caption: caption,
+		XLabel: "time, s", YLabel: "attempts/s reaching the server", Bands: band}
+	gp := &svgplot.Plot{Title: "Goodput during and after the outage", Subtitle: sub, Caption: caption,
+		XLabel: "time, s", YLabel: "successful requests/s", Bands: band}
+	tp := &svgplot.Plot{Title: "Adaptive throttle: probability of rejecting a request locally", Subtitle: sub,
+		Caption: strings.Join(throttleNotes(cfg, rows), " "), XLabel: "time, s", YLabel: "reject probability p (mean over processes)", Bands: band}
 	for _, r := range rows {
 		x := make([]float64, len(r.Load))
 		for i := range x {
@@ -128,9 +151,17 @@ func WriteOverloadPlots(dir, suffix string, cfg OverloadConfig, rows []OverloadR
 		}
 		lp.Series = append(lp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: r.Load})
 		gp.Series = append(gp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: r.Good})
+		if r.RejectP != nil {
+			tp.Series = append(tp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: r.RejectP})
+		}
 	}
 	end := cfg.Duration.Seconds()
-	lp.Series = append(lp.Series, svgplot.Series{Name: "capacity", X: []float64{0, end}, Y: []float64{cfg.Capacity, cfg.Capacity}})
+	lp.Series = append(lp.Series, svgplot.Series{Name: "capacity", X: []float64{0, end}, Y: []float64{cfg.Capacity, cfg.Capacity}, Reference: true})
 	files := []string{name("overload-load"), name("overload-goodput")}
-	return writePlots(dir, map[string]*svgplot.Plot{files[0]: lp, files[1]: gp}, files)
+	plots := map[string]*svgplot.Plot{files[0]: lp, files[1]: gp}
+	if len(tp.Series) > 0 {
+		files = append(files, name("overload-throttle"))
+		plots[files[2]] = tp
+	}
+	return writePlots(dir, plots, files)
 }

@@ -3,12 +3,15 @@ package sim
 import (
 	"bytes"
 	"encoding/xml"
+	"image/png"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/backoffkit/retry/internal/svgplot"
 )
 
 // svgSeries parses an SVG file with encoding/xml and returns the data-name
@@ -55,12 +58,13 @@ func svgSeries(t *testing.T, path string) []string {
 }
 
 func TestContentionPlotsAndTable(t *testing.T) {
-	res, err := RunContention(ContentionConfig{Clients: []int{10, 20}, Runs: 2, Seed: 1})
+	cfg := ContentionConfig{Clients: Sizes(10, 60, 10), Runs: 3, Seed: 1}
+	res, err := RunContention(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	paths, err := WriteContentionPlots(dir, res)
+	paths, err := WriteContentionPlots(dir, cfg, res)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +76,7 @@ func TestContentionPlotsAndTable(t *testing.T) {
 		if got := svgSeries(t, p); !slices.Equal(got, ContentionNames) {
 			t.Errorf("%s: series %v, want %v", p, got, ContentionNames)
 		}
+		checkReadable(t, p, "base 5ms, cap 2s, google", "runs per point, seed 1")
 	}
 	var buf bytes.Buffer
 	if err := WriteContentionTable(&buf, res); err != nil {
@@ -85,7 +90,7 @@ func TestContentionPlotsAndTable(t *testing.T) {
 
 func TestOverloadPlotsAndTable(t *testing.T) {
 	c := small()
-	c.Strategies = strategies(t, "none", "genai")
+	c.Strategies = strategies(t, "none", "genai", "ratio-budget", "adaptive-throttle", "adaptive-throttle-sent-10s")
 	res, err := RunOverload(c)
 	if err != nil {
 		t.Fatal(err)
@@ -95,14 +100,22 @@ func TestOverloadPlotsAndTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) != 2 || filepath.Base(paths[0]) != "overload-load-n2000.svg" || filepath.Base(paths[1]) != "overload-goodput-n2000.svg" {
+	if len(paths) != 3 || filepath.Base(paths[0]) != "overload-load-n2000.svg" || filepath.Base(paths[1]) != "overload-goodput-n2000.svg" ||
+		filepath.Base(paths[2]) != "overload-throttle-n2000.svg" {
 		t.Fatalf("paths = %v", paths)
 	}
-	if got := svgSeries(t, paths[0]); !slices.Equal(got, []string{"none", "genai", "capacity"}) {
+	names := []string{"none", "genai", "ratio-budget", "adaptive-throttle", "adaptive-throttle-sent-10s"}
+	if got := svgSeries(t, paths[0]); !slices.Equal(got, append(slices.Clone(names), "capacity")) {
 		t.Errorf("load plot series %v", got)
 	}
-	if got := svgSeries(t, paths[1]); !slices.Equal(got, []string{"none", "genai"}) {
+	if got := svgSeries(t, paths[1]); !slices.Equal(got, names) {
 		t.Errorf("goodput plot series %v", got)
+	}
+	if got := svgSeries(t, paths[2]); !slices.Equal(got, names[3:]) {
+		t.Errorf("throttle plot series %v", got)
+	}
+	for _, p := range paths {
+		checkReadable(t, p, "2000 clients in 20 processes, capacity 1000/s", "outage")
 	}
 	if n := len(res[0].Load); n != int(c.Duration/c.Bin) {
 		t.Errorf("%d load bins, want %d", n, int(c.Duration/c.Bin))
@@ -111,7 +124,41 @@ func TestOverloadPlotsAndTable(t *testing.T) {
 	if err := WriteOverloadTable(&buf, res); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), "amplification") || strings.Count(buf.String(), "\n") != 3 {
+	if !strings.Contains(buf.String(), "amplification") || strings.Count(buf.String(), "\n") != 1+len(names) {
 		t.Errorf("table:\n%s", buf.String())
+	}
+}
+
+// checkReadable renders the SVG at path as a reader would see it (every
+// series in its own style and visible, see svgplot.CheckReadable), checks
+// that its text includes want, and writes the PNG into $RETRY_PLOT_PNG when
+// that is set, to look at.
+func checkReadable(t *testing.T, path string, want ...string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := svgplot.CheckReadable(b)
+	if err != nil {
+		t.Errorf("%s: %v", path, err)
+	}
+	for _, w := range want {
+		if !bytes.Contains(b, []byte(w)) {
+			t.Errorf("%s lacks %q", path, w)
+		}
+	}
+	if !bytes.Contains(b, []byte(`class="caption"`)) || !bytes.Contains(b, []byte(`class="subtitle"`)) {
+		t.Errorf("%s: no subtitle or caption", path)
+	}
+	if dir := os.Getenv("RETRY_PLOT_PNG"); dir != "" && r != nil {
+		f, err := os.Create(filepath.Join(dir, strings.TrimSuffix(filepath.Base(path), ".svg")+".png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := png.Encode(f, r.Image); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

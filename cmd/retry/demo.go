@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -25,18 +24,32 @@ import (
 
 const demoUsage = `Usage: retry demo [flags]
 
-Starts a flaky HTTP server on 127.0.0.1 (503s, 429s with Retry-After, 429s
-with a google.rpc.RetryInfo body, connection resets, slow responses; drawn
-from a seeded source) and drives it with many concurrent clients through
-httpretry, one server and one group of clients per strategy, side by side.
+Runs loopback HTTP servers on 127.0.0.1, one per strategy, and drives each
+with the same requests through httpretry, side by side. --scenario picks the
+failure:
+
+  synchronized  (default) requests arrive at a fixed rate (open loop) at a
+                server of finite capacity that stalls for half a second,
+                then fails every held request at once: a thundering herd.
+                Without jitter the retries come back in waves and overload
+                the recovering server; jittered retries spread.
+  quota         the server has a quota and answers a 429 with
+                google.rpc.RetryInfo above it: honouring the hint and a
+                retry budget decide how many attempts are wasted.
+  random        independent faults (503s, 429s with Retry-After or
+                RetryInfo, resets, slow answers) hit closed-loop clients.
+
 A strategy is no-retry, a jitter shape (google, full, equal, decorrelated,
-grpc, jitter-at-cap, none) or a profile (` + "%s" + `).
+grpc, jitter-at-cap, none) or a profile (` + "%s" + `),
+optionally followed by +budget (a retry budget: 20 %% of requests) and/or
++nohints (ignore Retry-After and RetryInfo), e.g. full+budget.
 
 Delays are scaled down (policy durations divided by --time-scale) so the demo
 finishes in seconds; server hints are not scaled.
 
-At the end it prints a table per strategy: requests, successes, give-ups,
-attempts (the load the server saw), retries per request, p50/p99 latency.
+It prints what it runs first, then a chart of the attempts reaching each
+server over time (synchronized, quota), a table per strategy, a legend and a
+conclusion computed from the numbers. Everything fits 80 columns.
 
 Exit status: 0, 2 on bad usage, 130/143 when interrupted (after the summary).
 
@@ -45,6 +58,7 @@ Flags:
 
 // demoConfig is what the flags of retry demo say.
 type demoConfig struct {
+	scenario   string
 	clients    int
 	duration   time.Duration
 	failRate   float64
@@ -73,24 +87,38 @@ type strategyStats struct {
 	P50MS             float64        `json:"p50_ms"`
 	P99MS             float64        `json:"p99_ms"`
 	HintedWaits       int            `json:"hinted_waits"`
-	ServerFaults      map[string]int `json:"server_responses"`
+	ServerFaults      map[string]int `json:"server_responses,omitempty"`
+
+	// synchronized and quota scenarios
+	Shed      int   `json:"shed,omitempty"`       // 503: the server's queue was full
+	Stalled   int   `json:"stalled,omitempty"`    // 503: held by the stall, then failed
+	OverQuota int   `json:"over_quota,omitempty"` // 429: over quota
+	Arrivals  []int `json:"arrivals,omitempty"`   // attempts reaching the server per bucket
+	Peak      int   `json:"peak,omitempty"`       // the busiest bucket from the stall on
+	PeakAtMS  int64 `json:"peak_at_ms,omitempty"` // when it began
 
 	latencies []time.Duration
 }
 
 // demoSummary is the --json output.
 type demoSummary struct {
-	Seed        uint64          `json:"seed"`
-	Clients     int             `json:"clients_per_strategy"`
-	DurationMS  int64           `json:"duration_ms"`
-	ElapsedMS   int64           `json:"elapsed_ms"`
-	FailureRate float64         `json:"failure_rate"`
-	TimeScale   float64         `json:"time_scale"`
-	Delays      string          `json:"delays"`
-	Interrupted bool            `json:"interrupted,omitempty"`
-	Strategies  []strategyStats `json:"strategies"`
-	Total       strategyStats   `json:"total"`
-	Conclusion  string          `json:"conclusion"`
+	Scenario      string          `json:"scenario"`
+	Seed          uint64          `json:"seed"`
+	Clients       int             `json:"clients_per_strategy,omitempty"`
+	RatePerSecond float64         `json:"requests_per_second,omitempty"`
+	Capacity      float64         `json:"capacity_per_second,omitempty"`
+	Quota         string          `json:"quota,omitempty"`
+	BucketMS      int64           `json:"bucket_ms,omitempty"`
+	ChartFromMS   int64           `json:"chart_from_ms,omitempty"`
+	DurationMS    int64           `json:"duration_ms"`
+	ElapsedMS     int64           `json:"elapsed_ms"`
+	FailureRate   float64         `json:"failure_rate,omitempty"`
+	TimeScale     float64         `json:"time_scale"`
+	Delays        string          `json:"delays"`
+	Interrupted   bool            `json:"interrupted,omitempty"`
+	Strategies    []strategyStats `json:"strategies"`
+	Total         strategyStats   `json:"total"`
+	Conclusion    string          `json:"conclusion"`
 }
 
 // runDemo is "retry demo".
@@ -98,9 +126,16 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	const prog = "retry demo"
 	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	cfg := demoConfig{clients: 16, duration: 8 * time.Second, failRate: 0.3, seed: 1, scale: 20,
-		strategies: []string{"no-retry", "google", "full", "jitter-at-cap", "realtime"}}
-	fs.Func("clients", "concurrent clients `N` per strategy (default 16)", func(s string) error {
+	cfg := demoConfig{scenario: "synchronized", clients: 16, failRate: 0.3, seed: 1}
+	var durationSet bool
+	fs.Func("scenario", "`NAME` of the failure: synchronized (default), quota or random", func(s string) error {
+		if _, ok := demoDefaultStrategies[s]; !ok {
+			return errors.New("want synchronized, quota or random")
+		}
+		cfg.scenario = s
+		return nil
+	})
+	fs.Func("clients", "concurrent clients `N` per strategy, random scenario (default 16)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 512 {
 			return errors.New("want a whole number in 1-512")
@@ -108,7 +143,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		cfg.clients = n
 		return nil
 	})
-	fs.Func("duration", "how long the clients send requests (default 8s); `DURATION` like 5s", func(s string) error {
+	fs.Func("duration", "how long new requests arrive (default 5s; random: 8s); `DURATION` like 5s", func(s string) error {
 		d, err := parseDuration(s)
 		if err != nil {
 			return err
@@ -117,9 +152,10 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 			return errors.New("want a duration above 0 and at most 10m")
 		}
 		cfg.duration = d
+		durationSet = true
 		return nil
 	})
-	fs.Func("failure-rate", "fraction `F` of requests that fail, 0-1 (default 0.3)", func(s string) error {
+	fs.Func("failure-rate", "fraction `F` of requests that fail, 0-1, random scenario (default 0.3)", func(s string) error {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(f >= 0 && f <= 1) {
 			return errors.New("want a number from 0 to 1")
@@ -135,7 +171,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		cfg.seed = n
 		return nil
 	})
-	fs.Func("time-scale", "divide the policies' durations by `K` (default 20: 1s becomes 50ms)", func(s string) error {
+	fs.Func("time-scale", "divide the policies' durations by `K` (default 10 for synchronized, 20 otherwise: 1s becomes 50ms)", func(s string) error {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(f >= 1 && f <= 1000) {
 			return errors.New("want a number from 1 to 1000")
@@ -143,7 +179,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		cfg.scale = f
 		return nil
 	})
-	fs.Func("strategies", "comma-separated `LIST` (default no-retry,google,full,jitter-at-cap,realtime)", func(s string) error {
+	fs.Func("strategies", "comma-separated `LIST` (defaults: synchronized "+strings.Join(demoDefaultStrategies["synchronized"], ",")+
+		"; quota "+strings.Join(demoDefaultStrategies["quota"], ",")+"; random "+strings.Join(demoDefaultStrategies["random"], ",")+")", func(s string) error {
 		var list []string
 		for _, name := range strings.Split(s, ",") {
 			name = strings.TrimSpace(name)
@@ -171,13 +208,43 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return fail(stderr, prog, usagef("unexpected argument %q", fs.Arg(0)))
 	}
+	if cfg.strategies == nil {
+		cfg.strategies = demoDefaultStrategies[cfg.scenario]
+	}
+	if !durationSet {
+		cfg.duration = 5 * time.Second
+		if cfg.scenario == "random" {
+			cfg.duration = 8 * time.Second
+		}
+	}
+	sc := scenario{scale: 20}
+	switch cfg.scenario {
+	case "synchronized":
+		sc = scenarioSync(cfg.duration)
+	case "quota":
+		sc = scenarioQuota(cfg.duration)
+	}
+	if cfg.scale == 0 {
+		cfg.scale = sc.scale
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sig := watchSignals(cancel)
 	defer sig.stop()
 
-	sum, err := demo(ctx, cfg, stderr)
+	var sum demoSummary
+	if cfg.scenario == "random" {
+		if !cfg.json {
+			randomHeader(stdout, cfg)
+		}
+		sum, err = demo(ctx, cfg, stderr)
+	} else {
+		if !cfg.json {
+			herdHeader(stdout, cfg, sc)
+		}
+		sum, err = runHerd(ctx, cfg, sc, stderr)
+	}
 	if err != nil {
 		return fail(stderr, prog, err)
 	}
@@ -185,18 +252,59 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		sum.Interrupted = true
 		defer func() { fmt.Fprintf(stderr, "%s: interrupted; the summary covers the time run\n", prog) }()
 	}
-	if cfg.json {
+	switch {
+	case cfg.json:
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(sum)
-	} else {
+	case cfg.scenario == "random":
 		printDemoTable(stdout, cfg, sum)
+	default:
+		printHerdTable(stdout, sc, sum)
 	}
 	return sig.exitCode()
 }
 
+// demoDefaultStrategies are the strategies of each scenario by default.
+var demoDefaultStrategies = map[string][]string{
+	"synchronized": {"no-retry", "none", "google", "full", "decorrelated"},
+	"quota":        {"no-retry", "google+nohints", "google", "google+budget"},
+	"random":       {"no-retry", "google", "full", "jitter-at-cap", "realtime"},
+}
+
 // demoPolicy returns the policy of a strategy, durations divided by scale.
+// A strategy is a base (no-retry, a shape or a profile) and optional
+// modifiers: +budget adds a retry budget ([retry.RatioBudget], its
+// defaults, one per strategy), +nohints ignores server hints.
 func demoPolicy(name string, scale float64) (retry.Policy, error) {
+	base, mods, _ := strings.Cut(name, "+")
+	var budget, nohints bool
+	if mods != "" {
+		for _, m := range strings.Split(mods, "+") {
+			switch m {
+			case "budget":
+				budget = true
+			case "nohints":
+				nohints = true
+			default:
+				return retry.Policy{}, fmt.Errorf("unknown modifier %q in strategy %q (want +budget or +nohints)", m, name)
+			}
+		}
+	}
+	p, err := demoBasePolicy(base, scale)
+	if err != nil {
+		return p, err
+	}
+	if budget {
+		p.Budget = retry.NewRatioBudget(retry.RatioBudgetConfig{})
+	}
+	if nohints {
+		p.MaxRetryAfter = retry.Zero
+	}
+	return p, nil
+}
+
+func demoBasePolicy(name string, scale float64) (retry.Policy, error) {
 	var p retry.Policy
 	switch {
 	case name == "no-retry":
@@ -440,7 +548,7 @@ func progressLine(lanes []*lane, elapsed, total time.Duration, sending bool) str
 // summarize computes the per-strategy statistics and the total.
 func summarize(cfg demoConfig, lanes []*lane, elapsed time.Duration) demoSummary {
 	sum := demoSummary{
-		Seed: cfg.seed, Clients: cfg.clients, DurationMS: cfg.duration.Milliseconds(), ElapsedMS: elapsed.Milliseconds(),
+		Scenario: "random", Seed: cfg.seed, Clients: cfg.clients, DurationMS: cfg.duration.Milliseconds(), ElapsedMS: elapsed.Milliseconds(),
 		FailureRate: cfg.failRate, TimeScale: cfg.scale, Delays: delaysText(cfg.scale),
 	}
 	total := strategyStats{Name: "total", ServerFaults: map[string]int{}}
@@ -555,8 +663,11 @@ func conclusion(st []strategyStats) string {
 			best.Name, best.SuccessRate, best.RetriesPerRequest)
 	}
 	if len(retrying) > 1 && fastest.Name != slowest.Name {
-		fmt.Fprintf(&b, "; among the retrying strategies %s had the lowest p99 latency (%s) and %s the highest (%s)",
-			fastest.Name, fmtMS(fastest.P99MS), slowest.Name, fmtMS(slowest.P99MS))
+		fmt.Fprintf(&b, "; among the retrying strategies %s had the lowest p99 latency (%s", fastest.Name, fmtMS(fastest.P99MS))
+		if fastest.GiveUps > 0 {
+			fmt.Fprintf(&b, ", but gave up on %d of its %d requests", fastest.GiveUps, fastest.Requests)
+		}
+		fmt.Fprintf(&b, ") and %s the highest (%s)", slowest.Name, fmtMS(slowest.P99MS))
 	}
 	b.WriteString(".")
 	return b.String()
@@ -581,33 +692,47 @@ func fmtMS(v float64) string {
 	return fmt.Sprintf("%.2fs", v/1000)
 }
 
-// printDemoTable writes the summary as a table.
+// randomHeader is printed before the run of the random scenario.
+func randomHeader(w io.Writer, cfg demoConfig) {
+	text := fmt.Sprintf("retry demo, scenario random: %d strategies x %d clients for %v against a flaky loopback server (seed %d, %.0f%% of requests fail). ",
+		len(cfg.strategies), cfg.clients, cfg.duration, cfg.seed, 100*cfg.failRate)
+	text += fmt.Sprintf("Faults: 503; 429 with Retry-After: 1; 429 with RetryInfo 0.2s; connection reset; slow (%v, then 200). ", slowDelay)
+	for _, l := range wrapWords(text, 79) {
+		fmt.Fprintln(w, l)
+	}
+	for _, l := range wrapWords("Delays: "+delaysText(cfg.scale), 79) {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w)
+}
+
+// printDemoTable writes the summary of the random scenario as a table.
 func printDemoTable(w io.Writer, cfg demoConfig, sum demoSummary) {
-	fmt.Fprintf(w, "retry demo: %d strategies x %d clients for %v against a flaky loopback server (seed %d, %.0f%% of requests fail)\n",
-		len(sum.Strategies), cfg.clients, cfg.duration, cfg.seed, 100*cfg.failRate)
-	fmt.Fprintf(w, "faults: 503; 429 with Retry-After: 1; 429 with RetryInfo 0.2s; connection reset; slow (%v, then 200)\n", slowDelay)
-	fmt.Fprintf(w, "delays: %s\n\n", sum.Delays)
 	nameWidth := len("strategy")
 	for _, s := range sum.Strategies {
 		nameWidth = max(nameWidth, len(s.Name))
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\t", nameWidth, "strategy")
-	fmt.Fprintln(tw, "requests\tsuccesses\tgive-ups\tattempts\tserved\tretries/req\tsuccess\tp50\tp99\thinted waits\t")
+	fmt.Fprintf(w, "%-*s %8s %6s %8s %8s %6s %7s %7s %6s\n", nameWidth, "strategy", "requests", "ok", "give-ups", "attempts", "served", "p50", "p99", "hinted")
 	row := func(s strategyStats) {
-		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1f%%\t%s\t%s\t%d\t\n",
-			nameWidth, s.Name, s.Requests, s.Successes, s.GiveUps, s.Attempts, s.Served, s.RetriesPerRequest, s.SuccessRate,
-			fmtMS(s.P50MS), fmtMS(s.P99MS), s.HintedWaits)
+		fmt.Fprintf(w, "%-*s %8d %5.1f%% %8d %8d %6d %7s %7s %6d\n",
+			nameWidth, s.Name, s.Requests, s.SuccessRate, s.GiveUps, s.Attempts, s.Served, fmtMS(s.P50MS), fmtMS(s.P99MS), s.HintedWaits)
 	}
 	for _, s := range sum.Strategies {
 		row(s)
 	}
 	row(sum.Total)
-	tw.Flush()
-	fmt.Fprintf(w, "\nattempts = requests + retries made by httpretry; give-ups = requests that ended without a 2xx;\n")
-	fmt.Fprintf(w, "served = requests the server saw (its load): more than attempts when net/http itself replays a GET\n")
-	fmt.Fprintf(w, "whose reused keep-alive connection was reset, before httpretry sees any error.\n")
-	fmt.Fprintf(w, "%s\n", sum.Conclusion)
+	fmt.Fprintln(w)
+	legend := "attempts: requests + retries made by httpretry; give-ups: requests that ended without a 2xx; " +
+		"served: requests the server saw (its load), more than attempts when net/http itself replays a GET " +
+		"whose reused keep-alive connection was reset, before httpretry sees any error; " +
+		"hinted: waits set by a Retry-After or RetryInfo."
+	for _, l := range wrapWords(legend, 79) {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w)
+	for _, l := range wrapWords(sum.Conclusion, 79) {
+		fmt.Fprintln(w, l)
+	}
 }
 
 // isTerminal reports whether w is a character device (a terminal).

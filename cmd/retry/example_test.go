@@ -56,7 +56,7 @@ func Example_http() {
 // success or a give-up, and retrying beats not retrying.
 func Example_demo() {
 	var out, progress bytes.Buffer
-	code := run([]string{"demo", "--duration", "500ms", "--clients", "4", "--strategies", "no-retry,google", "--json"}, nil, &out, &progress)
+	code := run([]string{"demo", "--scenario", "random", "--duration", "500ms", "--clients", "4", "--strategies", "no-retry,google", "--json"}, nil, &out, &progress)
 	var sum demoSummary
 	json.Unmarshal(out.Bytes(), &sum)
 	for _, s := range sum.Strategies {

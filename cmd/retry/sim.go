@@ -5,40 +5,178 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/backoffkit/retry/sim"
 )
 
 func init() { subcommands["sim"] = runSim }
 
-const simUsage = `Usage:
-  retry sim contention [flags]   N clients race to update one record (AWS "Exponential Backoff and Jitter")
-  retry sim overload [flags]     a retry storm: clients with open-loop arrivals, a server outage, recovery
+// simExperiment is one experiment of "retry sim": its name, a one-line
+// summary for the usage text and its entry point, which parses its own
+// flags (use newSimFlagSet and simParse), checks --plot with checkPlotDir
+// before running, reports progress with newSimProgress and ends its output
+// with a legend and a conclusion.
+type simExperiment struct {
+	name, summary string
+	run           func(env simEnv, args []string, stdout, stderr io.Writer) int
+}
 
-Both run on a virtual clock from a seed: the same flags always print the same numbers.
-Run "retry sim contention --help" or "retry sim overload --help" for the flags.
-`
+// simEnv is what an experiment's entry point takes besides its arguments:
+// when and how often to show progress (tests shorten it).
+type simEnv struct {
+	progressAfter, progressEvery time.Duration
+}
+
+// defaultSimEnv shows progress for runs over 2 s, once a second.
+var defaultSimEnv = simEnv{progressAfter: 2 * time.Second, progressEvery: time.Second}
+
+// simExperiments lists the experiments in the order of the usage text.
+// Another file adds one with registerSimExperiment from its init.
+var simExperiments = []simExperiment{
+	{"contention", `N clients race to update one record (AWS "Exponential Backoff and Jitter")`, simContention},
+	{"overload", "a retry storm: clients with open-loop arrivals, a server outage, recovery", simOverload},
+}
+
+// registerSimExperiment adds an experiment to "retry sim".
+func registerSimExperiment(e simExperiment) { simExperiments = append(simExperiments, e) }
+
+func simUsage() string {
+	var b strings.Builder
+	b.WriteString("Usage:\n")
+	var names []string
+	for _, e := range simExperiments {
+		fmt.Fprintf(&b, "  retry sim %-22s %s\n", e.name+" [flags]", e.summary)
+		names = append(names, e.name)
+	}
+	b.WriteString("\nEach runs on a virtual clock from a seed: the same flags always print the same numbers.\n")
+	fmt.Fprintf(&b, "Run \"retry sim EXPERIMENT --help\" (EXPERIMENT: %s) for the flags.\n", strings.Join(names, ", "))
+	return b.String()
+}
 
 // runSim is "retry sim": it parses flags, runs the experiment of package sim
 // and prints a table, JSON lines (--json) and SVG plots (--plot DIR).
 func runSim(args []string, stdout, stderr io.Writer) int {
+	return runSimEnv(defaultSimEnv, args, stdout, stderr)
+}
+
+func runSimEnv(env simEnv, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, simUsage)
+		fmt.Fprint(stderr, simUsage())
 		return exitUsage
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, simUsage)
+		fmt.Fprint(stdout, simUsage())
 		return exitOK
-	case "contention":
-		return simContention(args[1:], stdout, stderr)
-	case "overload":
-		return simOverload(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "retry sim: unknown experiment %q: want contention or overload (see 'retry sim --help')\n", args[0])
+	var names []string
+	for _, e := range simExperiments {
+		if e.name == args[0] {
+			return e.run(env, args[1:], stdout, stderr)
+		}
+		names = append(names, e.name)
+	}
+	fmt.Fprintf(stderr, "retry sim: unknown experiment %q: want %s (see 'retry sim --help')\n", args[0], strings.Join(names, " or "))
 	return exitUsage
+}
+
+// checkPlotDir makes sure that plots can be written into dir before a long
+// run: it creates dir if needed and a temporary file in it. The error names
+// the flag.
+func checkPlotDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("--plot %s: exists and is not a directory", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--plot %s: %v", dir, errors.Unwrap(err))
+	}
+	f, err := os.CreateTemp(dir, ".retry-sim-*")
+	if err != nil {
+		return fmt.Errorf("--plot %s: cannot write there: %v", dir, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// simProgress reports a long run's progress on stderr: nothing during the
+// first after (runs that end sooner stay quiet), then a line every every
+// (rewritten in place on a terminal) and a last one when it stops.
+type simProgress struct {
+	w            io.Writer
+	prog, unit   string
+	after, every time.Duration
+	tty          bool
+
+	mu          sync.Mutex
+	start       time.Time
+	done, total int
+	shown       bool
+	lastLen     int
+	stopc, exit chan struct{}
+}
+
+// newSimProgress starts the reporter; call update from the run's Progress
+// callback and stop when the run is over.
+func newSimProgress(env simEnv, w io.Writer, prog, unit string, total int) *simProgress {
+	after, every := env.progressAfter, env.progressEvery
+	p := &simProgress{w: w, prog: prog, unit: unit, after: after, every: every, tty: isTerminal(w),
+		total: total, start: time.Now(), stopc: make(chan struct{}), exit: make(chan struct{})}
+	go func() {
+		defer close(p.exit)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stopc:
+				return
+			case <-t.C:
+				p.show(false)
+			}
+		}
+	}()
+	return p
+}
+
+func (p *simProgress) update(done, total int) {
+	p.mu.Lock()
+	p.done, p.total = done, total
+	p.mu.Unlock()
+}
+
+func (p *simProgress) show(final bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	el := time.Since(p.start)
+	if el < p.after && !(final && p.shown) {
+		return
+	}
+	line := fmt.Sprintf("%s: %d/%d %s simulated, %.1fs", p.prog, p.done, p.total, p.unit, el.Seconds())
+	switch {
+	case p.tty && final:
+		fmt.Fprintf(p.w, "\r%s\r", strings.Repeat(" ", p.lastLen))
+	case p.tty:
+		fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", max(p.lastLen-len(line), 0)))
+		p.lastLen = len(line)
+	default:
+		fmt.Fprintln(p.w, line)
+	}
+	p.shown = true
+}
+
+// stop ends the reporter and waits for its goroutine.
+func (p *simProgress) stop() {
+	close(p.stopc)
+	<-p.exit
+	p.show(true)
 }
 
 // simFlags are the flags both experiments share.
@@ -60,7 +198,7 @@ func newSimFlagSet(name string, sf *simFlags, clientsDefault string) *flag.FlagS
 	})
 	fs.Uint64Var(&sf.seed, "seed", 1, "`SEED` of every random stream")
 	fs.BoolVar(&sf.json, "json", false, "print one JSON object per (strategy, clients) row instead of a table")
-	fs.StringVar(&sf.plot, "plot", "", "write SVG plots into `DIR`")
+	fs.StringVar(&sf.plot, "plot", "", "write SVG plots into `DIR` (created if needed; checked before the run)")
 	return fs
 }
 
@@ -136,7 +274,7 @@ func names(s string) []string {
 	return out
 }
 
-func simContention(args []string, stdout, stderr io.Writer) int {
+func simContention(env simEnv, args []string, stdout, stderr io.Writer) int {
 	var sf simFlags
 	fs := newSimFlagSet("contention", &sf, "10:190:10")
 	runs := fs.Int("runs", sim.DefaultContentionRuns, "runs averaged per point `N`")
@@ -170,20 +308,26 @@ func simContention(args []string, stdout, stderr io.Writer) int {
 	if len(cfg.Strategies) == 0 {
 		return simUsageError(stderr, prog, "--strategies is empty")
 	}
+	if err := checkPlotDir(sf.plot); err != nil {
+		return simUsageError(stderr, prog, err.Error())
+	}
+	pr := newSimProgress(env, stderr, prog, "points", len(cfg.Strategies)*len(cfg.Clients))
+	cfg.Progress = pr.update
 	res, err := sim.RunContention(cfg)
+	pr.stop()
 	if err != nil {
 		return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
 	}
 	if sf.json {
 		err = sim.WriteJSON(stdout, res)
 	} else {
-		err = sim.WriteContentionTable(stdout, res)
+		err = sim.WriteContentionReport(stdout, res)
 	}
 	if err != nil {
 		return simFail(stderr, prog, err)
 	}
 	if sf.plot != "" {
-		paths, err := sim.WriteContentionPlots(sf.plot, res)
+		paths, err := sim.WriteContentionPlots(sf.plot, cfg, res)
 		for _, p := range paths {
 			fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
 		}
@@ -194,7 +338,7 @@ func simContention(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func simOverload(args []string, stdout, stderr io.Writer) int {
+func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 	def := sim.DefaultOverload()
 	var sf simFlags
 	fs := newSimFlagSet("overload", &sf, strconv.Itoa(def.Clients))
@@ -237,25 +381,37 @@ func simOverload(args []string, stdout, stderr io.Writer) int {
 			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
 		}
 	}
+	if err := checkPlotDir(sf.plot); err != nil {
+		return simUsageError(stderr, prog, err.Error())
+	}
 	if !sf.json {
 		fmt.Fprintf(stdout, "capacity %.0f/s, offered %.0f/s, queue %d, outage %v from %v (%s), %v of arrivals, seed %d\n",
 			cfg.Capacity, cfg.Load*cfg.Capacity, cfg.Queue, cfg.Outage, cfg.OutageStart, map[bool]string{false: "fast 503", true: "dropped"}[cfg.Drop], cfg.Duration, cfg.Seed)
 	}
 	var all []sim.OverloadResult
-	for _, n := range sf.clients {
+	var configs []sim.OverloadConfig
+	pr := newSimProgress(env, stderr, prog, "strategies", len(cfg.Strategies)*len(sf.clients))
+	for i, n := range sf.clients {
 		c := cfg
 		c.Clients = n
+		c.Progress = func(done, total int) { pr.update(i*total+done, len(sf.clients)*total) }
 		res, err := sim.RunOverload(c)
 		if err != nil {
+			pr.stop()
 			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
 		}
 		all = append(all, res...)
-		if sf.plot != "" {
+		configs = append(configs, c)
+	}
+	pr.stop()
+	if sf.plot != "" {
+		for i, c := range configs {
 			suffix := ""
 			if len(sf.clients) > 1 {
-				suffix = strconv.Itoa(n)
+				suffix = strconv.Itoa(c.Clients)
 			}
-			paths, err := sim.WriteOverloadPlots(sf.plot, suffix, c, res)
+			k := len(cfg.Strategies)
+			paths, err := sim.WriteOverloadPlots(sf.plot, suffix, c, all[i*k:(i+1)*k])
 			for _, p := range paths {
 				fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
 			}
@@ -268,7 +424,7 @@ func simOverload(args []string, stdout, stderr io.Writer) int {
 	if sf.json {
 		err = sim.WriteJSON(stdout, all)
 	} else {
-		err = sim.WriteOverloadTable(stdout, all)
+		err = sim.WriteOverloadReport(stdout, cfg, all)
 	}
 	if err != nil {
 		return simFail(stderr, prog, err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func runSimArgs(args ...string) (code int, stdout, stderr string) {
@@ -187,6 +188,89 @@ func TestSimHelp(t *testing.T) {
 	for _, f := range []string{"--hosts", "--capacity", "--outage", "--drop", "--strategies", "--clients", "--seed", "--json", "--plot"} {
 		if !strings.Contains(out, strings.TrimPrefix(f, "-")) {
 			t.Errorf("overload help lacks %s", f)
+		}
+	}
+}
+
+// --plot is checked before the run: a path that is a file is bad usage
+// (exit 2), reported at once, with nothing on stdout.
+func TestSimPlotCheckedFirst(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "taken")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, exp := range [][]string{
+		{"overload", "--clients", "100", "--hosts", "1", "--capacity", "50", "--duration", "10s", "--outage-start", "2s", "--outage", "2s"},
+		{"contention", "--clients", "5", "--runs", "1"},
+	} {
+		progress := simEnv{progressAfter: 0, progressEvery: time.Hour}
+		var out, errb bytes.Buffer
+		code := runSimEnv(progress, append(exp, "--plot", file), &out, &errb)
+		if code != exitUsage || out.Len() != 0 || !strings.Contains(errb.String(), "--plot "+file+": exists and is not a directory") {
+			t.Errorf("%s --plot FILE: exit %d, stdout %q, stderr %q; want exit 2 before the run", exp[0], code, out.String(), errb.String())
+		}
+		if strings.Contains(errb.String(), "simulated") {
+			t.Errorf("%s: the simulation ran before --plot was checked: %q", exp[0], errb.String())
+		}
+	}
+}
+
+// Without an outage nothing is amplified: the table says 1.00, not 0.00.
+func TestSimOverloadNoOutage(t *testing.T) {
+	code, out, errs := runSimArgs("overload", "--clients", "200", "--hosts", "2", "--capacity", "100", "--duration", "10s",
+		"--outage", "0", "--strategies", "none,genai")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) > 5 && (f[0] == "none" || f[0] == "genai") && f[4] != "1.00" {
+			t.Errorf("amplification %q without an outage, want 1.00: %s", f[4], l)
+		}
+	}
+	if !strings.Contains(out, "Conclusion: without an outage") {
+		t.Errorf("no conclusion for a run without an outage:\n%s", out)
+	}
+}
+
+// The overload table explains itself: a legend of its columns, a note on
+// each throttle with its measured reject probability and why it recovers
+// late, and a conclusion computed from the rows.
+func TestSimOverloadReport(t *testing.T) {
+	var out, errb bytes.Buffer
+	env := simEnv{progressAfter: 0, progressEvery: time.Hour}
+	code := runSimEnv(env, []string{"overload", "--clients", "2000", "--hosts", "20", "--capacity", "1000", "--queue", "100",
+		"--duration", "40s", "--outage-start", "5s", "--outage", "15s",
+		"--strategies", "none,genai,ratio-budget,adaptive-throttle,adaptive-throttle-sent-10s"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	s := out.String()
+	for _, want := range []string{
+		"amplification  attempts per request", "recovery_s     from the end of the outage", "never: not within the run",
+		"note: adaptive-throttle rejected requests locally with p = ", "note: adaptive-throttle-sent-10s rejected",
+		"why: the SRE throttle counts the requests it rejects as requests",
+		"Conclusion: genai multiplied the load ", "ratio-budget held it to 1.",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+	// Progress on stderr: with progressAfter 0 the last line is shown.
+	if !strings.Contains(errb.String(), "retry sim overload: 5/5 strategies simulated") {
+		t.Errorf("stderr %q: want the final progress line", errb.String())
+	}
+}
+
+func TestSimContentionReport(t *testing.T) {
+	code, out, errs := runSimArgs("contention", "--clients", "10:40:30", "--runs", "3")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{"calls_mean    conditional writes per run", "Conclusion: at 40 clients ", "did the least work",
+		"backoff without jitter (expo) needed "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -3,8 +3,11 @@
 // root module stays free of third-party code.
 //
 // The output is deliberately plain and easy to check: one <g class="series">
-// element per series, with a data-name attribute, holding one <polyline> per
-// unbroken run of points.
+// element per series, with a data-name attribute and its style (stroke,
+// stroke-dasharray, data-marker), holding one <polyline> per unbroken run of
+// points and its markers. Every series has its own colour, dash pattern and
+// marker, so that no line can hide another. [Render] rasterises such a
+// document, for tests.
 package svgplot
 
 import (
@@ -22,6 +25,9 @@ import (
 type Series struct {
 	Name string
 	X, Y []float64
+	// Reference draws the series as a thin grey dashed line without
+	// markers (a capacity, a limit), apart from the data series.
+	Reference bool
 }
 
 // Band shades the x range [From, To], for example an outage.
@@ -34,6 +40,9 @@ type Band struct {
 // shaded bands.
 type Plot struct {
 	Title, XLabel, YLabel string
+	// Subtitle (the parameters) goes under the title, Caption (the
+	// conclusion) under the plot, wrapped to its width.
+	Subtitle, Caption string
 	// LogY draws the y axis on a log10 scale; points with y <= 0 break the
 	// line.
 	LogY bool
@@ -46,12 +55,34 @@ type Plot struct {
 // palette is Tableau 10, readable and distinct.
 var palette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
 
+// dashes and markers give every series its own look: series i has
+// palette[i%10], dashes[i%7] and markers[i%7].
+var (
+	dashes  = []string{"", "9 4", "2 3", "12 3 3 3", "5 5", "1 5", "14 4 4 4 4 4"}
+	markers = []string{"circle", "square", "triangle", "diamond", "cross", "x", "down"}
+)
+
 const (
 	marginLeft   = 80
-	marginRight  = 170
-	marginTop    = 40
+	marginRight  = 190
+	marginTop    = 58
 	marginBottom = 55
+	captionLine  = 16 // px per caption line
+	charWidth    = 6.5
 )
+
+// style is what tells a series apart.
+type style struct {
+	stroke, dash, marker string
+	width                float64
+}
+
+func seriesStyle(i int, s Series) style {
+	if s.Reference {
+		return style{stroke: "#555555", dash: "4 4", width: 1.2}
+	}
+	return style{stroke: palette[i%len(palette)], dash: dashes[i%len(dashes)], marker: markers[i%len(markers)], width: 2}
+}
 
 // WriteSVG writes the plot to w as a standalone SVG document.
 func (p *Plot) WriteSVG(w io.Writer) error {
@@ -68,6 +99,9 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 	if width < marginLeft+marginRight+50 || height < marginTop+marginBottom+50 {
 		return fmt.Errorf("svgplot: %d×%d is too small", width, height)
 	}
+	caption := wrapText(p.Caption, int(float64(width-2*20)/charWidth))
+	plotHeight := height
+	height += len(caption) * captionLine
 	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	for _, s := range p.Series {
 		if len(s.X) != len(s.Y) {
@@ -94,7 +128,7 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 		ymin, ymax, yt = niceRange(math.Min(ymin, 0), ymax)
 	}
 	pw := float64(width - marginLeft - marginRight)
-	ph := float64(height - marginTop - marginBottom)
+	ph := float64(plotHeight - marginTop - marginBottom)
 	px := func(x float64) float64 { return marginLeft + (x-xmin)/(xmax-xmin)*pw }
 	py := func(y float64) float64 {
 		if p.LogY {
@@ -131,13 +165,25 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 	for _, y := range yt {
 		f(`<text x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", marginLeft-6, num(py(y)), esc(label(y)))
 	}
-	f(`<text class="xlabel" x="%s" y="%d" text-anchor="middle">%s</text>`+"\n", num(marginLeft+pw/2), height-12, esc(p.XLabel))
+	f(`<text class="xlabel" x="%s" y="%d" text-anchor="middle">%s</text>`+"\n", num(marginLeft+pw/2), plotHeight-12, esc(p.XLabel))
 	f(`<text class="ylabel" transform="translate(18 %s) rotate(-90)" text-anchor="middle">%s</text>`+"\n", num(marginTop+ph/2), esc(p.YLabel))
-	f(`<text class="title" x="%s" y="24" text-anchor="middle" font-size="16">%s</text>`+"\n", num(marginLeft+pw/2), esc(p.Title))
+	f(`<text class="title" x="%s" y="22" text-anchor="middle" font-size="16">%s</text>`+"\n", num(float64(width)/2), esc(p.Title))
+	if p.Subtitle != "" {
+		f(`<text class="subtitle" x="%s" y="42" text-anchor="middle" font-size="12" fill="#555">%s</text>`+"\n", num(float64(width)/2), esc(p.Subtitle))
+	}
 	f("</g>\n")
+	if len(caption) > 0 {
+		f(`<g class="caption" font-size="12" fill="#222">` + "\n")
+		for i, l := range caption {
+			f(`<text x="20" y="%d">%s</text>`+"\n", plotHeight+4+captionLine*i, esc(l))
+		}
+		f("</g>\n")
+	}
 	// Series: one polyline per unbroken run of plottable points.
 	for i, s := range p.Series {
-		f(`<g class="series" data-name="%s" fill="none" stroke="%s" stroke-width="2"%s>`+"\n", esc(s.Name), palette[i%len(palette)], dash(i))
+		st := seriesStyle(i, s)
+		f(`<g class="series" data-name="%s" data-marker="%s" fill="none" stroke="%s" stroke-width="%s"%s>`+"\n",
+			esc(s.Name), st.marker, st.stroke, num(st.width), dashAttr(st.dash))
 		var pts []string
 		flush := func() {
 			if len(pts) > 0 {
@@ -156,28 +202,101 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 		flush()
 		f("</g>\n")
 	}
+	// Markers on top of every line, on about ten points per series (at
+	// least one point in len(Series)), staggered between series so that
+	// lines drawn on top of each other still show each series' markers.
+	for i, s := range p.Series {
+		st := seriesStyle(i, s)
+		if st.marker == "" || len(s.X) == 0 {
+			continue
+		}
+		f(`<g class="markers" data-name="%s" fill="white" stroke="%s" stroke-width="1.5">`+"\n", esc(s.Name), st.stroke)
+		step := max(len(s.X)/10, len(p.Series), 1)
+		for j := i * step / len(p.Series); j < len(s.X); j += step {
+			x, y := s.X[j], s.Y[j]
+			if !finite(x) || !finite(y) || (p.LogY && y <= 0) {
+				continue
+			}
+			f("%s\n", markerSVG(st.marker, px(x), py(y)))
+		}
+		f("</g>\n")
+	}
 	// Legend.
 	f(`<g class="legend">` + "\n")
 	for i, s := range p.Series {
+		st := seriesStyle(i, s)
 		y := marginTop + 10 + 20*i
-		lx := marginLeft + int(pw) + 15
-		f(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3"%s/>`, lx, y, lx+24, y, palette[i%len(palette)], dash(i))
-		f(`<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", lx+30, y, esc(s.Name))
+		lx := marginLeft + int(pw) + 12
+		f(`<g class="key" data-name="%s" fill="none" stroke="%s" stroke-width="%s"%s><line x1="%d" y1="%d" x2="%d" y2="%d"/>`,
+			esc(s.Name), st.stroke, num(st.width), dashAttr(st.dash), lx, y, lx+30, y)
+		if st.marker != "" {
+			f("%s", markerSVG(st.marker, float64(lx+15), float64(y)))
+		}
+		f(`</g><text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", lx+36, y, esc(s.Name))
 	}
 	f("</g>\n</svg>\n")
 	return b.Flush()
 }
 
-// dash tells apart the series that reuse a colour: the second round of the
-// palette is dashed, the third dotted.
-func dash(i int) string {
-	switch (i / len(palette)) % 3 {
-	case 1:
-		return ` stroke-dasharray="8 4"`
-	case 2:
-		return ` stroke-dasharray="2 3"`
+func dashAttr(d string) string {
+	if d == "" {
+		return ""
 	}
-	return ""
+	return ` stroke-dasharray="` + d + `"`
+}
+
+// markerSVG draws a marker of about 8 px centred on (x, y), without dashes.
+func markerSVG(kind string, x, y float64) string {
+	const r = 4.0
+	poly := func(pts ...float64) string {
+		var b strings.Builder
+		for i := 0; i < len(pts); i += 2 {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(num(x+pts[i]) + "," + num(y+pts[i+1]))
+		}
+		return `<polygon class="marker" stroke-dasharray="none" points="` + b.String() + `"/>`
+	}
+	switch kind {
+	case "circle":
+		return `<circle class="marker" stroke-dasharray="none" cx="` + num(x) + `" cy="` + num(y) + `" r="` + num(r) + `"/>`
+	case "square":
+		return poly(-r, -r, r, -r, r, r, -r, r)
+	case "triangle":
+		return poly(0, -r-1, r+1, r, -r-1, r)
+	case "down":
+		return poly(0, r+1, r+1, -r, -r-1, -r)
+	case "diamond":
+		return poly(0, -r-1, r+1, 0, 0, r+1, -r-1, 0)
+	case "cross":
+		return `<polyline class="marker" stroke-dasharray="none" points="` + num(x-r) + "," + num(y) + " " + num(x+r) + "," + num(y) +
+			`"/><polyline class="marker" stroke-dasharray="none" points="` + num(x) + "," + num(y-r) + " " + num(x) + "," + num(y+r) + `"/>`
+	default: // "x"
+		return `<polyline class="marker" stroke-dasharray="none" points="` + num(x-r) + "," + num(y-r) + " " + num(x+r) + "," + num(y+r) +
+			`"/><polyline class="marker" stroke-dasharray="none" points="` + num(x-r) + "," + num(y+r) + " " + num(x+r) + "," + num(y-r) + `"/>`
+	}
+}
+
+// wrapText breaks s into lines of at most width characters at spaces.
+func wrapText(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case len([]rune(line))+1+len([]rune(w)) > width:
+			lines = append(lines, line)
+			line = w
+		default:
+			line += " " + w
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
@@ -244,15 +363,43 @@ func niceStep(raw float64) float64 {
 	return 10 * p
 }
 
-// logRange widens [lo, hi] (both > 0) to whole decades, one tick each.
+// logRange widens [lo, hi] (both > 0) only to the nearest 1, 2 or 5 times
+// a power of ten, so the axis stays tight around the data, with ticks at
+// 1, 2 and 5 (at 1 only beyond three decades).
 func logRange(lo, hi float64) (float64, float64, []float64) {
-	a, b := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	down := func(v float64) float64 {
+		p := math.Pow(10, math.Floor(math.Log10(v)))
+		for _, m := range []float64{5, 2, 1} {
+			if m*p <= v*(1+1e-12) {
+				return m * p
+			}
+		}
+		return p
+	}
+	up := func(v float64) float64 {
+		p := math.Pow(10, math.Floor(math.Log10(v)))
+		for _, m := range []float64{1, 2, 5, 10} {
+			if m*p >= v*(1-1e-12) {
+				return m * p
+			}
+		}
+		return 10 * p
+	}
+	a, b := down(lo), up(hi)
 	if a == b {
-		b++
+		b = up(b * 1.01)
+	}
+	mults := []float64{1, 2, 5}
+	if math.Log10(b/a) > 3 {
+		mults = []float64{1}
 	}
 	var ticks []float64
-	for e := a; e <= b; e++ {
-		ticks = append(ticks, math.Pow(10, e))
+	for e := math.Floor(math.Log10(a)); e <= math.Ceil(math.Log10(b)); e++ {
+		for _, m := range mults {
+			if t := m * math.Pow(10, e); t >= a*(1-1e-12) && t <= b*(1+1e-12) {
+				ticks = append(ticks, t)
+			}
+		}
 	}
-	return math.Pow(10, a), math.Pow(10, b), ticks
+	return a, b, ticks
 }

@@ -168,8 +168,65 @@ func TestNiceRange(t *testing.T) {
 			t.Errorf("niceRange(%v, %v) = %v, %v, %v", tc.lo, tc.hi, lo, hi, ticks)
 		}
 	}
-	lo, hi, ticks := logRange(3, 2500)
-	if lo != 1 || hi != 10000 || len(ticks) != 5 {
-		t.Errorf("logRange(3, 2500) = %v, %v, %v", lo, hi, ticks)
+
+}
+
+// Three series with the same data (as google, expo and jitter-at-cap in the
+// contention experiment) must still each show: distinct styles, markers
+// staggered, dashes that let the lower lines through.
+func TestIdenticalSeriesStayVisible(t *testing.T) {
+	x := []float64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120}
+	y := []float64{100, 300, 600, 1000, 1500, 2100, 2800, 3600, 4500, 5500, 6600, 7800}
+	p := Plot{Title: "t", Subtitle: "base 5ms, cap 2s", Caption: strings.Repeat("a long conclusion ", 20), XLabel: "x", YLabel: "y"}
+	for _, n := range []string{"expo", "google", "jitter-at-cap", "full", "equal", "decorrelated", "none"} {
+		p.Series = append(p.Series, Series{Name: n, X: x, Y: y})
+	}
+	p.Series = append(p.Series, Series{Name: "capacity", X: []float64{10, 120}, Y: []float64{5000, 5000}, Reference: true})
+	var buf bytes.Buffer
+	if err := p.WriteSVG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r, err := CheckReadable(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Styles) != 8 {
+		t.Fatalf("%d series rendered", len(r.Styles))
+	}
+	// The caption grows the image: 360 characters need several lines.
+	if h := r.Image.Bounds().Dy(); h <= 500+2*captionLine {
+		t.Errorf("height %d: the caption did not get its lines", h)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(`class="subtitle"`)) || !bytes.Contains(buf.Bytes(), []byte(`class="caption"`)) {
+		t.Error("no subtitle or caption in the SVG")
+	}
+}
+
+// The old style (colour only, no dashes or markers) fails the check when
+// lines coincide: the check can fail.
+func TestCheckReadableCatchesHiddenSeries(t *testing.T) {
+	doc := `<svg xmlns="http://www.w3.org/2000/svg" width="200" height="100">` +
+		`<g class="series" data-name="a" fill="none" stroke="#4e79a7" stroke-width="2"><polyline points="10,50 190,50"/></g>` +
+		`<g class="series" data-name="b" fill="none" stroke="#f28e2b" stroke-width="2"><polyline points="10,50 190,50"/></g></svg>`
+	if _, err := CheckReadable([]byte(doc)); err == nil || !strings.Contains(err.Error(), `series "a" is hidden`) {
+		t.Errorf("err = %v, want series a hidden", err)
+	}
+	doc = strings.Replace(doc, "#f28e2b", "#4e79a7", 1)
+	doc = strings.Replace(doc, "10,50 190,50\"/></g></svg>", "10,20 190,20\"/></g></svg>", 1)
+	if _, err := CheckReadable([]byte(doc)); err == nil || !strings.Contains(err.Error(), "drawn alike") {
+		t.Errorf("err = %v, want drawn alike", err)
+	}
+}
+
+func TestLogRangeTight(t *testing.T) {
+	for _, tc := range []struct{ lo, hi, wantLo, wantHi float64 }{
+		{2100, 101600, 2000, 200000},
+		{3, 2500, 2, 5000},
+		{36, 63, 20, 100},
+	} {
+		lo, hi, ticks := logRange(tc.lo, tc.hi)
+		if lo != tc.wantLo || hi != tc.wantHi || len(ticks) < 2 {
+			t.Errorf("logRange(%v, %v) = %v, %v, %v; want %v, %v", tc.lo, tc.hi, lo, hi, ticks, tc.wantLo, tc.wantHi)
+		}
 	}
 }

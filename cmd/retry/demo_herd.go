@@ -1,0 +1,717 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
+)
+
+// The synchronized and quota scenarios: open-loop arrivals (requests start
+// on a seeded schedule, whatever happened to the earlier ones, as in a
+// fleet) against one loopback server per strategy with a finite capacity.
+
+// scenario describes a run of the synchronized or the quota scenario. All
+// times are real (not scaled) and relative to the start of the run.
+type scenario struct {
+	name     string
+	rate     float64       // new requests per second, per strategy
+	duration time.Duration // how long new requests arrive
+	scale    float64       // default --time-scale
+
+	// The server: workers serving one request each for work, at most
+	// queue more waiting; beyond that an attempt is shed with a 503.
+	workers int
+	work    time.Duration
+	queue   int
+
+	// synchronized: from stallFrom to stallTo the server holds every
+	// request, then fails them all with a 503 at once.
+	stallFrom, stallTo time.Duration
+
+	// quota: at most quota accepted requests per quotaWindow; beyond, a
+	// 429 with google.rpc.RetryInfo saying when the window resets.
+	quota       int
+	quotaWindow time.Duration
+
+	// The chart: buckets of bucket from chartFrom, columns of them.
+	bucket    time.Duration
+	chartFrom time.Duration
+	columns   int
+}
+
+// scenarioSync is the default: 50 requests/s to a server of 100/s that
+// stalls for a second.
+func scenarioSync(duration time.Duration) scenario {
+	return scenario{
+		name: "synchronized", rate: 50, duration: duration, scale: 10,
+		workers: 4, work: 40 * time.Millisecond, queue: 4,
+		stallFrom: time.Second, stallTo: 2 * time.Second,
+		bucket: 100 * time.Millisecond, chartFrom: 500 * time.Millisecond, columns: 60,
+	}
+}
+
+// scenarioQuota: 60 requests/s against a quota of 50 per second.
+func scenarioQuota(duration time.Duration) scenario {
+	return scenario{
+		name: "quota", rate: 60, duration: duration, scale: 20,
+		workers: 8, work: 5 * time.Millisecond, queue: 64,
+		quota: 50, quotaWindow: time.Second,
+		bucket: 100 * time.Millisecond, chartFrom: 0, columns: 60,
+	}
+}
+
+// capacity is what the server serves per second.
+func (sc scenario) capacity() float64 { return float64(sc.workers) / sc.work.Seconds() }
+
+// perBucket is the most the server can accept in one chart bucket: its
+// capacity, or the quota spread over its window.
+func (sc scenario) perBucket() float64 {
+	if sc.quota > 0 {
+		return float64(sc.quota) * sc.bucket.Seconds() / sc.quotaWindow.Seconds()
+	}
+	return sc.capacity() * sc.bucket.Seconds()
+}
+
+// capServer is the loopback server of one strategy.
+type capServer struct {
+	sc      scenario
+	start   time.Time
+	slots   chan struct{}
+	waiting atomic.Int64
+	release chan struct{} // closed when the stall ends
+	relTime *time.Timer
+
+	qmu      sync.Mutex
+	qWindow  int64 // index of the current quota window
+	qUsed    int
+	arrivals []atomic.Int64 // per bucket, over the whole run
+	served   atomic.Int64   // answered 200
+	shed     atomic.Int64   // 503: queue full
+	stalled  atomic.Int64   // 503: failed at the end of the stall
+	over     atomic.Int64   // 429: over quota
+
+	ln  net.Listener
+	srv *http.Server
+	URL string
+}
+
+// startCapServer listens on 127.0.0.1 (loopback only) and serves; the run
+// begins when begin is called.
+func startCapServer(sc scenario, buckets int) (*capServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &capServer{sc: sc, start: time.Now(), slots: make(chan struct{}, sc.workers), release: make(chan struct{}),
+		arrivals: make([]atomic.Int64, buckets), ln: ln,
+		URL: "http://" + ln.Addr().String() + "/v1/models/demo:generateContent"}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
+	go s.srv.Serve(ln)
+	return s, nil
+}
+
+// begin sets the time the run starts from and the end of the stall. Call
+// it before the first request.
+func (s *capServer) begin(start time.Time) {
+	s.start = start
+	if s.sc.stallTo > s.sc.stallFrom {
+		s.relTime = time.AfterFunc(time.Until(start.Add(s.sc.stallTo)), func() { close(s.release) })
+	}
+}
+
+func (s *capServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t := time.Since(s.start)
+	if i := int(t / s.sc.bucket); i >= 0 && i < len(s.arrivals) {
+		s.arrivals[i].Add(1)
+	}
+	if s.relTime != nil && t >= s.sc.stallFrom && t < s.sc.stallTo {
+		select {
+		case <-s.release:
+		case <-r.Context().Done():
+			return
+		}
+		s.stalled.Add(1)
+		http.Error(w, "service unavailable (restarting)", http.StatusServiceUnavailable)
+		return
+	}
+	if s.sc.quota > 0 {
+		if wait, ok := s.takeQuota(t); !ok {
+			s.over.Add(1)
+			w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprintf(w, quota429, fmt.Sprintf("%.3fs", wait.Seconds()))
+			return
+		}
+	}
+	if s.waiting.Add(1) > int64(s.sc.workers+s.sc.queue) {
+		s.waiting.Add(-1)
+		s.shed.Add(1)
+		http.Error(w, "service unavailable (overloaded)", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.waiting.Add(-1)
+	select {
+	case s.slots <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	}
+	tm := time.NewTimer(s.sc.work)
+	select {
+	case <-tm.C:
+	case <-r.Context().Done():
+		tm.Stop()
+		<-s.slots
+		return
+	}
+	<-s.slots
+	s.served.Add(1)
+	w.Write([]byte(`{"candidates":[{"content":{"parts":[{"text":"ok"}]}}]}` + "\n"))
+}
+
+// takeQuota takes one request from the quota of the window of time t, or
+// says how long until that window ends.
+func (s *capServer) takeQuota(t time.Duration) (time.Duration, bool) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	win := int64(t / s.sc.quotaWindow)
+	if win != s.qWindow {
+		s.qWindow, s.qUsed = win, 0
+	}
+	if s.qUsed >= s.sc.quota {
+		return time.Duration(win+1)*s.sc.quotaWindow - t, false
+	}
+	s.qUsed++
+	return 0, true
+}
+
+// quota429 is a Gemini API 429 with google.rpc.RetryInfo; %s is the delay.
+const quota429 = `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED",` +
+	`"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"%s"}]}}` + "\n"
+
+func (s *capServer) Close() error {
+	if s.relTime != nil && s.relTime.Stop() {
+		close(s.release)
+	}
+	return s.srv.Close()
+}
+
+// herdLane is one strategy in the synchronized or quota scenario.
+type herdLane struct {
+	strategy
+	srv     *capServer
+	counter *countingTransport
+	client  *http.Client
+	hinted  atomic.Int64
+
+	mu        sync.Mutex
+	requests  int
+	successes int
+	latencies []time.Duration
+}
+
+func (l *herdLane) call(ctx context.Context) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.srv.URL, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err == nil && resp.StatusCode/100 == 2
+}
+
+// arrivalSchedule returns the start times of the requests: a Poisson
+// process of rate per second over duration, from seed (the same for every
+// strategy).
+func arrivalSchedule(seed uint64, rate float64, duration time.Duration) []time.Duration {
+	rng := rand.New(rand.NewPCG(seed, 0x5ced))
+	var at []time.Duration
+	t := 0.0
+	for {
+		t += rng.ExpFloat64() / rate
+		d := time.Duration(t * float64(time.Second))
+		if d >= duration {
+			return at
+		}
+		at = append(at, d)
+	}
+}
+
+// runHerd runs the synchronized or quota scenario for every strategy side
+// by side and returns the summary.
+func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Writer) (demoSummary, error) {
+	// The server counts arrivals over the run and the drain after it.
+	drain := 3 * time.Second
+	buckets := int((sc.duration+drain)/sc.bucket) + 1
+	var lanes []*herdLane
+	defer func() {
+		for _, l := range lanes {
+			l.client.CloseIdleConnections()
+			l.srv.Close()
+		}
+	}()
+	for i, name := range cfg.strategies {
+		p, err := demoPolicy(name, cfg.scale)
+		if err != nil {
+			return demoSummary{}, usagef("--strategies: %v", err)
+		}
+		srv, err := startCapServer(sc, buckets)
+		if err != nil {
+			return demoSummary{}, fmt.Errorf("starting the loopback server: %v", err)
+		}
+		l := &herdLane{strategy: strategy{name, p}, srv: srv}
+		lanes = append(lanes, l)
+		l.counter = &countingTransport{base: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}}
+		p.Rand = retry.NewRand(cfg.seed*1000 + uint64(i))
+		p.Observer = func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventRetry && e.Hint > 0 {
+				l.hinted.Add(1)
+			}
+		}
+		l.client = &http.Client{Transport: httpretry.NewTransport(l.counter, p)}
+	}
+	schedule := arrivalSchedule(cfg.seed, sc.rate, sc.duration)
+	start := time.Now().Add(20 * time.Millisecond)
+	for _, l := range lanes {
+		l.srv.begin(start)
+	}
+
+	hardCtx, hardCancel := context.WithCancel(ctx)
+	defer hardCancel()
+	var wg sync.WaitGroup
+	for _, l := range lanes {
+		wg.Go(func() {
+			var reqs sync.WaitGroup
+			defer reqs.Wait()
+			tm := time.NewTimer(0)
+			defer tm.Stop()
+			<-tm.C
+			for _, at := range schedule {
+				tm.Reset(time.Until(start.Add(at)))
+				select {
+				case <-hardCtx.Done():
+					return
+				case <-tm.C:
+				}
+				reqs.Go(func() {
+					t0 := time.Now()
+					ok := l.call(hardCtx)
+					lat := time.Since(t0)
+					l.mu.Lock()
+					l.requests++
+					if ok {
+						l.successes++
+					}
+					l.latencies = append(l.latencies, lat)
+					l.mu.Unlock()
+				})
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+
+	tty := isTerminal(progress)
+	every := time.Second
+	if tty {
+		every = 200 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	hard := time.NewTimer(time.Until(start.Add(sc.duration + drain)))
+	defer hard.Stop()
+	lastLen := 0
+	show := func() {
+		var req, ok int
+		var att int64
+		for _, l := range lanes {
+			l.mu.Lock()
+			req, ok = req+l.requests, ok+l.successes
+			l.mu.Unlock()
+			att += l.counter.n.Load()
+		}
+		el := max(time.Since(start), 0)
+		line := fmt.Sprintf("retry demo: %4.1fs of %v: %d requests done, %d ok, %d attempts", el.Seconds(), sc.duration, req, ok, att)
+		if tty {
+			fmt.Fprintf(progress, "\r%s%s", line, strings.Repeat(" ", max(lastLen-len(line), 0)))
+			lastLen = len(line)
+		} else {
+			fmt.Fprintln(progress, line)
+		}
+	}
+loop:
+	for {
+		select {
+		case <-tick.C:
+			show()
+		case <-ctx.Done():
+			hardCancel()
+			<-done
+			break loop
+		case <-hard.C:
+			hardCancel() // requests still running count as give-ups
+			<-done
+			break loop
+		case <-done:
+			break loop
+		}
+	}
+	if tty {
+		fmt.Fprintf(progress, "\r%s\r", strings.Repeat(" ", lastLen))
+	}
+	return summarizeHerd(cfg, sc, lanes, time.Since(start)), nil
+}
+
+// summarizeHerd computes the statistics of every lane and the conclusion.
+func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.Duration) demoSummary {
+	sum := demoSummary{
+		Scenario: sc.name, Seed: cfg.seed, Clients: 0, DurationMS: sc.duration.Milliseconds(), ElapsedMS: elapsed.Milliseconds(),
+		TimeScale: cfg.scale, Delays: delaysText(cfg.scale), RatePerSecond: sc.rate, Capacity: sc.capacity(),
+		BucketMS: sc.bucket.Milliseconds(), ChartFromMS: sc.chartFrom.Milliseconds(),
+	}
+	if sc.quota > 0 {
+		sum.Quota = fmt.Sprintf("%d per %v", sc.quota, sc.quotaWindow)
+	}
+	total := strategyStats{Name: "total"}
+	for _, l := range lanes {
+		l.mu.Lock()
+		st := strategyStats{
+			Name: l.name, Requests: l.requests, Successes: l.successes, GiveUps: l.requests - l.successes,
+			Attempts: int(l.counter.n.Load()), HintedWaits: int(l.hinted.Load()), latencies: slices.Clone(l.latencies),
+			Shed: int(l.srv.shed.Load()), Stalled: int(l.srv.stalled.Load()), OverQuota: int(l.srv.over.Load()),
+		}
+		l.mu.Unlock()
+		for i := range l.srv.arrivals {
+			n := int(l.srv.arrivals[i].Load())
+			st.Served += n
+			st.Arrivals = append(st.Arrivals, n)
+		}
+		st.Peak, st.PeakAtMS = peakOf(st.Arrivals, sc)
+		st.finish()
+		total.Requests += st.Requests
+		total.Successes += st.Successes
+		total.GiveUps += st.GiveUps
+		total.Attempts += st.Attempts
+		total.Served += st.Served
+		total.HintedWaits += st.HintedWaits
+		total.Shed += st.Shed
+		total.Stalled += st.Stalled
+		total.OverQuota += st.OverQuota
+		total.latencies = append(total.latencies, st.latencies...)
+		sum.Strategies = append(sum.Strategies, st)
+	}
+	total.finish()
+	sum.Total = total
+	sum.Conclusion = herdConclusion(sc, sum.Strategies)
+	return sum
+}
+
+// peakOf returns the busiest bucket after the start of the chart (the
+// stall's own arrivals are held, not served, so the chart starts before
+// it) and when it began, ms.
+func peakOf(arrivals []int, sc scenario) (int, int64) {
+	peak, at := 0, int64(0)
+	for i, n := range arrivals {
+		t := time.Duration(i) * sc.bucket
+		if t < sc.chartFrom || (t >= sc.stallFrom && t < sc.stallTo) {
+			continue
+		}
+		if n > peak {
+			peak, at = n, t.Milliseconds()
+		}
+	}
+	return peak, at
+}
+
+// sparkLevels draws a count: ▄ is the server's capacity per bucket, █ twice
+// that or more, a space nothing at all.
+var sparkLevels = []rune(" ▁▂▃▄▅▆▇█")
+
+func spark(n int, perBucket float64) rune {
+	if n <= 0 {
+		return sparkLevels[0]
+	}
+	lvl := int(math.Ceil(float64(n) / perBucket * 4))
+	return sparkLevels[min(max(lvl, 1), 8)]
+}
+
+// printChart draws the attempts reaching each strategy's server per bucket,
+// one row per strategy, with a time axis and the stall marked; it fits 80
+// columns for names of up to 16 characters.
+func printChart(w io.Writer, sc scenario, st []strategyStats) {
+	nameW := 8
+	for _, s := range st {
+		nameW = max(nameW, utf8.RuneCountInString(s.Name))
+	}
+	nameW = min(nameW, 16)
+	cols := sc.columns
+	first := int(sc.chartFrom / sc.bucket)
+	per := sc.perBucket()
+	fmt.Fprintf(w, "Attempts reaching each server per %v (▄ = its capacity, █ = twice that):\n", sc.bucket)
+	// Axis: a tick every second.
+	axis := []rune(strings.Repeat(" ", cols))
+	marks := []rune(strings.Repeat(" ", cols))
+	for c := range cols {
+		t := time.Duration(first+c) * sc.bucket
+		if t%time.Second == 0 {
+			axis[c] = '|'
+			label := fmt.Sprintf("%ds", int(t/time.Second))
+			for k, r := range label {
+				if c+1+k < cols {
+					marks[c+1+k] = r
+				}
+			}
+			marks[c] = '|'
+		}
+		if sc.stallTo > sc.stallFrom && t >= sc.stallFrom && t < sc.stallTo {
+			axis[c] = '^'
+		} else {
+			axis[c] = ' '
+		}
+	}
+	pad := strings.Repeat(" ", nameW+2)
+	fmt.Fprintf(w, "%s%s\n", pad, string(marks))
+	for _, s := range st {
+		row := make([]rune, cols)
+		for c := range cols {
+			n := 0
+			if i := first + c; i < len(s.Arrivals) {
+				n = s.Arrivals[i]
+			}
+			row[c] = spark(n, per)
+		}
+		name := s.Name
+		if utf8.RuneCountInString(name) > nameW {
+			name = string([]rune(name)[:nameW])
+		}
+		fmt.Fprintf(w, "%-*s  %s\n", nameW, name, strings.TrimRight(string(row), " "))
+	}
+	if sc.stallTo > sc.stallFrom {
+		fmt.Fprintf(w, "%s%s stall\n", pad, strings.TrimRight(string(axis), " "))
+	}
+}
+
+// printHerdTable writes the header-less part of the report: the chart, the
+// table, the legend and the conclusion.
+func printHerdTable(w io.Writer, sc scenario, sum demoSummary) {
+	printChart(w, sc, sum.Strategies)
+	fmt.Fprintln(w)
+	nameW := len("strategy")
+	for _, s := range sum.Strategies {
+		nameW = max(nameW, len(s.Name))
+	}
+	third := "shed"
+	if sc.quota > 0 {
+		third = "429s"
+	}
+	fmt.Fprintf(w, "%-*s %8s %6s %8s %8s %6s %6s %7s %7s\n", nameW, "strategy", "requests", "ok", "give-ups", "attempts", third, "peak", "p50", "p99")
+	row := func(s strategyStats) {
+		rej := s.Shed
+		if sc.quota > 0 {
+			rej = s.OverQuota
+		}
+		peak := fmt.Sprintf("%.1fx", float64(s.Peak)/sc.perBucket())
+		if s.Name == "total" {
+			peak = ""
+		}
+		fmt.Fprintf(w, "%-*s %8d %5.1f%% %8d %8d %6d %6s %7s %7s\n", nameW, s.Name, s.Requests, s.SuccessRate, s.GiveUps,
+			s.Attempts, rej, peak, fmtMS(s.P50MS), fmtMS(s.P99MS))
+	}
+	for _, s := range sum.Strategies {
+		row(s)
+	}
+	row(sum.Total)
+	fmt.Fprintln(w)
+	legend := "attempts: requests + retries; give-ups: requests that ended without a 2xx; "
+	if sc.quota > 0 {
+		legend += "429s: attempts refused by the quota; "
+	} else {
+		legend += "shed: attempts the server refused, queue full; "
+	}
+	if sc.stallTo > sc.stallFrom {
+		legend += fmt.Sprintf("peak: the busiest %v at the server after the stall began, in multiples of what it can take.", sc.bucket)
+	} else {
+		legend += fmt.Sprintf("peak: the busiest %v at the server, in multiples of the quota's rate.", sc.bucket)
+	}
+	for _, l := range wrapWords(legend, 79) {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w)
+	for _, l := range wrapWords(sum.Conclusion, 79) {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// wrapWords breaks s into lines of at most width characters at spaces.
+func wrapWords(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width:
+			lines = append(lines, line)
+			line = word
+		default:
+			line += " " + word
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// herdHeader is printed before the run.
+func herdHeader(w io.Writer, cfg demoConfig, sc scenario) {
+	text := fmt.Sprintf("retry demo, %s: %d strategies, %g requests/s each, %v, seed %d.",
+		sc.name, len(cfg.strategies), sc.rate, sc.duration, cfg.seed)
+	for _, l := range wrapWords(text, 79) {
+		fmt.Fprintln(w, l)
+	}
+	switch {
+	case sc.quota > 0:
+		text = fmt.Sprintf("Each strategy has its own loopback server with a quota of %d requests per %v; "+
+			"above it, a 429 whose google.rpc.RetryInfo says when the quota resets. "+
+			"The clients send %.0f %% of the quota, so some requests must wait or fail. ",
+			sc.quota, sc.quotaWindow, 100*sc.rate*sc.quotaWindow.Seconds()/float64(sc.quota))
+	default:
+		text = fmt.Sprintf("Each strategy has its own loopback server: %d workers x %v (%.0f requests/s), "+
+			"%d more may queue, the rest get a 503. From %v to %v it stalls (a restart): it holds every request, "+
+			"then fails them all with a 503 at once, so every client retries at the same moment. ",
+			sc.workers, sc.work, sc.capacity(), sc.queue, sc.stallFrom, sc.stallTo)
+	}
+	g, _ := demoPolicy("google", cfg.scale)
+	text += fmt.Sprintf("Policy waits are scaled 1/%g (google: %v, %v, %v... plus up to %v of jitter); server hints are not.",
+		cfg.scale, g.InitialDelay, 2*g.InitialDelay, 4*g.InitialDelay, g.Jitter)
+	for _, l := range wrapWords(text, 79) {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w)
+}
+
+// herdConclusion says, from the results, what the scenario showed.
+func herdConclusion(sc scenario, st []strategyStats) string {
+	by := map[string]strategyStats{}
+	for _, s := range st {
+		by[s.Name] = s
+	}
+	per := sc.perBucket()
+	x := func(s strategyStats) string { return fmt.Sprintf("%.1fx", float64(s.Peak)/per) }
+	var parts []string
+	if sc.quota > 0 {
+		return quotaConclusion(sc, st)
+	}
+	// The lock-step strategy against the best spread one.
+	lock, hasLock := by["none"]
+	var spread *strategyStats
+	for i := range st {
+		s := &st[i]
+		if s.Name == "none" || s.Name == "no-retry" || s.Attempts <= s.Requests {
+			continue
+		}
+		if spread == nil || s.Peak < spread.Peak || (s.Peak == spread.Peak && s.GiveUps < spread.GiveUps) {
+			spread = s
+		}
+	}
+	stats := func(s strategyStats) string {
+		return fmt.Sprintf("peak %s, %d shed, %s", x(s), s.Shed, giveUps(s.GiveUps))
+	}
+	if hasLock {
+		parts = append(parts, fmt.Sprintf("Without jitter (none) the clients that failed together retried together, in waves: "+
+			"the busiest %v brought %s the server's capacity, %d attempts were shed and %s.",
+			sc.bucket, x(lock), lock.Shed, giveUpText(lock.GiveUps)))
+	}
+	if spread != nil {
+		parts = append(parts, fmt.Sprintf("%s spread its retries best (%s).", spread.Name, stats(*spread)))
+	}
+	if g, ok := by["google"]; ok && spread != nil && spread.Name != "google" {
+		parts = append(parts, fmt.Sprintf("google's additive jitter (%s) is at most one base delay: its waits double, its jitter does not.", stats(g)))
+	}
+	if f, ok := by["full"]; ok && spread != nil && spread.Name != "full" && f.Peak > spread.Peak {
+		parts = append(parts, fmt.Sprintf("full (%s) draws its waits from 0: its first retries all came back within one base delay of the failure.", stats(f)))
+	}
+	if n, ok := by["no-retry"]; ok {
+		parts = append(parts, fmt.Sprintf("Without retries %d of %d requests failed (%.1f%% ok).", n.GiveUps, n.Requests, n.SuccessRate))
+	}
+	if len(parts) == 0 {
+		return "No strategy retried."
+	}
+	return strings.Join(parts, " ")
+}
+
+func giveUps(n int) string {
+	if n == 1 {
+		return "1 give-up"
+	}
+	return fmt.Sprintf("%d give-ups", n)
+}
+
+func giveUpText(n int) string {
+	switch n {
+	case 0:
+		return "no request gave up"
+	case 1:
+		return "1 request gave up"
+	}
+	return fmt.Sprintf("%d requests gave up", n)
+}
+
+// quotaConclusion compares, under a quota, honouring the server's hints
+// against ignoring them and a budget against none, from the results.
+func quotaConclusion(sc scenario, st []strategyStats) string {
+	by := map[string]strategyStats{}
+	for _, s := range st {
+		by[s.Name] = s
+	}
+	var parts []string
+	for _, s := range st {
+		base, ok := strings.CutSuffix(s.Name, "+nohints")
+		h, found := by[base]
+		if !ok || !found {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("Honouring RetryInfo (%s) took the attempts the quota refused from %d to %d and the give-ups from %d to %d, at a p99 of %s against %s.",
+			h.Name, s.OverQuota, h.OverQuota, s.GiveUps, h.GiveUps, fmtMS(h.P99MS), fmtMS(s.P99MS)))
+		if h.Peak > s.Peak {
+			parts = append(parts, fmt.Sprintf("But hints bring the refused requests back together when the quota resets: %s's busiest %v held %.1fx the quota's rate.",
+				h.Name, sc.bucket, float64(h.Peak)/sc.perBucket()))
+		}
+	}
+	for _, s := range st {
+		if !strings.Contains(s.Name, "+budget") {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("The retry budget (%s) held the load to %.2f attempts per request and gave up on %s instead of retrying.",
+			s.Name, per(s.Attempts, s.Requests), giveUpText(s.GiveUps)[:strings.LastIndex(giveUpText(s.GiveUps), " gave up")]))
+	}
+	if n, ok := by["no-retry"]; ok {
+		parts = append(parts, fmt.Sprintf("Without retries %.1f%% of requests succeeded.", n.SuccessRate))
+	}
+	parts = append(parts, fmt.Sprintf("No strategy gets more than the quota (%d per %v) through.", sc.quota, sc.quotaWindow))
+	return strings.Join(parts, " ")
+}
+
+func per(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
