@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
+	"time"
 )
 
 // The transport wraps a response body it hands over (to end the attempt's
@@ -83,3 +85,57 @@ func (b *cancelBody) Close() error {
 	b.cancel()
 	return err
 }
+
+// bounded runs read, which reads body, and closes body if read has not
+// returned after maxBodyWait, at ctx's deadline if that is sooner, or when
+// ctx ends (Close unblocks a Read on net/http's bodies; closing one before
+// its end also closes its HTTP/1 connection, which is then never reused).
+// It reports whether body was closed that way (it must not be closed again).
+func bounded(body io.Closer, ctx context.Context, read func()) (stalled bool) {
+	d := maxBodyWait
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	if d <= 0 || ctx.Err() != nil {
+		body.Close()
+		return true
+	}
+	var (
+		mu   sync.Mutex
+		done bool
+	)
+	stop := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			done, stalled = true, true
+			body.Close()
+		}
+	}
+	t := time.AfterFunc(d, stop)
+	unwatch := context.AfterFunc(ctx, stop)
+	read()
+	t.Stop()
+	unwatch()
+	mu.Lock()
+	defer mu.Unlock()
+	done = true
+	return stalled
+}
+
+// closedBody stands for a body that bounded closed.
+type closedBody struct{}
+
+func (closedBody) Read([]byte) (int, error) { return 0, errBodyStalled }
+func (closedBody) Close() error             { return nil }
+
+// errBodyStalled is the read error of a retryable response's body that the
+// transport closed because it stalled (see maxBodyWait). It is a timeout.
+var errBodyStalled error = stalledError{}
+
+type stalledError struct{}
+
+func (stalledError) Error() string {
+	return "httpretry: the response body stalled: not complete within " + maxBodyWait.String() + " or the attempt's deadline; its connection was closed"
+}
+func (stalledError) Timeout() bool { return true }

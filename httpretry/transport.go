@@ -22,6 +22,18 @@ const (
 	// maxPeek is how much of a retryable response body is read to look for
 	// google.rpc.RetryInfo.
 	maxPeek = 16 << 10
+	// maxBodyWait bounds the time spent reading the body of a retryable
+	// response, for the RetryInfo peek and for the drain before the next
+	// attempt, and never past the attempt's deadline or the caller's
+	// context: a body still incomplete then is closed (with its
+	// connection) and the retry goes ahead. Both read at most a few KiB
+	// that a healthy server sends with the headers, and the drain runs
+	// after the backoff wait, so the bound is only reached by a body that
+	// stalls. 1 s is the first backoff wait of Google's policy: a server
+	// that just said it is overloaded and then cannot finish a small body
+	// within that time is not worth waiting for (its hint is lost; a
+	// drain cut short costs one new connection).
+	maxBodyWait = time.Second
 )
 
 // Transport is an [http.RoundTripper] that retries requests with a
@@ -420,7 +432,7 @@ func (c *call) attempt(actx context.Context) error {
 	case !c.replayable():
 		return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae})
 	}
-	if d, src := hint(resp); src != "" {
+	if d, src := hint(resp, rctx); src != "" {
 		ae.HintSource = src
 		return retry.After(ae, d)
 	}
@@ -472,9 +484,10 @@ func (c *call) attemptError(u interface{ String() string }, status int, class st
 }
 
 // hint returns the server's hint for the next wait: the Retry-After header,
-// else google.rpc.RetryInfo in a JSON body. Peeking at the body replaces
-// resp.Body with one that yields the same bytes.
-func hint(resp *http.Response) (time.Duration, string) {
+// else google.rpc.RetryInfo in a JSON body. Peeking at the body (bounded by
+// maxPeek bytes, and by maxBodyWait and ctx in time) replaces resp.Body with
+// one that yields the same bytes, then the error that ended the peek, if any.
+func hint(resp *http.Response, ctx context.Context) (time.Duration, string) {
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		if d, ok := ParseRetryAfter(v, time.Now()); ok {
 			return d, HintRetryAfter
@@ -486,8 +499,15 @@ func hint(resp *http.Response) (time.Duration, string) {
 	if ct := resp.Header.Get("Content-Type"); ct != "" && !strings.Contains(ct, "json") {
 		return 0, ""
 	}
-	prefix, err := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
-	resp.Body = keepWriter(resp.Body, &prefixBody{prefix: prefix, rc: resp.Body, err: err})
+	var (
+		prefix []byte
+		err    error
+	)
+	rest := resp.Body
+	if bounded(resp.Body, ctx, func() { prefix, err = io.ReadAll(io.LimitReader(resp.Body, maxPeek)) }) {
+		rest, err = closedBody{}, errBodyStalled // closed once, not again
+	}
+	resp.Body = keepWriter(resp.Body, &prefixBody{prefix: prefix, rc: rest, err: err})
 	if err != nil {
 		return 0, ""
 	}
@@ -497,14 +517,21 @@ func hint(resp *http.Response) (time.Duration, string) {
 	return 0, ""
 }
 
-// discard drains (at most maxDrain bytes) and closes a response that is not
-// handed to the caller, so that its connection can be reused.
+// discard drains (at most maxDrain bytes, for at most maxBodyWait and not
+// past its attempt's context) and closes a response that is not handed to
+// the caller, so that its connection can be reused; a body not drained in
+// time is closed with its connection.
 func discard(resp *http.Response) {
 	if resp.Body == nil {
 		return
 	}
-	io.CopyN(io.Discard, resp.Body, maxDrain)
-	resp.Body.Close()
+	ctx := context.Background()
+	if resp.Request != nil {
+		ctx = resp.Request.Context()
+	}
+	if !bounded(resp.Body, ctx, func() { io.CopyN(io.Discard, resp.Body, maxDrain) }) {
+		resp.Body.Close()
+	}
 }
 
 func closeBody(req *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -241,4 +242,52 @@ func TestUncomparableContext(t *testing.T) {
 			t.Fatalf("body %q", body)
 		}
 	}
+}
+
+// duplexBody is an in-memory response body that can be written to: reads
+// come from r, writes go to w.
+type duplexBody struct {
+	r          io.Reader
+	w          strings.Builder
+	closeWrite int
+}
+
+func (d *duplexBody) Read(p []byte) (int, error)  { return d.r.Read(p) }
+func (d *duplexBody) Write(p []byte) (int, error) { return d.w.Write(p) }
+func (d *duplexBody) Close() error                { return nil }
+func (d *duplexBody) CloseWrite() error           { d.closeWrite++; return nil }
+
+// TestPeekedBodyKeepsWriter: the body of a retryable answer that was peeked
+// for RetryInfo and then handed over (the deadline leaves no time for the
+// hinted wait) reads the same bytes and still writes to the original.
+func TestPeekedBodyKeepsWriter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const errBody = `{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}]}}`
+		d := &duplexBody{r: strings.NewReader(errBody)}
+		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+			resp := response(r, 429, "", "Content-Type", "application/json")
+			resp.Body = d
+			return resp, nil
+		}), retry.Policy{Deadline: 10 * time.Second})
+		req, _ := http.NewRequest(http.MethodGet, "http://example.com/", nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rwc, ok := resp.Body.(io.ReadWriteCloser)
+		if !ok {
+			t.Fatalf("body %T is not an io.ReadWriteCloser", resp.Body)
+		}
+		if b, err := io.ReadAll(rwc); err != nil || string(b) != errBody {
+			t.Fatalf("body %q, %v", b, err)
+		}
+		io.WriteString(rwc, "bye")
+		if cw, ok := resp.Body.(interface{ CloseWrite() error }); !ok || cw.CloseWrite() != nil {
+			t.Fatalf("body %T: no working CloseWrite", resp.Body)
+		}
+		if d.w.String() != "bye" || d.closeWrite != 1 {
+			t.Fatalf("the original got %q and %d CloseWrite calls", d.w.String(), d.closeWrite)
+		}
+		rwc.Close()
+	})
 }

@@ -41,6 +41,7 @@ var faultOutcomes = []struct {
 	{RetryInfoMalformed, outcome{status: 429}},
 	{RetryInfoHuge, outcome{status: 429}},
 	{GoAway, outcome{status: 200, effect: 1}},
+	{StallStatus, outcome{status: 503}},
 }
 
 func TestFaultTableCoversEveryFault(t *testing.T) {
@@ -154,7 +155,7 @@ func TestFaultsInBubble(t *testing.T) {
 				checkFaultOutcome(t, s, &http.Client{Transport: tr, Timeout: time.Second}, c.f, c.want)
 				took := time.Since(start)
 				switch c.f {
-				case StallHeaders, StallBody, SlowRead:
+				case StallHeaders, StallBody, SlowRead, StallStatus:
 					if took != time.Second {
 						t.Errorf("stall took %v of virtual time, want the client's 1s timeout", took)
 					}

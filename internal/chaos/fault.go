@@ -73,6 +73,13 @@ const (
 	// frame over HTTP/2.
 	GoAway
 
+	// StallStatus answers 503 with a RetryInfo error body (Content-Type
+	// application/json, a Content-Length for the whole body), sends the
+	// headers and the first half of the body, then stalls until the client
+	// gives up or Config.StallMax passes, then resets (before the effect):
+	// a retryable answer whose body never ends.
+	StallStatus
+
 	numFaults
 )
 
@@ -95,6 +102,7 @@ var faultNames = [...]string{
 	RetryInfoMalformed:  "retryinfo-malformed",
 	RetryInfoHuge:       "retryinfo-huge",
 	GoAway:              "goaway",
+	StallStatus:         "stall-status",
 }
 
 // String returns the fault's name, e.g. "reset-mid-body".

@@ -1,8 +1,9 @@
 // Package chaos is a loopback HTTP server that injects seeded faults into the
 // requests it serves and records what it did, for the reliability tests of
 // backoffkit/retry: connection resets before, during and after a response,
-// stalls, slow request reading, 5xx storms, 429s with well-formed and
-// malicious Retry-After and RetryInfo hints, and graceful GOAWAY over HTTP/2.
+// stalls (of the headers, of a response body, of a retryable answer's body),
+// slow request reading, 5xx storms, 429s with well-formed and malicious
+// Retry-After and RetryInfo hints, and graceful GOAWAY over HTTP/2.
 //
 // Each request may carry an id (X-Chaos-Id); the server counts how many times
 // each id reached it and, per Idempotency-Key (or per id when there is no
@@ -455,6 +456,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if code, ok := s.answerFault(w, id, idx, fault); ok {
 			s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = code })
 		}
+	case StallStatus:
+		s.stallStatus(w, r, id, idx)
 	default:
 		s.serve(w, r, id, idx, fault)
 	}
@@ -590,6 +593,23 @@ func (s *Server) answerFault(w http.ResponseWriter, id string, idx int, f Fault)
 		return code, false
 	}
 	return code, http.NewResponseController(w).Flush() == nil
+}
+
+// stallStatus answers 503 with half of a RetryInfo body, then stalls and
+// resets.
+func (s *Server) stallStatus(w http.ResponseWriter, r *http.Request, id string, idx int) {
+	body := retryInfoBody(strconv.FormatFloat(s.cfg.RetryAfter.Seconds(), 'f', -1, 64)+"s", "")
+	hd := w.Header()
+	hd.Set(HeaderFault, StallStatus.String())
+	hd.Set("Content-Type", "application/json; charset=UTF-8")
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, err := io.WriteString(w, body[:len(body)/2])
+	if err == nil && http.NewResponseController(w).Flush() == nil {
+		s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = http.StatusServiceUnavailable })
+	}
+	s.stall(r.Context())
+	s.abort(w, r)
 }
 
 // retryInfoBody is a Google API error body carrying a google.rpc.RetryInfo.
