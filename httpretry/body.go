@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -139,3 +140,115 @@ func (stalledError) Error() string {
 	return "httpretry: the response body stalled: not complete within " + maxBodyWait.String() + " or the attempt's deadline; its connection was closed"
 }
 func (stalledError) Timeout() bool { return true }
+
+// readBody reads at most n bytes of a request body, until ctx ends: the
+// body is then closed (a request body must let Close unblock a Read, see
+// http.Request.Body) and closed reports it, with the context's cause as the
+// error.
+func readBody(ctx context.Context, rc io.ReadCloser, n int64) (buf []byte, closed bool, err error) {
+	if ctx.Err() != nil {
+		rc.Close()
+		return nil, true, context.Cause(ctx)
+	}
+	stop := context.AfterFunc(ctx, func() { rc.Close() })
+	buf, err = io.ReadAll(io.LimitReader(rc, n))
+	if !stop() {
+		return buf, true, context.Cause(ctx)
+	}
+	return buf, false, err
+}
+
+// streamBody is a request body that is not buffered in full: the bytes read
+// while trying to buffer it (prefix), then the rest of the caller's body,
+// sent as they are produced. Each attempt sends it through a view of its
+// own. It can be sent again only when the transport gave the last view back
+// untouched (closed without a Read), as net/http does when the connection
+// could not be made; the caller's body is closed exactly once, by the view
+// the transport reads from, or when the call ends.
+type streamBody struct {
+	prefix []byte
+
+	mu     sync.Mutex
+	rc     io.ReadCloser
+	cur    *bodyView // the last view handed out
+	ended  bool      // the call is over: a view closed from now on closes rc
+	closed bool      // rc is closed
+}
+
+// view returns the body of the next attempt.
+func (s *streamBody) view() *bodyView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := &bodyView{s: s, prefix: s.prefix}
+	s.cur = v
+	return v
+}
+
+// untouched reports whether the last view was closed without being read:
+// the body can be sent again, whole.
+func (s *streamBody) untouched() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur != nil && s.cur.dropped && !s.closed
+}
+
+// end is called when the call is over: the caller's body is closed now
+// unless the transport still holds the last view (it closes it later).
+func (s *streamBody) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	if s.cur == nil || s.cur.dropped {
+		s.closeLocked()
+	}
+}
+
+func (s *streamBody) closeLocked() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.rc.Close()
+}
+
+// bodyView is one attempt's request body (see streamBody).
+type bodyView struct {
+	s       *streamBody
+	prefix  []byte
+	read    bool // Read was called: some of the body may have been sent
+	dropped bool // closed before any Read: the caller's body is left open
+}
+
+func (v *bodyView) Read(p []byte) (int, error) {
+	v.s.mu.Lock()
+	if v.dropped || v.s.closed {
+		v.s.mu.Unlock()
+		return 0, errReadAfterClose
+	}
+	v.read = true
+	v.s.mu.Unlock()
+	if len(v.prefix) > 0 {
+		n := copy(p, v.prefix)
+		v.prefix = v.prefix[n:]
+		return n, nil
+	}
+	return v.s.rc.Read(p)
+}
+
+// Close closes the caller's body once the view has been read from (a Read
+// blocked on it returns), or once the call is over; an untouched view is
+// only marked, so that the body can be sent again.
+func (v *bodyView) Close() error {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	if v.dropped {
+		return nil
+	}
+	if v.read || v.s.ended {
+		return v.s.closeLocked()
+	}
+	v.dropped = true
+	return nil
+}
+
+var errReadAfterClose = errors.New("httpretry: read of a closed request body")

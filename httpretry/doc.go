@@ -51,14 +51,27 @@
 // # Request bodies
 //
 // A body is replayed with Request.GetBody when it is set (http.NewRequest
-// sets it for bytes, strings and bytes.Reader bodies). Otherwise, when a
-// retry could happen, the body is read into memory up to [MaxBufferedBody]
-// (default 1 MiB) and replayed from there. A larger body is sent once,
-// streamed; if that attempt fails in a retryable way the retry is skipped and
-// the give-up event's Err matches [ErrBodyNotReplayable]. A partial or
-// doubled body is never sent. The caller's request body is closed exactly
-// once, and the caller's *http.Request is never modified (attempts that need
-// a different body, URL, header or context use a copy).
+// sets it for bytes, strings and bytes.Reader bodies). Otherwise, when the
+// request may be retried after it was sent (it is idempotent, see above,
+// and has more than one attempt), the body is read into memory up to
+// [MaxBufferedBody] (default 1 MiB) and replayed from there.
+//
+// Buffering costs latency: nothing is sent until the whole body has been
+// read, so a body produced slowly delays the request by the time it takes,
+// and one that is only produced once the response has begun (a full-duplex
+// HTTP/2 exchange) is never complete: the call then ends with the caller's
+// context. Give such a body a GetBody, or mark the request [NotIdempotent],
+// or use MaxBufferedBody(0).
+//
+// Any other body (a request that is not idempotent, a body longer than the
+// limit, MaxBufferedBody(0)) is streamed as it is produced, without a copy.
+// It is sent again only after an error that proves the request never left
+// (connection refused, for example) and only if the transport had not read
+// any of it; otherwise the retry is skipped and the give-up event's Err
+// matches [ErrBodyNotReplayable]. A partial or doubled body is never sent.
+// The caller's request body is closed exactly once, and the caller's
+// *http.Request is never modified (attempts that need a different body,
+// URL, header or context use a copy).
 //
 // # Responses
 //
@@ -67,7 +80,10 @@
 // (server-sent events) is never retried once the caller can read it, and no
 // chunk is ever delivered twice. A response that is retried is drained (at
 // most 64 KiB) and closed before the next attempt, so the attempts share one
-// connection. When the transport gives up on a retryable status (attempts
+// connection. Reading the body of a retryable response (this drain, and the
+// peek for RetryInfo below) takes at most 1 s, and never longer than the
+// attempt's deadline or the caller's context: a body that stalls is closed,
+// with its connection, and the retry goes ahead. When the transport gives up on a retryable status (attempts
 // used up, deadline, budget) it returns the last response, status and body
 // intact, with a nil error, as net/http callers expect. When it gives up on a
 // transport error it returns the [*retry.Error], which keeps the last error
@@ -80,8 +96,9 @@
 // google.rpc.RetryInfo.retryDelay in a Google JSON error body are used as a
 // hint: the next wait is at least the hint, plus jitter, capped by the
 // policy's MaxRetryAfter (default MaxDelay). The body is peeked (at most
-// 16 KiB, only for a retryable status with a JSON or missing Content-Type)
-// and handed back unchanged if the response is returned. A hinted wait that
+// 16 KiB and 1 s, only for a retryable status with a JSON or missing
+// Content-Type) and handed back unchanged if the response is returned (a
+// body that stalled yields the bytes read, then a timeout error). A hinted wait that
 // would end after the policy's or the context's deadline ends the loop at
 // once and the response is returned.
 //
@@ -91,7 +108,11 @@
 // separately from Policy.Deadline, which bounds them all; an attempt that
 // times out is retried. Both also bound reading the body of the response that
 // is returned, like http.Client.Timeout: the response's context ends when
-// its body is closed, read to the end, or the time is up.
+// its body is closed, read to the end, or the time is up. A 101 Switching
+// Protocols response ends the attempt: its body, the upgraded connection (an
+// io.ReadWriteCloser), is handed over as the base transport made it, and
+// neither bound applies to it. Errors of attempts that timed out say so
+// with a Timeout method, as net/http's do, also through *url.Error.
 //
 // # Per-request overrides
 //

@@ -16,9 +16,10 @@ import (
 var ErrNotIdempotent = errors.New("httpretry: not retried: the request is not idempotent (POST/PATCH without an Idempotency-Key header, not marked idempotent)")
 
 // ErrBodyNotReplayable says a retry was skipped because the request body
-// cannot be sent again: it has no GetBody and is longer than
-// [MaxBufferedBody], or GetBody failed. It is reachable like [ErrNotIdempotent].
-var ErrBodyNotReplayable = errors.New("httpretry: not retried: the request body cannot be replayed (no GetBody and longer than the buffer limit)")
+// cannot be sent again: it has no GetBody, was not buffered (longer than
+// [MaxBufferedBody], or a request that is not idempotent) and had already
+// been read, or GetBody failed. It is reachable like [ErrNotIdempotent].
+var ErrBodyNotReplayable = errors.New("httpretry: not retried: the request body cannot be replayed (no GetBody, not buffered, already sent)")
 
 // Classes of [AttemptError].
 const (

@@ -53,9 +53,12 @@ func AddIdempotencyKey() Option {
 }
 
 // MaxBufferedBody sets how many bytes of a request body without GetBody are
-// kept in memory so that it can be sent again (default 1 MiB). A longer body
-// is sent once and not retried (see [ErrBodyNotReplayable]). n = 0 means
-// such bodies are never buffered; a negative n is an error.
+// read into memory before the first attempt of a request that may be
+// retried, so that it can be sent again (default 1 MiB; see "Request
+// bodies" in the package documentation for the latency this costs). A
+// longer body is streamed and not retried once sent (see
+// [ErrBodyNotReplayable]). n = 0 means such bodies are never buffered, nor
+// read ahead; a negative n is an error.
 func MaxBufferedBody(n int64) Option {
 	return func(c *config) {
 		if n < 0 {

@@ -108,7 +108,7 @@ const (
 	bodyDirect          // sent once as is: no retry can happen
 	bodyGetBody         // req.Body first, then GetBody
 	bodyBuffered        // read into buf, replayed from there
-	bodyOnce            // too long to buffer: buf, then the rest of req.Body, once
+	bodyStreamed        // not buffered in full: stream, sent again only if untouched
 )
 
 // call is the state of one RoundTrip across its attempts.
@@ -125,7 +125,8 @@ type call struct {
 
 	bodyKind int
 	buf      []byte
-	bodyUsed bool // req.Body was handed to the base transport (or closed)
+	stream   *streamBody // bodyStreamed
+	bodyUsed bool        // req.Body was handed to the base transport (or closed)
 
 	n    int            // attempts made
 	resp *http.Response // the successful response
@@ -170,6 +171,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	err := retry.Run(ctx, p, c.attempt)
+	if c.stream != nil {
+		c.stream.end()
+	}
 	if err == nil {
 		return c.resp, nil
 	}
@@ -233,7 +237,10 @@ func newUUID() string {
 }
 
 // prepareBody decides how the request body is sent on each attempt and, for
-// a body without GetBody, buffers it when a retry could happen.
+// a body without GetBody, buffers it when a retry after it was sent could
+// happen: never for a request that is not idempotent (it is retried only
+// after errors that prove it never left, and then the body is still
+// untouched), so that such a body is streamed as it is produced.
 func (c *call) prepareBody() error {
 	req := c.req
 	switch {
@@ -251,21 +258,23 @@ func (c *call) prepareBody() error {
 	if !c.t.made { // a zero Transport
 		limit = DefaultMaxBufferedBody
 	}
-	if req.ContentLength > limit {
-		c.bodyKind = bodyOnce
+	if !c.idempotent || limit == 0 || req.ContentLength > limit {
+		c.bodyKind, c.stream, c.bodyUsed = bodyStreamed, &streamBody{rc: req.Body}, true
 		return nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	buf, closed, err := readBody(c.ctx, req.Body, limit+1)
 	if err != nil {
 		c.bodyUsed = true
-		req.Body.Close()
+		if !closed {
+			req.Body.Close()
+		}
 		return fmt.Errorf("httpretry: reading the request body of %s %s: %w", req.Method, Redact(req.URL), err)
 	}
-	c.buf = buf
 	if int64(len(buf)) > limit {
-		c.bodyKind = bodyOnce
+		c.bodyKind, c.stream, c.bodyUsed = bodyStreamed, &streamBody{prefix: buf, rc: req.Body}, true
 		return nil
 	}
+	c.buf = buf
 	c.bodyKind = bodyBuffered
 	c.bodyUsed = true
 	req.Body.Close()
@@ -274,7 +283,13 @@ func (c *call) prepareBody() error {
 
 // replayable reports whether the body can be sent again after an attempt.
 func (c *call) replayable() bool {
-	return c.bodyKind != bodyOnce && c.bodyKind != bodyDirect
+	switch c.bodyKind {
+	case bodyDirect:
+		return false
+	case bodyStreamed:
+		return c.stream.untouched()
+	}
+	return true
 }
 
 // nextBody returns the body of the next attempt; changed is false when the
@@ -301,9 +316,8 @@ func (c *call) nextBody() (body io.ReadCloser, changed bool, err error) {
 			return http.NoBody, true, nil
 		}
 		return io.NopCloser(bytes.NewReader(c.buf)), true, nil
-	default: // bodyOnce
-		c.bodyUsed = true
-		return &prefixBody{prefix: c.buf, rc: c.req.Body}, true, nil
+	default: // bodyStreamed
+		return c.stream.view(), true, nil
 	}
 }
 
