@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ type chaosReq struct {
 type chaosResult struct {
 	err      error // RoundTrip's error
 	status   int
-	attempt  int   // the server's attempt number of the response returned
+	attempt  int   // the client's number of the attempt whose response was returned
 	attempts int   // attempts the client made (from the policy's observer)
 	bodyErr  error // reading the response body failed (a visible failure)
 	corrupt  error // the body ended cleanly but was wrong (must never happen)
@@ -95,9 +96,32 @@ func chaosMix(seed uint64, n int) []chaosReq {
 // observer writes how many attempts the client made (see chaosMixed).
 type chaosAttemptsKey struct{}
 
+// chaosSentKey holds, in a request's context, the count of attempts handed
+// to the base transport (see chaosNumbering).
+type chaosSentKey struct{}
+
+// chaosNumbering sits below httpretry: it numbers the attempts of each
+// request in the order the client sends them, in the X-Chaos-Client-Attempt
+// header, which the chaos server echoes (its own numbering follows the order
+// of arrival, which differs when an attempt the client gave up on arrives
+// late).
+type chaosNumbering struct{ base http.RoundTripper }
+
+func (c chaosNumbering) RoundTrip(r *http.Request) (*http.Response, error) {
+	n, ok := r.Context().Value(chaosSentKey{}).(*atomic.Int32)
+	if !ok {
+		return c.base.RoundTrip(r)
+	}
+	r2 := *r // a shallow copy with its own header: never modify the request
+	r2.Header = r.Header.Clone()
+	r2.Header.Set(chaos.HeaderClientAttempt, strconv.Itoa(int(n.Add(1))))
+	return c.base.RoundTrip(&r2)
+}
+
 func chaosDo(ctx context.Context, t *testing.T, plain, autoKey http.RoundTripper, base string, q chaosReq) chaosResult {
 	var res chaosResult
 	ctx = context.WithValue(ctx, chaosAttemptsKey{}, &res.attempts)
+	ctx = context.WithValue(ctx, chaosSentKey{}, new(atomic.Int32))
 	method := http.MethodPost
 	switch q.kind {
 	case chaosGET:
@@ -127,7 +151,7 @@ func chaosDo(ctx context.Context, t *testing.T, plain, autoKey http.RoundTripper
 		return res
 	}
 	res.status = resp.StatusCode
-	res.attempt, _ = strconv.Atoi(resp.Header.Get(chaos.HeaderAttempt))
+	res.attempt, _ = strconv.Atoi(resp.Header.Get(chaos.HeaderClientAttempt))
 	n, err := chaos.ReadChecked(resp)
 	res.received = n
 	if errors.Is(err, chaos.ErrCorrupt) {
@@ -163,8 +187,8 @@ func chaosCount(t *testing.T) int {
 //   - a POST without a key reaches the server at most once;
 //   - a keyed request carries the same key on every attempt, and its side
 //     effect runs exactly once when it succeeded (at most once otherwise);
-//   - the caller gets the last attempt's response (the server's attempt
-//     number matches), or an error only when the last attempt got no
+//   - the caller gets the last attempt's response (the attempt number the
+//     client sent is echoed), or an error only when the last attempt got no
 //     response or timed out, and an idempotent request gives up only after
 //     every attempt;
 //   - no request or response body is ever received truncated or doubled
@@ -226,8 +250,8 @@ func chaosMixed(t *testing.T, h2 bool, n int) {
 		},
 	}
 	baseA, baseB := s.Transport(workers), s.Transport(workers)
-	plain := httpretry.NewTransport(baseA, p)
-	autoKey := httpretry.NewTransport(baseB, p, httpretry.AddIdempotencyKey())
+	plain := httpretry.NewTransport(chaosNumbering{baseA}, p)
+	autoKey := httpretry.NewTransport(chaosNumbering{baseB}, p, httpretry.AddIdempotencyKey())
 
 	reqs := chaosMix(seed, n)
 	results := make([]chaosResult, n)
@@ -321,8 +345,8 @@ func chaosMixed(t *testing.T, h2 bool, n int) {
 		last := rec.Attempts[hits-1]
 
 		// The caller gets the last attempt's outcome.
-		if r.err == nil && r.attempt != hits {
-			bad(q, "got the response of attempt %d of %d", r.attempt, hits)
+		if r.err == nil && r.attempt != r.attempts {
+			bad(q, "got the response of attempt %d of %d (%d reached the server)", r.attempt, r.attempts, hits)
 		}
 		// An attempt that timed out may have been answered just too late
 		// (the server wrote the status, the client had already given up on

@@ -49,8 +49,13 @@ const (
 	// HeaderSum is the hex SHA-256 of the response body (see ReadChecked).
 	HeaderSum = "X-Chaos-Sum"
 	// HeaderAttempt is the server's count of attempts for the id, this one
-	// included.
+	// included: attempts are numbered as they reach the handler, which is
+	// not the order the client sent them in when an attempt it gave up on
+	// arrives late.
 	HeaderAttempt = "X-Chaos-Attempt"
+	// HeaderClientAttempt, when a request carries it, is echoed back in the
+	// response: the client's own number for the attempt.
+	HeaderClientAttempt = "X-Chaos-Client-Attempt"
 	// HeaderFault names the fault applied to a response that has one.
 	HeaderFault = "X-Chaos-Fault"
 	// HeaderReplayed is "true" on a response replayed for a repeated
@@ -440,6 +445,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.handlers.Done()
 	id, idx, fault := s.begin(r)
 	w.Header().Set(HeaderAttempt, strconv.Itoa(idx+1))
+	if v := r.Header.Get(HeaderClientAttempt); v != "" {
+		w.Header().Set(HeaderClientAttempt, v)
+	}
 
 	switch fault {
 	case ResetBeforeRead:
