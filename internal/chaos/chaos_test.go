@@ -379,7 +379,7 @@ func TestFaultDrawIsSeededAndRated(t *testing.T) {
 		var out []Fault
 		faulty := 0
 		for i := range 10000 {
-			f := s.decide("id"+strconv.Itoa(i%100), i/100+1)
+			f := s.decide("id"+strconv.Itoa(i%100), i/100+1, false)
 			out = append(out, f)
 			if f != None {
 				faulty++
