@@ -124,11 +124,12 @@ func bounded(body io.Closer, ctx context.Context, read func()) (stalled bool) {
 	return stalled
 }
 
-// closedBody stands for a body that bounded closed.
-type closedBody struct{}
+// closedBody stands for a body the transport closed because it stalled or
+// its context ended: reads return err, Close does nothing (it was closed).
+type closedBody struct{ err error }
 
-func (closedBody) Read([]byte) (int, error) { return 0, errBodyStalled }
-func (closedBody) Close() error             { return nil }
+func (b closedBody) Read([]byte) (int, error) { return 0, b.err }
+func (closedBody) Close() error               { return nil }
 
 // errBodyStalled is the read error of a retryable response's body that the
 // transport closed because it stalled (see maxBodyWait). It is a timeout.

@@ -24,6 +24,7 @@ var ErrBodyNotReplayable = errors.New("httpretry: not retried: the request body 
 // Classes of [AttemptError].
 const (
 	ClassStatus        = "status"         // a response with a retryable status code
+	ClassStreamError   = "stream-error"   // a streamed answer whose first event is an error with a retryable status
 	ClassRefused       = "refused"        // connection refused (never sent)
 	ClassDial          = "dial"           // another dial failure (never sent)
 	ClassDNS           = "dns"            // a host name lookup failure (never sent)
@@ -55,15 +56,20 @@ type AttemptError struct {
 	// Endpoint is the scheme://host[:port] that served the attempt (with
 	// [WithEndpoints], the endpoint chosen for it).
 	Endpoint string
-	// Status is the response's status code, 0 for a transport error.
+	// Status is the response's status code, 0 for a transport error. For
+	// ClassStreamError it is the status the stream's first event stands
+	// for (its "code", or the HTTP status of its gRPC "status").
 	Status int
-	// Class says what went wrong: ClassStatus for a retryable status, else
-	// the transport error's class (ClassReset, ClassTimeout, ...).
+	// Class says what went wrong: ClassStatus for a retryable status,
+	// ClassStreamError for a stream whose first event is a retryable error,
+	// else the transport error's class (ClassReset, ClassTimeout, ...),
+	// also when a stream failed before its first event was complete.
 	Class string
 	// HintSource says where the server's hint for the next wait came from:
 	// HintRetryAfter, HintRetryInfo, or "" for none.
 	HintSource string
-	// Err is the transport error (nil for a status).
+	// Err is the transport error (nil for a status), or what the stream's
+	// first event said.
 	Err error
 
 	host, path string // of the attempt's URL, for logs
@@ -78,6 +84,9 @@ func (e *AttemptError) Error() string {
 		return msg + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
 	}
 	msg += e.Class
+	if e.Status != 0 {
+		msg += " " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
+	}
 	if e.Err != nil {
 		err := e.Err
 		var ue *url.Error // never print a URL we did not redact

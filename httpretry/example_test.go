@@ -1,6 +1,7 @@
 package httpretry_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -331,4 +332,77 @@ func ExampleTransport_Err() {
 	t := httpretry.NewTransport(nil, retry.Policy{}, httpretry.WithEndpoints([]string{"ftp://mirror"}, time.Minute))
 	fmt.Println(t.Err())
 	// Output: httpretry: WithEndpoints: endpoint 0 "ftp://mirror": the scheme must be http or https
+}
+
+// geminiStream starts a loopback server that streams like Gemini's
+// streamGenerateContent?alt=sse: the first request's stream begins with a
+// quota error (RetryInfo asks for 10 ms), later ones stream two chunks.
+func geminiStream() *httptest.Server {
+	var n atomic.Int32
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if n.Add(1) == 1 {
+			io.WriteString(w, `data: {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [`+
+				`{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.01s"}]}}`+"\r\n\r\n")
+			return
+		}
+		for _, text := range []string{"Hello", " world"} {
+			fmt.Fprintf(w, "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": %q}]}}]}\r\n\r\n", text)
+			w.(http.Flusher).Flush()
+		}
+	}))
+}
+
+// A stream whose first event is a quota error is retried, after the wait its
+// RetryInfo asks for; the caller only sees the good stream.
+func ExampleWithStreamPeek() {
+	srv := geminiStream()
+	defer srv.Close()
+	p := quick
+	p.Observer = func(_ context.Context, e retry.Event) {
+		var ae *httpretry.AttemptError
+		if e.Kind == retry.EventRetry && errors.As(e.Err, &ae) {
+			fmt.Println("retry after:", ae.Class, ae.Status, ae.HintSource)
+		}
+	}
+	client, err := httpretry.NewClient(p) // peeking is on; WithStreamPeek(false) turns it off
+	if err != nil {
+		log.Fatal(err)
+	}
+	// generateContent changes no server state: safe to repeat.
+	req, _ := http.NewRequestWithContext(httpretry.Idempotent(context.Background()), http.MethodPost,
+		srv.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", strings.NewReader(`{"contents": []}`))
+	resp, err := client.Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Print(strings.ReplaceAll(string(b), "\r\n", "\n"))
+	// Output:
+	// retry after: stream-error 429 retryinfo
+	// data: {"candidates": [{"content": {"parts": [{"text": "Hello"}]}}]}
+	//
+	// data: {"candidates": [{"content": {"parts": [{"text": " world"}]}}]}
+}
+
+// Peeking can be turned off for one request: the caller then sees the error
+// event itself, as the server sent it.
+func ExampleStreamPeek() {
+	srv := geminiStream()
+	defer srv.Close()
+	client, err := httpretry.NewClient(quick)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := httpretry.StreamPeek(context.Background(), false)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/stream", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	fmt.Println(resp.StatusCode, strings.Contains(first, "RESOURCE_EXHAUSTED"))
+	// Output: 200 true
 }

@@ -29,6 +29,7 @@ type config struct {
 	cooldown           time.Duration
 	endpointsSet       bool
 	now                func() time.Time // for tests of the cool-down; nil means time.Now
+	noStreamPeek       bool
 	errs               []error
 }
 
@@ -167,8 +168,24 @@ func checkEndpoint(s string) error {
 	return nil
 }
 
+// WithStreamPeek turns first-event peeking on (the default) or off for
+// every request: see "Streams" in the package documentation. [StreamPeek]
+// overrides it for one request.
+func WithStreamPeek(on bool) Option {
+	return func(c *config) { c.noStreamPeek = !on }
+}
+
 type policyKey struct{}
 type idemKey struct{}
+type peekKey struct{}
+
+// StreamPeek returns a copy of ctx that turns first-event peeking on or off
+// for the requests made with it, whatever the transport's [WithStreamPeek]
+// says: for example off for a stream whose first event the caller must see
+// as soon as its bytes arrive, even when incomplete.
+func StreamPeek(ctx context.Context, on bool) context.Context {
+	return context.WithValue(ctx, peekKey{}, on)
+}
 
 // WithPolicy returns a copy of ctx that carries p as an override for the
 // requests made with it. The transport merges p over its own policy field by

@@ -122,6 +122,7 @@ type call struct {
 
 	idempotent bool
 	header     http.Header // the request's header with an added Idempotency-Key, else nil
+	peek       bool        // peek at the first event of a streamed answer
 
 	bodyKind int
 	buf      []byte
@@ -163,6 +164,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		p.AttemptTimeout = 0
 	}
 	c.idempotent = t.idempotent(req, ctx, &c)
+	c.peek = !t.cfg.noStreamPeek
+	if on, ok := ctx.Value(peekKey{}).(bool); ok {
+		c.peek = on
+	}
 	if t.eps != nil {
 		c.ep = t.eps.start()
 	}
@@ -420,19 +425,18 @@ func (c *call) attempt(actx context.Context) error {
 		}
 	}
 	code := resp.StatusCode
-	retryable := false
-	for _, rc := range c.codes {
-		if rc == code {
-			retryable = true
-			break
-		}
+	retryable := c.retriesStatus(code)
+	format := streamNone
+	if !retryable {
+		format = c.peekable(resp)
 	}
-	if c.ep >= 0 {
-		overload := code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
-		c.t.eps.record(c.ep, overload, true)
-		c.move = overload && retryable
+	if format == streamNone {
+		c.recordAnswer(code, retryable) // a stream is recorded by what its first event says
 	}
 	if !retryable {
+		if format != streamNone {
+			return c.peekStream(resp, format, rctx, req.URL)
+		}
 		c.resp = resp
 		return nil
 	}
@@ -479,6 +483,18 @@ func (c *call) attemptContext(actx context.Context) (context.Context, context.Ca
 	return context.WithDeadline(c.ctx, dl)
 }
 
+// recordAnswer tells the endpoints (with WithEndpoints) that the attempt
+// got an answer with status code (a 429 or 503 is an overload signal), and
+// whether a retry of it moves on.
+func (c *call) recordAnswer(code int, retryable bool) {
+	if c.ep < 0 {
+		return
+	}
+	overload := code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
+	c.t.eps.record(c.ep, overload, true)
+	c.move = overload && retryable
+}
+
 func (c *call) attemptError(u interface{ String() string }, status int, class string, err error) *AttemptError {
 	ae := &AttemptError{Method: c.req.Method, Status: status, Class: class, Err: err}
 	if ae.Method == "" {
@@ -519,7 +535,7 @@ func hint(resp *http.Response, ctx context.Context) (time.Duration, string) {
 	)
 	rest := resp.Body
 	if bounded(resp.Body, ctx, func() { prefix, err = io.ReadAll(io.LimitReader(resp.Body, maxPeek)) }) {
-		rest, err = closedBody{}, errBodyStalled // closed once, not again
+		rest, err = closedBody{errBodyStalled}, errBodyStalled // closed once, not again
 	}
 	resp.Body = keepWriter(resp.Body, &prefixBody{prefix: prefix, rc: rest, err: err})
 	if err != nil {

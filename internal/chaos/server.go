@@ -105,6 +105,9 @@ type Attempt struct {
 	Key    string // the attempt's Idempotency-Key, "" if none
 	Fault  Fault
 	Status int // the status written and flushed without error, 0 if none (reset, stall, failed write)
+	// Events is, for a stream, the number of whole events written and
+	// flushed without error.
+	Events int
 	Effect bool
 	Replay bool
 }

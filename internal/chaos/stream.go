@@ -152,8 +152,17 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, id string, 
 	case ResetMidBody, StallBody:
 		all := bytes.Join(chunks, nil)
 		w.WriteHeader(http.StatusOK)
-		w.Write(all[:len(all)/2])
-		rc.Flush()
+		_, err := w.Write(all[:len(all)/2])
+		if err == nil && rc.Flush() == nil {
+			whole, n := 0, 0
+			for _, c := range chunks {
+				if n += len(c); n > len(all)/2 {
+					break
+				}
+				whole++
+			}
+			s.note(id, idx, func(a *Attempt, _ *Record) { a.Status, a.Events = http.StatusOK, whole })
+		}
 		if fault == StallBody {
 			s.stall(r.Context())
 		}
@@ -177,6 +186,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, id string, 
 		if _, err := w.Write(c); err != nil || rc.Flush() != nil {
 			return
 		}
+		s.note(id, idx, func(a *Attempt, _ *Record) { a.Events++ })
 		if i == 0 && fault == StreamResetAfterFirst {
 			s.abort(w, r)
 			return
@@ -210,16 +220,8 @@ func ReadStream(resp *http.Response) (StreamResult, error) {
 	defer resp.Body.Close()
 	raw, readErr := io.ReadAll(resp.Body)
 	res := StreamResult{Err: readErr}
-	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	var events [][]byte
-	switch mt {
-	case "text/event-stream":
-		events = sseEvents(raw)
-	case "application/x-ndjson":
-		events = lineEvents(raw, readErr == nil)
-	case "application/json":
-		events = arrayEvents(raw)
-	default:
+	events, ok := Events(resp.Header.Get("Content-Type"), raw, readErr == nil)
+	if !ok {
 		return res, fmt.Errorf("chaos: not a stream: Content-Type %q", resp.Header.Get("Content-Type"))
 	}
 	for _, ev := range events {
@@ -251,6 +253,25 @@ func ReadStream(resp *http.Response) (StreamResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// Events returns the complete events of the bytes of a stream whose
+// Content-Type is contentType (SSE with LF or CRLF line ends: the data of
+// each event ended by a blank line; NDJSON: each line, the last one only if
+// clean says the stream ended there; a JSON array: each whole, valid
+// element), and false if contentType is not a stream format. It is written
+// independently of httpretry's scanner, so that tests can compare them.
+func Events(contentType string, raw []byte, clean bool) ([][]byte, bool) {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch mt {
+	case "text/event-stream":
+		return sseEvents(raw), true
+	case "application/x-ndjson":
+		return lineEvents(raw, clean), true
+	case "application/json":
+		return arrayEvents(raw), true
+	}
+	return nil, false
 }
 
 // sseEvents returns the data of each complete event (ended by a blank
