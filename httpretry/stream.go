@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/backoffkit/retry"
 )
@@ -26,18 +26,18 @@ const (
 	streamArray // application/json that begins with '[': the first element
 )
 
-// streamFormat returns the stream format of a response's Content-Type.
+// streamFormat returns the stream format of a response's Content-Type (its
+// media type, case-insensitive, parameters ignored; no allocation).
 func streamFormat(contentType string) int {
-	mt, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return streamNone
-	}
-	switch mt {
-	case "text/event-stream":
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.TrimSpace(mt)
+	switch {
+	case strings.EqualFold(mt, "text/event-stream"):
 		return streamSSE
-	case "application/x-ndjson", "application/jsonl", "application/jsonlines":
+	case strings.EqualFold(mt, "application/x-ndjson"), strings.EqualFold(mt, "application/jsonl"),
+		strings.EqualFold(mt, "application/jsonlines"):
 		return streamLines
-	case "application/json":
+	case strings.EqualFold(mt, "application/json"):
 		return streamArray
 	}
 	return streamNone
@@ -95,7 +95,7 @@ func (f *firstEvent) feed(buf []byte, eof bool) bool {
 // events). A CR at the end of buf waits for the next byte (it may be CRLF).
 func (f *firstEvent) feedSSE(buf []byte, eof bool) {
 	for f.pos < len(buf) {
-		i := bytes.IndexAny(buf[f.pos:], "\r\n")
+		i := lineEnd(buf[f.pos:])
 		if i < 0 {
 			return
 		}
@@ -209,6 +209,22 @@ func (f *firstEvent) feedArray(buf []byte, eof bool) {
 	}
 }
 
+// lineEnd returns the index of the first CR or LF in b, -1 if none (two
+// vectorised searches beat bytes.IndexAny on long lines).
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		i = len(b)
+	}
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	if i == len(b) {
+		return -1
+	}
+	return i
+}
+
 func isJSONSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
 
 // data returns the JSON of the first event: the data of an SSE event (its
@@ -219,9 +235,12 @@ func (f *firstEvent) data(buf []byte) []byte {
 	if f.format != streamSSE {
 		return ev
 	}
-	var out []byte
+	var (
+		out   []byte
+		lines int
+	)
 	for len(ev) > 0 {
-		i := bytes.IndexAny(ev, "\r\n")
+		i := lineEnd(ev)
 		line := ev
 		if i >= 0 {
 			line, ev = ev[:i], ev[i+1:]
@@ -233,10 +252,14 @@ func (f *firstEvent) data(buf []byte) []byte {
 			continue
 		}
 		value, _ = bytes.CutPrefix(value, []byte(" "))
-		if out != nil {
-			out = append(out, '\n')
+		switch lines++; lines {
+		case 1:
+			out = value // one data line, the usual case: no copy
+		case 2:
+			out = append(append(append([]byte(nil), out...), '\n'), value...)
+		default:
+			out = append(append(out, '\n'), value...)
 		}
-		out = append(out, value...)
 	}
 	return out
 }
@@ -271,6 +294,9 @@ var grpcHTTP = [...]struct {
 // have), else that of its "status" name. ok is false when data is not an
 // error object or names no known status.
 func eventStatus(data []byte) (code int, status, message string, ok bool) {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return 0, "", "", false // not an error object: no need to decode it
+	}
 	var ev streamErrorEvent
 	if json.Unmarshal(data, &ev) != nil || ev.Error == nil {
 		return 0, "", "", false
@@ -327,31 +353,43 @@ type peekResult struct {
 	prefix []byte // the bytes read, to put back in front of the body
 	err    error  // the read error that ended the peek (io.EOF included), to put back after them
 	failed bool   // err came before the first event was complete
-	ev     *firstEvent
+	ev     firstEvent
 	closed bool // the body was closed because ctx ended
 }
+
+// peekBufs holds the scratch buffers of peekFirstEvent: the bytes read are
+// copied out at their exact size, so that a stream costs one small
+// allocation for them, not a 4 KiB one.
+var peekBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // peekFirstEvent reads body until the first event of the stream is complete,
 // maxStreamPeek bytes have been read, or the body fails or ends. If ctx (the
 // attempt's) ends first, body is closed, so that a base transport that does
 // not watch the context cannot hold the attempt past it.
 func peekFirstEvent(body io.ReadCloser, format int, ctx context.Context) (r peekResult) {
-	f := &firstEvent{format: format}
-	r.ev = f
+	r.ev.format = format
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() { body.Close() })
 		defer func() { r.closed = !stop() }()
 	}
-	buf := make([]byte, 0, 4<<10)
+	bp := peekBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
+	defer func() {
+		if cap(buf) <= 4<<10 { // keep the pool's buffers small
+			*bp = buf[:0]
+			peekBufs.Put(bp)
+		}
+	}()
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)] // grow
 		}
 		n, err := body.Read(buf[len(buf):min(cap(buf), maxStreamPeek)])
 		buf = buf[:len(buf)+n]
-		if f.feed(buf, err == io.EOF) || len(buf) >= maxStreamPeek || err != nil {
-			r.prefix, r.err = buf, err
-			r.failed = err != nil && !f.done
+		if r.ev.feed(buf, err == io.EOF) || len(buf) >= maxStreamPeek || err != nil {
+			r.prefix = bytes.Clone(buf)
+			r.err = err
+			r.failed = err != nil && !r.ev.done
 			return r
 		}
 	}
