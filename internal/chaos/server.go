@@ -493,7 +493,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case StreamResetBeforeFirst:
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set(HeaderFault, fault.String())
-		w.Header().Set("Content-Type", streamContentType(r.Header.Get(HeaderStream)))
+		w.Header().Set("Content-Type", StreamContentType(r.Header.Get(HeaderStream)))
 		w.WriteHeader(http.StatusOK)
 		if http.NewResponseController(w).Flush() == nil {
 			s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = http.StatusOK })

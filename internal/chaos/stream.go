@@ -47,7 +47,8 @@ const (
 	maxEvents     = 10000
 )
 
-func streamContentType(format string) string {
+// StreamContentType returns the Content-Type of a stream format.
+func StreamContentType(format string) string {
 	switch format {
 	case StreamNDJSON:
 		return "application/x-ndjson"
@@ -64,9 +65,10 @@ func QuotaError(retryDelay time.Duration) []byte {
 	return []byte(retryInfoBody(strconv.FormatFloat(retryDelay.Seconds(), 'f', -1, 64)+"s", ""))
 }
 
-// frameEvents returns the bytes of each event of a stream in format, the
-// array's brackets included in the first and last.
-func frameEvents(format string, payloads [][]byte) [][]byte {
+// FrameEvents returns the bytes of each event of a stream in format (each
+// payload a JSON value on one line), the array's brackets included in the
+// first and last; write and flush them one at a time to stream them.
+func FrameEvents(format string, payloads [][]byte) [][]byte {
 	out := make([][]byte, len(payloads))
 	for i, p := range payloads {
 		var b []byte
@@ -101,7 +103,7 @@ func streamHeaders(w http.ResponseWriter, format string, chunks [][]byte, events
 		h.Write(c)
 	}
 	hd := w.Header()
-	hd.Set("Content-Type", streamContentType(format))
+	hd.Set("Content-Type", StreamContentType(format))
 	hd.Set(HeaderSum, hex.EncodeToString(h.Sum(nil)))
 	hd.Set(HeaderEvents, strconv.Itoa(events))
 	if fault != None {
@@ -114,7 +116,7 @@ func streamHeaders(w http.ResponseWriter, format string, chunks [][]byte, events
 func (s *Server) streamError(w http.ResponseWriter, r *http.Request, id string, idx int) {
 	io.Copy(io.Discard, r.Body)
 	format := r.Header.Get(HeaderStream)
-	chunks := frameEvents(format, [][]byte{QuotaError(s.cfg.RetryAfter)})
+	chunks := FrameEvents(format, [][]byte{QuotaError(s.cfg.RetryAfter)})
 	streamHeaders(w, format, chunks, 0, StreamErrorFirst)
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(chunks[0]); err == nil && http.NewResponseController(w).Flush() == nil {
@@ -137,7 +139,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, id string, 
 		Body{Seed: hash64(seed, id, i, 7), Len: int64(len(text))}.Open().Read(text)
 		payloads[i], _ = json.Marshal(map[string]any{"seq": i, "id": id, "text": hex.EncodeToString(text)})
 	}
-	chunks := frameEvents(format, payloads)
+	chunks := FrameEvents(format, payloads)
 	streamHeaders(w, format, chunks, n, fault)
 	rc := http.NewResponseController(w)
 	switch fault {
