@@ -24,6 +24,20 @@ func BenchmarkRetry(b *testing.B) {
 	}
 }
 
+// BenchmarkRetryGeneratedHTTP measures one Retry decision on the error
+// gax.Invoke hands over for a google.golang.org/api client's HTTP 503.
+func BenchmarkRetryGeneratedHTTP(b *testing.B) {
+	p := retry.Policy{Attempts: 1 << 30, Observer: func(context.Context, retry.Event) {}}
+	err := generatedErr(503)
+	r := gaxretry.New(p)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := r.Retry(err); !ok {
+			b.Fatal("not retried")
+		}
+	}
+}
+
 // BenchmarkInvokeSuccess measures gax.Invoke's success path with the option:
 // the Retryer is never created.
 func BenchmarkInvokeSuccess(b *testing.B) {

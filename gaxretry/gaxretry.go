@@ -22,16 +22,24 @@
 //
 //   - gRPC errors whose status code is UNAVAILABLE or RESOURCE_EXHAUSTED
 //     (see [WithCodes]);
-//   - HTTP errors (*googleapi.Error, or an *apierror.APIError built from one)
-//     whose status code is in the policy's StatusCodes (default 408, 429,
-//     500, 502, 503, 504);
+//   - HTTP errors whose status code is in the policy's StatusCodes (default
+//     408, 429, 500, 502, 503, 504). An error with a *googleapi.Error in its
+//     chain (what the generated clients of google.golang.org/api return, and
+//     what gax.Invoke then wraps in an *apierror.APIError whose gRPC status
+//     is gax's mapping of the HTTP code) is classified by that error's Code,
+//     never by the mapped gRPC code: under a policy without 429, a 429 is not
+//     retried, and a 500 or 504 is retried although gax maps them to
+//     INTERNAL and DEADLINE_EXCEEDED. [WithCodes] does not apply to them;
 //   - transient network errors outside those: connection refused, reset or
-//     aborted, broken pipe, io.ErrUnexpectedEOF, and timeouts (net.Error)
-//     other than the context's.
+//     aborted, broken pipe, io.ErrUnexpectedEOF, and timeouts: any net.Error
+//     whose Timeout() is true, http.Client.Timeout and
+//     http.Transport.ResponseHeaderTimeout included.
 //
-// Not retried: the context's cancellation or deadline, errors marked with
-// [retry.Permanent], and anything else. Policy.Retryable, when set, can veto
-// a retry.
+// Not retried: the context's cancellation or deadline (context.Canceled or
+// context.DeadlineExceeded itself in the error's chain; net/http reports its
+// own timeouts with an error of its own type, which is retried), errors
+// marked with [retry.Permanent], and anything else. Policy.Retryable, when
+// set, can veto a retry.
 //
 // # Server hints
 //
@@ -48,9 +56,10 @@
 // that: no pause is returned that would end after it. The Deadline is
 // measured from the call's first failure, when gax creates the Retryer, so it
 // does not include the first attempt's duration. Policy.AttemptTimeout,
-// Policy.Budget and Policy.Throttle are not used: gax neither tells a Retryer
-// about attempts that succeed nor lets it bound an attempt (use
-// gax.WithTimeout or the context for the whole call).
+// Policy.Budget, Policy.Throttle and Policy.Pacer are not used: gax neither
+// tells a Retryer about attempts that succeed nor lets it bound or delay an
+// attempt other than by the pause it returns (use gax.WithTimeout or the
+// context for the whole call).
 package gaxretry
 
 import (
@@ -113,7 +122,7 @@ func WithRetry(p retry.Policy, opts ...Option) gax.CallOption {
 
 func mustConfig(p retry.Policy, opts []Option) *config {
 	if err := p.Validate(); err != nil {
-		panic("gaxretry: " + err.Error())
+		panic(err) // the *retry.ValidationError itself, as documented
 	}
 	c := &config{codes: DefaultCodes}
 	for _, o := range opts {
@@ -163,10 +172,11 @@ func (r *retryer) Retry(err error) (time.Duration, bool) {
 	// Classify and read hints the gax way, then take the core's step between
 	// attempts (attempts cap, Backoff, hint floor, deadline) on the result.
 	ae, _ := asAPIError(err)
+	ge := googleAPIError(err)
 	classified := err
-	if !r.retryable(err, ae) {
+	if !r.retryable(err, ae, ge) {
 		classified = retry.Permanent(err)
-	} else if hint, ok := serverHint(err, ae, now); ok {
+	} else if hint, ok := serverHint(err, ae, ge, now); ok {
 		classified = retry.After(err, hint)
 	}
 	var deadline time.Time
@@ -195,12 +205,44 @@ func asAPIError(err error) (*apierror.APIError, bool) {
 	return apierror.FromError(err)
 }
 
-func (r *retryer) retryable(err error, ae *apierror.APIError) bool {
-	if retry.IsPermanent(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+// googleAPIError returns the first *googleapi.Error in err's chain, or nil,
+// as errors.As would but without allocating.
+func googleAPIError(err error) *googleapi.Error {
+	for err != nil {
+		if ge, ok := err.(*googleapi.Error); ok {
+			return ge
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if ge := googleAPIError(e); ge != nil {
+					return ge
+				}
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// retryable classifies err; ae is the APIError in or built from err, ge the
+// *googleapi.Error in its chain, each nil if none.
+func (r *retryer) retryable(err error, ae *apierror.APIError, ge *googleapi.Error) bool {
+	if retry.IsPermanent(err) || errors.Is(err, context.Canceled) || contextDeadline(err) {
 		return false
 	}
 	var ok bool
 	switch {
+	case ge != nil:
+		// Before the APIError: the one gax.Invoke builds around a generated
+		// client's error finds the gRPC status of the APIError nested in the
+		// *googleapi.Error (gax's mapping of the HTTP code), so its
+		// HTTPCode() is -1 and its GRPCStatus() is not the server's.
+		ok = r.p.RetriesStatus(ge.Code)
 	case ae != nil && ae.HTTPCode() > 0:
 		ok = r.p.RetriesStatus(ae.HTTPCode())
 	case ae != nil && ae.GRPCStatus() != nil:
@@ -209,6 +251,36 @@ func (r *retryer) retryable(err error, ae *apierror.APIError) bool {
 		ok = transient(err)
 	}
 	return ok && (r.p.Retryable == nil || r.p.Retryable(err))
+}
+
+// contextDeadline reports whether err's chain holds context.DeadlineExceeded
+// itself: the call's context (or a context under it) ran out. errors.Is is
+// not enough: net/http's own timeouts (http.Client.Timeout,
+// Transport.ResponseHeaderTimeout) are errors of another type that match
+// context.DeadlineExceeded with an Is method, and they are network timeouts
+// to retry.
+func contextDeadline(err error) bool {
+	for err != nil {
+		// No panic: == panics only for two values of one uncomparable
+		// type, and the sentinel's type is comparable.
+		if err == context.DeadlineExceeded {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if contextDeadline(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // transient reports whether err is a network failure worth retrying, by
@@ -228,8 +300,8 @@ func transient(err error) bool {
 
 // serverHint returns the largest of the hints err carries: retry.After,
 // RetryInfo (from the status details or the HTTP JSON body) and an HTTP
-// Retry-After header.
-func serverHint(err error, ae *apierror.APIError, now time.Time) (d time.Duration, ok bool) {
+// Retry-After header. ae and ge are as for retryable.
+func serverHint(err error, ae *apierror.APIError, ge *googleapi.Error, now time.Time) (d time.Duration, ok bool) {
 	take := func(h time.Duration, hok bool) {
 		if hok && (!ok || h > d) {
 			d, ok = max(h, 0), true
@@ -241,8 +313,7 @@ func serverHint(err error, ae *apierror.APIError, now time.Time) (d time.Duratio
 			take(ri.GetRetryDelay().AsDuration(), true)
 		}
 	}
-	var ge *googleapi.Error
-	if errors.As(err, &ge) {
+	if ge != nil {
 		take(httpretry.ParseRetryAfter(ge.Header.Get("Retry-After"), now))
 		if ae == nil || ae.Details().RetryInfo == nil {
 			// apierror drops every detail of a body with a detail type it

@@ -51,6 +51,25 @@ func httpErr(code int, body string, header http.Header) error {
 	return &googleapi.Error{Code: code, Message: http.StatusText(code), Body: body, Header: header}
 }
 
+// generatedErr builds the error a generated google.golang.org/api client's
+// Do method returns for an HTTP error (gensupport.WrapError: a
+// *googleapi.Error wrapping an APIError parsed from it), then wraps it as
+// gax.Invoke does: apierror.FromError finds the nested APIError's gRPC status
+// (gax's mapping of the HTTP code), so the outer APIError's HTTPCode() is -1.
+func generatedErr(code int) error {
+	ge := &googleapi.Error{Code: code, Message: http.StatusText(code)}
+	inner, ok := apierror.ParseError(ge, false)
+	if !ok {
+		panic("apierror.ParseError failed")
+	}
+	ge.Wrap(inner)
+	outer := apiErr(ge)
+	if ae := outer.(*apierror.APIError); ae.HTTPCode() != -1 {
+		panic(fmt.Sprintf("HTTPCode() = %d: gax no longer builds the error this test is about", ae.HTTPCode()))
+	}
+	return outer
+}
+
 // apiErr wraps err as gax.Invoke does before calling the Retryer.
 func apiErr(err error) error {
 	ae, ok := apierror.FromError(err)
@@ -67,6 +86,21 @@ func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
 var _ net.Error = timeoutErr{}
+
+// httpTimeoutErr is shaped like net/http's own timeout errors
+// (Client.Timeout, ResponseHeaderTimeout): a net.Error timeout that matches
+// context.DeadlineExceeded with an Is method.
+type httpTimeoutErr struct{}
+
+func (httpTimeoutErr) Error() string        { return "net/http: timeout awaiting response headers" }
+func (httpTimeoutErr) Timeout() bool        { return true }
+func (httpTimeoutErr) Temporary() bool      { return true }
+func (httpTimeoutErr) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// uncomparableErr panics if compared with ==.
+type uncomparableErr struct{ s []string }
+
+func (uncomparableErr) Error() string { return "uncomparable" }
 
 func TestClassification(t *testing.T) {
 	netErr := func(errno syscall.Errno) error {
@@ -107,13 +141,30 @@ func TestClassification(t *testing.T) {
 		{name: "apierror http 429, StatusCodes without 429", err: apiErr(httpErr(429, "", nil)), p: retry.Policy{StatusCodes: []int{503}}},
 		{name: "apierror http 503, StatusCodes 503", err: apiErr(httpErr(503, "", nil)), p: retry.Policy{StatusCodes: []int{503}}, want: true},
 		{name: "wrapped http 503", err: fmt.Errorf("calling: %w", httpErr(503, "", nil)), want: true},
+		// A generated client's error through gax.Invoke: the HTTP code
+		// decides, not gax's mapping (500 INTERNAL, 504 DEADLINE_EXCEEDED,
+		// 429 RESOURCE_EXHAUSTED, 408 ...).
+		{name: "generated 500", err: generatedErr(500), want: true},
+		{name: "generated 502", err: generatedErr(502), want: true},
+		{name: "generated 504", err: generatedErr(504), want: true},
+		{name: "generated 408", err: generatedErr(408), want: true},
+		{name: "generated 429", err: generatedErr(429), want: true},
+		{name: "generated 429, StatusCodes without 429", err: generatedErr(429), p: retry.Policy{StatusCodes: []int{408, 500, 502, 503, 504}}},
+		{name: "generated 503, StatusCodes without 503", err: generatedErr(503), p: retry.Policy{StatusCodes: []int{500}}},
+		{name: "generated 404", err: generatedErr(404)},
+		{name: "generated 500 WithCodes()", err: generatedErr(500), opts: []gaxretry.Option{gaxretry.WithCodes()}, want: true},
 		{name: "connection reset", err: netErr(syscall.ECONNRESET), want: true},
 		{name: "connection refused", err: netErr(syscall.ECONNREFUSED), want: true},
 		{name: "broken pipe", err: netErr(syscall.EPIPE), want: true},
 		{name: "unexpected EOF", err: fmt.Errorf("reading body: %w", io.ErrUnexpectedEOF), want: true},
 		{name: "net timeout", err: &url.Error{Op: "Get", URL: "https://x", Err: timeoutErr{}}, want: true},
+		{name: "net timeout matching context.DeadlineExceeded", err: &url.Error{Op: "Get", URL: "https://x", Err: httpTimeoutErr{}}, want: true},
+		{name: "i/o timeout", err: &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, want: true},
 		{name: "context canceled", err: context.Canceled},
 		{name: "context deadline", err: &url.Error{Op: "Get", URL: "https://x", Err: context.DeadlineExceeded}},
+		{name: "context deadline, bare", err: context.DeadlineExceeded},
+		{name: "context deadline, joined", err: errors.Join(errors.New("read failed"), context.DeadlineExceeded)},
+		{name: "uncomparable error", err: uncomparableErr{[]string{"x"}}},
 		{name: "plain error", err: errors.New("boom")},
 		{name: "permanent", err: retry.Permanent(grpcErr(codes.Unavailable, 0))},
 		{name: "Retryable veto", err: grpcErr(codes.Unavailable, 0), p: retry.Policy{Retryable: func(error) bool { return false }}},
@@ -382,9 +433,10 @@ func TestInvalidPolicyPanics(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
-				msg := fmt.Sprint(recover())
-				if !strings.Contains(msg, "Policy.Attempts") {
-					t.Errorf("panic %q, want one naming Policy.Attempts", msg)
+				v := recover()
+				ve, ok := v.(*retry.ValidationError)
+				if !ok || ve.Field != "Attempts" {
+					t.Errorf("panic %#v, want the *retry.ValidationError naming Attempts, as documented", v)
 				}
 			}()
 			f(retry.Policy{Attempts: -1})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/grpcretry"
@@ -58,6 +59,34 @@ func BenchmarkUnaryBufconn(b *testing.B) {
 			for b.Loop() {
 				if _, err := c.Check(ctx, req); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkServerStreamBufconn compares a server-streaming call (one
+// request, one message, then the end) on an in-memory connection without and
+// with the retry interceptor, with and without an attempt timeout (a
+// stream attempt then runs on a context of its own until its first message).
+func BenchmarkServerStreamBufconn(b *testing.B) {
+	s := newTestServer(b)
+	s.items = 1
+	for _, bc := range []struct {
+		name string
+		opts []grpc.DialOption
+	}{
+		{"bare", nil},
+		{"retry", []grpc.DialOption{grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(retry.Policy{}))}},
+		{"retry-attempt-timeout", []grpc.DialOption{grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(retry.Policy{AttemptTimeout: time.Minute}))}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			cc := s.dial(b, nil, bc.opts...)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if got, err := list(ctx, cc, "x"); err != nil || len(got) != 1 {
+					b.Fatal(got, err)
 				}
 			}
 		})

@@ -22,11 +22,14 @@ var DefaultCodes = []codes.Code{codes.Unavailable, codes.ResourceExhausted}
 
 // PushbackKey is the trailer by which a server asks for a minimum wait before
 // the next attempt, in milliseconds, or for no retry at all with a negative
-// value (gRFC A6).
+// or malformed value, or with more than one value (gRFC A6, as grpc-go reads
+// it).
 const PushbackKey = "grpc-retry-pushback-ms"
 
 // PreviousAttemptsKey is the request header sent with every retry: the number
-// of attempts made before this one (gRFC A6).
+// of attempts made before this one (gRFC A6). The interceptors set it (a
+// value already in the outgoing metadata, for example forwarded from an
+// incoming call, is replaced) and remove it from a first attempt.
 const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 
 // ErrNotIdempotent matches (with errors.Is) the error of a call to a
@@ -36,7 +39,7 @@ var ErrNotIdempotent = errors.New("grpcretry: not retried: the method is not ide
 
 // ErrPushback matches (with errors.Is) the error of a call that was not
 // retried because the server sent a negative or malformed
-// grpc-retry-pushback-ms trailer. The error keeps the attempt's gRPC status.
+// grpc-retry-pushback-ms trailer, or more than one. The error keeps the attempt's gRPC status.
 var ErrPushback = errors.New("grpcretry: not retried: the server's grpc-retry-pushback-ms says not to")
 
 // Option configures an interceptor.
@@ -104,26 +107,6 @@ func (c *config) isIdempotent(method string) bool {
 	return c.idempotent == nil || c.idempotent(method)
 }
 
-// policy applies the CallPolicy options among opts to p, and returns opts
-// without them.
-func policy(p retry.Policy, opts []grpc.CallOption) (retry.Policy, []grpc.CallOption) {
-	i := slices.IndexFunc(opts, isCallPolicy)
-	if i < 0 {
-		return p, opts
-	}
-	rest := make([]grpc.CallOption, 0, len(opts)-1)
-	for _, o := range opts {
-		if cp, ok := o.(callPolicy); ok {
-			p = p.Merge(cp.p)
-		} else {
-			rest = append(rest, o)
-		}
-	}
-	return p, rest
-}
-
-func isCallPolicy(o grpc.CallOption) bool { _, ok := o.(callPolicy); return ok }
-
 // classify turns a failed attempt's error into what the core loop expects:
 // the error itself or the error with a hint ([retry.After]) when the attempt
 // may be retried, the error marked [retry.Permanent] when it may not.
@@ -156,11 +139,16 @@ func (c *config) classify(ctx context.Context, err error, trailer metadata.MD, i
 }
 
 // pushback reads the grpc-retry-pushback-ms trailer. stop is true for a
-// negative or malformed value, which means: do not retry.
+// negative or malformed value, or for more than one value, which grpc-go
+// takes as "do not retry" too.
 func pushback(md metadata.MD) (d time.Duration, ok, stop bool) {
 	v := md.Get(PushbackKey)
-	if len(v) == 0 {
+	switch len(v) {
+	case 0:
 		return 0, false, false
+	case 1:
+	default:
+		return 0, false, true
 	}
 	ms, err := strconv.ParseInt(v[0], 10, 64)
 	if err != nil || ms < 0 {

@@ -25,7 +25,8 @@
 // hint given with [retry.After]):
 //   - a google.rpc.RetryInfo in the status details (its retry_delay);
 //   - the grpc-retry-pushback-ms trailer (gRFC A6). A negative or malformed
-//     value means "do not retry": the call ends with that attempt's error.
+//     value, or more than one value, means "do not retry", as in grpc-go:
+//     the call ends with that attempt's error.
 //
 // When both are present the larger one is used.
 //
@@ -57,9 +58,14 @@
 //     RecvMsg. Calling Header before the first RecvMsg opens the stream and
 //     ends the retry window once the stream exists.
 //
-// A stream lives on the caller's context: Policy.Deadline and
-// Policy.AttemptTimeout bound the retries and the waits between them, not the
-// life of the stream that is finally handed to the caller.
+// Policy.AttemptTimeout and Policy.Deadline bound each stream attempt until
+// the retry window closes (the first message received, the stream's
+// creation, or Header), exactly as they bound a unary attempt: a stream that
+// hangs before its first message is cancelled when its attempt times out,
+// reported as DEADLINE_EXCEEDED, and retried. The stream handed to the
+// caller is then detached from those bounds and lives on the caller's
+// context alone, however long it runs. Because of that, the server sees no
+// grpc-timeout for an attempt's bound, only the cancellation when it fires.
 //
 // # Errors
 //
@@ -70,7 +76,17 @@
 // A non-retryable error is returned as the attempt returned it.
 //
 // Retries also send the grpc-previous-rpc-attempts request header (gRFC A6),
-// so that servers can tell a retry from a first attempt.
+// so that servers can tell a retry from a first attempt. It is set, not
+// appended: a value already in the outgoing metadata (forwarded from an
+// incoming call) is replaced, and removed from a first attempt.
+//
+// # Call options
+//
+// Each attempt gets the call's options, except those that grpc-go applies
+// once per call: grpc.OnFinish callbacks run once, when the call ends (for a
+// stream, when the stream handed over ends, or when the retries end without
+// one), with the call's final error; grpc.Header, grpc.Trailer and grpc.Peer
+// are cleared before each retry, so that they describe the last attempt.
 //
 // Do not combine this interceptor with grpc-go's own retries (a retryPolicy
 // in the service config): each layer would retry the other's attempts. Use

@@ -50,12 +50,13 @@ type testServer struct {
 	// attempt number (from 1); a non-nil error fails the attempt.
 	fail func(ctx context.Context, method string, attempt int) error
 	// list says what List does once past fail: it sends items messages,
-	// then returns end.
+	// pause apart, then returns end.
 	items int
+	pause time.Duration
 	end   error
 }
 
-func newTestServer(t *testing.T) *testServer {
+func newTestServer(t testing.TB) *testServer {
 	t.Helper()
 	s := &testServer{
 		lis:      bufconn.Listen(1 << 16),
@@ -112,7 +113,7 @@ func (s *testServer) prev(method string) []string {
 // dial connects to the server through bufconn. refuse, when set, is asked
 // before each dial (numbered from 1) whether to refuse it as a closed port
 // would.
-func (s *testServer) dial(t *testing.T, refuse func(n int) bool, opts ...grpc.DialOption) *grpc.ClientConn {
+func (s *testServer) dial(t testing.TB, refuse func(n int) bool, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	var (
 		mu    sync.Mutex
@@ -243,9 +244,12 @@ func (s *testServer) list(ss grpc.ServerStream) error {
 	}
 	s.mu.Lock()
 	s.requests = append(s.requests, req.GetService())
-	items, end := s.items, s.end
+	items, pause, end := s.items, s.pause, s.end
 	s.mu.Unlock()
 	for i := range items {
+		if i > 0 && pause > 0 {
+			time.Sleep(pause) // virtual time: the tests run in synctest bubbles
+		}
 		if err := ss.SendMsg(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_ServingStatus(i % 4)}); err != nil {
 			return err
 		}

@@ -3,7 +3,6 @@ package grpcretry
 import (
 	"context"
 	"io"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -20,48 +19,163 @@ import (
 // the first RecvMsg before any message arrived, with the buffered request
 // sent again (see the package documentation). Install it with
 // grpc.WithStreamInterceptor; use [CallPolicy] to override p for one call.
+//
+// Policy.AttemptTimeout and Policy.Deadline bound each stream attempt until
+// the stream is handed over (its first message received, or for
+// client-streaming and bidirectional methods its creation); from then on the
+// stream lives on the caller's context alone. grpc.OnFinish callbacks run
+// once, when the stream handed over ends or when the retries end without a
+// stream, as for a call without the interceptor.
 func StreamClientInterceptor(p retry.Policy, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
-		pol, callOpts := policy(p, callOpts)
-		o := &opener{c: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: callOpts, idempotent: c.isIdempotent(method)}
+		pol, co := split(p, callOpts)
+		o := &opener{c: c, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, co: co, idempotent: c.isIdempotent(method),
+			bounded: pol.AttemptTimeout > 0 || pol.Deadline > 0}
 		if desc.ServerStreams && !desc.ClientStreams {
 			return &replayStream{o: o, pol: pol}, nil
 		}
 		// Client-streaming or bidirectional: retry the creation only.
-		return retry.Do(ctx, pol, func(context.Context) (grpc.ClientStream, error) {
-			s, err := o.open()
+		a, err := retry.Do(ctx, pol, func(actx context.Context) (*attempt, error) {
+			a, err := o.open(actx)
 			if err != nil {
-				return nil, o.c.classify(ctx, err, nil, o.idempotent, false)
+				return nil, o.classify(actx, err, nil, false)
 			}
-			return s, nil
+			if !a.commit() {
+				return nil, o.classify(actx, errAttemptTimeout(), nil, true)
+			}
+			return a, nil
 		})
+		if err != nil {
+			o.finished(err)
+			return nil, err
+		}
+		return a.cs, nil
 	}
 }
 
-// opener creates the streams of one call. Streams live on the caller's
-// context (not the attempt's, which the core cancels when the loop returns).
+// errAttemptTimeout is the error of a stream attempt whose context ended
+// just as the stream was about to be handed over: grpc-go's own error for a
+// context deadline.
+func errAttemptTimeout() error { return status.FromContextError(context.DeadlineExceeded).Err() }
+
+// opener creates the streams of one call.
 type opener struct {
 	c          *config
-	ctx        context.Context
+	ctx        context.Context // the caller's
 	desc       *grpc.StreamDesc
 	cc         *grpc.ClientConn
 	method     string
 	streamer   grpc.Streamer
-	opts       []grpc.CallOption
+	co         callOpts
 	idempotent bool
-	n          int // streams opened so far
+	bounded    bool // the policy bounds attempts: the loop's attempt contexts are not the caller's
+	n          int  // streams opened so far
+
+	finishOnce sync.Once
 }
 
-// open creates the next stream. A creation error means grpc-go put nothing
-// on the wire for it (no transport stream was created).
-func (o *opener) open() (grpc.ClientStream, error) {
-	ctx := o.ctx
-	if o.n > 0 {
-		ctx = metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, strconv.Itoa(o.n))
+// attempt is one stream of a call. When the policy bounds attempts, its
+// context is a child of the caller's, cancelled when the attempt's context
+// (bounded by Policy.AttemptTimeout and Policy.Deadline) ends before the
+// stream is committed, or once the stream has ended; committing it (handing
+// it over) detaches it from the attempt's context, which the loop cancels as
+// soon as the attempt returns. Otherwise the attempt's context is the
+// caller's, and cancel and stop are nil.
+type attempt struct {
+	o      *opener
+	cs     grpc.ClientStream
+	cancel context.CancelFunc
+	stop   func() bool // stops watching the attempt's context
+
+	mu        sync.Mutex
+	committed bool
+	ended     bool  // grpc-go finished the stream
+	err       error // with this status
+}
+
+// open creates the next stream, on a context of its own bounded by actx
+// until it is committed. A creation error means grpc-go put nothing on the
+// wire for it (no transport stream was created).
+func (o *opener) open(actx context.Context) (*attempt, error) {
+	a := &attempt{o: o}
+	sctx := o.ctx
+	if o.bounded {
+		sctx, a.cancel = context.WithCancel(o.ctx)
+		a.stop = context.AfterFunc(actx, a.cancel)
 	}
+	if o.n > 0 {
+		o.co.retrying()
+	}
+	sctx = withPreviousAttempts(sctx, o.n)
 	o.n++
-	return o.streamer(ctx, o.desc, o.cc, o.method, o.opts...)
+	opts := o.co.attempt
+	if o.bounded || len(o.co.finish) > 0 { // else nothing to learn from the stream's end
+		opts = append(opts[:len(opts):len(opts)], grpc.OnFinish(a.onFinish))
+	}
+	cs, err := o.streamer(sctx, o.desc, o.cc, o.method, opts...)
+	if err != nil {
+		a.abandon()
+		return nil, err
+	}
+	a.cs = cs
+	return a, nil
+}
+
+// classify is the config's classify for a stream attempt. grpc-go reports a
+// stream whose context was cancelled as CANCELED; when the attempt's context
+// ended and not the caller's, that was the attempt's bound, reported as
+// DEADLINE_EXCEEDED as a unary attempt's would be.
+func (o *opener) classify(actx context.Context, err error, trailer metadata.MD, reached bool) error {
+	if actx.Err() != nil && o.ctx.Err() == nil && status.Code(err) == codes.Canceled {
+		err = errAttemptTimeout()
+	}
+	return o.c.classify(actx, err, trailer, o.idempotent, reached)
+}
+
+// finished runs the caller's OnFinish callbacks once.
+func (o *opener) finished(err error) {
+	o.finishOnce.Do(func() { o.co.finished(err) })
+}
+
+// commit hands the stream over: it is no longer bounded by the attempt's
+// context, and its end is reported to the caller's OnFinish callbacks. It
+// returns false, and commits nothing, if the attempt's context ended first
+// (the stream is then being cancelled).
+func (a *attempt) commit() bool {
+	if a.stop != nil && !a.stop() {
+		return false
+	}
+	a.mu.Lock()
+	a.committed = true
+	ended, err := a.ended, a.err
+	a.mu.Unlock()
+	if ended { // an empty stream, say: io.EOF on the first RecvMsg
+		a.o.finished(err)
+	}
+	return true
+}
+
+// onFinish is the attempt's grpc.OnFinish: the stream has ended.
+func (a *attempt) onFinish(err error) {
+	if a.cancel != nil {
+		a.cancel() // release the attempt's context
+	}
+	a.mu.Lock()
+	a.ended, a.err = true, err
+	committed := a.committed
+	a.mu.Unlock()
+	if committed {
+		a.o.finished(err)
+	}
+}
+
+// abandon ends an attempt that is not handed over.
+func (a *attempt) abandon() {
+	if a.stop != nil {
+		a.stop()
+		a.cancel()
+	}
 }
 
 // replayStream is the stream of a server-streaming call: it buffers the one
@@ -92,35 +206,44 @@ func (s *replayStream) start(m any) (firstDone bool) {
 		return false
 	}
 	o := s.o
-	s.cs, s.err = retry.Do(o.ctx, s.pol, func(context.Context) (grpc.ClientStream, error) {
-		cs, err := o.open()
+	a, err := retry.Do(o.ctx, s.pol, func(actx context.Context) (*attempt, error) {
+		a, err := o.open(actx)
 		if err != nil {
-			return nil, o.c.classify(o.ctx, err, nil, o.idempotent, false)
+			return nil, o.classify(actx, err, nil, false)
 		}
+		cs := a.cs
 		if s.sent {
 			if err := cs.SendMsg(s.req); err != nil && err != io.EOF {
 				// io.EOF means the stream ended: RecvMsg has its status.
+				a.abandon()
 				return nil, retry.Permanent(err)
 			}
 		}
 		if s.closed {
 			if err := cs.CloseSend(); err != nil {
+				a.abandon()
 				return nil, retry.Permanent(err)
 			}
 		}
-		if m == nil {
-			return cs, nil
+		if m != nil {
+			switch err := cs.RecvMsg(m); err {
+			case nil, io.EOF:
+				s.firstRecv = err
+			default:
+				a.abandon()
+				return nil, o.classify(actx, err, cs.Trailer(), true)
+			}
 		}
-		switch err := cs.RecvMsg(m); err {
-		case nil, io.EOF:
-			s.firstRecv = err
-			return cs, nil
-		default:
-			return nil, o.c.classify(o.ctx, err, cs.Trailer(), o.idempotent, true)
+		if !a.commit() {
+			return nil, o.classify(actx, errAttemptTimeout(), nil, true)
 		}
+		return a, nil
 	})
-	if s.cs != nil {
-		s.err = s.firstRecv
+	if err != nil {
+		s.err = err
+		o.finished(err)
+	} else {
+		s.cs, s.err = a.cs, s.firstRecv
 	}
 	s.ready.Store(true)
 	return m != nil

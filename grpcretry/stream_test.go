@@ -395,3 +395,345 @@ func TestStreamCreationClassified(t *testing.T) {
 		})
 	}
 }
+
+// A server stream that hangs before its first message is cut by
+// Policy.AttemptTimeout and retried, as a unary call would be, instead of
+// blocking until the caller's own deadline.
+func TestStreamAttemptTimeoutBeforeFirstMessage(t *testing.T) {
+	for _, headersFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "before headers", true: "after headers"}[headersFirst], func(t *testing.T) {
+			testStreamAttemptTimeout(t, headersFirst)
+		})
+	}
+}
+
+func testStreamAttemptTimeout(t *testing.T, headersFirst bool) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestServer(t)
+		s.fail = func(ctx context.Context, m string, n int) error {
+			if n == 1 { // hang until the client gives up on this attempt
+				if headersFirst {
+					if err := grpc.SendHeader(ctx, metadata.Pairs("x-attempt", "1")); err != nil {
+						return err
+					}
+				}
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return nil
+		}
+		s.items = 2
+		rec := &recorder{}
+		p := testPolicy(rec)
+		p.AttemptTimeout = time.Second
+		cc := streamClient(t, s, p)
+
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		got, err := list(ctx, cc, "x")
+		if err != nil || len(got) != 2 {
+			t.Fatalf("List = %v, %v; want 2 messages from the second attempt", got, err)
+		}
+		if n := s.count(listMethod); n != 2 {
+			t.Errorf("server saw %d attempts, want 2", n)
+		}
+		if r := rec.of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
+			t.Errorf("retry events = %+v, want one for DEADLINE_EXCEEDED", r)
+		}
+		if got := time.Since(start); got != time.Second+100*time.Millisecond {
+			t.Errorf("virtual time %v, want 1.1s (timeout + wait)", got)
+		}
+	})
+}
+
+// Policy.Deadline bounds the stream attempts too: the call gives up when it
+// passes, not at the caller's deadline.
+func TestStreamPolicyDeadlineBeforeFirstMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestServer(t)
+		s.fail = func(ctx context.Context, _ string, _ int) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		rec := &recorder{}
+		p := testPolicy(rec)
+		p.Deadline = 2500 * time.Millisecond
+		cc := streamClient(t, s, p)
+
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := list(ctx, cc, "x")
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline || status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("err = %v, want a give-up for the policy deadline with DEADLINE_EXCEEDED", err)
+		}
+		if got := time.Since(start); got != 2500*time.Millisecond {
+			t.Errorf("gave up after %v, want 2.5s", got)
+		}
+	})
+}
+
+// Once the first message has arrived the stream is the caller's: neither
+// AttemptTimeout nor Deadline cuts it, however long it lasts.
+func TestStreamCommittedOutlivesAttemptBounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestServer(t)
+		s.items = 3
+		s.pause = 5 * time.Second
+		rec := &recorder{}
+		p := testPolicy(rec)
+		p.AttemptTimeout = time.Second
+		p.Deadline = 2 * time.Second
+		cc := streamClient(t, s, p)
+
+		start := time.Now()
+		got, err := list(t.Context(), cc, "x")
+		if err != nil || len(got) != 3 {
+			t.Fatalf("List = %v, %v; want all 3 messages", got, err)
+		}
+		if got := time.Since(start); got != 10*time.Second {
+			t.Errorf("stream took %v, want 10s (two pauses)", got)
+		}
+		if n := s.count(listMethod); n != 1 {
+			t.Errorf("server saw %d attempts, want 1", n)
+		}
+	})
+}
+
+// The creation of a client-streaming or bidirectional stream is bounded by
+// AttemptTimeout; the stream handed over is not.
+func TestStreamCreationBoundedByAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ctxs []context.Context
+		want := &fakeStream{}
+		streamer := func(ctx context.Context, _ *grpc.StreamDesc, _ *grpc.ClientConn, _ string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
+			ctxs = append(ctxs, ctx)
+			if len(ctxs) == 1 { // waits for a connection that never comes
+				<-ctx.Done()
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			return want, nil
+		}
+		rec := &recorder{}
+		p := testPolicy(rec)
+		p.AttemptTimeout = time.Second
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		got, err := grpcretry.StreamClientInterceptor(p)(ctx, chatDesc, nil, chatMethod, streamer)
+		if err != nil || got != want {
+			t.Fatalf("got %v, %v; want the second stream", got, err)
+		}
+		if d := time.Since(start); d != time.Second+100*time.Millisecond {
+			t.Errorf("took %v, want 1.1s (timeout + wait)", d)
+		}
+		if r := rec.of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
+			t.Errorf("retry events = %+v, want one for DEADLINE_EXCEEDED", r)
+		}
+		time.Sleep(10 * time.Second) // well past the attempt timeout
+		if err := ctxs[1].Err(); err != nil {
+			t.Errorf("the stream handed over has a done context (%v)", err)
+		}
+		cancel()
+		if ctxs[1].Err() == nil {
+			t.Error("the stream's context outlives the caller's")
+		}
+	})
+}
+
+// A first stream status of RESOURCE_EXHAUSTED with RetryInfo, before any
+// message, is retried after at least the hint; sent trailers-only or after
+// the response headers alike.
+func TestStreamResourceExhaustedRetryInfoFirst(t *testing.T) {
+	for _, headersFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "trailers-only", true: "after headers"}[headersFirst], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newTestServer(t)
+				s.fail = func(ctx context.Context, _ string, n int) error {
+					if n > 1 {
+						return nil
+					}
+					if headersFirst {
+						if err := grpc.SendHeader(ctx, metadata.Pairs("x-attempt", "1")); err != nil {
+							return err
+						}
+					}
+					return withRetryInfo(codes.ResourceExhausted, 3*time.Second)
+				}
+				s.items = 2
+				rec := &recorder{}
+				cc := streamClient(t, s, testPolicy(rec))
+
+				start := time.Now()
+				got, err := list(t.Context(), cc, "x")
+				if err != nil || len(got) != 2 {
+					t.Fatalf("List = %v, %v; want 2 messages from the second attempt", got, err)
+				}
+				r := rec.of(retry.EventRetry)
+				if len(r) != 1 || status.Code(r[0].Err) != codes.ResourceExhausted || r[0].Hint != 3*time.Second || r[0].Wait < 3*time.Second {
+					t.Fatalf("retry events = %+v, want one for RESOURCE_EXHAUSTED, hint 3s, wait >= 3s", r)
+				}
+				if d := time.Since(start); d < 3*time.Second || d != r[0].Wait {
+					t.Errorf("virtual time %v, want the wait %v (>= the 3s hint)", d, r[0].Wait)
+				}
+				if n := s.count(listMethod); n != 2 {
+					t.Errorf("server saw %d attempts, want 2", n)
+				}
+			})
+		})
+	}
+}
+
+// The same status after the first message is not retried: the caller gets
+// the message, then the status with its RetryInfo, as the server sent it.
+func TestStreamResourceExhaustedAfterFirstMessageNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestServer(t)
+		s.items = 1
+		s.end = withRetryInfo(codes.ResourceExhausted, 3*time.Second)
+		rec := &recorder{}
+		cc := streamClient(t, s, testPolicy(rec))
+
+		start := time.Now()
+		got, err := list(t.Context(), cc, "x")
+		if len(got) != 1 {
+			t.Errorf("received %d messages, want 1", len(got))
+		}
+		st := status.Convert(err)
+		if st.Code() != codes.ResourceExhausted || len(st.Details()) != 1 {
+			t.Fatalf("err = %v (details %v), want RESOURCE_EXHAUSTED with its RetryInfo", err, st.Details())
+		}
+		var re *retry.Error
+		if errors.As(err, &re) {
+			t.Errorf("the error after the first message came through the retry loop: %v", err)
+		}
+		if n := s.count(listMethod); n != 1 {
+			t.Errorf("server saw %d attempts, want 1", n)
+		}
+		if r, g := rec.of(retry.EventRetry), rec.of(retry.EventGiveUp); len(r)+len(g) != 0 || time.Since(start) != 0 {
+			t.Errorf("retry events %+v, give-ups %+v after %v; want none, at once", r, g, time.Since(start))
+		}
+	})
+}
+
+// grpc.OnFinish runs once per stream, when the stream handed over ends or
+// when the retries end without one, with the stream's final status.
+func TestStreamOnFinishOncePerRPC(t *testing.T) {
+	tests := []struct {
+		name     string
+		fail     int // attempts failed with UNAVAILABLE before any message
+		items    int
+		end      error
+		wantCode codes.Code // of the error OnFinish gets
+	}{
+		{name: "retried, then read to the end", fail: 2, items: 2},
+		{name: "retried, empty stream", fail: 1, items: 0},
+		{name: "error after the first message", items: 1, end: status.Error(codes.Unavailable, "lost"), wantCode: codes.Unavailable},
+		{name: "give-up", fail: 10, wantCode: codes.Unavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newTestServer(t)
+				s.fail = failN(listMethod, tt.fail, codes.Unavailable)
+				s.items, s.end = tt.items, tt.end
+				var perCall, byDefault []error
+				cc := s.dial(t, nil,
+					grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(testPolicy(&recorder{}))),
+					grpc.WithDefaultCallOptions(grpc.OnFinish(func(err error) { byDefault = append(byDefault, err) })))
+				_, err := list(t.Context(), cc, "x", grpc.OnFinish(func(err error) { perCall = append(perCall, err) }))
+				if status.Code(err) != tt.wantCode {
+					t.Fatalf("List = %v, want code %v", err, tt.wantCode)
+				}
+				synctest.Wait()
+				for name, got := range map[string][]error{"per call": perCall, "default": byDefault} {
+					if len(got) != 1 || status.Code(got[0]) != tt.wantCode {
+						t.Errorf("%s OnFinish got %v, want one call with code %v", name, got, tt.wantCode)
+					}
+				}
+			})
+		})
+	}
+}
+
+// Bidirectional: a creation retried while no connection can be made; the
+// stream's OnFinish once, when it ends.
+func TestStreamBidiOnFinishOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestServer(t)
+		rec := &recorder{}
+		cc := s.dial(t, func(n int) bool { return n <= 2 }, grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(testPolicy(rec))))
+		var finished []error
+		cs, err := cc.NewStream(t.Context(), chatDesc, chatMethod, grpc.WaitForReady(false), grpc.OnFinish(func(err error) { finished = append(finished, err) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.of(retry.EventRetry)) == 0 {
+			t.Fatal("no retry: the refused dials should have been retried")
+		}
+		if err := cs.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.RecvMsg(new(healthpb.HealthCheckRequest)); err != io.EOF {
+			t.Fatalf("RecvMsg = %v, want io.EOF", err)
+		}
+		if len(finished) != 1 || finished[0] != nil {
+			t.Errorf("OnFinish got %v, want one call with nil", finished)
+		}
+	})
+}
+
+// Streams set grpc-previous-rpc-attempts too, replacing a forwarded value.
+func TestStreamPreviousAttemptsSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestServer(t)
+		s.fail = failN(listMethod, 2, codes.Unavailable)
+		s.items = 1
+		cc := streamClient(t, s, testPolicy(&recorder{}))
+		ctx := metadata.AppendToOutgoingContext(t.Context(), grpcretry.PreviousAttemptsKey, "7")
+		if _, err := list(ctx, cc, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.prev(listMethod), []string{"1", "2"}; !slices.Equal(got, want) {
+			t.Errorf("grpc-previous-rpc-attempts seen over 3 attempts = %q, want %q", got, want)
+		}
+	})
+}
+
+// A caller's context that is already done: no stream, the context's error,
+// and OnFinish once with it.
+func TestStreamContextAlreadyDone(t *testing.T) {
+	for _, desc := range []*grpc.StreamDesc{listDesc, chatDesc} {
+		t.Run(desc.StreamName, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newTestServer(t)
+				cc := streamClient(t, s, testPolicy(&recorder{}))
+				ctx, cancel := context.WithCancel(t.Context())
+				cancel()
+				var finished []error
+				method := listMethod
+				if desc == chatDesc {
+					method = chatMethod
+				}
+				cs, err := cc.NewStream(ctx, desc, method, grpc.OnFinish(func(err error) { finished = append(finished, err) }))
+				if err == nil {
+					err = cs.SendMsg(&healthpb.HealthCheckRequest{})
+					if err == nil {
+						err = cs.RecvMsg(new(healthpb.HealthCheckResponse))
+					}
+				}
+				if !errors.Is(err, context.Canceled) && status.Code(err) != codes.Canceled {
+					t.Errorf("err = %v, want the context's", err)
+				}
+				if len(finished) != 1 {
+					t.Errorf("OnFinish got %v, want one call", finished)
+				}
+				if n := s.count(method); n != 0 {
+					t.Errorf("server saw %d attempts, want 0", n)
+				}
+			})
+		})
+	}
+}

@@ -2,7 +2,6 @@ package grpcretry
 
 import (
 	"context"
-	"strconv"
 
 	"github.com/backoffkit/retry"
 	"google.golang.org/grpc"
@@ -18,23 +17,28 @@ import (
 //
 // Each attempt gets the call's request, reply and call options, plus
 // grpc.Trailer and grpc.Peer options of its own to read the server's hints
-// and to tell whether the attempt reached the server.
+// and to tell whether the attempt reached the server. Options that grpc-go
+// applies once per call keep that meaning: grpc.OnFinish callbacks run once,
+// when the call ends, with the error the call returns; grpc.Header,
+// grpc.Trailer and grpc.Peer describe the last attempt (they are cleared
+// before each retry, and stay empty if the last attempt got no stream).
 func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-		pol, callOpts := policy(p, callOpts)
+		pol, co := split(p, callOpts)
 		idempotent := c.isIdempotent(method)
 		var (
 			trailer metadata.MD
 			pr      peer.Peer
 			n       int
 		)
-		attemptOpts := append(callOpts[:len(callOpts):len(callOpts)], grpc.Trailer(&trailer), grpc.Peer(&pr))
-		return retry.Run(ctx, pol, func(actx context.Context) error {
+		attemptOpts := append(co.attempt[:len(co.attempt):len(co.attempt)], grpc.Trailer(&trailer), grpc.Peer(&pr))
+		err := retry.Run(ctx, pol, func(actx context.Context) error {
 			if n > 0 {
-				actx = metadata.AppendToOutgoingContext(actx, PreviousAttemptsKey, strconv.Itoa(n))
 				trailer, pr = nil, peer.Peer{}
+				co.retrying()
 			}
+			actx = withPreviousAttempts(actx, n)
 			n++
 			err := invoker(actx, method, req, reply, cc, attemptOpts...)
 			if err == nil {
@@ -42,5 +46,7 @@ func UnaryClientInterceptor(p retry.Policy, opts ...Option) grpc.UnaryClientInte
 			}
 			return c.classify(actx, err, trailer, idempotent, pr.Addr != nil)
 		})
+		co.finished(err)
+		return err
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -244,6 +246,7 @@ func TestUnaryPushback(t *testing.T) {
 	tests := []struct {
 		name        string
 		pushback    string
+		more        string        // a second value, if not ""
 		retryInfo   time.Duration // 0: none
 		wantTries   int
 		wantWait    time.Duration
@@ -256,6 +259,13 @@ func TestUnaryPushback(t *testing.T) {
 		{name: "negative", pushback: "-1", wantTries: 1, wantStopped: true},
 		{name: "malformed", pushback: "soon", wantTries: 1, wantStopped: true},
 		{name: "negative beats RetryInfo", pushback: "-5", retryInfo: time.Second, wantTries: 1, wantStopped: true},
+		// grpc-go: more than one value means "do not retry", whatever they say.
+		{name: "two values", pushback: "100", more: "200", wantTries: 1, wantStopped: true},
+		{name: "two equal values", pushback: "100", more: "100", wantTries: 1, wantStopped: true},
+		{name: "comma-joined values", pushback: "100,200", wantTries: 1, wantStopped: true},
+		{name: "empty", pushback: "", wantTries: 1, wantStopped: true},
+		{name: "beyond int64 ms", pushback: "99999999999999999999", wantTries: 1, wantStopped: true},
+		{name: "huge, capped by MaxRetryAfter", pushback: "9223372036854775807", wantTries: 2, wantWait: 10 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,7 +275,11 @@ func TestUnaryPushback(t *testing.T) {
 					if n > 1 {
 						return nil
 					}
-					grpc.SetTrailer(ctx, metadata.Pairs(grpcretry.PushbackKey, tt.pushback))
+					md := metadata.Pairs(grpcretry.PushbackKey, tt.pushback)
+					if tt.more != "" {
+						md.Append(grpcretry.PushbackKey, tt.more)
+					}
+					grpc.SetTrailer(ctx, md)
 					if tt.retryInfo > 0 {
 						return withRetryInfo(codes.Unavailable, tt.retryInfo)
 					}
@@ -492,6 +506,116 @@ func TestUnaryDetailsKept(t *testing.T) {
 		}
 		if ri.GetRetryDelay().AsDuration() != 42*time.Millisecond {
 			t.Errorf("RetryInfo lost: details %v", st.Details())
+		}
+	})
+}
+
+// A caller that forwards incoming metadata may already carry
+// grpc-previous-rpc-attempts (the upstream call's): each attempt sends the
+// value of this call only, set, never appended, and none on the first.
+func TestUnaryPreviousAttemptsSet(t *testing.T) {
+	for name, outgoing := range map[string]func(context.Context) context.Context{
+		"NewOutgoingContext": func(ctx context.Context) context.Context {
+			return metadata.NewOutgoingContext(ctx, metadata.Pairs(grpcretry.PreviousAttemptsKey, "7", "x-other", "kept"))
+		},
+		"AppendToOutgoingContext": func(ctx context.Context) context.Context {
+			return metadata.AppendToOutgoingContext(ctx, "Grpc-Previous-Rpc-Attempts", "7", "x-other", "kept")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newTestServer(t)
+				var others []string
+				s.fail = func(ctx context.Context, m string, n int) error {
+					md, _ := metadata.FromIncomingContext(ctx)
+					others = append(others, md.Get("x-other")...)
+					return failN(checkMethod, 2, codes.Unavailable)(ctx, m, n)
+				}
+				cc := unaryClient(t, s, testPolicy(&recorder{}))
+				if err := check(outgoing(t.Context()), cc); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := s.prev(checkMethod), []string{"1", "2"}; !slices.Equal(got, want) {
+					t.Errorf("grpc-previous-rpc-attempts seen over 3 attempts = %q, want %q", got, want)
+				}
+				if want := []string{"kept", "kept", "kept"}; !slices.Equal(others, want) {
+					t.Errorf("other metadata seen = %q, want %q", others, want)
+				}
+			})
+		})
+	}
+}
+
+// grpc.OnFinish runs once per RPC, as grpc-go promises, with the error the
+// call returns; not once per attempt. Options given per call and as the
+// connection's defaults alike.
+func TestUnaryOnFinishOncePerRPC(t *testing.T) {
+	tests := []struct {
+		name     string
+		fail     func(context.Context, string, int) error
+		wantCode codes.Code
+	}{
+		{"success after retries", failN(checkMethod, 2, codes.Unavailable), codes.OK},
+		{"give-up", failN(checkMethod, 10, codes.Unavailable), codes.Unavailable},
+		{"not retryable", failN(checkMethod, 1, codes.PermissionDenied), codes.PermissionDenied},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newTestServer(t)
+				s.fail = tt.fail
+				var perCall, byDefault []error
+				cc := s.dial(t, nil,
+					grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(testPolicy(&recorder{}))),
+					grpc.WithDefaultCallOptions(grpc.OnFinish(func(err error) { byDefault = append(byDefault, err) })))
+				err := check(t.Context(), cc, grpc.OnFinish(func(err error) { perCall = append(perCall, err) }))
+				if status.Code(err) != tt.wantCode {
+					t.Fatalf("Check = %v, want code %v", err, tt.wantCode)
+				}
+				for name, got := range map[string][]error{"per call": perCall, "default": byDefault} {
+					if len(got) != 1 || !errors.Is(got[0], err) {
+						t.Errorf("%s OnFinish got %v, want exactly the call's error [%v]", name, got, err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// The caller's grpc.Header, grpc.Trailer and grpc.Peer describe the last
+// attempt, even when it got no stream (grpc-go then fills none of them):
+// never an earlier attempt's pushback trailer next to a later error.
+func TestUnaryCallerMetadataFromLastAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newTestServer(t)
+		s.fail = func(ctx context.Context, _ string, n int) error {
+			grpc.SetHeader(ctx, metadata.Pairs("x-attempt", strconv.Itoa(n)))
+			grpc.SetTrailer(ctx, metadata.Pairs(grpcretry.PushbackKey, "10"))
+			return status.Error(codes.Unavailable, "going away")
+		}
+		p := testPolicy(&recorder{})
+		p.Attempts = 2
+		// Between the attempts the server goes away for good: the second
+		// attempt fails without a stream (the dial is refused).
+		p.Observer = func(_ context.Context, e retry.Event) {
+			if e.Kind == retry.EventRetry {
+				s.srv.Stop()
+				synctest.Wait() // the client has seen its connection close
+			}
+		}
+		cc := s.dial(t, func(n int) bool { return n > 1 }, grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(p)))
+		var header, trailer metadata.MD
+		var pr peer.Peer
+		err := check(t.Context(), cc, grpc.Header(&header), grpc.Trailer(&trailer), grpc.Peer(&pr))
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Attempts != 2 || status.Code(err) != codes.Unavailable {
+			t.Fatalf("err = %v, want a give-up after 2 attempts, UNAVAILABLE", err)
+		}
+		if s.count(checkMethod) != 1 {
+			t.Fatalf("server saw %d attempts, want 1 (the second never reached it)", s.count(checkMethod))
+		}
+		if len(header) != 0 || len(trailer) != 0 || pr.Addr != nil {
+			t.Errorf("header %v, trailer %v, peer %v: want none, as the last attempt got none", header, trailer, pr.Addr)
 		}
 	})
 }

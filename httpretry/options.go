@@ -29,12 +29,24 @@ type config struct {
 	cooldown           time.Duration
 	endpointsSet       bool
 	now                func() time.Time // for tests of the cool-down; nil means time.Now
+	retryAllErrors     bool
 	noStreamPeek       bool
 	errs               []error
 }
 
 func (c *config) errorf(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf("httpretry: "+format, args...))
+}
+
+// RetryAllErrors makes every transport error retryable, as curl's
+// --retry-all-errors does: a failed DNS lookup (a name not found included),
+// a TLS handshake or certificate error, and errors of no known class are
+// retried like a connection reset, still under the idempotency and body
+// rules. An error reading the request body is never retried. Use it when a
+// name or certificate is expected to become valid soon (a service being
+// deployed).
+func RetryAllErrors() Option {
+	return func(c *config) { c.retryAllErrors = true }
 }
 
 // AllowNonIdempotent makes the transport retry every method, POST and PATCH

@@ -435,7 +435,7 @@ func (c *call) peekStream(resp *http.Response, format int, rctx context.Context,
 		}
 		cl := classify(r.err, rctx.Err() != nil)
 		c.recordAnswer(resp.StatusCode, false)
-		if !cl.retryable {
+		if !cl.retryable && !c.t.cfg.retryAllErrors {
 			c.resp = resp // as it happened
 			return nil
 		}

@@ -399,7 +399,7 @@ func (c *call) attempt(actx context.Context) error {
 			c.move = overload
 		}
 		switch {
-		case !cl.retryable:
+		case !cl.retryable && !(c.t.cfg.retryAllErrors && cl.class != ClassBody):
 			return retry.Permanent(ae)
 		case c.n >= c.max:
 			return ae // the last attempt: the loop gives up

@@ -18,6 +18,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/semconv/v1.43.0"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func ExampleNewObserver() {
@@ -91,4 +93,19 @@ func ExampleNewTransport() {
 	// Output:
 	// GET resend_count: -
 	// GET resend_count: 1
+}
+
+func ExampleErrorType() {
+	attempt := &httpretry.AttemptError{Method: "POST", URL: "https://example.test/v1", Status: 429, Class: httpretry.ClassStatus}
+	fmt.Println(otelretry.ErrorType(retry.After(attempt, 3*time.Second))) // the status, not the hint's wrapper
+	fmt.Println(otelretry.ErrorType(status.Error(codes.ResourceExhausted, "quota")))
+	fmt.Println(otelretry.ErrorType(&httpretry.AttemptError{Method: "GET", Class: httpretry.ClassReset}))
+	fmt.Println(otelretry.ErrorType(fmt.Errorf("fetching: %w", context.DeadlineExceeded)))
+	fmt.Println(otelretry.ErrorType(retry.Permanent(io.ErrUnexpectedEOF)))
+	// Output:
+	// 429
+	// RESOURCE_EXHAUSTED
+	// reset
+	// timeout
+	// *errors.errorString
 }

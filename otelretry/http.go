@@ -52,8 +52,8 @@ func ContextWithResendCounter(ctx context.Context) context.Context {
 // redacted) and, from the second attempt on, http.request.resend_count =
 // the number of attempts before it (1 on the first retry). The span ends
 // when the response headers arrive, with http.response.status_code and,
-// for a status of 400 or more or a transport error, error.type and an
-// Error status. The span context is injected into the attempt's request
+// for a status of 400 or more or a transport error, error.type (the status
+// code, or [ErrorType] of the error) and an Error status. The span context is injected into the attempt's request
 // headers with the propagators (see [WithPropagators]).
 //
 // A nil base means http.DefaultTransport; a nil retrying means no retrying
@@ -140,7 +140,7 @@ func (t *attemptTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 
 	resp, err := t.base.RoundTrip(r)
 	if err != nil {
-		span.SetAttributes(semconv.ErrorType(err))
+		span.SetAttributes(semconv.ErrorTypeKey.String(ErrorType(err)))
 		span.SetStatus(codes.Error, redactText(err.Error()))
 		return resp, err
 	}

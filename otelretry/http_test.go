@@ -136,6 +136,9 @@ func TestTransportResendCountWithHTTPRetry(t *testing.T) {
 		for _, e := range s.Events {
 			if e.Name == "retry" {
 				n++
+				if got := attrs(e.Attributes)[semconv.ErrorTypeKey].AsString(); got != "503" {
+					t.Errorf("retry event error.type = %q, want the status code 503", got)
+				}
 			}
 		}
 		if n != 2 {
@@ -225,8 +228,8 @@ func TestTransportErrorSpan(t *testing.T) {
 	if s.Status.Code != codes.Error || strings.Contains(s.Status.Description, "SECRET") || strings.Contains(s.Status.Description, "pw") {
 		t.Errorf("status %+v: want Error, redacted", s.Status)
 	}
-	if a[semconv.ErrorTypeKey].AsString() == "" {
-		t.Error("no error.type")
+	if got := a[semconv.ErrorTypeKey].AsString(); got != "*errors.errorString" {
+		t.Errorf("error.type = %q, want *errors.errorString (the failure, not *url.Error)", got)
 	}
 	if got := a[semconv.URLFullKey].AsString(); strings.Contains(got, "SECRET") || strings.Contains(got, "pw") {
 		t.Errorf("url.full %q leaks", got)

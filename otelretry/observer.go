@@ -144,13 +144,15 @@ func DefaultErrorText(err error) string {
 //
 // The loop sends EventSuccess only to an observer set on the Policy, as this
 // one is (alone or within [retry.Observers]). A call whose first attempt a
-// throttle refuses makes no attempt and sends no event: it records nothing.
+// throttle refuses makes no attempt: it adds nothing to retry.attempts, one
+// give-up (retry.reason "throttled") to retry.give_ups, and a
+// "retry.give_up" span event.
 //
 // Span events, on trace.SpanFromContext(ctx), which is the span of the whole
 // call, not an attempt's: "retry" per retry (retry.attempt,
-// retry.max_attempts, retry.wait and retry.hint in seconds, error.type,
-// retry.error) and "retry.give_up" when the call gives up (the same with
-// retry.reason instead of the waits). Nothing is added to a span that is
+// retry.max_attempts, retry.wait and retry.hint in seconds, error.type as
+// [ErrorType] names it, retry.error) and "retry.give_up" when the call gives
+// up (the same with retry.reason instead of the waits). Nothing is added to a span that is
 // not recording.
 //
 // The observer is safe for concurrent use by many calls.
@@ -262,7 +264,7 @@ func (o *observer) spanEvent(ctx context.Context, e retry.Event) {
 		attrs = append(attrs, AttrReason.String(e.Reason.String()))
 	}
 	if e.Err != nil {
-		attrs = append(attrs, semconv.ErrorType(e.Err))
+		attrs = append(attrs, semconv.ErrorTypeKey.String(ErrorType(e.Err)))
 		if msg := o.cfg.errorText(e.Err); msg != "" {
 			attrs = append(attrs, AttrError.String(msg))
 		}

@@ -153,6 +153,12 @@ func TestObserverSuccessAfterRetries(t *testing.T) {
 		if got := a1[AttrHint].AsFloat64(); got != 3 {
 			t.Errorf("second event hint = %g, want 3", got)
 		}
+		// error.type names the failure, not the core's hint wrapper.
+		for i, e := range ev {
+			if got := attrs(e.Attributes)["error.type"].AsString(); got != "*errors.errorString" {
+				t.Errorf("event %d error.type = %q, want *errors.errorString", i, got)
+			}
+		}
 		if got := a0[AttrError].AsString(); got != "boom" {
 			t.Errorf("first event error = %q", got)
 		}

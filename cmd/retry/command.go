@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,91 +18,120 @@ import (
 	"github.com/backoffkit/retry"
 )
 
-// killGrace is how long a timed-out attempt has between SIGTERM and SIGKILL.
-const killGrace = 5 * time.Second
+// defaultKillAfter is how long a stopped attempt has between --signal and
+// SIGKILL when --kill-after is not given.
+const defaultKillAfter = time.Second
 
-// notifySignals relays SIGINT and SIGTERM to c until stop is called.
+// notifySignals relays the signals retry forwards to c until stop is called.
 var notifySignals = func(c chan<- os.Signal) (stop func()) {
-	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(c, forwardedSignals...)
 	return func() { signal.Stop(c) }
 }
 
-const commandUsage = `Usage: retry [flags] -- COMMAND [ARGS...]
-       retry SUBCOMMAND [flags] ...     (subcommands: %s)
+// commandFlags are the flags of the command mode.
+type commandFlags struct {
+	fs         *flag.FlagSet
+	pf         *policyFlags
+	onExit     []int
+	stdinFile  string
+	stopSig    syscall.Signal
+	killAfter  time.Duration
+	foreground bool
+	version    bool
+}
 
-Runs COMMAND and runs it again while it fails, waiting between attempts with
-truncated exponential backoff with jitter: before retry n (from 0) the wait is
-min(initial_delay * exp_base^n + U(0, jitter), max_delay) (Google's formula).
-Each retry is logged on stderr; the command's own output is untouched.
-
-Durations take Go syntax (1.5s, 250ms, 2m) or a bare number of seconds.
-Precedence: defaults (or --profile) < --config file < flags.
-
-The command's stdin is passed through on the first attempt only: a retried
-command gets an empty stdin, unless --stdin-file names a file to replay on
-every attempt.
-
-Ctrl-C (SIGINT) and SIGTERM are forwarded to the running attempt and no
-further attempt starts.
-
-Exit status:
-  the command's last exit code (0 once it succeeds)
-  2    bad usage or config (a command may also exit 2)
-  124  the last attempt was stopped by --attempt-timeout or --deadline
-  126  the command could not be run (permission denied); not retried
-  127  the command was not found; not retried
-  130  interrupted by SIGINT; 143 by SIGTERM
-  128+N  the last attempt was killed by signal N
-
-Flags:
-`
+func newCommandFlags() *commandFlags {
+	fs := flag.NewFlagSet("retry", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c := &commandFlags{fs: fs, pf: addPolicyFlags(fs, false), stopSig: syscall.SIGTERM, killAfter: defaultKillAfter}
+	fs.Func("on-exit-codes", "exit `CODES` that are transient, e.g. 1,75 (default: any non-zero)", func(s string) error {
+		codes, err := parseExitCodes(s)
+		c.onExit = codes
+		return err
+	})
+	fs.StringVar(&c.stdinFile, "stdin-file", "", "`FILE` given as stdin to every attempt (replayable), instead of passing stdin through once")
+	fs.Func("signal", "`SIG` sent to a timed-out attempt: TERM, INT, HUP, KILL, ... or a number (default TERM)", func(s string) error {
+		sig, err := parseSignal(s)
+		c.stopSig = sig
+		return err
+	})
+	fs.Func("kill-after", "send SIGKILL if the attempt still runs this long after --signal; `DURATION` (default 1s)", func(s string) error {
+		d, err := parseDuration(s)
+		c.killAfter = d
+		return err
+	})
+	fs.BoolVar(&c.foreground, "foreground", false, "run the command in retry's process group, for commands that read the terminal (its children are not signalled on a timeout)")
+	fs.BoolVar(&c.version, "version", false, "print the version and exit")
+	return c
+}
 
 // runCommand is the command-wrapping mode: retry [flags] -- COMMAND [ARGS...].
 func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	const prog = "retry"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	pf := addPolicyFlags(fs, false)
-	var onExit []int
-	fs.Func("on-exit-codes", "exit `CODES` that are transient, e.g. 1,75 (default: any non-zero)", func(s string) error {
-		c, err := parseExitCodes(s)
-		onExit = c
-		return err
-	})
-	var stdinFile string
-	fs.StringVar(&stdinFile, "stdin-file", "", "`FILE` given as stdin to every attempt (replayable), instead of passing stdin through once")
+	c := newCommandFlags()
+	fs, pf := c.fs, c.pf
+	stdinFile, stopSig, killAfter, onExit := &c.stdinFile, &c.stopSig, &c.killAfter, &c.onExit
+	foreground, version := &c.foreground, &c.version
 
 	help, err := parseFlags(fs, args)
 	if help {
-		fmt.Fprintf(stdout, commandUsage, strings.Join(subcommandNames(), ", "))
-		printFlags(stdout, fs)
+		printCommandHelp(stdout, fs)
 		return exitOK
 	}
+	log := newEventLog(stderr, prog, pf, nil)
 	if err != nil {
-		return fail(stderr, prog, err)
+		return log.fail(err)
+	}
+	if *version {
+		fmt.Fprintln(stdout, versionLine())
+		return exitOK
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		return fail(stderr, prog, usagef("no command given (usage: retry [flags] -- COMMAND [ARGS...]; subcommands: %s)", strings.Join(subcommandNames(), ", ")))
+		return log.fail(usagef("no command given (usage: retry [flags] -- COMMAND [ARGS...]; subcommands: %s)", strings.Join(subcommandNames(), ", ")))
 	}
 	p, err := pf.build()
 	if err != nil {
-		return fail(stderr, prog, err)
+		return log.fail(err)
 	}
-	if stdinFile != "" {
-		f, err := os.Open(stdinFile)
+	if *stdinFile != "" {
+		f, err := os.Open(*stdinFile)
 		if err != nil {
-			return fail(stderr, prog, usagef("--stdin-file %s: cannot read: %v", stdinFile, unwrapPath(err)))
+			return log.fail(usagef("--stdin-file %s: cannot read: %v", *stdinFile, unwrapPath(err)))
 		}
 		f.Close()
 	}
 
+	resolved := p.Resolved()
 	r := &cmdRunner{
-		argv: argv, stdin: stdin, stdinFile: stdinFile,
-		stdout: stdout, stderr: stderr, onExit: onExit,
-		attemptTimeout: p.AttemptTimeout,
+		argv: argv, stdin: stdin, stdinFile: *stdinFile,
+		stdout: stdout, stderr: stderr, onExit: *onExit,
+		attemptTimeout: resolved.AttemptTimeout,
+		stopSig:        *stopSig, killAfter: *killAfter,
+		group: !*foreground,
 	}
-	log := newEventLog(stderr, prog, pf, r.describe)
+	if *foreground {
+		r.termSignals = terminalForeground()
+	} else {
+		becomeSubreaper()
+	}
+	// A deadline is a deadline: the grace between --signal and SIGKILL
+	// counts inside it. The loop's deadline comes --kill-after (at most half
+	// the deadline) early; SIGKILL, if needed, lands at the deadline itself.
+	if d := resolved.Deadline; d > 0 {
+		grace := min(*killAfter, d/2)
+		p.Deadline = d - grace
+		r.hardDeadline = time.Now().Add(d)
+	}
+	log.describe = r.describe
+	log.hint(resolved)
+	r.onInterrupt = func(s os.Signal) {
+		name := s.String()
+		if sig, ok := s.(syscall.Signal); ok {
+			name = "SIG" + signalName(sig)
+		}
+		log.note("interrupt", fmt.Sprintf("%s: waiting for the command to end; send it again (Ctrl-C) to kill it", name))
+	}
 	p.Observer = log.observer()
 	p.Retryable = r.retryable
 
@@ -115,7 +145,26 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	go r.relay(sigs, cancel, done)
 
 	err = retry.Run(ctx, p, r.attempt)
+	var ce *cmdError
+	if err != nil && !errors.As(err, &ce) && !r.interrupted() && !log.gaveUp {
+		log.fail(err) // not an attempt's failure: nothing said it yet
+	}
 	return r.exitCode(err)
+}
+
+// parseSignal parses a signal name (TERM, SIGTERM, term) or number.
+func parseSignal(s string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 1 || n > 64 {
+			return 0, errors.New("signal number outside 1-64")
+		}
+		return syscall.Signal(n), nil
+	}
+	name := strings.TrimPrefix(strings.ToUpper(s), "SIG")
+	if sig, ok := signalNames[name]; ok {
+		return sig, nil
+	}
+	return 0, errors.New("unknown signal (want e.g. TERM, INT, HUP, KILL, USR1 or a number)")
 }
 
 // cmdRunner runs the attempts of one command and forwards signals to the
@@ -127,10 +176,17 @@ type cmdRunner struct {
 	stdout, stderr io.Writer
 	onExit         []int // transient exit codes; nil means any non-zero
 	attemptTimeout time.Duration
+	stopSig        syscall.Signal  // --signal
+	killAfter      time.Duration   // --kill-after
+	hardDeadline   time.Time       // --deadline from the start; zero if none
+	group          bool            // each attempt in its own process group
+	termSignals    bool            // --foreground in the terminal's foreground group: the terminal signals the command itself
+	onInterrupt    func(os.Signal) // called once the first signal has been passed on to a running attempt
 
 	mu       sync.Mutex
-	proc     *os.Process // the running attempt, nil between attempts
-	sig      os.Signal   // the first signal received, nil if none
+	proc     *process  // the running attempt, nil between attempts
+	sig      os.Signal // the first signal received, nil if none
+	forced   bool      // a second signal came: the attempt was killed
 	attempts int
 }
 
@@ -146,20 +202,36 @@ type cmdError struct {
 func (e *cmdError) Error() string { return e.what }
 func (e *cmdError) Unwrap() error { return e.err }
 
-// relay forwards each signal to the running attempt and stops the loop.
+// relay handles the signals retry receives: the first stops the loop and
+// goes to the running attempt (once: not when the terminal already sent it
+// to the command itself); a second one kills the attempt with SIGKILL.
 func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done <-chan struct{}) {
 	for {
 		select {
 		case s := <-sigs:
 			r.mu.Lock()
-			if r.sig == nil {
+			first := r.sig == nil
+			if first {
 				r.sig = s
+			} else {
+				r.forced = true
 			}
 			proc := r.proc
 			r.mu.Unlock()
 			cancel()
-			if proc != nil {
-				_ = proc.Signal(s)
+			switch {
+			case proc == nil:
+			case !first:
+				proc.signal(syscall.SIGKILL)
+			case r.termSignals && fromTerminal(s):
+				// The terminal sent it to the command too.
+			default:
+				if sig, ok := s.(syscall.Signal); ok {
+					proc.signal(sig)
+				}
+			}
+			if first && proc != nil && r.onInterrupt != nil {
+				r.onInterrupt(s)
 			}
 		case <-done:
 			return
@@ -172,6 +244,7 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 	cmd := exec.Command(r.argv[0], r.argv[1:]...)
 	cmd.Stdout, cmd.Stderr = r.stdout, r.stderr
 	cmd.WaitDelay = time.Second // bounds the copy of output left open by orphans
+	prepare(cmd, r.group)
 	switch {
 	case r.stdinFile != "":
 		f, err := os.Open(r.stdinFile)
@@ -191,8 +264,9 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 	}
 	r.attempts++
 	err := cmd.Start()
+	proc := &process{cmd: cmd, group: r.group}
 	if err == nil {
-		r.proc = cmd.Process
+		r.proc = proc
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -205,49 +279,97 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
-	var timedOut bool
-	select {
-	case err = <-waited:
-	case <-ctx.Done():
-		r.mu.Lock()
-		interrupted := r.sig != nil
-		r.mu.Unlock()
-		if !interrupted { // the attempt's time is up: stop it
-			timedOut = true
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case err = <-waited:
-			case <-time.After(killGrace):
-				_ = cmd.Process.Kill()
-				err = <-waited
+	var (
+		timedOut, killed bool
+		stoppedAt        time.Time // when --signal was sent
+		killAt           time.Time
+		killTimer        *time.Timer
+		killC            <-chan time.Time
+		ctxDone          = ctx.Done()
+	)
+wait:
+	for {
+		select {
+		case err = <-waited:
+			break wait
+		case <-ctxDone:
+			ctxDone = nil
+			if r.interrupted() {
+				continue // the relay has forwarded the signal: let the attempt end
 			}
-		} else {
-			err = <-waited // the signal was forwarded; let it end
+			// The attempt's time is up: stop it, and kill it if it lingers.
+			timedOut = true
+			proc.signal(r.stopSig)
+			stoppedAt = time.Now()
+			killAt = stoppedAt.Add(r.killAfter)
+			if !r.hardDeadline.IsZero() && r.hardDeadline.Before(killAt) {
+				killAt = r.hardDeadline
+			}
+			killTimer = time.NewTimer(time.Until(killAt))
+			defer killTimer.Stop()
+			killC = killTimer.C
+		case <-killC:
+			killC = nil
+			killed = true
+			proc.signal(syscall.SIGKILL)
 		}
 	}
 	r.mu.Lock()
 	r.proc = nil
+	forced := r.forced
 	r.mu.Unlock()
+	// Stopped by retry: what the command started goes with it.
+	switch {
+	case forced:
+		proc.cleanGroup(time.Time{})
+	case timedOut:
+		if proc.cleanGroup(killAt) {
+			killed = true
+		}
+	case r.interrupted():
+		proc.cleanGroup(time.Now().Add(r.killAfter))
+	}
 
 	if err == nil && !timedOut {
 		return nil
 	}
 	if timedOut {
-		what := "stopped at the --deadline"
+		what := "stopped by the --deadline"
 		if r.attemptTimeout > 0 && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 			what = fmt.Sprintf("timed out after %v (--attempt-timeout)", r.attemptTimeout)
 		}
-		return &cmdError{code: exitTimeout, timedOut: true, what: what, err: ctx.Err()}
+		code := exitTimeout
+		if killed {
+			what += fmt.Sprintf("; still running %v after SIG%s: killed with SIGKILL", roundDur(max(killAt.Sub(stoppedAt), 0)), signalName(r.stopSig))
+			code = 128 + int(syscall.SIGKILL)
+		}
+		return &cmdError{code: code, timedOut: true, what: what, err: ctx.Err()}
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
 		return &cmdError{code: exitGaveUp, what: err.Error(), err: err}
 	}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return &cmdError{code: 128 + int(ws.Signal()), what: "killed by signal " + ws.Signal().String(), err: err}
+		return &cmdError{code: 128 + int(ws.Signal()), what: "killed by signal " + signalName(ws.Signal()), err: err}
 	}
 	code := ee.ExitCode()
 	return &cmdError{code: code, what: fmt.Sprintf("exit code %d", code), err: err}
+}
+
+// signalName returns "TERM" for SIGTERM, else the signal's number.
+func signalName(s syscall.Signal) string {
+	for name, v := range signalNames {
+		if v == s {
+			return name
+		}
+	}
+	return strconv.Itoa(int(s))
+}
+
+func (r *cmdRunner) interrupted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sig != nil
 }
 
 // retryable says whether a failed attempt is worth another.
@@ -273,6 +395,7 @@ func (r *cmdRunner) describe(err error) attemptInfo {
 	case ce.start:
 		info.Error = ce.what
 		info.WhyStop = "the command cannot be started"
+		info.Start = true
 	case ce.timedOut:
 		info.Error = ce.what
 	default:
@@ -306,7 +429,6 @@ func (r *cmdRunner) exitCode(err error) int {
 	if errors.As(err, &ce) {
 		return ce.code
 	}
-	fmt.Fprintf(r.stderr, "retry: %s\n", oneLine(err.Error()))
 	return exitGaveUp
 }
 

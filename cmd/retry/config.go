@@ -46,6 +46,9 @@ func parseDuration(s string) (time.Duration, error) {
 	if d < 0 {
 		return 0, fmt.Errorf("duration %q must not be negative", s)
 	}
+	if d == 0 && strings.ContainsAny(s, "123456789") {
+		return 0, tooSmall(strconv.Quote(s))
+	}
 	return d, nil
 }
 
@@ -60,7 +63,18 @@ func secondsToDuration(f float64) (time.Duration, error) {
 	case f >= maxSeconds:
 		return 0, fmt.Errorf("duration %vs is out of range", f)
 	}
-	return time.Duration(math.Round(f * float64(time.Second))), nil
+	d := time.Duration(math.Round(f * float64(time.Second)))
+	if d == 0 && f > 0 {
+		return 0, tooSmall(strconv.FormatFloat(f, 'g', -1, 64) + "s")
+	}
+	return d, nil
+}
+
+// tooSmall is the error for a positive duration that would round to 0 (which
+// would mean "none" or "the default"): it is refused rather than rounded up
+// to 1ns, a value nobody means.
+func tooSmall(s string) error {
+	return fmt.Errorf("duration %s is below 1ns, the smallest duration (0 means none)", s)
 }
 
 // explicit turns a parsed duration into a Policy field value: 0 becomes
@@ -97,7 +111,7 @@ func parseIntList(s string) ([]int, error) {
 }
 
 // parseStatusCodes parses a list of HTTP status codes ("408,429,503"); each
-// must be in 100-599. An empty string means no status code.
+// must be a 4xx or 5xx. An empty string means no status code.
 func parseStatusCodes(s string) ([]int, error) {
 	codes, err := parseIntList(s)
 	if err != nil {
@@ -111,9 +125,15 @@ func parseStatusCodes(s string) ([]int, error) {
 	return codes, nil
 }
 
+// checkStatusCode checks a status code that is to trigger a retry: it must be
+// a failure, 4xx or 5xx. A 1xx, 2xx or 3xx answer is never retried (a retry
+// loop would repeat a request that worked).
 func checkStatusCode(c int) error {
-	if c < 100 || c > 599 {
+	switch {
+	case c < 100 || c > 599:
 		return fmt.Errorf("status code %d is outside 100-599", c)
+	case c < 400:
+		return fmt.Errorf("status code %d is not a failure and cannot trigger a retry (only 4xx and 5xx can)", c)
 	}
 	return nil
 }
@@ -142,20 +162,47 @@ func containsInt(list []int, n int) bool {
 	return false
 }
 
-// fileConfig is the JSON config file. Field names are the Gen AI SDK's
-// HttpRetryOptions (snake_case, durations in seconds), plus a few of ours.
-type fileConfig struct {
-	Attempts        *int            `json:"attempts"`
-	InitialDelay    json.RawMessage `json:"initial_delay"`
-	MaxDelay        json.RawMessage `json:"max_delay"`
-	ExpBase         *float64        `json:"exp_base"`
-	Jitter          json.RawMessage `json:"jitter"`
-	HTTPStatusCodes *[]int          `json:"http_status_codes"`
-	Deadline        json.RawMessage `json:"deadline"`
-	AttemptTimeout  json.RawMessage `json:"attempt_timeout"`
-	MaxRetryAfter   json.RawMessage `json:"max_retry_after"`
-	JitterShape     *string         `json:"jitter_shape"`
-	Profile         *string         `json:"profile"`
+// configKey is one key accepted in a JSON config file.
+type configKey struct {
+	name  string // the key as written in the file
+	field string // the canonical (snake_case) key it sets
+}
+
+// configKeys are the keys of a config file, exactly as they must be written
+// (keys are case-sensitive). The Gen AI SDK's HttpRetryOptions names come in
+// two spellings: snake_case (Python) and camelCase (the JS SDK); both set the
+// same field, and a file may use only one of them for a field.
+var configKeys = []configKey{
+	{"attempts", "attempts"},
+	{"initial_delay", "initial_delay"}, {"initialDelay", "initial_delay"},
+	{"max_delay", "max_delay"}, {"maxDelay", "max_delay"},
+	{"exp_base", "exp_base"}, {"expBase", "exp_base"},
+	{"jitter", "jitter"},
+	{"http_status_codes", "http_status_codes"}, {"httpStatusCodes", "http_status_codes"},
+	{"deadline", "deadline"},
+	{"attempt_timeout", "attempt_timeout"}, {"attemptTimeout", "attempt_timeout"},
+	{"max_retry_after", "max_retry_after"}, {"maxRetryAfter", "max_retry_after"},
+	{"jitter_shape", "jitter_shape"}, {"jitterShape", "jitter_shape"},
+	{"profile", "profile"},
+}
+
+// configKeyNames returns every accepted key, in the order of configKeys.
+func configKeyNames() []string {
+	names := make([]string, len(configKeys))
+	for i, k := range configKeys {
+		names[i] = k.name
+	}
+	return names
+}
+
+// canonicalKey returns the field a key sets, matching exactly.
+func canonicalKey(name string) (string, bool) {
+	for _, k := range configKeys {
+		if k.name == name {
+			return k.field, true
+		}
+	}
+	return "", false
 }
 
 // parseJSONDuration parses a duration in a JSON config: a number of seconds
@@ -170,7 +217,11 @@ func parseJSONDuration(b json.RawMessage) (time.Duration, error) {
 		return parseDuration(s)
 	}
 	var f float64
-	if bytes.Equal(b, []byte("null")) || json.Unmarshal(b, &f) != nil {
+	if err := json.Unmarshal(b, &f); err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
+			return 0, fmt.Errorf("duration %s is out of range", b)
+		}
 		return 0, fmt.Errorf("%s is not a duration (want a number of seconds or a string like \"1.5s\")", b)
 	}
 	return secondsToDuration(f)
@@ -178,70 +229,87 @@ func parseJSONDuration(b json.RawMessage) (time.Duration, error) {
 
 // config is what a config file says: a policy holding only the fields the
 // file sets (explicit zero durations as [retry.Zero], ready for
-// [retry.Policy.Merge]) and an optional profile name.
+// [retry.Policy.Merge]), an optional profile name, and the key each field was
+// set with (canonical key to the key as written), to name it in errors.
 type config struct {
 	Policy  retry.Policy
 	Profile string
+	Keys    map[string]string
 }
 
-// parseConfig parses a JSON config. Unknown fields, trailing data, values of
-// the wrong type and invalid values are errors naming the field.
+// parseConfig parses a JSON config. Keys match exactly (snake_case or the
+// camelCase alias); unknown or repeated keys, null values, trailing data,
+// values of the wrong type and invalid values are errors naming the key.
 func parseConfig(data []byte) (config, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var fc fileConfig
-	if err := dec.Decode(&fc); err != nil {
-		return config{}, jsonError(err)
+	raw, keys, err := readConfigObject(data)
+	if err != nil {
+		return config{}, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return config{}, errors.New("unexpected data after the JSON object")
-	}
-	var c config
+	c := config{Keys: keys}
 	p := &c.Policy
-	if fc.Attempts != nil {
-		if *fc.Attempts < 1 {
-			return config{}, fmt.Errorf("attempts = %d: must be at least 1", *fc.Attempts)
+	for field, name := range keys {
+		if bytes.Equal(bytes.TrimSpace(raw[field]), []byte("null")) {
+			return config{}, fmt.Errorf("%s: null is not a value (leave the key out to keep the default)", name)
 		}
-		p.Attempts = *fc.Attempts
 	}
-	if fc.ExpBase != nil {
-		if *fc.ExpBase < 1 {
-			return config{}, fmt.Errorf("exp_base = %v: must be at least 1", *fc.ExpBase)
+	if b, ok := raw["attempts"]; ok {
+		n, err := jsonInt(b)
+		if err != nil {
+			return config{}, fmt.Errorf("%s: %v", keys["attempts"], err)
 		}
-		p.ExpBase = *fc.ExpBase
+		if n < 1 {
+			return config{}, fmt.Errorf("%s = %d: must be at least 1", keys["attempts"], n)
+		}
+		p.Attempts = n
+	}
+	if b, ok := raw["exp_base"]; ok {
+		var f float64
+		if err := json.Unmarshal(b, &f); err != nil {
+			return config{}, fmt.Errorf("%s: %s is not a number", keys["exp_base"], bytes.TrimSpace(b))
+		}
+		if f < 1 {
+			return config{}, fmt.Errorf("%s = %v: must be at least 1", keys["exp_base"], f)
+		}
+		p.ExpBase = f
 	}
 	durs := []struct {
-		name string
-		raw  json.RawMessage
-		dst  *time.Duration
-		zero time.Duration // what an explicit 0 becomes
+		field string
+		dst   *time.Duration
 	}{
-		{"initial_delay", fc.InitialDelay, &p.InitialDelay, retry.Zero},
-		{"max_delay", fc.MaxDelay, &p.MaxDelay, retry.Zero},
-		{"jitter", fc.Jitter, &p.Jitter, retry.Zero},
-		{"max_retry_after", fc.MaxRetryAfter, &p.MaxRetryAfter, retry.Zero},
-		// A zero deadline or attempt timeout means "none", the default.
-		{"deadline", fc.Deadline, &p.Deadline, 0},
-		{"attempt_timeout", fc.AttemptTimeout, &p.AttemptTimeout, 0},
+		{"initial_delay", &p.InitialDelay},
+		{"max_delay", &p.MaxDelay},
+		{"jitter", &p.Jitter},
+		{"max_retry_after", &p.MaxRetryAfter},
+		// 0 means "none" for these two, set explicitly so that it overrides
+		// a profile's value.
+		{"deadline", &p.Deadline},
+		{"attempt_timeout", &p.AttemptTimeout},
 	}
 	for _, d := range durs {
-		if d.raw == nil {
+		b, ok := raw[d.field]
+		if !ok {
 			continue
 		}
-		v, err := parseJSONDuration(d.raw)
+		v, err := parseJSONDuration(b)
 		if err != nil {
-			return config{}, fmt.Errorf("%s: %v", d.name, err)
+			return config{}, fmt.Errorf("%s: %v", keys[d.field], err)
 		}
-		if v == 0 {
-			v = d.zero
-		}
-		*d.dst = v
+		*d.dst = explicit(v)
 	}
-	if fc.HTTPStatusCodes != nil {
+	if b, ok := raw["http_status_codes"]; ok {
+		name := keys["http_status_codes"]
+		var list []json.RawMessage
+		if err := json.Unmarshal(b, &list); err != nil {
+			return config{}, fmt.Errorf("%s: want a list of status codes, like [429, 503]", name)
+		}
 		codes := []int{}
-		for _, code := range *fc.HTTPStatusCodes {
+		for _, item := range list {
+			code, err := jsonInt(item)
+			if err != nil {
+				return config{}, fmt.Errorf("%s: %v", name, err)
+			}
 			if err := checkStatusCode(code); err != nil {
-				return config{}, fmt.Errorf("http_status_codes: %v", err)
+				return config{}, fmt.Errorf("%s: %v", name, err)
 			}
 			if !containsInt(codes, code) {
 				codes = append(codes, code)
@@ -249,32 +317,111 @@ func parseConfig(data []byte) (config, error) {
 		}
 		p.StatusCodes = codes
 	}
-	if fc.JitterShape != nil {
-		s, err := retry.ParseShape(*fc.JitterShape)
+	if b, ok := raw["jitter_shape"]; ok {
+		var name string
+		if err := json.Unmarshal(b, &name); err != nil {
+			return config{}, fmt.Errorf("%s: want a string, one of %s", keys["jitter_shape"], shapeList())
+		}
+		s, err := retry.ParseShape(name)
 		if err != nil {
-			return config{}, fmt.Errorf("jitter_shape: unknown shape %q (want one of %s)", *fc.JitterShape, shapeList())
+			return config{}, fmt.Errorf("%s: unknown shape %q (want one of %s)", keys["jitter_shape"], name, shapeList())
 		}
 		p.Shape = s
 	}
-	if fc.Profile != nil {
-		if *fc.Profile == "" {
+	if b, ok := raw["profile"]; ok {
+		var name string
+		if err := json.Unmarshal(b, &name); err != nil {
+			return config{}, fmt.Errorf("profile: want a string, one of %s", strings.Join(retry.ProfileNames(), ", "))
+		}
+		if name == "" {
 			return config{}, errors.New("profile: empty name")
 		}
-		c.Profile = *fc.Profile
+		c.Profile = name
 	}
 	return c, nil
 }
 
-// jsonError rewords encoding/json's errors to name the config field.
+// readConfigObject reads the top-level JSON object of a config file into raw
+// values by canonical key, checking that every key is known (exactly) and
+// given once, and that nothing follows the object. keys maps each canonical
+// key to the key as written.
+func readConfigObject(data []byte) (raw map[string]json.RawMessage, keys map[string]string, err error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, nil, jsonError(err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		what := fmt.Sprintf("%v", tok)
+		switch t := tok.(type) {
+		case json.Delim:
+			what = map[json.Delim]string{'[': "an array"}[t]
+		case string:
+			what = "a string"
+		case nil:
+			what = "null"
+		case float64:
+			what = "a number"
+		case bool:
+			what = "a boolean"
+		}
+		return nil, nil, fmt.Errorf("config must be a JSON object, not %s", what)
+	}
+	raw, keys = map[string]json.RawMessage{}, map[string]string{}
+	inside := func(err error) error { // an EOF inside the object is a truncation
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return jsonError(err)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, inside(err)
+		}
+		name := tok.(string) // an object key is always a string
+		field, ok := canonicalKey(name)
+		if !ok {
+			return nil, nil, fmt.Errorf("unknown key %q (known: %s; keys are case-sensitive)", name, strings.Join(configKeyNames(), ", "))
+		}
+		if prev, dup := keys[field]; dup {
+			if prev == name {
+				return nil, nil, fmt.Errorf("key %q appears twice", name)
+			}
+			return nil, nil, fmt.Errorf("keys %q and %q set the same field: keep one", prev, name)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, fmt.Errorf("%s: %v", name, inside(err))
+		}
+		raw[field], keys[field] = v, name
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, nil, inside(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, errors.New("unexpected data after the JSON object")
+	}
+	return raw, keys, nil
+}
+
+// jsonInt decodes a JSON number that must be a whole number fitting an int.
+func jsonInt(b json.RawMessage) (int, error) {
+	b = bytes.TrimSpace(b)
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return 0, fmt.Errorf("%s is not a whole number", b)
+	}
+	if f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return 0, fmt.Errorf("%s is not a whole number", b)
+	}
+	return int(f), nil
+}
+
+// jsonError rewords encoding/json's errors for a config file.
 func jsonError(err error) error {
-	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
 	switch {
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Errorf("%s: JSON %s is not a %s", te.Field, te.Value, te.Type)
-		}
-		return fmt.Errorf("config must be a JSON object, not %s", te.Value)
 	case errors.As(err, &se):
 		return fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)
 	case errors.Is(err, io.EOF):
@@ -282,11 +429,7 @@ func jsonError(err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errors.New("truncated JSON")
 	}
-	msg := err.Error()
-	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return fmt.Errorf("unknown field %s (known: attempts, initial_delay, max_delay, exp_base, jitter, http_status_codes, deadline, attempt_timeout, max_retry_after, jitter_shape, profile)", rest)
-	}
-	return errors.New(strings.TrimPrefix(msg, "json: "))
+	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
 }
 
 // shapeList returns the shape names, comma-separated.

@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
+	"regexp"
 	"strings"
 	"sync/atomic"
 )
 
 // The command mode: a command that keeps failing with exit code 3 is run
 // three times, and retry exits with its last exit code. Waits double from
-// --initial-delay (no jitter here, so the output is fixed).
+// --initial-delay (no jitter here, so the output is fixed but for the time
+// taken, shown as T).
 func Example() {
+	var out bytes.Buffer
 	code := run([]string{"--attempts", "3", "--initial-delay", "10ms", "--jitter", "0",
-		"--", "sh", "-c", "echo working; exit 3"}, nil, os.Stdout, os.Stdout)
+		"--", "sh", "-c", "echo working; exit 3"}, nil, &out, &out)
+	fmt.Print(regexp.MustCompile(`after [0-9.]+m?s`).ReplaceAllString(out.String(), "after T"))
 	fmt.Println("exit status", code)
 	// Output:
 	// working
@@ -24,7 +27,7 @@ func Example() {
 	// working
 	// retry: attempt 2/3 failed: exit code 3; retrying in 20ms
 	// working
-	// retry: giving up after attempt 3/3: exit code 3 (no attempts left)
+	// retry: attempt 3/3 failed: exit code 3; giving up after T (no attempts left)
 	// exit status 3
 }
 

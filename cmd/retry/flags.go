@@ -35,6 +35,19 @@ type policyFlags struct {
 	seed           uint64
 	logFormat      string
 	quiet          bool
+
+	// given maps the canonical name of each policy flag that was set to the
+	// name it was given as, with its dashes ("--max-time" for
+	// --attempt-timeout), so that errors show what the user typed.
+	given map[string]string
+}
+
+// set records that the flag canonical was given as typed.
+func (pf *policyFlags) set(canonical, typed string) {
+	if pf.given == nil {
+		pf.given = map[string]string{}
+	}
+	pf.given[canonical] = dashName(typed)
 }
 
 // addPolicyFlags registers the policy and logging flags on fs. http adds the
@@ -50,10 +63,11 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 			return errors.New("must be at least 1")
 		}
 		pf.attempts = n
+		pf.set("attempts", "attempts")
 		return nil
 	})
-	durFlag(fs, &pf.initialDelay, "initial-delay", "wait before the first retry, before jitter (default 1s)")
-	durFlag(fs, &pf.maxDelay, "max-delay", "cap on any single wait (default 60s)")
+	pf.durFlag(&pf.initialDelay, "initial-delay", "initial-delay", "wait before the first retry, before jitter (default 1s)")
+	pf.durFlag(&pf.maxDelay, "max-delay", "max-delay", "cap on any single wait (default 60s)")
 	fs.Func("exp-base", "base `B` of the exponential growth (default 2)", func(s string) error {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
@@ -63,20 +77,22 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 			return errors.New("must be a finite number >= 1")
 		}
 		pf.expBase = f
+		pf.set("exp-base", "exp-base")
 		return nil
 	})
-	durFlag(fs, &pf.jitter, "jitter", "upper bound of the random extra added to each wait; 0 for none (default 1s)")
-	durFlag(fs, &pf.deadline, "deadline", "total time allowed for all attempts and waits, e.g. 300s (default none)")
-	durFlag(fs, &pf.attemptTimeout, "attempt-timeout", "time limit of one attempt; a hung attempt is stopped and retried (default none)")
+	pf.durFlag(&pf.jitter, "jitter", "jitter", "upper bound of the random extra added to each wait; 0 for none (default 1s)")
+	pf.durFlag(&pf.deadline, "deadline", "deadline", "total time allowed for all attempts and waits, e.g. 300s; 0 for none (default none)")
+	pf.durFlag(&pf.attemptTimeout, "attempt-timeout", "attempt-timeout", "time limit of one attempt; a hung attempt is stopped and retried; 0 for none (default none)")
 	fs.Func("jitter-shape", "backoff `SHAPE`: "+shapeList()+" (default google)", func(s string) error {
 		sh, err := retry.ParseShape(s)
 		if err != nil {
 			return fmt.Errorf("unknown shape (want one of %s)", shapeList())
 		}
 		pf.shape = sh
+		pf.set("jitter-shape", "jitter-shape")
 		return nil
 	})
-	fs.StringVar(&pf.configPath, "config", "", "JSON config `FILE` with the SDK's names: attempts, initial_delay, max_delay, exp_base, jitter (seconds), http_status_codes")
+	fs.StringVar(&pf.configPath, "config", "", "JSON config `FILE` (keys: "+strings.Join(configKeyNames(), ", ")+"; durations in seconds)")
 	fs.Func("profile", "start from the retry profile `NAME`: "+strings.Join(retry.ProfileNames(), ", "), func(s string) error {
 		if _, err := retry.Profile(s); err != nil {
 			return errors.New(strings.TrimPrefix(err.Error(), "retry: "))
@@ -90,9 +106,10 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 			return errors.New("not a non-negative whole number")
 		}
 		pf.seed = n
+		pf.set("seed", "seed")
 		return nil
 	})
-	fs.Func("log-format", "retry log `FORMAT` on stderr: text or json (one object per event)", func(s string) error {
+	fs.Func("log-format", "retry log `FORMAT` on stderr: text or json (one object per line)", func(s string) error {
 		if s != "text" && s != "json" {
 			return errors.New("want text or json")
 		}
@@ -101,30 +118,37 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 	})
 	fs.BoolVar(&pf.quiet, "quiet", false, "print no retry log")
 	if http {
-		fs.Func("codes", "HTTP status `CODES` that trigger a retry (default 408,429,500,502,503,504)", func(s string) error {
+		fs.Func("codes", "HTTP status `CODES` that trigger a retry, 4xx and 5xx only (default 408,429,500,502,503,504)", func(s string) error {
 			c, err := parseStatusCodes(s)
 			pf.codes = c
+			pf.set("codes", "codes")
 			return err
 		})
-		durFlag(fs, &pf.maxRetryAfter, "max-retry-after", "cap on a server's Retry-After/RetryInfo hint; 0 ignores hints (default: --max-delay)")
+		pf.durFlag(&pf.maxRetryAfter, "max-retry-after", "max-retry-after", "cap on a server's Retry-After/RetryInfo hint; 0 ignores hints (default: --max-delay)")
 	}
 	return pf
 }
 
-func durFlag(fs *flag.FlagSet, dst *time.Duration, name, usage string) {
-	fs.Func(name, usage+"; `DURATION` like 1.5s, 250ms, or seconds", func(s string) error {
+// durFlag registers a duration flag name that sets dst and marks canonical
+// as given.
+func (pf *policyFlags) durFlag(dst *time.Duration, name, canonical, usage string) {
+	pf.fs.Func(name, usage+"; `DURATION` like 1.5s, 250ms, or seconds", func(s string) error {
 		d, err := parseDuration(s)
 		*dst = d
+		pf.set(canonical, name)
 		return err
 	})
 }
 
-// build returns the policy: defaults (or the profile), then the config file,
-// then the flags that were set. It validates the result.
-func (pf *policyFlags) build() (retry.Policy, error) {
-	set := map[string]bool{}
-	pf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+// origin says where each Policy field's value came from, to name it in an
+// error: "--max-delay", "--config FILE: max_delay", "--profile realtime".
+type origin map[string]string
 
+// build returns the policy: defaults (or the profile), then the config file,
+// then the flags that were set. An explicit 0 (flag or config) overrides the
+// profile: for --deadline and --attempt-timeout it means none. It validates
+// the result and names the flag, config key or profile a bad value came from.
+func (pf *policyFlags) build() (retry.Policy, error) {
 	var cfg config
 	if pf.configPath != "" {
 		data, err := os.ReadFile(pf.configPath)
@@ -137,75 +161,122 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 		}
 	}
 
+	from := origin{}
 	var p retry.Policy
-	name, from := pf.profile, "--profile"
+	name, src := pf.profile, "--profile "+pf.profile
 	if name == "" && cfg.Profile != "" {
-		name, from = cfg.Profile, "--config "+pf.configPath+": profile"
+		name, src = cfg.Profile, "--config "+pf.configPath+": profile "+cfg.Profile
 	}
 	if name != "" {
 		prof, err := retry.Profile(name)
 		if err != nil {
-			return retry.Policy{}, usagef("%s: %s", from, strings.TrimPrefix(err.Error(), "retry: "))
+			return retry.Policy{}, usagef("%s: %s", strings.TrimSuffix(src, " "+name), strings.TrimPrefix(err.Error(), "retry: "))
 		}
 		p = prof
+		for _, f := range policyFields {
+			from[f.field] = src
+		}
 	}
 	p = p.Merge(cfg.Policy)
+	if cfg.Policy.Shape != retry.ShapeGoogle {
+		p.Shape = cfg.Policy.Shape
+	}
+	for _, f := range policyFields {
+		if k, ok := cfg.Keys[f.key]; ok {
+			from[f.field] = "--config " + pf.configPath + ": " + k
+		}
+	}
 
 	var f retry.Policy
-	if set["attempts"] {
+	given := pf.given
+	if _, ok := given["attempts"]; ok {
 		f.Attempts = pf.attempts
 	}
-	if set["exp-base"] {
+	if _, ok := given["exp-base"]; ok {
 		f.ExpBase = pf.expBase
 	}
-	if set["initial-delay"] {
-		f.InitialDelay = explicit(pf.initialDelay)
+	durs := []struct {
+		name string
+		val  time.Duration
+		dst  *time.Duration
+	}{
+		{"initial-delay", pf.initialDelay, &f.InitialDelay},
+		{"max-delay", pf.maxDelay, &f.MaxDelay},
+		{"jitter", pf.jitter, &f.Jitter},
+		{"max-retry-after", pf.maxRetryAfter, &f.MaxRetryAfter},
+		{"deadline", pf.deadline, &f.Deadline},
+		{"attempt-timeout", pf.attemptTimeout, &f.AttemptTimeout},
 	}
-	if set["max-delay"] {
-		f.MaxDelay = explicit(pf.maxDelay)
+	for _, d := range durs {
+		if _, ok := given[d.name]; ok {
+			*d.dst = explicit(d.val)
+		}
 	}
-	if set["jitter"] {
-		f.Jitter = explicit(pf.jitter)
-	}
-	if set["max-retry-after"] {
-		f.MaxRetryAfter = explicit(pf.maxRetryAfter)
-	}
-	if set["deadline"] && pf.deadline > 0 {
-		f.Deadline = pf.deadline
-	}
-	if set["attempt-timeout"] && pf.attemptTimeout > 0 {
-		f.AttemptTimeout = pf.attemptTimeout
-	}
-	if set["codes"] {
+	if _, ok := given["codes"]; ok {
 		f.StatusCodes = pf.codes
 	}
 	p = p.Merge(f)
-	if set["jitter-shape"] {
+	if _, ok := given["jitter-shape"]; ok {
 		p.Shape = pf.shape // Merge cannot set the zero shape (google) back
 	}
-	if set["seed"] {
+	for _, fl := range policyFields {
+		if typed, ok := given[fl.flag]; ok {
+			from[fl.field] = typed
+		}
+	}
+	if _, ok := given["seed"]; ok {
 		p.Rand = retry.NewRand(pf.seed)
 	}
 	if err := p.Validate(); err != nil {
-		return retry.Policy{}, policyError(err)
+		return retry.Policy{}, policyError(err, from)
 	}
 	return p, nil
 }
 
-// policyError words a *retry.ValidationError with the flag names.
-func policyError(err error) error {
+// policyFields names each Policy field's flag and config key.
+var policyFields = []struct{ field, flag, key string }{
+	{"Attempts", "attempts", "attempts"},
+	{"InitialDelay", "initial-delay", "initial_delay"},
+	{"MaxDelay", "max-delay", "max_delay"},
+	{"ExpBase", "exp-base", "exp_base"},
+	{"Jitter", "jitter", "jitter"},
+	{"Deadline", "deadline", "deadline"},
+	{"AttemptTimeout", "attempt-timeout", "attempt_timeout"},
+	{"MaxRetryAfter", "max-retry-after", "max_retry_after"},
+	{"Shape", "jitter-shape", "jitter_shape"},
+	{"StatusCodes", "codes", "http_status_codes"},
+}
+
+// policyError words a *retry.ValidationError with where the bad value came
+// from: the flag as typed, the config file and key, or the profile.
+func policyError(err error, from origin) error {
 	var ve *retry.ValidationError
 	if !errors.As(err, &ve) {
 		return &usageError{err.Error()}
 	}
-	names := map[string]string{
-		"Attempts": "attempts", "InitialDelay": "initial-delay", "MaxDelay": "max-delay",
-		"ExpBase": "exp-base", "Jitter": "jitter", "Deadline": "deadline",
-		"AttemptTimeout": "attempt-timeout", "MaxRetryAfter": "max-retry-after",
-		"Shape": "jitter-shape", "StatusCodes": "codes",
+	where := from[ve.Field]
+	if where == "" {
+		for _, f := range policyFields {
+			if f.field == ve.Field {
+				where = "--" + f.flag
+			}
+		}
+	}
+	value := ve.Value
+	if d, ok := value.(time.Duration); ok && d == retry.Zero {
+		value = time.Duration(0)
 	}
 	reason := strings.Replace(ve.Reason, "InitialDelay", "the initial delay", 1)
-	return usagef("--%s %v: %s", names[ve.Field], ve.Value, reason)
+	if strings.HasPrefix(where, "--profile") || strings.Contains(where, ": profile ") {
+		flagName := ve.Field
+		for _, f := range policyFields {
+			if f.field == ve.Field {
+				flagName = "--" + f.flag
+			}
+		}
+		return usagef("%s sets %s to %v: %s", where, flagName, value, reason)
+	}
+	return usagef("%s %v: %s", where, value, reason)
 }
 
 // unwrapPath drops the path from an *os.PathError (the caller names it).
@@ -217,7 +288,7 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// printFlags prints fs's flags, sorted, with two dashes.
+// printFlags prints fs's flags, sorted, as users type them: -H, --max-time.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		arg, usage := flag.UnquoteUsage(f)
@@ -227,10 +298,20 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 		if _, ok := f.Value.(interface{ IsBoolFlag() bool }); ok {
 			arg = ""
 		}
-		line := "  --" + f.Name
+		line := "  " + dashName(f.Name)
 		if arg != "" {
 			line += " " + arg
 		}
 		fmt.Fprintf(w, "%s\n      %s\n", line, usage)
 	})
+}
+
+// dashName writes a flag name as users type it: one dash for a one-letter
+// flag (-H), two for a long one (--max-time), as curl and GNU tools do.
+func dashName(name string) string {
+	name = strings.TrimLeft(name, "-")
+	if len([]rune(name)) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }

@@ -100,6 +100,9 @@ func FuzzParseConfig(f *testing.F) {
 		`{"attempts": 0}`, `{"exp_base": 0.5}`, `{"max_delay": -1}`, `{"deadline": "1e400s"}`,
 		`{"http_status_codes": [42]}`, `{"unknown": 1}`, `{} {}`, `[]`, `null`, ``, `{"initial_delay": null}`,
 		`{"max_retry_after": 1e300}`, `{"profile": ""}`, `{"jitter_shape": "wobbly"}`,
+		`{"initialDelay": 0.5, "maxDelay": 2, "expBase": 3, "httpStatusCodes": [503]}`, `{"Attempts": 2}`,
+		`{"attempts": 2, "attempts": 3}`, `{"max_delay": 1, "maxDelay": 1}`, `{"attempts": null}`, `{"deadline": 1e-10}`,
+		`{"http_status_codes": [200]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -113,6 +116,20 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		if !json.Valid(data) {
 			t.Fatalf("parseConfig accepted invalid JSON %q", data)
+		}
+		// Every key is one of ours, exactly (encoding/json would match
+		// "Attempts" too), and no field is set twice or to null.
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(data, &obj); err != nil {
+			t.Fatalf("parseConfig accepted %q, not an object: %v", data, err)
+		}
+		fields := map[string]bool{}
+		for k, v := range obj {
+			field, ok := canonicalKey(k)
+			if !ok || fields[field] || string(v) == "null" {
+				t.Fatalf("parseConfig(%q) accepted key %q (known %v, repeated field %v, value %s)", data, k, ok, fields[field], v)
+			}
+			fields[field] = true
 		}
 		p := c.Policy
 		for name, d := range map[string]time.Duration{"initial_delay": p.InitialDelay, "max_delay": p.MaxDelay,

@@ -1,203 +1,641 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
 )
 
-const httpUsage = `Usage: retry http [flags] URL
+// Exit codes of retry http, curl's where the cause is the same (see
+// httpHelp). exitGaveUp (1) is ours: the server kept answering a retryable
+// status until the attempts, the deadline or the budget ran out.
+const (
+	curlResolve       = 6
+	curlConnect       = 7
+	curlPartial       = 18
+	curlHTTPError     = 22
+	curlWrite         = 23
+	curlRead          = 26
+	curlTimeout       = 28
+	curlTLS           = 35
+	curlTooManyRedirs = 47
+	curlSend          = 55
+	curlRecv          = 56
+)
 
-A curl-like client that retries with httpretry: statuses in --codes (default
-408, 429, 500, 502, 503, 504) and transient network errors (connection
-refused or reset, timeouts) are retried with truncated exponential backoff
-with jitter. A server's Retry-After header or google.rpc.RetryInfo body is
-honoured (capped by --max-retry-after). Other statuses (400, 401, 403, 404,
-...) are not retried.
+// httpFlags are the flags of retry http.
+type httpFlags struct {
+	fs *flag.FlagSet
+	pf *policyFlags
 
-GET, HEAD, OPTIONS, PUT and DELETE are retried. POST and PATCH are sent once
-unless --idempotent or --idempotency-key is given (or an Idempotency-Key
-header): repeating them could run them twice. The log says so when a retry
-is skipped for that reason.
+	method         string
+	data           []dataPart
+	forms          []string
+	header         http.Header
+	removed        []string // headers to leave out ("-H 'Name:'")
+	output         string
+	include, head  bool
+	verbose        bool
+	silent, showEr bool
+	fail, failBody bool
+	location       bool
+	maxRedirs      int
+	writeOut       string
+	dumpHeader     string
+	connectTimeout time.Duration
+	proxy          string
+	insecure       bool
+	cacert         string
+	user           string
+	agent          *string
+	get            bool
+	compressed     bool
+	url            string
+	idempotent     bool
+	idemKey        string
+	retryAll       bool
+	version        bool
+}
 
-The response body goes to stdout (or -o FILE); one line per retry goes to
-stderr. Secrets are never logged: Authorization, x-goog-api-key and cookie
-headers are not printed, and key, access_token and token query values are
-shown as REDACTED.
+// dataPart is one -d, --data-binary or --json argument.
+type dataPart struct {
+	flag, value string
+}
 
-Exit status:
-  0  the final response is 2xx or 3xx
-  1  gave up: the final response is another status, or a transport error
-     (the reason is on stderr)
-  2  bad usage or config
-  130/143  interrupted by SIGINT/SIGTERM
+func newHTTPFlags() *httpFlags {
+	fs := flag.NewFlagSet("retry http", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	h := &httpFlags{fs: fs, pf: addPolicyFlags(fs, true), header: http.Header{}, maxRedirs: 50}
+	pf := h.pf
+	pf.durFlag(&pf.attemptTimeout, "m", "attempt-timeout", "time limit of each attempt (curl's meaning), like --attempt-timeout")
+	pf.durFlag(&pf.attemptTimeout, "max-time", "attempt-timeout", "time limit of each attempt (curl's meaning), like --attempt-timeout")
+	str := func(dst *string, usage string, names ...string) {
+		for _, n := range names {
+			fs.StringVar(dst, n, "", usage)
+		}
+	}
+	boolean := func(dst *bool, usage string, names ...string) {
+		for _, n := range names {
+			fs.BoolVar(dst, n, false, usage)
+		}
+	}
+	fn := func(usage string, f func(string) error, names ...string) {
+		for _, n := range names {
+			fs.Func(n, usage, f)
+		}
+	}
+	str(&h.method, "request `METHOD`", "X", "request")
+	for _, n := range []string{"d", "data", "data-binary", "json"} {
+		name := n
+		fs.Func(n, "request body `DATA`", func(s string) error {
+			h.data = append(h.data, dataPart{name, s})
+			return nil
+		})
+	}
+	fn("multipart form field `NAME=VALUE`", func(s string) error {
+		if !strings.Contains(s, "=") {
+			return errors.New("want NAME=VALUE, NAME=@FILE or NAME=<FILE")
+		}
+		h.forms = append(h.forms, s)
+		return nil
+	}, "F", "form")
+	fn("request header `'Name: value'`", func(s string) error { return h.addHeader(s) }, "H", "header")
+	str(&h.output, "write the body to `FILE`", "o", "output")
+	boolean(&h.include, "include the response headers in the output", "i", "include")
+	boolean(&h.head, "HEAD request; print the headers", "I", "head")
+	boolean(&h.verbose, "print each attempt's request and response headers on stderr", "v", "verbose")
+	boolean(&h.silent, "no retry log, no error message", "s", "silent")
+	boolean(&h.showEr, "with -s, still print the error", "S", "show-error")
+	boolean(&h.fail, "exit 22 on an HTTP error (400 and above), without the body", "f", "fail")
+	boolean(&h.failBody, "exit 22 on an HTTP error, with the body", "fail-with-body")
+	boolean(&h.location, "follow redirects", "L", "location")
+	fn("follow at most `N` redirects (default 50)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < -1 {
+			return errors.New("want a whole number (-1 for no limit)")
+		}
+		h.maxRedirs = n
+		return nil
+	}, "max-redirs")
+	str(&h.writeOut, "print `FORMAT` after the transfer", "w", "write-out")
+	str(&h.dumpHeader, "write the response headers to `FILE`", "D", "dump-header")
+	fn("time limit of the connection; `DURATION`", func(s string) error {
+		d, err := parseDuration(s)
+		h.connectTimeout = d
+		return err
+	}, "connect-timeout")
+	str(&h.proxy, "send through the proxy `URL`", "x", "proxy")
+	boolean(&h.insecure, "do not verify the server's certificate", "k", "insecure")
+	str(&h.cacert, "trust the CA certificates in `FILE` (PEM)", "cacert")
+	str(&h.user, "basic authentication `USER:PASSWORD`", "u", "user")
+	fn("User-Agent `NAME`", func(s string) error { h.agent = &s; return nil }, "A", "user-agent")
+	boolean(&h.get, "send the -d data in the URL's query, with GET", "G", "get")
+	boolean(&h.compressed, "ask for a compressed response and decompress it", "compressed")
+	str(&h.url, "the `URL`", "url")
+	fs.BoolVar(&h.idempotent, "idempotent", false, "the request is safe to repeat: retry it whatever its method")
+	fs.StringVar(&h.idemKey, "idempotency-key", "", "send an Idempotency-Key header: auto (a random UUID, the same on every attempt) or `VALUE`; makes a POST retryable")
+	boolean(&h.retryAll, "retry DNS and TLS errors too", "retry-all-errors")
+	boolean(&h.version, "print the version", "V", "version")
+	// curl's own retry flags have other names here; say which.
+	for name, use := range map[string]string{
+		"retry":          "--attempts N+1 (attempts count the first one)",
+		"retry-delay":    "--initial-delay (the waits then grow exponentially)",
+		"retry-max-time": "--deadline",
+	} {
+		use := use
+		fs.Func(name, "curl's; use "+use, func(string) error {
+			return fmt.Errorf("is curl's retry flag; retry http uses %s", use)
+		})
+	}
+	fs.Func("retry-connrefused", "accepted for curl: a refused connection is always retried", func(string) error { return nil })
+	fs.Lookup("retry-connrefused").Value = boolValue{}
+	return h
+}
 
-Flags:
-`
+// boolValue is a flag.Value that takes no argument and does nothing.
+type boolValue struct{}
+
+func (boolValue) String() string   { return "" }
+func (boolValue) Set(string) error { return nil }
+func (boolValue) IsBoolFlag() bool { return true }
+
+// addHeader adds a -H header: "Name: value", "Name;" for an empty value,
+// or "Name:" to leave out a header retry would send (User-Agent, Accept,
+// Content-Type).
+func (h *httpFlags) addHeader(s string) error {
+	if name, ok := strings.CutSuffix(s, ";"); ok && !strings.Contains(name, ":") && validHeaderName(name) {
+		h.header.Add(name, "")
+		return nil
+	}
+	name, value, ok := strings.Cut(s, ":")
+	name = strings.TrimSpace(name)
+	if !ok || !validHeaderName(name) {
+		return errors.New("want 'Name: value'")
+	}
+	value = strings.TrimSpace(value)
+	if value == "" {
+		h.removed = append(h.removed, http.CanonicalHeaderKey(name))
+		return nil
+	}
+	if strings.ContainsAny(value, "\r\n") {
+		return errors.New("a header value cannot hold a line break")
+	}
+	h.header.Add(name, value)
+	return nil
+}
+
+func validHeaderName(name string) bool {
+	return name != "" && !strings.ContainsAny(name, " \t\r\n:;()<>@,\\\"/[]?={}")
+}
 
 // runHTTP is "retry http".
 func runHTTP(args []string, stdout, stderr io.Writer) int {
 	const prog = "retry http"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	pf := addPolicyFlags(fs, true)
-	method := fs.String("X", "", "request `METHOD` (default GET, or POST with -d)")
-	var data *string
-	fs.Func("d", "request body `DATA`; @FILE reads a file, @- reads stdin", func(s string) error {
-		data = &s
-		return nil
-	})
-	header := http.Header{}
-	fs.Func("H", "request header `'Name: value'` (repeatable)", func(s string) error {
-		name, value, ok := strings.Cut(s, ":")
-		name = strings.TrimSpace(name)
-		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") {
-			return errors.New("want 'Name: value'")
-		}
-		header.Add(name, strings.TrimSpace(value))
-		return nil
-	})
-	output := fs.String("o", "", "write the body to `FILE` instead of stdout")
-	idempotent := fs.Bool("idempotent", false, "the request is safe to repeat: retry it whatever its method")
-	idemKey := fs.String("idempotency-key", "", "send an Idempotency-Key header: auto (a random UUID, the same on every attempt) or `VALUE`; makes a POST retryable")
-
-	positional, help, err := parseInterspersed(fs, args)
+	h := newHTTPFlags()
+	positional, help, err := parseInterspersed(h.fs, expandShortFlags(h.fs, args))
 	if help {
-		io.WriteString(stdout, httpUsage)
-		printFlags(stdout, fs)
+		printHTTPHelp(stdout)
 		return exitOK
 	}
+	log := newEventLog(stderr, prog, h.pf, describeHTTP)
+	log.keepGiveUp = true
+	if h.silent && !h.showEr {
+		log.silent = true
+	}
+	if h.silent {
+		log.quiet = true
+	}
 	if err != nil {
-		return fail(stderr, prog, err)
+		return log.fail(err)
+	}
+	if h.version {
+		fmt.Fprintln(stdout, versionLine())
+		return exitOK
+	}
+	if h.url != "" {
+		positional = append([]string{h.url}, positional...)
 	}
 	if len(positional) != 1 {
-		return fail(stderr, prog, usagef("want exactly one URL, got %d arguments", len(positional)))
+		return log.fail(usagef("want exactly one URL, got %d arguments", len(positional)))
 	}
-	u, err := parseHTTPURL(positional[0])
+	x, err := h.prepare(positional[0])
 	if err != nil {
-		return fail(stderr, prog, err)
+		return log.fail(err)
 	}
-	p, err := pf.build()
+	p, err := h.pf.build()
 	if err != nil {
-		return fail(stderr, prog, err)
+		return log.fail(err)
 	}
-
-	var body []byte
-	if data != nil {
-		body, err = readData(*data)
-		if err != nil {
-			return fail(stderr, prog, err)
-		}
-	}
-	m := strings.ToUpper(*method)
-	switch {
-	case m == "" && data != nil:
-		m = http.MethodPost
-	case m == "":
-		m = http.MethodGet
-	case strings.ContainsAny(m, " \t\r\n()<>@,;:\\\"/[]?={}"):
-		return fail(stderr, prog, usagef("-X %q: not a valid method", *method))
-	}
-
-	var opts []httpretry.Option
-	switch *idemKey {
-	case "":
-	case "auto":
-		opts = append(opts, httpretry.AddIdempotencyKey())
-	default:
-		header.Set("Idempotency-Key", *idemKey)
-	}
+	log.hint(p.Resolved())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sig := watchSignals(cancel)
 	defer sig.stop()
-	if *idempotent {
+	if h.idempotent {
 		ctx = httpretry.Idempotent(ctx)
 	}
-
-	var bodyReader io.Reader
-	if body != nil {
-		bodyReader = strings.NewReader(string(body))
-	}
-	req, err := http.NewRequestWithContext(ctx, m, u.String(), bodyReader)
+	req, err := http.NewRequestWithContext(ctx, x.method, x.url.String(), bytes.NewReader(x.body))
 	if err != nil {
-		return fail(stderr, prog, usagef("%v", err))
+		return log.fail(usagef("%v", err))
 	}
-	for k, v := range header {
-		req.Header[k] = v
+	if x.body == nil {
+		req.Body, req.GetBody, req.ContentLength = nil, nil, 0
 	}
-	if body != nil && req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
+	req.Header = x.header
 
-	log := newEventLog(stderr, prog, pf, describeHTTP)
-	var lastGiveUp retry.Event // the observer runs on this goroutine (client.Do)
+	var opts []httpretry.Option
+	switch h.idemKey {
+	case "":
+	case "auto":
+		opts = append(opts, httpretry.AddIdempotencyKey())
+	default:
+		req.Header.Set("Idempotency-Key", h.idemKey)
+	}
+	if h.retryAll {
+		opts = append(opts, httpretry.RetryAllErrors())
+	}
+	retries := 0
 	p.Observer = retry.Observers(log.observer(), func(_ context.Context, e retry.Event) {
-		if e.Kind == retry.EventGiveUp {
-			lastGiveUp = e
+		if e.Kind == retry.EventRetry {
+			retries++ // the observer runs on client.Do's goroutine
 		}
 	})
-	tr := httpretry.NewTransport(nil, p, opts...)
-	if err := tr.Err(); err != nil {
-		return fail(stderr, prog, usagef("%v", err))
+	base, err := h.transport()
+	if err != nil {
+		return log.fail(err)
 	}
-	client := &http.Client{Transport: tr}
-	defer client.CloseIdleConnections()
+	defer base.CloseIdleConnections()
+	var rt http.RoundTripper = base
+	if h.verbose {
+		rt = &verboseTransport{rt: base, log: log}
+	}
+	tr := httpretry.NewTransport(rt, p, opts...)
+	if err := tr.Err(); err != nil {
+		return log.fail(usagef("%v", err))
+	}
+	hops := &hopRecorder{rt: tr}
+	client := &http.Client{Transport: hops, CheckRedirect: h.checkRedirect}
 
+	start := time.Now()
+	res := &transfer{method: x.method, url: x.url}
+	defer func() {
+		if h.writeOut != "" {
+			res.retries, res.total = retries, time.Since(start)
+			res.redirects = max(len(hops.resps)-1, 0)
+			io.WriteString(stdout, expandWriteOut(x.writeOut, res))
+		}
+	}()
 	resp, err := client.Do(req)
 	if err != nil {
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
 		if code := sig.exitCode(); code != 0 {
+			res.exit = code
 			return code
 		}
-		return fail(stderr, prog, fmt.Errorf("%s %s: %v", m, httpretry.Redact(u), redactURLError(err)))
+		res.exit = transportExitCode(err)
+		if !log.gaveUp {
+			log.failCode(fmt.Errorf("%s %s: %v", x.method, httpretry.Redact(x.url), redactURLError(err)), res.exit)
+		}
+		return res.exit
 	}
 	defer resp.Body.Close()
-
-	out := stdout
-	if *output != "" {
-		f, err := os.Create(*output)
-		if err != nil {
-			return fail(stderr, prog, fmt.Errorf("-o %s: %v", *output, unwrapPath(err)))
-		}
-		defer f.Close()
-		out = f
+	res.resp = resp
+	res.exit = h.writeResponse(stdout, log, p, resp, hops, res)
+	if code := sig.exitCode(); code != 0 {
+		res.exit = code
 	}
-	if _, err := io.Copy(out, resp.Body); err != nil {
-		if code := sig.exitCode(); code != 0 {
+	return res.exit
+}
+
+// writeResponse writes the response (headers with -i/-I/-D, the body unless
+// -f refuses it) and returns the exit code.
+func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Policy, resp *http.Response, hops *hopRecorder, res *transfer) int {
+	status := resp.StatusCode
+	retryable := p.RetriesStatus(status)
+	httpError := status >= 400 && (h.fail || h.failBody)
+
+	if h.dumpHeader != "" {
+		w, closeFn, err := openOutput(h.dumpHeader, stdout)
+		if err != nil {
+			log.failCode(fmt.Errorf("-D %s: %v", h.dumpHeader, unwrapPath(err)), curlWrite)
+			return curlWrite
+		}
+		for _, r := range hops.resps {
+			writeHead(w, r)
+		}
+		if err := closeFn(); err != nil {
+			log.failCode(fmt.Errorf("-D %s: %v", h.dumpHeader, unwrapPath(err)), curlWrite)
+			return curlWrite
+		}
+	}
+	out, closeOut, err := openOutput(h.output, stdout)
+	if err != nil {
+		log.failCode(fmt.Errorf("-o %s: %v", h.output, unwrapPath(err)), curlWrite)
+		return curlWrite
+	}
+	quietError := httpError && h.fail && !h.failBody // -f: no output for an HTTP error
+	if (h.include || h.head) && !quietError {
+		for _, r := range hops.resps {
+			writeHead(out, r)
+		}
+	}
+	if !quietError && !h.head {
+		var body io.Reader = resp.Body
+		if h.compressed {
+			body, err = decompress(resp)
+			if err != nil {
+				closeOut()
+				log.failCode(fmt.Errorf("%s %s: %v", res.method, httpretry.Redact(resp.Request.URL), err), curlRecv)
+				return curlRecv
+			}
+		}
+		if _, err := io.Copy(countWriter{out, &res.size}, body); err != nil {
+			closeOut()
+			var we *writeError
+			if errors.As(err, &we) {
+				log.failCode(fmt.Errorf("writing the body: %v", unwrapPath(we.err)), curlWrite)
+				return curlWrite
+			}
+			code := bodyExitCode(err)
+			log.failCode(fmt.Errorf("reading the body of %s %s: %v", res.method, httpretry.Redact(resp.Request.URL), redactURLError(err)), code)
 			return code
 		}
-		return fail(stderr, prog, fmt.Errorf("reading the body of %s %s: %v", m, httpretry.Redact(resp.Request.URL), redactURLError(err)))
 	}
-	if *output != "" {
-		if err := out.(*os.File).Close(); err != nil {
-			return fail(stderr, prog, fmt.Errorf("-o %s: %v", *output, unwrapPath(err)))
-		}
+	if err := closeOut(); err != nil {
+		log.failCode(fmt.Errorf("-o %s: %v", h.output, unwrapPath(err)), curlWrite)
+		return curlWrite
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 400 {
-		return exitOK
-	}
-	var why string
 	switch {
-	case lastGiveUp.Kind == retry.EventGiveUp:
-		why = fmt.Sprintf("gave up after %d attempt(s): %s", lastGiveUp.Attempt, reasonText(lastGiveUp.Reason, describeHTTP(lastGiveUp.Err)))
-	case p.RetriesStatus(resp.StatusCode):
-		why = "gave up"
-	default:
-		why = fmt.Sprintf("not retried: %d is not in --codes", resp.StatusCode)
+	case retryable && log.gaveUp:
+		return exitGaveUp // the give-up line said why
+	case httpError:
+		log.failCode(fmt.Errorf("%s %s: %s (%s)", res.method, httpretry.Redact(resp.Request.URL), resp.Status, notRetriedWhy(status, retryable)), curlHTTPError)
+		return curlHTTPError
 	}
-	fmt.Fprintf(stderr, "%s: %s %s: %s (%s)\n", prog, m, httpretry.Redact(resp.Request.URL), resp.Status, why)
-	return exitGaveUp
+	return exitOK
+}
+
+func notRetriedWhy(status int, retryable bool) string {
+	if retryable {
+		return "gave up"
+	}
+	return fmt.Sprintf("not retried: %d is not in --codes", status)
+}
+
+// request is what the flags say to send.
+type request struct {
+	method   string
+	url      *url.URL
+	header   http.Header
+	body     []byte // nil for none
+	writeOut string
+}
+
+// prepare builds the request from the flags and the URL argument.
+func (h *httpFlags) prepare(rawURL string) (*request, error) {
+	u, err := parseHTTPURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	x := &request{url: u, header: h.header.Clone()}
+	var jsonData bool
+	var parts, jsonParts []string
+	for _, d := range h.data {
+		v, err := readDataArg(d)
+		if err != nil {
+			return nil, err
+		}
+		if d.flag == "json" {
+			jsonData = true
+			jsonParts = append(jsonParts, v)
+			continue
+		}
+		parts = append(parts, v)
+	}
+	switch {
+	case jsonData && len(parts) > 0:
+		return nil, usagef("--json cannot be combined with -d/--data/--data-binary")
+	case len(h.forms) > 0 && len(h.data) > 0:
+		return nil, usagef("-F cannot be combined with -d/--data/--json (a request has one body)")
+	case h.head && len(h.data)+len(h.forms) > 0 && !h.get:
+		return nil, usagef("-I (HEAD) cannot send a body (-d, --json, -F)")
+	case h.get && len(h.forms) > 0:
+		return nil, usagef("-G cannot send a -F form")
+	}
+	switch {
+	case h.get:
+		if len(parts)+len(jsonParts) > 0 {
+			q := strings.Join(append(parts, jsonParts...), "&")
+			if u.RawQuery != "" {
+				u.RawQuery += "&" + q
+			} else {
+				u.RawQuery = q
+			}
+		}
+	case jsonData:
+		x.body = []byte(strings.Join(jsonParts, ""))
+		setDefault(x.header, "Content-Type", "application/json")
+		setDefault(x.header, "Accept", "application/json")
+	case len(parts) > 0:
+		x.body = []byte(strings.Join(parts, "&"))
+		setDefault(x.header, "Content-Type", "application/x-www-form-urlencoded")
+	case len(h.forms) > 0:
+		body, ctype, err := multipartBody(h.forms)
+		if err != nil {
+			return nil, err
+		}
+		x.body = body
+		setDefault(x.header, "Content-Type", ctype)
+	}
+	x.method = strings.ToUpper(h.method)
+	switch {
+	case x.method != "":
+		if !validHeaderName(x.method) {
+			return nil, usagef("-X %q: not a valid method", h.method)
+		}
+	case h.head:
+		x.method = http.MethodHead
+	case x.body != nil:
+		x.method = http.MethodPost
+	default:
+		x.method = http.MethodGet
+	}
+	if h.user != "" {
+		user, pass, ok := strings.Cut(h.user, ":")
+		if !ok {
+			return nil, usagef("-u %s: want USER:PASSWORD (retry http does not prompt for a password)", user)
+		}
+		req := http.Request{Header: x.header}
+		req.SetBasicAuth(user, pass)
+	}
+	ua := "backoffkit-retry/" + version()
+	if h.agent != nil {
+		ua = *h.agent
+	}
+	setDefault(x.header, "User-Agent", ua)
+	setDefault(x.header, "Accept", "*/*")
+	if h.compressed {
+		setDefault(x.header, "Accept-Encoding", "gzip, deflate")
+	}
+	for _, name := range h.removed {
+		if name == "User-Agent" {
+			x.header[name] = []string{""} // net/http then sends none
+			continue
+		}
+		x.header.Del(name)
+	}
+	x.writeOut, err = readWriteOut(h.writeOut)
+	if err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+func setDefault(h http.Header, name, value string) {
+	if _, ok := h[http.CanonicalHeaderKey(name)]; !ok {
+		h.Set(name, value)
+	}
+}
+
+// transport returns the base transport the flags describe: curl's proxy,
+// TLS and connect-timeout settings, no transparent decompression (curl asks
+// for none without --compressed), and no DNS lookup of names under
+// .invalid (RFC 6761: they fail at once).
+func (h *httpFlags) transport() (*http.Transport, error) {
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	if h.connectTimeout > 0 {
+		dialer.Timeout = h.connectTimeout
+	}
+	tlsConfig := &tls.Config{InsecureSkipVerify: h.insecure}
+	if h.cacert != "" {
+		pem, err := os.ReadFile(h.cacert)
+		if err != nil {
+			return nil, usagef("--cacert %s: cannot read: %v", h.cacert, unwrapPath(err))
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usagef("--cacert %s: no PEM certificate in it", h.cacert)
+		}
+		tlsConfig.RootCAs = pool
+	}
+	proxy := http.ProxyFromEnvironment
+	if h.proxy != "" {
+		s := h.proxy
+		if !strings.Contains(s, "://") {
+			s = "http://" + s
+		}
+		pu, err := url.Parse(s)
+		if err != nil || pu.Host == "" {
+			return nil, usagef("-x %s: not a proxy URL", httpretry.RedactText(h.proxy))
+		}
+		proxy = http.ProxyURL(pu)
+	}
+	handshake := 10 * time.Second
+	if h.connectTimeout > 0 {
+		handshake = h.connectTimeout
+	}
+	return &http.Transport{
+		Proxy: proxy,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if host, _, err := net.SplitHostPort(addr); err == nil && isInvalidName(host) {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
+			}
+			return dialer.DialContext(ctx, network, addr)
+		},
+		TLSClientConfig:       tlsConfig,
+		TLSHandshakeTimeout:   handshake,
+		ForceAttemptHTTP2:     true,
+		DisableCompression:    true,
+		MaxIdleConns:          10,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}, nil
+}
+
+// isInvalidName reports whether host is "invalid" or under ".invalid", a
+// name that must never resolve (RFC 6761, section 6.4).
+func isInvalidName(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "invalid" || strings.HasSuffix(host, ".invalid")
+}
+
+var errTooManyRedirects = errors.New("too many redirects")
+
+// checkRedirect follows redirects only with -L, at most --max-redirs.
+func (h *httpFlags) checkRedirect(req *http.Request, via []*http.Request) error {
+	if !h.location {
+		return http.ErrUseLastResponse
+	}
+	if h.maxRedirs >= 0 && len(via) > h.maxRedirs {
+		return fmt.Errorf("%w: more than %d (--max-redirs)", errTooManyRedirects, h.maxRedirs)
+	}
+	return nil
+}
+
+// transportExitCode maps the error of a request that got no response to
+// curl's exit code for the same cause.
+func transportExitCode(err error) int {
+	if errors.Is(err, errTooManyRedirects) {
+		return curlTooManyRedirs
+	}
+	var ae *httpretry.AttemptError
+	if errors.As(err, &ae) {
+		switch ae.Class {
+		case httpretry.ClassDNS:
+			return curlResolve
+		case httpretry.ClassRefused, httpretry.ClassDial:
+			return curlConnect
+		case httpretry.ClassTimeout:
+			return curlTimeout
+		case httpretry.ClassTLS:
+			return curlTLS
+		case httpretry.ClassBrokenPipe:
+			return curlSend
+		case httpretry.ClassBody:
+			return curlRead
+		}
+		return curlRecv
+	}
+	var re *retry.Error
+	if errors.As(err, &re) && re.Last == nil { // refused before any attempt
+		return exitGaveUp
+	}
+	var to interface{ Timeout() bool }
+	if errors.As(err, &to) && to.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+		return curlTimeout
+	}
+	return curlRecv
+}
+
+// bodyExitCode maps an error reading the response body to curl's code.
+func bodyExitCode(err error) int {
+	var to interface{ Timeout() bool }
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return curlPartial
+	case errors.As(err, &to) && to.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return curlTimeout
+	}
+	return curlRecv
 }
 
 // parseInterspersed parses flags anywhere among the arguments (as curl
@@ -220,8 +658,12 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (positional []string, he
 	}
 }
 
-// parseHTTPURL checks that s is an absolute http or https URL.
+// parseHTTPURL checks that s is an http or https URL; without a scheme it
+// is an http:// URL, as in curl.
 func parseHTTPURL(s string) (*url.URL, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		var ue *url.Error
@@ -230,6 +672,7 @@ func parseHTTPURL(s string) (*url.URL, error) {
 		}
 		return nil, usagef("invalid URL: %v", err)
 	}
+	u.Scheme = strings.ToLower(u.Scheme)
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, usagef("URL %s: want an http:// or https:// URL", httpretry.Redact(u))
 	}
@@ -239,34 +682,30 @@ func parseHTTPURL(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// readData returns the body given with -d: DATA, @FILE or @- (stdin).
-func readData(d string) ([]byte, error) {
-	name, ok := strings.CutPrefix(d, "@")
-	if !ok {
-		return []byte(d), nil
-	}
-	if name == "-" {
-		b, err := io.ReadAll(os.Stdin)
-		if err != nil {
-			return nil, usagef("-d @-: cannot read stdin: %v", err)
-		}
-		return b, nil
-	}
-	b, err := os.ReadFile(name)
-	if err != nil {
-		return nil, usagef("-d @%s: cannot read: %v", name, unwrapPath(err))
-	}
-	return b, nil
-}
-
 // redactURLError drops the URL that *url.Error puts in its message (ours is
-// printed redacted instead).
+// printed redacted instead), and the "httpretry: METHOD URL: " of an
+// attempt's error.
 func redactURLError(err error) error {
+	var ae *httpretry.AttemptError
+	if errors.As(err, &ae) {
+		return errors.New(attemptText(ae))
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		return ue.Err
 	}
 	return err
+}
+
+// attemptText is an attempt error without its "httpretry: METHOD URL: "
+// prefix: the class and the cause ("refused (dial tcp ...: connection
+// refused)").
+func attemptText(ae *httpretry.AttemptError) string {
+	msg := ae.Error()
+	if _, rest, ok := strings.Cut(msg, ae.URL+": "); ok {
+		return rest
+	}
+	return strings.TrimPrefix(msg, "httpretry: ")
 }
 
 // describeHTTP turns an httpretry attempt error into log fields.
@@ -288,15 +727,16 @@ func describeHTTP(err error) attemptInfo {
 	if ae.Status != 0 {
 		info.What = fmt.Sprintf("%s %s: %d %s", ae.Method, ae.URL, ae.Status, http.StatusText(ae.Status))
 	} else {
-		msg := strings.TrimPrefix(ae.Error(), "httpretry: ")
-		info.What = msg
-		info.Error = msg
+		info.What = ae.Method + " " + ae.URL + ": " + attemptText(ae)
+		info.Error = attemptText(ae)
 	}
 	switch {
 	case errors.Is(err, httpretry.ErrNotIdempotent):
 		info.WhyStop = fmt.Sprintf("%s is not idempotent; pass --idempotent or --idempotency-key to allow retries", ae.Method)
 	case errors.Is(err, httpretry.ErrBodyNotReplayable):
 		info.WhyStop = "the request body cannot be sent again"
+	case ae.Class == httpretry.ClassDNS || ae.Class == httpretry.ClassTLS:
+		info.WhyStop = "a " + strings.ToUpper(ae.Class) + " error is not retried without --retry-all-errors"
 	}
 	return info
 }

@@ -81,33 +81,52 @@ func TestHTTPFlakyThenOK(t *testing.T) {
 	}
 }
 
+// TestHTTPPermanent404NotRetried: a 404 is final. As in curl it exits 0
+// without -f, 22 with -f (no body) or --fail-with-body (with the body).
 func TestHTTPPermanent404NotRetried(t *testing.T) {
-	s := &scripted{statuses: []int{404}}
-	url := serve(t, s)
-	r := runRetry(t, "", nil, args([]string{"http"}, fast, []string{url + "/missing"})...)
-	if r.code != exitGaveUp {
-		t.Errorf("exit %d, want 1", r.code)
-	}
-	if s.count() != 1 {
-		t.Errorf("server saw %d requests, want 1", s.count())
-	}
-	if len(lines(r.stderr, "retrying")) != 0 || !strings.Contains(r.stderr, "404 Not Found (not retried: 404 is not in --codes)") {
-		t.Errorf("stderr:\n%s", r.stderr)
-	}
-	if r.stdout != "Not Found\n" {
-		t.Errorf("the body of the final response goes to stdout; got %q", r.stdout)
+	for _, tc := range []struct {
+		flag, body, stderr string
+		code               int
+	}{
+		{"", "Not Found\n", "", 0},
+		{"-f", "", "404 Not Found (not retried: 404 is not in --codes)", curlHTTPError},
+		{"--fail-with-body", "Not Found\n", "404 Not Found (not retried: 404 is not in --codes)", curlHTTPError},
+	} {
+		s := &scripted{statuses: []int{404}}
+		url := serve(t, s)
+		a := []string{"http"}
+		if tc.flag != "" {
+			a = append(a, tc.flag)
+		}
+		r := runRetry(t, "", nil, args(a, fast, []string{url + "/missing"})...)
+		if r.code != tc.code || s.count() != 1 || r.stdout != tc.body {
+			t.Errorf("%q: exit %d after %d requests, stdout %q; want %d after 1, %q", tc.flag, r.code, s.count(), r.stdout, tc.code, tc.body)
+		}
+		if (tc.stderr == "" && r.stderr != "") || !strings.Contains(r.stderr, tc.stderr) || strings.Count(r.stderr, "\n") > 1 {
+			t.Errorf("%q: stderr %q, want one line with %q", tc.flag, r.stderr, tc.stderr)
+		}
 	}
 }
 
+// TestHTTPGivesUpOnRetryableStatus: one give-up line, without the nested
+// "retry: ... httpretry: ..." prefixes, and exit 1 (ours: gave up), with or
+// without -f.
 func TestHTTPGivesUpOnRetryableStatus(t *testing.T) {
-	s := &scripted{statuses: []int{503}}
-	url := serve(t, s)
-	r := runRetry(t, "", nil, args([]string{"http", "--attempts", "3"}, fast, []string{url})...)
-	if r.code != exitGaveUp || s.count() != 3 {
-		t.Errorf("exit %d after %d requests, want 1 after 3; stderr:\n%s", r.code, s.count(), r.stderr)
-	}
-	if !strings.Contains(r.stderr, "503 Service Unavailable (gave up after 3 attempt(s): no attempts left)") {
-		t.Errorf("stderr lacks the reason:\n%s", r.stderr)
+	for _, f := range [][]string{nil, {"-f"}} {
+		s := &scripted{statuses: []int{503}}
+		url := serve(t, s)
+		r := runRetry(t, "", nil, args([]string{"http", "--attempts", "3"}, f, fast, []string{url})...)
+		if r.code != exitGaveUp || s.count() != 3 {
+			t.Errorf("%v: exit %d after %d requests, want 1 after 3; stderr:\n%s", f, r.code, s.count(), r.stderr)
+		}
+		giveUp := lines(r.stderr, "giving up")
+		if len(giveUp) != 1 || !strings.Contains(giveUp[0], "attempt 3/3 failed: GET "+url+": 503 Service Unavailable; giving up after ") ||
+			!strings.HasSuffix(giveUp[0], "(no attempts left)") {
+			t.Errorf("%v: want one give-up line:\n%s", f, r.stderr)
+		}
+		if strings.Count(r.stderr, "\n") != 3 || strings.Contains(r.stderr, "httpretry:") || strings.Contains(r.stderr, "retry: gave up") {
+			t.Errorf("%v: want two retry lines and the give-up line, no nested prefixes:\n%s", f, r.stderr)
+		}
 	}
 }
 
@@ -234,11 +253,12 @@ func TestHTTPTransportErrorRetried(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: connection refused
 	r := runRetry(t, "", nil, args([]string{"http", "--attempts", "2"}, fast, []string{"http://" + addr + "/"})...)
-	if r.code != exitGaveUp {
-		t.Errorf("exit %d, want 1", r.code)
+	if r.code != curlConnect {
+		t.Errorf("exit %d, want 7 (curl's: could not connect)", r.code)
 	}
-	if len(lines(r.stderr, "retrying in")) != 1 || !strings.Contains(r.stderr, "refused") {
-		t.Errorf("stderr:\n%s", r.stderr)
+	if len(lines(r.stderr, "retrying in")) != 1 || !strings.Contains(r.stderr, "refused") ||
+		strings.Count(r.stderr, "\n") != 2 || strings.Contains(r.stderr, "httpretry:") {
+		t.Errorf("want one retry line and one give-up line:\n%s", r.stderr)
 	}
 }
 

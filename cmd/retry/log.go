@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -23,37 +24,53 @@ type attemptInfo struct {
 	What       string // one phrase for the text log: "exit code 3", "503 Service Unavailable"
 	Error      string // the error text for the JSON log ("" when Status or ExitCode say it all)
 	WhyStop    string // for a permanent failure: why it is not retried
+	Start      bool   // command mode: the command could not be started
 }
 
 // logRecord is one line of --log-format json.
 type logRecord struct {
-	Event       string `json:"event"`
-	Attempt     int    `json:"attempt"`
-	MaxAttempts int    `json:"max_attempts"`
-	WaitMS      *int64 `json:"wait_ms,omitempty"`
-	HintMS      int64  `json:"hint_ms,omitempty"`
-	HintSource  string `json:"hint_source,omitempty"`
-	ExitCode    *int   `json:"exit_code,omitempty"`
-	Status      int    `json:"status,omitempty"`
-	Method      string `json:"method,omitempty"`
-	URL         string `json:"url,omitempty"`
-	Error       string `json:"error,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	ElapsedMS   int64  `json:"elapsed_ms"`
+	Time        string   `json:"time"`
+	Event       string   `json:"event"`
+	Attempt     int      `json:"attempt,omitempty"`
+	MaxAttempts int      `json:"max_attempts,omitempty"`
+	WaitMS      *int64   `json:"wait_ms,omitempty"`
+	HintMS      int64    `json:"hint_ms,omitempty"`
+	HintSource  string   `json:"hint_source,omitempty"`
+	ExitCode    *int     `json:"exit_code,omitempty"`
+	Status      int      `json:"status,omitempty"`
+	Method      string   `json:"method,omitempty"`
+	URL         string   `json:"url,omitempty"`
+	Error       string   `json:"error,omitempty"`
+	Message     string   `json:"message,omitempty"`
+	Reason      string   `json:"reason,omitempty"`
+	ElapsedMS   *int64   `json:"elapsed_ms,omitempty"`
+	Lines       []string `json:"lines,omitempty"` // -v
 }
 
-// eventLog prints the loop's events on w, as text or JSON lines.
+// timeFormat is RFC 3339 with milliseconds, in UTC.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// eventLog prints the loop's events and retry's own messages on w, as text
+// lines or, with --log-format json, as one JSON object per line (every line
+// retry writes there, the closing one included).
 type eventLog struct {
-	mu       sync.Mutex
-	w        io.Writer
-	prog     string
-	json     bool
-	quiet    bool
-	describe func(error) attemptInfo
+	mu     sync.Mutex
+	w      io.Writer
+	prog   string
+	json   bool
+	quiet  bool // no retry log; errors, the reason a command could not start included, are still printed
+	silent bool // retry http -s: no log and no error message
+	// keepGiveUp: --quiet does not hide the give-up line (retry http: it is
+	// the closing line, the error).
+	keepGiveUp bool
+	describe   func(error) attemptInfo
+	now        func() time.Time
+
+	gaveUp bool // a give-up line was printed
 }
 
 func newEventLog(w io.Writer, prog string, pf *policyFlags, describe func(error) attemptInfo) *eventLog {
-	return &eventLog{w: w, prog: prog, json: pf.logFormat == "json", quiet: pf.quiet, describe: describe}
+	return &eventLog{w: w, prog: prog, json: pf.logFormat == "json", quiet: pf.quiet, describe: describe, now: time.Now}
 }
 
 // observer returns the retry.Observer that prints the events.
@@ -62,15 +79,18 @@ func (l *eventLog) observer() retry.Observer {
 }
 
 func (l *eventLog) event(e retry.Event) {
-	if l.quiet {
-		return
-	}
 	var info attemptInfo
 	if e.Err != nil {
 		info = l.describe(e.Err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if e.Kind == retry.EventGiveUp {
+		l.gaveUp = true
+	}
+	if l.silent || (l.quiet && !(e.Kind == retry.EventGiveUp && (info.Start || l.keepGiveUp))) {
+		return
+	}
 	if l.json {
 		l.writeJSON(e, info)
 		return
@@ -88,8 +108,13 @@ func (l *eventLog) event(e retry.Event) {
 		fmt.Fprintf(l.w, "%s: attempt %d/%d failed: %s; retrying in %v%s\n",
 			l.prog, e.Attempt, e.MaxAttempts, info.What, roundDur(e.Wait), hint)
 	case retry.EventGiveUp:
-		fmt.Fprintf(l.w, "%s: giving up after attempt %d/%d: %s (%s)\n",
-			l.prog, e.Attempt, e.MaxAttempts, info.What, reasonText(e.Reason, info))
+		what := info.What
+		if e.Attempt == 0 { // refused before the first attempt
+			fmt.Fprintf(l.w, "%s: giving up before the first attempt (%s)\n", l.prog, reasonText(e.Reason, info))
+			return
+		}
+		fmt.Fprintf(l.w, "%s: attempt %d/%d failed: %s; giving up after %v (%s)\n",
+			l.prog, e.Attempt, e.MaxAttempts, what, roundDur(e.Elapsed), reasonText(e.Reason, info))
 	case retry.EventSuccess:
 		if e.Attempt > 1 {
 			fmt.Fprintf(l.w, "%s: attempt %d/%d succeeded\n", l.prog, e.Attempt, e.MaxAttempts)
@@ -97,23 +122,73 @@ func (l *eventLog) event(e retry.Event) {
 	}
 }
 
-// note prints a free-form line (text) or a {"event": kind, "error": msg}
-// object (JSON), unless quiet.
+// note prints a line of retry's own (a hint, a warning): as text, or as a
+// JSON object {"event": kind, "message": msg}. Nothing with --quiet.
 func (l *eventLog) note(kind, msg string) {
-	if l.quiet {
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.quiet || l.silent {
+		return
+	}
 	if l.json {
-		b, _ := json.Marshal(map[string]string{"event": kind, "message": msg})
-		fmt.Fprintf(l.w, "%s\n", b)
+		l.encode(logRecord{Event: kind, Message: msg})
 		return
 	}
 	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
 }
 
+// fail prints the one closing line for err (a usage error, or a failure that
+// sent no give-up event) and returns the exit status for it: 2 for usage
+// errors, 1 otherwise. Usage errors are printed even with --quiet.
+func (l *eventLog) fail(err error) int {
+	code := exitGaveUp
+	var ue *usageError
+	if errors.As(err, &ue) {
+		code = exitUsage
+	}
+	l.failCode(err, code)
+	return code
+}
+
+// failCode prints the closing line for err, exiting with code.
+func (l *eventLog) failCode(err error, code int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.silent && code != exitUsage {
+		return
+	}
+	msg := oneLine(err.Error())
+	if l.json {
+		event := "error"
+		if code == exitUsage {
+			event = "usage-error"
+		}
+		l.encode(logRecord{Event: event, Error: msg, ExitCode: &code})
+		return
+	}
+	if code == exitUsage {
+		fmt.Fprintf(l.w, "%s: %s (see '%s --help')\n", l.prog, msg, l.prog)
+		return
+	}
+	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
+}
+
+// hint prints a one-line hint when the policy's jitter is larger than its
+// initial delay: the first waits are then mostly random and can shrink
+// (976ms then 809ms), which looks like a bug in the backoff.
+func (l *eventLog) hint(p retry.Policy) {
+	if p.Attempts < 2 || p.InitialDelay <= 0 || p.Jitter <= p.InitialDelay {
+		return
+	}
+	if p.Shape != retry.ShapeGoogle && p.Shape != retry.ShapeJitterAtCap {
+		return // the other shapes do not add Jitter
+	}
+	l.note("hint", fmt.Sprintf("hint: the jitter (up to %v) is larger than the initial delay (%v), so the first waits are mostly random and may shrink; --jitter %v or less keeps them growing",
+		roundDur(p.Jitter), roundDur(p.InitialDelay), roundDur(p.InitialDelay)))
+}
+
 func (l *eventLog) writeJSON(e retry.Event, info attemptInfo) {
+	elapsed := e.Elapsed.Milliseconds()
 	r := logRecord{
 		Event:       e.Kind.String(),
 		Attempt:     e.Attempt,
@@ -124,7 +199,7 @@ func (l *eventLog) writeJSON(e retry.Event, info attemptInfo) {
 		Method:      info.Method,
 		URL:         info.URL,
 		Error:       info.Error,
-		ElapsedMS:   e.Elapsed.Milliseconds(),
+		ElapsedMS:   &elapsed,
 	}
 	switch e.Kind {
 	case retry.EventRetry:
@@ -137,6 +212,12 @@ func (l *eventLog) writeJSON(e retry.Event, info attemptInfo) {
 			r.Error = strings.TrimSpace(r.Error + " (" + info.WhyStop + ")")
 		}
 	}
+	l.encode(r)
+}
+
+// encode writes r as one JSON line, stamped with the time.
+func (l *eventLog) encode(r logRecord) {
+	r.Time = l.now().UTC().Format(timeFormat)
 	b, err := json.Marshal(r)
 	if err != nil {
 		return
@@ -172,4 +253,20 @@ func roundDur(d time.Duration) time.Duration {
 		return d.Round(10 * time.Millisecond)
 	}
 	return d.Round(time.Millisecond)
+}
+
+// verbose prints -v lines (curl's "> " request and "< " response headers)
+// as they are, or as one JSON object {"event": kind, "lines": [...]}. -v
+// shows them even with --quiet or -s, as curl does.
+func (l *eventLog) verbose(kind string, lines []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.json {
+		r := logRecord{Event: kind, Lines: lines}
+		l.encode(r)
+		return
+	}
+	for _, s := range lines {
+		fmt.Fprintln(l.w, s)
+	}
 }

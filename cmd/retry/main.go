@@ -7,8 +7,11 @@
 //	retry [flags] -- COMMAND [ARGS...]   run COMMAND, retry it while it fails
 //	retry http [flags] URL               a curl-like client that retries
 //	retry demo [flags]                   a flaky loopback server, strategies side by side
+//	retry sim EXPERIMENT [flags]         the strategy simulator
+//	retry help [SUBCOMMAND]              the manual
+//	retry --version
 //
-// Run "retry --help" or "retry SUBCOMMAND --help" for the flags and exit codes.
+// Run "retry --help" or "retry help SUBCOMMAND" for the flags and exit codes.
 package main
 
 import (
@@ -17,6 +20,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 )
@@ -31,7 +37,7 @@ var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
 // Exit codes shared by every mode.
 const (
 	exitOK       = 0
-	exitGaveUp   = 1 // retry http, retry demo: gave up / failed
+	exitGaveUp   = 1 // retry http: gave up on a retryable status; retry demo: failed
 	exitUsage    = 2 // bad usage or config
 	exitTimeout  = 124
 	exitNoExec   = 126
@@ -48,8 +54,59 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if sub, ok := subcommands[args[0]]; ok {
 			return sub(args[1:], stdout, stderr)
 		}
+		switch args[0] {
+		case "help": // "retry help", "retry help http": a command named help runs with "retry -- help"
+			if len(args) > 1 {
+				if sub, ok := subcommands[args[1]]; ok {
+					return sub([]string{"--help"}, stdout, stderr)
+				}
+				fmt.Fprintf(stderr, "retry: no help for %q (subcommands: %s; see 'retry --help')\n", args[1], strings.Join(subcommandNames(), ", "))
+				return exitUsage
+			}
+			return runCommand([]string{"--help"}, stdin, stdout, stderr)
+		case "version":
+			fmt.Fprintln(stdout, versionLine())
+			return exitOK
+		}
 	}
 	return runCommand(args, stdin, stdout, stderr)
+}
+
+// version returns the module version retry was built from: the tag when
+// installed with "go install ...@vX.Y.Z", else "devel" and the VCS revision
+// when known.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	v := "devel"
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		v += "-" + rev + dirty
+	}
+	return v
+}
+
+// versionLine is what "retry --version" prints.
+func versionLine() string {
+	return fmt.Sprintf("retry %s (github.com/backoffkit/retry, %s %s/%s)", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 // subcommandNames returns the names in subcommands, sorted.
@@ -79,14 +136,24 @@ func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
 		return true, nil
 	}
 	if err != nil {
-		msg := err.Error()
-		// flag names flags with one dash; the help text uses two.
-		msg = strings.Replace(msg, "flag: -", "flag --", 1)
-		msg = strings.Replace(msg, "for flag -", "for flag --", 1)
-		msg = strings.Replace(msg, "defined: -", "defined: --", 1)
-		return false, &usageError{msg}
+		return false, &usageError{flagMessage(err.Error())}
 	}
 	return false, nil
+}
+
+// flagNameInMessage finds the flag name in the flag package's messages
+// ("flag provided but not defined: -nope", "invalid value "x" for flag -H: ...",
+// "flag needs an argument: -o").
+var flagNameInMessage = regexp.MustCompile(`(defined: |for flag |for |argument: )-{1,2}([^\s:=]+)`)
+
+// flagMessage rewrites the flag package's message to name the flag as users
+// type it: -H for a one-letter flag, --max-time for a long one (the flag
+// package writes one dash for both).
+func flagMessage(msg string) string {
+	return flagNameInMessage.ReplaceAllStringFunc(msg, func(m string) string {
+		sub := flagNameInMessage.FindStringSubmatch(m)
+		return sub[1] + dashName(sub[2])
+	})
 }
 
 // fail prints one "PROG: ..." line for err on stderr and returns the exit code

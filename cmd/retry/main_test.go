@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +20,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv("RETRY_TEST_CHILD"); mode != "" {
+		os.Exit(testChild(mode)) // the test binary as a command run by retry
+	}
 	dir, err := os.MkdirTemp("", "retry-cli-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -27,6 +32,9 @@ func TestMain(m *testing.M) {
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
+		// A race-enabled binary sleeps 1 s before exiting (to catch races
+		// at exit); the many short runs of these tests cannot afford it.
+		os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	}
 	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
@@ -125,7 +133,7 @@ func TestCommandRetriedThenLastExitCode(t *testing.T) {
 		!strings.Contains(r.stderr, "attempt 2/3 failed: exit code 3; retrying in 20ms") {
 		t.Errorf("retry lines do not show attempt k/N and the waits:\n%s", r.stderr)
 	}
-	if got := lines(r.stderr, "giving up after attempt 3/3: exit code 3 (no attempts left)"); len(got) != 1 {
+	if got := lines(r.stderr, "attempt 3/3 failed: exit code 3; giving up after "); len(got) != 1 || !strings.HasSuffix(got[0], "(no attempts left)") {
 		t.Errorf("want one give-up line:\n%s", r.stderr)
 	}
 }
@@ -241,11 +249,139 @@ func TestCommandJSONLog(t *testing.T) {
 	if r.code != 3 {
 		t.Fatalf("exit code = %d; stderr:\n%s", r.code, r.stderr)
 	}
-	want := `{"event":"retry","attempt":1,"max_attempts":2,"wait_ms":10,"exit_code":3,"elapsed_ms":`
-	got := strings.Split(strings.TrimSpace(r.stderr), "\n")
-	if len(got) != 2 || !strings.HasPrefix(got[0], want) ||
-		!strings.HasPrefix(got[1], `{"event":"give-up","attempt":2,"max_attempts":2,"exit_code":3,"reason":"attempts"`) {
+	got := jsonLines(t, r.stderr)
+	if len(got) != 2 || got[0]["event"] != "retry" || got[0]["attempt"] != 1.0 || got[0]["max_attempts"] != 2.0 ||
+		got[0]["wait_ms"] != 10.0 || got[0]["exit_code"] != 3.0 ||
+		got[1]["event"] != "give-up" || got[1]["attempt"] != 2.0 || got[1]["exit_code"] != 3.0 || got[1]["reason"] != "attempts" {
 		t.Errorf("JSON log =\n%s\nwant a retry then a give-up object", r.stderr)
+	}
+}
+
+// jsonLines parses every line of s as a JSON object with an RFC 3339 "time",
+// failing the test on any other line.
+func jsonLines(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("not a JSON line: %q", l)
+			continue
+		}
+		ts, _ := m["time"].(string)
+		if _, err := time.Parse(time.RFC3339, ts); err != nil {
+			t.Errorf("line %q: time %q is not RFC 3339", l, ts)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestJSONLogEveryLine: with --log-format json every line retry writes is a
+// JSON object with an RFC 3339 time: the hint, the retries, the give-up, a
+// start failure under --quiet, and a usage error found after the flag.
+func TestJSONLogEveryLine(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		events []string
+	}{
+		{"hint, retry, give-up", []string{"--log-format", "json", "--attempts", "2", "--initial-delay", "1ms", "--", "sh", "-c", "exit 4"}, 4, []string{"hint", "retry", "give-up"}},
+		{"not found", []string{"--log-format", "json", "--", "no-such-command-xyz"}, exitNotFound, []string{"give-up"}},
+		{"bad config", []string{"--log-format", "json", "--config", "/nonexistent.json", "--", "true"}, exitUsage, []string{"usage-error"}},
+		{"bad flag", []string{"--log-format", "json", "--attempts", "0", "--", "true"}, exitUsage, []string{"usage-error"}},
+		{"no command", []string{"--log-format", "json"}, exitUsage, []string{"usage-error"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runRetry(t, "", nil, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			got := jsonLines(t, r.stderr)
+			var events []string
+			for _, m := range got {
+				events = append(events, fmt.Sprint(m["event"]))
+			}
+			if strings.Join(events, ",") != strings.Join(tc.events, ",") {
+				t.Errorf("events %v, want %v:\n%s", events, tc.events, r.stderr)
+			}
+		})
+	}
+}
+
+// TestGiveUpElapsedIncludesTheAttempt: the elapsed time printed when giving
+// up includes the attempt that just ran (it said 0s after a 300 ms attempt).
+func TestGiveUpElapsedIncludesTheAttempt(t *testing.T) {
+	r := runRetry(t, "", nil, "--log-format", "json", "--attempts", "1", "--attempt-timeout", "300ms", "--", "sleep", "30")
+	got := jsonLines(t, r.stderr)
+	if r.code != exitTimeout || len(got) != 1 || got[0]["event"] != "give-up" {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if ms, _ := got[0]["elapsed_ms"].(float64); ms < 300 {
+		t.Errorf("elapsed_ms = %v after a 300ms attempt", got[0]["elapsed_ms"])
+	}
+	r = runRetry(t, "", nil, "--attempts", "1", "--attempt-timeout", "300ms", "--", "sleep", "30")
+	l := lines(r.stderr, "giving up after ")
+	if len(l) != 1 {
+		t.Fatalf("stderr:\n%s", r.stderr)
+	}
+	word, _, _ := strings.Cut(l[0][strings.Index(l[0], "giving up after ")+len("giving up after "):], " ")
+	if d, err := time.ParseDuration(word); err != nil || d < 300*time.Millisecond {
+		t.Errorf("give-up line %q: elapsed %q, want at least 300ms", l[0], word)
+	}
+}
+
+// TestJitterHint: one line of hint when the jitter exceeds the initial
+// delay (waits would be mostly random), none otherwise.
+func TestJitterHint(t *testing.T) {
+	r := runRetry(t, "", nil, "--attempts", "2", "--initial-delay", "1ms", "--", "true")
+	if got := lines(r.stderr, "hint: the jitter (up to 1s) is larger than the initial delay (1ms)"); len(got) != 1 {
+		t.Errorf("want one hint line:\n%s", r.stderr)
+	}
+	r = runRetry(t, "", nil, "--attempts", "2", "--initial-delay", "1ms", "--jitter", "1ms", "--", "true")
+	if strings.Contains(r.stderr, "hint") {
+		t.Errorf("hint with jitter = initial delay:\n%s", r.stderr)
+	}
+}
+
+func TestHelpSubcommandAndVersion(t *testing.T) {
+	r := runRetry(t, "", nil, "help")
+	if r.code != 0 || !strings.Contains(r.stdout, "SYNOPSIS") || !strings.Contains(r.stdout, "EXIT STATUS") {
+		t.Errorf("retry help: exit %d, stdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = runRetry(t, "", nil, "help", "http")
+	if r.code != 0 || !strings.Contains(r.stdout, "retry http") {
+		t.Errorf("retry help http: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
+	// A command named help still runs after --.
+	if r = runRetry(t, "", nil, "--attempts", "1", "--", "sh", "-c", "echo ran"); r.stdout != "ran\n" {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		r = runRetry(t, "", nil, args...)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "retry ") || !strings.Contains(r.stdout, "github.com/backoffkit/retry") {
+			t.Errorf("retry %v: exit %d, stdout %q", args, r.code, r.stdout)
+		}
+	}
+}
+
+// TestHelpListsEveryFlagAndConfigKey: the manual names every flag the parser
+// accepts, as users type it, and every config key.
+func TestHelpListsEveryFlagAndConfigKey(t *testing.T) {
+	r := runRetry(t, "", nil, "--help")
+	newCommandFlags().fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(r.stdout, "    "+dashName(f.Name)+" ") {
+			t.Errorf("--help does not list %s", dashName(f.Name))
+		}
+	})
+	for _, k := range configKeyNames() {
+		if !strings.Contains(r.stdout, k) {
+			t.Errorf("--help does not list the config key %q", k)
+		}
+	}
+	if strings.Contains(r.stdout, " -attempts") || strings.Contains(r.stdout, "--H") {
+		t.Errorf("--help writes a flag the Go way")
 	}
 }
 
@@ -253,6 +389,12 @@ func TestCommandQuiet(t *testing.T) {
 	r := runRetry(t, "", nil, args([]string{"--attempts", "2", "--quiet"}, fast, []string{"--", "sh", "-c", "echo own >&2; exit 3"})...)
 	if r.code != 3 || r.stderr != "own\nown\n" {
 		t.Errorf("--quiet: exit %d, stderr %q; want 3 and only the command's own output", r.code, r.stderr)
+	}
+	// A command that cannot be started has no output of its own: --quiet
+	// still says why.
+	r = runRetry(t, "", nil, "--quiet", "--", "no-such-command-xyz")
+	if r.code != exitNotFound || len(lines(r.stderr, `cannot run "no-such-command-xyz"`)) != 1 {
+		t.Errorf("--quiet, command not found: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
@@ -352,8 +494,7 @@ func TestHelp(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("--help exit %d", r.code)
 	}
-	want := "(subcommands: " + strings.Join(subcommandNames(), ", ") + ")"
-	for _, s := range []string{want, "Exit status:", "--attempts N", "--on-exit-codes", "--profile NAME", "130"} {
+	for _, s := range append(subcommandNames(), "EXIT STATUS", "--attempts N", "--on-exit-codes", "--profile NAME", "130") {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("--help lacks %q", s)
 		}
@@ -393,7 +534,7 @@ func TestBadInput(t *testing.T) {
 		{"profile", []string{"--profile", "turbo", "--", "true"}, `unknown profile "turbo"`},
 		{"no command", []string{"--attempts", "2"}, "no command given"},
 		{"unreadable config", []string{"--config", noRead, "--", "true"}, "cannot read"},
-		{"unknown json field", []string{"--config", unknown, "--", "true"}, `unknown field "retries"`},
+		{"unknown json field", []string{"--config", unknown, "--", "true"}, `unknown key "retries"`},
 		{"bad json", []string{"--config", badJSON, "--", "true"}, "JSON"},
 		{"config code", []string{"--config", badCode, "--", "true"}, "http_status_codes: status code 600 is outside 100-599"},
 		{"config duration", []string{"--config", badDur, "--", "true"}, `initial_delay: invalid duration "soon"`},

@@ -51,11 +51,8 @@ const (
 	// HeaderAttempt is the server's count of attempts for the id, this one
 	// included: attempts are numbered as they reach the handler, which is
 	// not the order the client sent them in when an attempt it gave up on
-	// arrives late.
+	// arrives late (see HeaderEcho).
 	HeaderAttempt = "X-Chaos-Attempt"
-	// HeaderClientAttempt, when a request carries it, is echoed back in the
-	// response: the client's own number for the attempt.
-	HeaderClientAttempt = "X-Chaos-Client-Attempt"
 	// HeaderFault names the fault applied to a response that has one.
 	HeaderFault = "X-Chaos-Fault"
 	// HeaderReplayed is "true" on a response replayed for a repeated
@@ -63,6 +60,11 @@ const (
 	HeaderReplayed = "X-Chaos-Replayed"
 	// HeaderKey is the idempotency key header.
 	HeaderKey = "Idempotency-Key"
+	// HeaderEcho is sent back as is in the response and kept in the
+	// attempt's record (Attempt.Echo): a client that numbers its attempts
+	// in it can tell which attempt an answer belongs to, even when a
+	// request it gave up on reaches the server after the next one.
+	HeaderEcho = "X-Chaos-Echo"
 )
 
 // maxRespLen bounds HeaderRespLen.
@@ -103,6 +105,7 @@ type Config struct {
 // Attempt is what the server did with one attempt of a request.
 type Attempt struct {
 	Key    string // the attempt's Idempotency-Key, "" if none
+	Echo   string // the attempt's HeaderEcho, "" if none
 	Fault  Fault
 	Status int // the status written and flushed without error, 0 if none (reset, stall, failed write)
 	// Events is, for a stream, the number of whole events written and
@@ -439,7 +442,7 @@ func (s *Server) begin(r *http.Request) (id string, idx int, f Fault) {
 		rec = &Record{Method: r.Method, Key: r.Header.Get(HeaderKey)}
 		s.records[id] = rec
 	}
-	rec.Attempts = append(rec.Attempts, Attempt{Key: r.Header.Get(HeaderKey)})
+	rec.Attempts = append(rec.Attempts, Attempt{Key: r.Header.Get(HeaderKey), Echo: r.Header.Get(HeaderEcho)})
 	idx = len(rec.Attempts) - 1
 	s.stats.Requests++
 	s.mu.Unlock()
@@ -467,8 +470,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.handlers.Done()
 	id, idx, fault := s.begin(r)
 	w.Header().Set(HeaderAttempt, strconv.Itoa(idx+1))
-	if v := r.Header.Get(HeaderClientAttempt); v != "" {
-		w.Header().Set(HeaderClientAttempt, v)
+	if v := r.Header.Get(HeaderEcho); v != "" {
+		w.Header().Set(HeaderEcho, v)
 	}
 
 	switch fault {

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package main
+
+func testChild(string) int { return 2 }

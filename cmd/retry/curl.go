@@ -1,0 +1,463 @@
+package main
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"flag"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/backoffkit/retry/httpretry"
+)
+
+// This file holds what retry http needs to read curl's command lines and
+// write curl's outputs: combined short flags, request bodies, -w, headers.
+
+// expandShortFlags splits combined one-letter flags as curl reads them:
+// "-fsSL" is "-f -s -S -L", and "-XPOST" or "-sXPOST" give -X the rest of
+// the word. A word that names a flag (Go's "-attempts") and the values of
+// flags are left alone; everything after "--" too.
+func expandShortFlags(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
+	takesValue := func(f *flag.Flag) bool {
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		return !ok || !b.IsBoolFlag()
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			out = append(out, a)
+			continue
+		}
+		name := strings.TrimLeft(a, "-")
+		name, _, hasValue := strings.Cut(name, "=")
+		if f := fs.Lookup(name); f != nil || strings.HasPrefix(a, "--") || len(a) == 2 || hasValue {
+			out = append(out, a)
+			if f != nil && takesValue(f) && !hasValue && i+1 < len(args) {
+				i++
+				out = append(out, args[i]) // its value, whatever it looks like
+			}
+			continue
+		}
+		// -abc: one-letter flags, the last one (or one taking a value) ends it.
+		letters := []rune(a[1:])
+		var split []string
+		ok := true
+		for j, r := range letters {
+			f := fs.Lookup(string(r))
+			if f == nil {
+				ok = false
+				break
+			}
+			split = append(split, "-"+string(r))
+			if takesValue(f) {
+				if rest := string(letters[j+1:]); rest != "" {
+					split = append(split, rest)
+				} else if i+1 < len(args) {
+					i++
+					split = append(split, args[i])
+				}
+				break
+			}
+		}
+		if !ok {
+			out = append(out, a) // the flag package reports it
+			continue
+		}
+		out = append(out, split...)
+	}
+	return out
+}
+
+// readDataArg returns the data of one -d, --data-binary or --json: the
+// text itself, or the content of @FILE (@- for stdin). -d strips carriage
+// returns and newlines from a file, as curl does; --data-binary and --json
+// keep them.
+func readDataArg(d dataPart) (string, error) {
+	name, ok := strings.CutPrefix(d.value, "@")
+	if !ok {
+		return d.value, nil
+	}
+	var b []byte
+	var err error
+	if name == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(name)
+	}
+	if err != nil {
+		return "", usagef("%s @%s: cannot read: %v", dashName(d.flag), name, unwrapPath(err))
+	}
+	if d.flag == "d" || d.flag == "data" {
+		b = bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("\r"), nil), []byte("\n"), nil)
+	}
+	return string(b), nil
+}
+
+// multipartBody builds a multipart/form-data body from -F fields:
+// NAME=VALUE, NAME=@FILE (a file part), NAME=<FILE (the file's content as a
+// value), each optionally followed by ;type=MIME and, for @FILE,
+// ;filename=NAME.
+func multipartBody(fields []string) ([]byte, string, error) {
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	for _, field := range fields {
+		name, spec, _ := strings.Cut(field, "=")
+		value, params, _ := strings.Cut(spec, ";")
+		var ctype, filename string
+		for _, p := range strings.Split(params, ";") {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			switch k {
+			case "type":
+				ctype = v
+			case "filename":
+				filename = v
+			case "":
+			default:
+				return nil, "", usagef("-F %s: unknown parameter %q (want type= or filename=)", field, k)
+			}
+		}
+		h := textproto.MIMEHeader{}
+		var content []byte
+		switch {
+		case strings.HasPrefix(value, "@"), strings.HasPrefix(value, "<"):
+			path := value[1:]
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil, "", usagef("-F %s: cannot read %s: %v", name, path, unwrapPath(err))
+			}
+			content = b
+			if value[0] == '@' {
+				if filename == "" {
+					filename = filepath.Base(path)
+				}
+				if ctype == "" {
+					ctype = "application/octet-stream"
+				}
+			}
+		default:
+			content = []byte(value)
+		}
+		disp := fmt.Sprintf(`form-data; name="%s"`, escapeQuotes(name))
+		if filename != "" {
+			disp += fmt.Sprintf(`; filename="%s"`, escapeQuotes(filename))
+		}
+		h.Set("Content-Disposition", disp)
+		if ctype != "" {
+			h.Set("Content-Type", ctype)
+		}
+		part, err := w.CreatePart(h)
+		if err != nil {
+			return nil, "", err
+		}
+		part.Write(content)
+	}
+	if err := w.Close(); err != nil {
+		return nil, "", err
+	}
+	return buf.Bytes(), w.FormDataContentType(), nil
+}
+
+func escapeQuotes(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s)
+}
+
+// transfer is what -w reports.
+type transfer struct {
+	method    string
+	url       *url.URL
+	resp      *http.Response // nil if none came
+	retries   int
+	redirects int
+	total     time.Duration
+	size      int64
+	exit      int
+}
+
+// writeOutVars are the variables of -w, curl's names (num_retries is ours:
+// the retries the policy made, all redirects included).
+var writeOutVars = map[string]func(t *transfer) string{
+	"http_code":     func(t *transfer) string { return fmt.Sprintf("%03d", t.status()) },
+	"response_code": func(t *transfer) string { return fmt.Sprintf("%03d", t.status()) },
+	"time_total":    func(t *transfer) string { return strconv.FormatFloat(t.total.Seconds(), 'f', 6, 64) },
+	"num_retries":   func(t *transfer) string { return strconv.Itoa(t.retries) },
+	"num_redirects": func(t *transfer) string { return strconv.Itoa(t.redirects) },
+	"url_effective": func(t *transfer) string {
+		if t.resp != nil && t.resp.Request != nil {
+			return httpretry.Redact(t.resp.Request.URL)
+		}
+		return httpretry.Redact(t.url)
+	},
+	"method":        func(t *transfer) string { return t.method },
+	"exitcode":      func(t *transfer) string { return strconv.Itoa(t.exit) },
+	"size_download": func(t *transfer) string { return strconv.FormatInt(t.size, 10) },
+	"content_type": func(t *transfer) string {
+		if t.resp == nil {
+			return ""
+		}
+		return t.resp.Header.Get("Content-Type")
+	},
+}
+
+func (t *transfer) status() int {
+	if t.resp == nil {
+		return 0
+	}
+	return t.resp.StatusCode
+}
+
+// readWriteOut reads a -w format (@FILE reads it from a file) and checks
+// its variables.
+func readWriteOut(s string) (string, error) {
+	if name, ok := strings.CutPrefix(s, "@"); ok {
+		var b []byte
+		var err error
+		if name == "-" {
+			b, err = io.ReadAll(os.Stdin)
+		} else {
+			b, err = os.ReadFile(name)
+		}
+		if err != nil {
+			return "", usagef("-w @%s: cannot read: %v", name, unwrapPath(err))
+		}
+		s = string(b)
+	}
+	rest := s
+	for {
+		i := strings.Index(rest, "%{")
+		if i < 0 {
+			return s, nil
+		}
+		name, after, ok := strings.Cut(rest[i+2:], "}")
+		if !ok {
+			return "", usagef("-w %q: unclosed %%{", s)
+		}
+		if _, known := writeOutVars[name]; !known {
+			names := make([]string, 0, len(writeOutVars))
+			for n := range writeOutVars {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return "", usagef("-w: unknown variable %%{%s} (known: %s)", name, strings.Join(names, ", "))
+		}
+		rest = after
+	}
+}
+
+// expandWriteOut expands a -w format: %{name}, %% and the escapes \n \r \t \\.
+func expandWriteOut(format string, t *transfer) string {
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		switch {
+		case c == '%' && strings.HasPrefix(format[i:], "%{"):
+			name, _, _ := strings.Cut(format[i+2:], "}")
+			if f, ok := writeOutVars[name]; ok {
+				b.WriteString(f(t))
+			}
+			i += len(name) + 2
+		case c == '%' && strings.HasPrefix(format[i:], "%%"):
+			b.WriteByte('%')
+			i++
+		case c == '\\' && i+1 < len(format):
+			switch format[i+1] {
+			case 'n':
+				b.WriteByte('\n')
+			case 'r':
+				b.WriteByte('\r')
+			case 't':
+				b.WriteByte('\t')
+			case '\\':
+				b.WriteByte('\\')
+			default:
+				b.WriteByte(c)
+				continue
+			}
+			i++
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// openOutput opens -o/-D's FILE ("-" or "" is stdout). Writes that fail are
+// reported as a *writeError, to tell them from errors reading the body.
+func openOutput(name string, stdout io.Writer) (io.Writer, func() error, error) {
+	if name == "" || name == "-" {
+		return writeErrors{stdout}, func() error { return nil }, nil
+	}
+	f, err := os.Create(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	var once sync.Once
+	var cerr error
+	return writeErrors{f}, func() error { once.Do(func() { cerr = f.Close() }); return cerr }, nil
+}
+
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+func (e *writeError) Unwrap() error { return e.err }
+
+type writeErrors struct{ w io.Writer }
+
+func (w writeErrors) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if err != nil {
+		err = &writeError{err}
+	}
+	return n, err
+}
+
+// countWriter counts the bytes written through it.
+type countWriter struct {
+	w io.Writer
+	n *int64
+}
+
+func (c countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	*c.n += int64(n)
+	return n, err
+}
+
+// writeHead writes a response's status line and headers as curl -i does:
+// "HTTP/1.1 200 OK" (or "HTTP/2 200"), the headers, a blank line.
+func writeHead(w io.Writer, resp *http.Response) {
+	var b strings.Builder
+	b.WriteString(statusLine(resp) + "\r\n")
+	keys := make([]string, 0, len(resp.Header))
+	for k := range resp.Header {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, v := range resp.Header[k] {
+			b.WriteString(k + ": " + v + "\r\n")
+		}
+	}
+	b.WriteString("\r\n")
+	io.WriteString(w, b.String())
+}
+
+func statusLine(resp *http.Response) string {
+	if resp.ProtoMajor == 2 {
+		return fmt.Sprintf("HTTP/2 %d", resp.StatusCode)
+	}
+	proto := resp.Proto
+	if proto == "" {
+		proto = "HTTP/1.1"
+	}
+	return proto + " " + resp.Status
+}
+
+// decompress returns resp's body decoded per its Content-Encoding (gzip or
+// deflate, as asked for by --compressed).
+func decompress(resp *http.Response) (io.Reader, error) {
+	switch strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))) {
+	case "gzip", "x-gzip":
+		return gzip.NewReader(resp.Body)
+	case "deflate": // zlib, or raw deflate from servers that get it wrong
+		var head bytes.Buffer
+		zr, err := zlib.NewReader(io.TeeReader(resp.Body, &head))
+		if err == nil {
+			return zr, nil
+		}
+		return flate.NewReader(io.MultiReader(&head, resp.Body)), nil
+	}
+	return resp.Body, nil
+}
+
+// hopRecorder records the response of each hop (redirects included) that
+// the client gets from the retrying transport, for -i, -I and -D.
+type hopRecorder struct {
+	rt    http.RoundTripper
+	resps []*http.Response
+}
+
+func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := h.rt.RoundTrip(req)
+	if err == nil {
+		h.resps = append(h.resps, resp)
+	}
+	return resp, err
+}
+
+// CloseIdleConnections passes the call on (http.Client calls it).
+func (h *hopRecorder) CloseIdleConnections() {
+	if c, ok := h.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// verboseTransport prints each attempt's request and response headers
+// (-v), as curl's "> " and "< " lines, secrets redacted.
+type verboseTransport struct {
+	rt  http.RoundTripper
+	log *eventLog
+}
+
+func (v *verboseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	u := *req.URL
+	redacted, _ := url.Parse(httpretry.Redact(&u))
+	target := u.RequestURI()
+	if redacted != nil {
+		target = redacted.RequestURI()
+	}
+	host := req.Host
+	if host == "" {
+		host = u.Host
+	}
+	lines := []string{fmt.Sprintf("> %s %s HTTP/1.1", req.Method, target), "> Host: " + host}
+	lines = append(lines, headerLines("> ", httpretry.RedactHeader(req.Header))...)
+	v.log.verbose("request", append(lines, ">"))
+	resp, err := v.rt.RoundTrip(req)
+	if err != nil {
+		v.log.verbose("error", []string{"* " + redactURLError(err).Error()})
+		return resp, err
+	}
+	lines = []string{"< " + statusLine(resp)}
+	lines = append(lines, headerLines("< ", httpretry.RedactHeader(resp.Header))...)
+	v.log.verbose("response", append(lines, "<"))
+	return resp, nil
+}
+
+func (v *verboseTransport) CloseIdleConnections() {
+	if c, ok := v.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+func headerLines(prefix string, h http.Header) []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []string
+	for _, k := range keys {
+		for _, v := range h[k] {
+			out = append(out, prefix+k+": "+v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,345 @@
+package main
+
+import (
+	"compress/gzip"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// Tests of retry http's curl parity, against loopback servers only. DNS
+// failures use names under .invalid, which retry never looks up.
+
+// counting serves h and counts its requests.
+func counting(t *testing.T, h http.HandlerFunc) (url string, n *atomic.Int32) {
+	t.Helper()
+	n = new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		h(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, n
+}
+
+func TestCurlExitCodes(t *testing.T) {
+	refused := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return "http://" + ln.Addr().String() + "/"
+	}()
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	hung, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	})
+	loop, loops := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/again", http.StatusFound)
+	})
+	reset, resets := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close() // no response at all
+	})
+	partial, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, "only ten..")
+	})
+	tlsSrv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "secure\n") }))
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are expected
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}), 0o644)
+
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		code    int
+		retries int // retry lines in the log
+		stdout  string
+	}{
+		{"dns not retried", []string{"http://no-such-host.invalid/"}, curlResolve, 0, ""},
+		{"dns with --retry-all-errors", []string{"--retry-all-errors", "--attempts", "2", "http://no-such-host.invalid/"}, curlResolve, 1, ""},
+		{"connection refused", []string{"--attempts", "2", refused}, curlConnect, 1, ""},
+		{"timeout", []string{"-m", "50ms", "--attempts", "2", hung}, curlTimeout, 1, ""},
+		{"deadline", []string{"--deadline", "100ms", "--attempts", "2", hung}, curlTimeout, 0, ""},
+		{"tls not retried", []string{"--attempts", "2", tlsSrv.URL}, curlTLS, 0, ""},
+		{"tls -k", []string{"-k", tlsSrv.URL}, 0, 0, "secure\n"},
+		{"tls --cacert", []string{"--cacert", ca, tlsSrv.URL}, 0, 0, "secure\n"},
+		{"too many redirects", []string{"-L", "--max-redirs", "3", loop}, curlTooManyRedirs, 0, ""},
+		{"reset", []string{"--attempts", "2", reset}, curlRecv, 1, ""},
+		{"partial body", []string{partial}, curlPartial, 0, "only ten.."},
+		{"write error", []string{"-o", "/nonexistent/dir/out", partial}, curlWrite, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runRetry(t, "", nil, args([]string{"http"}, fast, tc.args)...)
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			if got := len(lines(r.stderr, "retrying in")); got != tc.retries {
+				t.Errorf("%d retries, want %d:\n%s", got, tc.retries, r.stderr)
+			}
+			if tc.code != 0 && strings.Count(r.stderr, "\n") != tc.retries+1 {
+				t.Errorf("want the retry lines and one closing line:\n%s", r.stderr)
+			}
+			if r.stdout != tc.stdout {
+				t.Errorf("stdout %q, want %q", r.stdout, tc.stdout)
+			}
+		})
+	}
+	if loops.Load() != 4 {
+		t.Errorf("the redirect loop was followed %d times, want 4 (3 redirects allowed)", loops.Load())
+	}
+	if resets.Load() != 2 {
+		t.Errorf("the resetting server saw %d requests, want 2", resets.Load())
+	}
+}
+
+// TestCurlRedirects: without -L the 3xx is the answer (exit 0), with -L it
+// is followed; -i shows every hop's headers.
+func TestCurlRedirects(t *testing.T) {
+	url, n := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusMovedPermanently)
+			return
+		}
+		io.WriteString(w, "new\n")
+	})
+	r := runRetry(t, "", nil, "http", url+"/old")
+	if r.code != 0 || n.Load() != 1 || !strings.Contains(r.stdout, "Moved Permanently") {
+		t.Errorf("no -L: exit %d after %d requests, stdout %q", r.code, n.Load(), r.stdout)
+	}
+	r = runRetry(t, "", nil, "http", "-iL", "-w", "%{http_code} %{num_redirects} %{url_effective}", url+"/old")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "HTTP/1.1 301 Moved Permanently\r\n") ||
+		!strings.Contains(r.stdout, "\r\n\r\nHTTP/1.1 200 OK\r\n") || !strings.HasSuffix(r.stdout, "\r\n\r\nnew\n200 1 "+url+"/new") {
+		t.Errorf("-iL: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// TestCurlRequest: what the server receives for curl's request flags.
+func TestCurlRequest(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "body.txt")
+	os.WriteFile(file, []byte("line1\r\nline2\n"), 0o644)
+	type seen struct {
+		method, path, query, body, ctype, accept, ua, auth, form string
+		enc                                                      []string
+	}
+	got := make(chan seen, 1)
+	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		s := seen{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, ctype: r.Header.Get("Content-Type"),
+			accept: r.Header.Get("Accept"), ua: r.Header.Get("User-Agent"), auth: r.Header.Get("Authorization"), enc: r.Header.Values("Accept-Encoding")}
+		if strings.HasPrefix(s.ctype, "multipart/form-data") {
+			r.ParseMultipartForm(1 << 20)
+			f, h, err := r.FormFile("upload")
+			if err == nil {
+				b, _ := io.ReadAll(f)
+				s.form = fmt.Sprintf("name=%s upload=%s:%q", r.FormValue("name"), h.Filename, b)
+			}
+		} else {
+			b, _ := io.ReadAll(r.Body)
+			s.body = string(b)
+		}
+		got <- s
+	})
+	hostPort := strings.TrimPrefix(url, "http://")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want seen
+	}{
+		{"scheme-less URL, default headers", []string{hostPort + "/p"}, seen{method: "GET", path: "/p", accept: "*/*", ua: "backoffkit-retry/"}},
+		{"repeated -d", []string{"-d", "a=1", "--data", "b=2", url}, seen{method: "POST", path: "/", body: "a=1&b=2", ctype: "application/x-www-form-urlencoded", accept: "*/*", ua: "backoffkit-retry/"}},
+		{"-d @file strips newlines", []string{"-d", "@" + file, url}, seen{method: "POST", path: "/", body: "line1line2", ctype: "application/x-www-form-urlencoded", accept: "*/*", ua: "backoffkit-retry/"}},
+		{"--data-binary keeps them", []string{"--data-binary", "@" + file, "-d", "x", url}, seen{method: "POST", path: "/", body: "line1\r\nline2\n&x", ctype: "application/x-www-form-urlencoded", accept: "*/*", ua: "backoffkit-retry/"}},
+		{"--json", []string{"--json", `{"a":`, "--json", `1}`, url}, seen{method: "POST", path: "/", body: `{"a":1}`, ctype: "application/json", accept: "application/json", ua: "backoffkit-retry/"}},
+		{"-G", []string{"-G", "-d", "q=1", "-d", "r=2", url + "/s?x=0"}, seen{method: "GET", path: "/s", query: "x=0&q=1&r=2", accept: "*/*", ua: "backoffkit-retry/"}},
+		{"-u -A -XPUT", []string{"-u", "me:pw", "-A", "agent/1", "-XPUT", url}, seen{method: "PUT", path: "/", accept: "*/*", ua: "agent/1", auth: "Basic bWU6cHc="}},
+		{"-H removes Accept", []string{"-H", "Accept:", "--request", "DELETE", url}, seen{method: "DELETE", path: "/", ua: "backoffkit-retry/"}},
+		{"-F", []string{"-F", "name=x", "-F", "upload=@" + file + ";filename=f.txt", url}, seen{method: "POST", path: "/", ctype: "multipart/form-data", accept: "*/*", ua: "backoffkit-retry/", form: `name=x upload=f.txt:"line1\r\nline2\n"`}},
+		{"--compressed", []string{"--compressed", "--url", url}, seen{method: "GET", path: "/", accept: "*/*", ua: "backoffkit-retry/", enc: []string{"gzip, deflate"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runRetry(t, "", nil, append([]string{"http"}, tc.args...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+			}
+			s := <-got
+			w := tc.want
+			if s.method != w.method || s.path != w.path || s.query != w.query || s.body != w.body ||
+				!strings.HasPrefix(s.ctype, w.ctype) || s.accept != w.accept || !strings.HasPrefix(s.ua, w.ua) ||
+				s.auth != w.auth || s.form != w.form || strings.Join(s.enc, ",") != strings.Join(w.enc, ",") {
+				t.Errorf("server saw %+v\nwant %+v", s, w)
+			}
+		})
+	}
+}
+
+// TestCurlOutputs: -i, -I, -D, -o -, -w, --compressed and -v.
+func TestCurlOutputs(t *testing.T) {
+	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Test", "yes")
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			io.WriteString(zw, "zipped\n")
+			zw.Close()
+			return
+		}
+		io.WriteString(w, "body\n")
+	})
+	dump := filepath.Join(t.TempDir(), "headers")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want func(r result) bool
+	}{
+		{"-i", []string{"-i", url}, func(r result) bool {
+			return strings.HasPrefix(r.stdout, "HTTP/1.1 200 OK\r\n") && strings.Contains(r.stdout, "X-Test: yes\r\n") && strings.HasSuffix(r.stdout, "\r\n\r\nbody\n")
+		}},
+		{"-I", []string{"-I", url}, func(r result) bool {
+			return strings.HasPrefix(r.stdout, "HTTP/1.1 200 OK\r\n") && strings.HasSuffix(r.stdout, "\r\n\r\n")
+		}},
+		{"-D", []string{"-D", dump, "-o", "-", url}, func(r result) bool {
+			b, _ := os.ReadFile(dump)
+			return r.stdout == "body\n" && strings.Contains(string(b), "X-Test: yes")
+		}},
+		{"-w", []string{"-w", `%{http_code} %{num_retries} %{url_effective} %{method} %{size_download}\n`, "-s", url + "/w?key=s3cr3t"}, func(r result) bool {
+			return r.stdout == "body\n200 0 "+url+"/w?key=REDACTED GET 5\n"
+		}},
+		{"-w time_total", []string{"-w", `%{time_total}`, url}, func(r result) bool {
+			var f float64
+			_, err := fmt.Sscanf(strings.TrimPrefix(r.stdout, "body\n"), "%f", &f)
+			return err == nil && f > 0
+		}},
+		{"--compressed", []string{"--compressed", url}, func(r result) bool { return r.stdout == "zipped\n" }},
+		{"no --compressed asks for none", []string{url}, func(r result) bool { return r.stdout == "body\n" }},
+		{"-v", []string{"-v", "-H", "Authorization: Bearer s3cr3t", url + "/v"}, func(r result) bool {
+			return strings.Contains(r.stderr, "> GET /v HTTP/1.1\n") && strings.Contains(r.stderr, "> Authorization: REDACTED\n") &&
+				strings.Contains(r.stderr, "< HTTP/1.1 200 OK\n") && strings.Contains(r.stderr, "< X-Test: yes\n") && !strings.Contains(r.stderr, "s3cr3t")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runRetry(t, "", nil, append([]string{"http"}, tc.args...)...)
+			if r.code != 0 || !tc.want(r) {
+				t.Errorf("exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// TestCurlNumRetries: %{num_retries} counts the retries made.
+func TestCurlNumRetries(t *testing.T) {
+	s := &scripted{statuses: []int{503, 502, 200}}
+	url := serve(t, s)
+	r := runRetry(t, "", nil, args([]string{"http", "-s", "-o", "/dev/null", "-w", "%{http_code} %{num_retries}"}, fast, []string{url})...)
+	if r.code != 0 || r.stdout != "200 2" || r.stderr != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 200 2 and a silent log", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestCurlProxy: -x sends the request to the proxy, with the target as an
+// absolute URL (the target's name is never resolved here).
+func TestCurlProxy(t *testing.T) {
+	got := make(chan string, 1)
+	proxy, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.String()
+		io.WriteString(w, "via proxy\n")
+	})
+	r := runRetry(t, "", nil, "http", "-x", strings.TrimPrefix(proxy, "http://"), "http://target.invalid/x")
+	if r.code != 0 || r.stdout != "via proxy\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if u := <-got; u != "http://target.invalid/x" {
+		t.Errorf("the proxy saw %q", u)
+	}
+}
+
+// TestCurlCombinedFlags: -fsSL, -sS and -XPOST as curl reads them.
+func TestCurlCombinedFlags(t *testing.T) {
+	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, r.Method, http.StatusNotFound)
+	})
+	r := runRetry(t, "", nil, "http", "-fsSL", "-XPOST", url)
+	if r.code != curlHTTPError || r.stdout != "" || r.stderr == "" || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("-fsSL -XPOST: exit %d, stdout %q, stderr %q; want 22, no body, one error line (-S)", r.code, r.stdout, r.stderr)
+	}
+	r = runRetry(t, "", nil, "http", "-fs", url)
+	if r.code != curlHTTPError || r.stderr != "" {
+		t.Errorf("-fs: exit %d, stderr %q; want 22 and nothing on stderr", r.code, r.stderr)
+	}
+	r = runRetry(t, "", nil, "http", "-sXPUT", url)
+	if r.code != 0 || r.stdout != "PUT\n" {
+		t.Errorf("-sXPUT: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// TestHTTPFlagsAsUsersTypeThem: errors and the manual write -H and
+// --max-time, never --H or Go's -attempts, and the manual lists every flag.
+func TestHTTPFlagsAsUsersTypeThem(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"http", "-H"}, "flag needs an argument: -H"},
+		{[]string{"http", "--max-time", "soon", "http://127.0.0.1:1/"}, `invalid value "soon" for flag --max-time`},
+		{[]string{"http", "-attempts", "0", "http://127.0.0.1:1/"}, "--attempts"},
+		{[]string{"http", "--retry", "3", "http://127.0.0.1:1/"}, "--retry: is curl's retry flag; retry http uses --attempts N+1"},
+		{[]string{"http", "--codes", "200", "http://127.0.0.1:1/"}, "status code 200 is not a failure"},
+	} {
+		r := runRetry(t, "", nil, tc.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "--H") || strings.Contains(r.stderr, " -attempts") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+	r := runRetry(t, "", nil, "http", "--help")
+	newHTTPFlags().fs.VisitAll(func(f *flag.Flag) {
+		n := dashName(f.Name)
+		if !strings.Contains(r.stdout, " "+n+" ") && !strings.Contains(r.stdout, " "+n+",") && !strings.Contains(r.stdout, " "+n+"\n") {
+			t.Errorf("retry http --help does not list %s", n)
+		}
+	})
+	for _, code := range []int{exitGaveUp, curlResolve, curlConnect, curlHTTPError, curlTimeout, curlTLS, curlTooManyRedirs, curlRecv} {
+		if !strings.Contains(r.stdout, fmt.Sprintf("\n    %-4d ", code)) {
+			t.Errorf("retry http --help does not document exit status %d", code)
+		}
+	}
+	for _, s := range []string{"-H, --header", "EXIT STATUS", "--attempts N+1", "%{num_retries}", "curlResolve"} {
+		if want := !strings.HasPrefix(s, "curl"); strings.Contains(r.stdout, s) != want {
+			t.Errorf("retry http --help: contains %q = %v", s, !want)
+		}
+	}
+}
+
+// TestHTTPJSONLogClosingLine: with --log-format json every stderr line of
+// retry http is JSON, the closing one (an error that sent no give-up event)
+// included.
+func TestHTTPJSONLogClosingLine(t *testing.T) {
+	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
+	r := runRetry(t, "", nil, "http", "--log-format", "json", "-f", url)
+	got := jsonLines(t, r.stderr)
+	if r.code != curlHTTPError || len(got) != 2 || got[0]["event"] != "success" || got[1]["event"] != "error" || got[1]["exit_code"] != 22.0 {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = runRetry(t, "", nil, "http", "--log-format", "json", "--attempts", "2", "--initial-delay", "1ms", "--jitter", "0", "http://x.invalid/")
+	got = jsonLines(t, r.stderr)
+	if r.code != curlResolve || len(got) != 1 || got[0]["event"] != "give-up" || got[0]["reason"] != "permanent" {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}

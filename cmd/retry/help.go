@@ -1,0 +1,288 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/backoffkit/retry"
+)
+
+// The manual pages of "retry --help" and "retry http --help". Each lists its
+// flags by hand, grouped, as users type them; a test checks that every flag
+// the parser accepts is listed.
+
+const commandHelp = `NAME
+    retry - run a command again while it fails, with exponential backoff and jitter
+
+SYNOPSIS
+    retry [OPTIONS] -- COMMAND [ARGS...]
+    retry http [OPTIONS] URL        (see 'retry help http')
+    retry demo | sim ...            (see 'retry help demo', 'retry help sim')
+    retry help [SUBCOMMAND]
+    retry --version
+
+DESCRIPTION
+    Runs COMMAND, and runs it again while it fails, waiting between attempts
+    with Google's truncated exponential backoff with jitter: before retry n
+    (from 0) the wait is min(initial_delay * exp_base^n + U(0, jitter),
+    max_delay). It stops on success, after --attempts attempts, at the
+    --deadline, or on an exit code not in --on-exit-codes, and exits with the
+    command's last exit code. One line per retry goes to stderr; the
+    command's own output is untouched.
+
+    Stdin is passed to the first attempt only: a retried command gets an
+    empty stdin, unless --stdin-file names a file to give every attempt.
+
+PROCESS CONTROL
+    Like timeout(1), each attempt runs in a process group of its own. When
+    --attempt-timeout or --deadline stops an attempt, the whole group gets
+    --signal (SIGTERM), then SIGKILL if anything in it still runs
+    --kill-after (1s) later, so a shell's children and grandchildren go with
+    it. A deadline is a deadline: retry ends by --deadline, grace included
+    (the signal comes --kill-after, at most half the deadline, before it).
+
+    Ctrl-C (SIGINT), SIGTERM and SIGHUP are passed on to the attempt once,
+    and no further attempt starts; a second one kills the attempt with
+    SIGKILL and retry exits at once (130 after Ctrl-C).
+
+    A command that reads the terminal (an editor, a password prompt) needs
+    --foreground: it then runs in retry's own process group, gets the
+    terminal's Ctrl-C itself (retry does not send it again), and only the
+    command, not its children, is signalled on a timeout.
+
+OPTIONS
+  Retry policy (Gen AI SDK names):
+    --attempts N             attempts in all, the first included (default 5)
+    --initial-delay DURATION wait before the first retry, before jitter (default 1s)
+    --max-delay DURATION     cap on any single wait (default 60s)
+    --exp-base B             growth factor of the waits (default 2)
+    --jitter DURATION        upper bound of the random extra per wait; 0 for none (default 1s)
+    --jitter-shape SHAPE     %s (default google)
+    --deadline DURATION      total time for all attempts and waits; 0 for none (default none)
+    --attempt-timeout DURATION
+                             time limit of one attempt; a hung attempt is stopped and
+                             retried; 0 for none (default none)
+    --profile NAME           start from a profile: %s
+    --config FILE            JSON settings (see CONFIG FILE)
+    --seed N                 seed of the jitter, for reproducible waits (default random)
+  Command:
+    --on-exit-codes CODES    exit codes worth a retry, e.g. 1,75 (default any non-zero)
+    --stdin-file FILE        give FILE as stdin to every attempt
+    --signal SIG             signal for a stopped attempt: TERM, INT, HUP, KILL, USR1, ...
+                             or a number (default TERM)
+    --kill-after DURATION    SIGKILL what still runs this long after --signal (default 1s)
+    --foreground             run in retry's process group, for commands that read the
+                             terminal (see PROCESS CONTROL)
+  Output:
+    --log-format FORMAT      text (default) or json: one JSON object per line on stderr,
+                             with an RFC 3339 "time", the closing line included
+    --quiet                  no retry log; a command that cannot be started is still reported
+    --help                   this manual (also 'retry help')
+    --version                the version
+
+    DURATION is Go syntax (1.5s, 250ms, 2m) or a number of seconds (0.25).
+    Precedence: defaults (or --profile) < --config < flags; an explicit 0
+    for --deadline or --attempt-timeout means none, whatever the profile says.
+
+CONFIG FILE
+    A JSON object with the Gen AI SDK's HttpRetryOptions names, durations in
+    seconds (or strings like "250ms"). Keys are case-sensitive and may appear
+    once; snake_case and the JS SDK's camelCase are both accepted:
+        %s
+    A key set to null, an unknown key, or a value out of range is an error
+    naming the file and the key.
+        {"attempts": 8, "initial_delay": 0.5, "max_delay": 30, "deadline": 300}
+
+EXIT STATUS
+    the command's last exit code (0 once it succeeds)
+    2      bad usage or config (a command may also exit 2)
+    124    the last attempt was stopped by --attempt-timeout or --deadline
+    126    the command could not be run (permission denied); not retried
+    127    the command was not found; not retried
+    128+N  the last attempt was killed by signal N; 137 when retry had to
+           SIGKILL a stopped attempt after --kill-after
+    130    interrupted by Ctrl-C (SIGINT); 143 by SIGTERM, 129 by SIGHUP
+
+EXAMPLES
+    retry --deadline 300s --attempts 8 -- ./deploy.sh
+    retry --on-exit-codes 1,75 --attempt-timeout 30s -- make test
+    retry --foreground -- ssh host uptime
+`
+
+// printCommandHelp prints the manual of the command mode.
+func printCommandHelp(w io.Writer, _ *flag.FlagSet) {
+	fmt.Fprintf(w, commandHelp, shapeList(), strings.Join(retry.ProfileNames(), ", "), configKeysText())
+}
+
+// configKeysText lists the config keys, aliases paired: "attempts,
+// initial_delay (initialDelay), ...".
+func configKeysText() string {
+	var parts []string
+	for i := 0; i < len(configKeys); i++ {
+		k := configKeys[i]
+		if i+1 < len(configKeys) && configKeys[i+1].field == k.field {
+			parts = append(parts, k.name+" ("+configKeys[i+1].name+")")
+			i++
+			continue
+		}
+		parts = append(parts, k.name)
+	}
+	return wrap(strings.Join(parts, ", "), 72, "        ")
+}
+
+// wrap breaks s into lines of at most width characters, the second and later
+// lines indented by indent.
+func wrap(s string, width int, indent string) string {
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Fields(s) {
+		if i > 0 {
+			if line+1+len(word) > width {
+				b.WriteString("\n" + indent)
+				line = 0
+			} else {
+				b.WriteByte(' ')
+				line++
+			}
+		}
+		b.WriteString(word)
+		line += len(word)
+	}
+	return b.String()
+}
+
+const httpHelp = `NAME
+    retry http - a curl-like HTTP client that retries with backoff and jitter
+
+SYNOPSIS
+    retry http [OPTIONS] URL
+
+DESCRIPTION
+    Sends one request the way curl does, and retries it while the answer is
+    a status in --codes (408, 429, 500, 502, 503, 504) or a transient
+    network error (connection refused or reset, timeouts), waiting with
+    Google's truncated exponential backoff with jitter. A server's
+    Retry-After header or google.rpc.RetryInfo body is honoured (capped by
+    --max-retry-after). Other statuses (400, 401, 403, 404, ...) are final.
+
+    GET, HEAD, OPTIONS, PUT and DELETE are retried. POST and PATCH are sent
+    once unless --idempotent or --idempotency-key is given (or an
+    Idempotency-Key header): repeating them could run them twice.
+
+    The body goes to stdout (or -o FILE); one line per retry goes to stderr.
+    Secrets are never logged (not with -v either): Authorization, Cookie and
+    x-goog-api-key headers and key=, token= and similar query values are
+    shown as REDACTED. A URL without a scheme is an http:// URL.
+
+    For curl users, three flags differ: curl's --retry N is --attempts N+1
+    here (attempts count the first one), --retry-delay is --initial-delay
+    (the waits then grow exponentially), and --retry-max-time is --deadline.
+
+OPTIONS
+  Request (curl's flags and meanings):
+    -X, --request METHOD     the method (default GET; POST with data; HEAD with -I)
+    -H, --header 'Name: value'
+                             add a header (repeatable); 'Name:' leaves out one retry
+                             would send (User-Agent, Accept), 'Name;' sends it empty
+    -d, --data DATA          body (POST, application/x-www-form-urlencoded); repeated
+                             -d are joined with &; @FILE reads a file without its
+                             newlines, @- reads stdin
+    --data-binary DATA       like -d, but @FILE is sent as is
+    --json DATA              JSON body (Content-Type and Accept application/json);
+                             repeated --json are concatenated
+    -F, --form NAME=VALUE    multipart/form-data field; NAME=@FILE uploads a file,
+                             NAME=<FILE sends its content; ;type=MIME, ;filename=NAME
+    -G, --get                send the -d data in the URL's query string, with GET
+    -u, --user USER:PASSWORD basic authentication
+    -A, --user-agent NAME    User-Agent (default backoffkit-retry/VERSION)
+    --url URL                the URL, as a flag
+    --compressed             ask for gzip or deflate and decompress the answer
+  Connection:
+    -x, --proxy URL          use this HTTP proxy (default: $HTTP_PROXY, $HTTPS_PROXY)
+    -k, --insecure           do not verify the server's certificate
+    --cacert FILE            trust the CA certificates in FILE (PEM)
+    --connect-timeout DURATION
+                             time limit to connect (TCP and TLS), per attempt
+    -m, --max-time DURATION  time limit of each attempt (as --attempt-timeout)
+    -L, --location           follow redirects (each one retried on its own)
+    --max-redirs N           follow at most N redirects (default 50; -1 for no limit)
+  Output:
+    -o, --output FILE        write the body to FILE ("-" for stdout)
+    -i, --include            write the response headers before the body
+    -I, --head               send HEAD and write the headers
+    -D, --dump-header FILE   write the response headers to FILE ("-" for stdout)
+    -w, --write-out FORMAT   write FORMAT to stdout at the end; @FILE reads it;
+                             variables %%{http_code} %%{response_code} %%{time_total}
+                             %%{num_retries} %%{num_redirects} %%{url_effective}
+                             %%{method} %%{size_download} %%{content_type}
+                             %%{exitcode}; \n \t \r \\ and %%%% escapes
+    -f, --fail               exit 22 on a final status of 400 or above, without the body
+    --fail-with-body         exit 22 on such a status, with the body
+    -s, --silent             no retry log, no error message
+    -S, --show-error         with -s, still print the error
+    -v, --verbose            each attempt's request and response headers on stderr
+    -V, --version            the version
+  Retrying:
+    --attempts N             attempts in all, the first included (default 5)
+    --initial-delay DURATION wait before the first retry, before jitter (default 1s)
+    --max-delay DURATION     cap on any single wait (default 60s)
+    --exp-base B             growth factor of the waits (default 2)
+    --jitter DURATION        upper bound of the random extra per wait; 0 for none (default 1s)
+    --jitter-shape SHAPE     %[1]s (default google)
+    --deadline DURATION      total time for all attempts and waits; 0 for none (default none)
+    --attempt-timeout DURATION
+                             time limit of one attempt; 0 for none (default none)
+    --codes CODES            statuses that trigger a retry, 4xx and 5xx only
+                             (default 408,429,500,502,503,504)
+    --max-retry-after DURATION
+                             cap on a server's hint; 0 ignores hints (default --max-delay)
+    --retry-all-errors       retry DNS and TLS errors too
+    --retry-connrefused      accepted for curl (a refused connection is always retried)
+    --idempotent             the request is safe to repeat: retry it whatever its method
+    --idempotency-key auto|VALUE
+                             send an Idempotency-Key header (auto: a random UUID, the
+                             same on every attempt); makes a POST retryable
+    --profile NAME           start from a profile: %[2]s
+    --config FILE            JSON settings (see 'retry --help', CONFIG FILE)
+    --seed N                 seed of the jitter (default random)
+    --log-format FORMAT      text (default) or json: one JSON object per line on stderr
+    --quiet                  no retry log (the error is still printed)
+
+    DURATION is Go syntax (1.5s, 250ms) or a number of seconds. Combined
+    one-letter flags work as in curl (-fsSL, -XPOST); flags may come after
+    the URL.
+
+EXIT STATUS
+    As curl's where the cause is the same; for a network error, the cause
+    of the last attempt's failure, after any retries.
+    0    a response came (with -f: and its status is below 400)
+    1    gave up: the final answer was a status in --codes and the attempts,
+         --deadline or the retry budget ran out (or the request was not
+         repeatable); the log's last line says why
+    2    bad usage or config
+    6    the host name could not be resolved (not retried without --retry-all-errors)
+    7    could not connect
+    18   the response body ended early
+    22   -f/--fail: the final status is 400 or above (and not one that was retried)
+    23   the output could not be written (-o, -D)
+    26   the request body could not be read
+    28   timed out (--max-time, --connect-timeout, --deadline)
+    35   TLS handshake or certificate error (not retried without --retry-all-errors)
+    47   too many redirects (-L, --max-redirs)
+    55   failed sending the request
+    56   failed receiving the response (connection reset or closed, another
+         network or protocol error)
+    130  interrupted by Ctrl-C (SIGINT); 143 by SIGTERM
+
+EXAMPLES
+    retry http -fsS -H "x-goog-api-key: $KEY" https://host/v1/models
+    retry http --json @req.json --idempotency-key auto -w '%%{http_code} %%{num_retries}\n' URL
+    retry http -L --attempts 8 --deadline 60s -o out.bin https://host/file
+`
+
+// printHTTPHelp prints the manual of retry http.
+func printHTTPHelp(w io.Writer) {
+	fmt.Fprintf(w, httpHelp, shapeList(), strings.Join(retry.ProfileNames(), ", "))
+}

@@ -1,0 +1,37 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// process is one running attempt. Without process groups, only the
+// command itself can be signalled.
+type process struct {
+	cmd   *exec.Cmd
+	group bool
+}
+
+func prepare(cmd *exec.Cmd, group bool) {}
+
+// signal sends s to the command; where signals other than SIGKILL cannot be
+// sent (Windows), the command is killed.
+func (p *process) signal(s syscall.Signal) {
+	if err := p.cmd.Process.Signal(s); err != nil {
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+func (p *process) cleanGroup(time.Time) bool { return false }
+
+func terminalForeground() bool { return false }
+
+var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+
+func fromTerminal(s os.Signal) bool { return s == os.Interrupt }
+
+var signalNames = map[string]syscall.Signal{"INT": syscall.SIGINT, "KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM}

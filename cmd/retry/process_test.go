@@ -1,0 +1,384 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// These tests run real processes under the retry binary and check the
+// process table afterwards. They wait for events (a child's "ready" line, a
+// pid file written before the attempt can time out, retry's exit), never for
+// time; the timeouts below only bound a hang.
+
+// alive reports whether pid is a live process (a zombie is dead: it only
+// waits to be reaped).
+func alive(t *testing.T, pid int) bool {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) STATE ...; comm may hold spaces and parentheses.
+	rest := string(b[bytes.LastIndexByte(b, ')')+1:])
+	f := strings.Fields(rest)
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// readPID reads the pid a script wrote to path.
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the script wrote no pid file: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// TestTimeoutStopsTheWholeProcessGroup: a timed-out attempt's grandchildren
+// are stopped with it, whether they die of --signal or must be killed with
+// SIGKILL after --kill-after; nothing is left running when retry exits.
+func TestTimeoutStopsTheWholeProcessGroup(t *testing.T) {
+	for _, tc := range []struct {
+		name, grandchild string
+		code             int
+		log              string
+	}{
+		{"grandchild dies of SIGTERM", `sleep 30`, exitTimeout, "timed out after 1s (--attempt-timeout); giving up"},
+		{"grandchild ignores SIGTERM", `(trap "" TERM; exec sleep 30)`, 137, "still running 200ms after SIGTERM: killed with SIGKILL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			// The pid is written long before the 1s timeout (a shell starts in
+			// milliseconds); the attempt's end is retry's, not ours.
+			r := runRetry(t, "", []string{"PIDF=" + pidFile}, "--attempts", "1", "--attempt-timeout", "1s", "--kill-after", "200ms",
+				"--", "sh", "-c", tc.grandchild+` & echo $! > "$PIDF"; wait`)
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			if pid := readPID(t, pidFile); alive(t, pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("the grandchild %d still runs after retry exited (orphaned)", pid)
+			}
+			if !strings.Contains(r.stderr, tc.log) {
+				t.Errorf("stderr lacks %q:\n%s", tc.log, r.stderr)
+			}
+		})
+	}
+}
+
+// TestDeadlineIncludesTheGrace: a command that ignores SIGTERM is killed at
+// the --deadline itself, not --kill-after later (it took deadline + 5 s).
+// The bound is loose (the deadline plus half the grace), far below the old
+// behaviour.
+func TestDeadlineIncludesTheGrace(t *testing.T) {
+	start := time.Now()
+	r := runRetry(t, "", nil, "--deadline", "1s", "--kill-after", "5s", "--initial-delay", "10ms", "--jitter", "0",
+		"--", "sh", "-c", `trap "" TERM; sleep 30`)
+	took := time.Since(start)
+	if r.code != 137 {
+		t.Errorf("exit %d, want 137 (killed after the grace); stderr:\n%s", r.code, r.stderr)
+	}
+	if took > 3500*time.Millisecond {
+		t.Errorf("retry --deadline 1s --kill-after 5s took %v: the grace must count inside the deadline", took)
+	}
+	if !strings.Contains(r.stderr, "stopped by the --deadline") {
+		t.Errorf("stderr:\n%s", r.stderr)
+	}
+}
+
+// startRetry starts the retry binary with the test binary as the command
+// (mode "signals"), and returns it with a reader of its stdout, after the
+// child's "ready PID PGID" line.
+type started struct {
+	cmd        *exec.Cmd
+	out        *bufio.Reader
+	stderr     *lockedBuffer
+	stderrC    chan string // retry's stderr, line by line
+	pid, pgid  int
+	stderrDone chan struct{}
+	cancel     context.CancelFunc
+	ctx        context.Context
+	childLines []string
+}
+
+func startRetry(t *testing.T, env []string, attr *syscall.SysProcAttr, stdin *os.File, flags ...string) *started {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, append(append(append([]string{}, flags...), "--"), self)...)
+	cmd.Env = append(append(os.Environ(), "RETRY_TEST_CHILD=signals"), env...)
+	cmd.SysProcAttr = attr
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	s := &started{cmd: cmd, stderr: &lockedBuffer{}, stderrC: make(chan string, 100), cancel: cancel, ctx: ctx}
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			s.stderr.WriteString(sc.Text() + "\n")
+			select {
+			case s.stderrC <- sc.Text():
+			default:
+			}
+		}
+	}()
+	s.stderrDone = stderrDone
+	s.out = bufio.NewReader(out)
+	line := s.line(t)
+	if _, err := fmt.Sscanf(line, "ready %d %d", &s.pid, &s.pgid); err != nil {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	t.Cleanup(func() {
+		if alive(t, s.pid) {
+			syscall.Kill(s.pid, syscall.SIGKILL)
+		}
+	})
+	return s
+}
+
+// line returns the child's next line (an event: it blocks until then).
+func (s *started) line(t *testing.T) string {
+	t.Helper()
+	l, err := s.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the child's output: %v (after %q); stderr:\n%s", err, s.childLines, s.stderr)
+	}
+	s.childLines = append(s.childLines, strings.TrimSpace(l))
+	return strings.TrimSpace(l)
+}
+
+// stderrLine waits for a line of retry's stderr containing sub (an event).
+func (s *started) stderrLine(t *testing.T, sub string) {
+	t.Helper()
+	for {
+		select {
+		case l := <-s.stderrC:
+			if strings.Contains(l, sub) {
+				return
+			}
+		case <-s.ctx.Done():
+			t.Fatalf("retry never wrote %q; stderr:\n%s", sub, s.stderr)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.WriteString(s)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// wait waits for retry to exit and returns its exit code and the rest of
+// the child's output.
+func (s *started) wait(t *testing.T) (int, string) {
+	t.Helper()
+	rest, _ := io.ReadAll(s.out)
+	<-s.stderrDone // Wait closes the pipe: read it all first
+	err := s.cmd.Wait()
+	if s.ctx.Err() != nil {
+		t.Fatalf("retry did not exit; child said %q%s; stderr:\n%s", s.childLines, rest, s.stderr)
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(rest)
+}
+
+// TestEachAttemptHasItsOwnProcessGroup: by default the command leads its own
+// process group; with --foreground it stays in retry's.
+func TestEachAttemptHasItsOwnProcessGroup(t *testing.T) {
+	s := startRetry(t, []string{"EXIT_ON=TERM"}, nil, nil, "--attempts", "1")
+	if s.pgid != s.pid {
+		t.Errorf("child %d is in process group %d, want its own", s.pid, s.pgid)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if code, _ := s.wait(t); code != 143 {
+		t.Errorf("exit %d after SIGTERM, want 143", code)
+	}
+
+	s = startRetry(t, []string{"EXIT_ON=TERM"}, nil, nil, "--attempts", "1", "--foreground")
+	if s.pgid != syscall.Getpgrp() {
+		t.Errorf("--foreground: child %d is in process group %d, want retry's (%d)", s.pid, s.pgid, syscall.Getpgrp())
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if code, rest := s.wait(t); code != 143 || !strings.Contains(rest, "sig TERM") {
+		t.Errorf("--foreground: exit %d, child said %q; want 143 after the forwarded SIGTERM", code, rest)
+	}
+}
+
+// TestSecondSignalKills: a command that ignores SIGINT gets the first one
+// (once), and the second kills it; retry exits 130 without waiting for it.
+func TestSecondSignalKills(t *testing.T) {
+	s := startRetry(t, nil, nil, nil, "--attempts", "3")
+	s.cmd.Process.Signal(syscall.SIGINT)
+	if l := s.line(t); l != "sig INT" {
+		t.Fatalf("child said %q, want the forwarded SIGINT", l)
+	}
+	s.stderrLine(t, "SIGINT: waiting for the command to end")
+	s.cmd.Process.Signal(syscall.SIGINT)
+	code, rest := s.wait(t)
+	if code != 130 {
+		t.Errorf("exit %d, want 130", code)
+	}
+	if strings.Contains(rest, "sig") || strings.Contains(rest, "ready") {
+		t.Errorf("after the second SIGINT the child said %q (want it killed, and no new attempt)", rest)
+	}
+	if alive(t, s.pid) {
+		t.Errorf("the child %d still runs", s.pid)
+	}
+}
+
+// openPTY opens a pseudo-terminal pair.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	ioctl := func(req uintptr, arg unsafe.Pointer) {
+		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), req, uintptr(arg)); errno != 0 {
+			m.Close()
+			t.Skipf("pseudo-terminal ioctl %#x: %v", req, errno)
+		}
+	}
+	var unlock int32
+	ioctl(syscall.TIOCSPTLCK, unsafe.Pointer(&unlock))
+	var n uint32
+	ioctl(syscall.TIOCGPTN, unsafe.Pointer(&n))
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		m.Close()
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { m.Close(); s.Close() })
+	return m, s
+}
+
+// TestCtrlCAtATerminal presses Ctrl-C on a real (pseudo-)terminal whose
+// foreground process group is retry's, as in an interactive shell. The
+// command must get one SIGINT per Ctrl-C (the terminal signals the
+// foreground group; retry must not send it a second time), and the second
+// Ctrl-C kills it: exit 130, nothing left running.
+func TestCtrlCAtATerminal(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"own process group", nil},
+		{"--foreground", []string{"--foreground"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			master, slave := openPTY(t)
+			// A new session with the terminal as its controlling terminal:
+			// retry's group is the terminal's foreground group.
+			attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			s := startRetry(t, nil, attr, slave, append([]string{"--attempts", "3"}, tc.flags...)...)
+			if _, err := master.Write([]byte{3}); err != nil { // Ctrl-C
+				t.Fatal(err)
+			}
+			if l := s.line(t); l != "sig INT" {
+				t.Fatalf("child said %q after Ctrl-C, want sig INT", l)
+			}
+			// Two Ctrl-C at once would be one SIGINT (a pending signal is not
+			// queued twice): press again once retry has taken the first.
+			s.stderrLine(t, "send it again (Ctrl-C) to kill it")
+			if _, err := master.Write([]byte{3}); err != nil {
+				t.Fatal(err)
+			}
+			code, rest := s.wait(t)
+			ints := 1 + strings.Count(rest, "sig INT")
+			if code != 130 {
+				t.Errorf("exit %d after two Ctrl-C, want 130; stderr:\n%s", code, s.stderr)
+			}
+			// One SIGINT per Ctrl-C at most: in its own group the command
+			// gets only retry's (the second Ctrl-C kills it); with
+			// --foreground only the terminal's.
+			max := 1
+			if len(tc.flags) > 0 {
+				max = 2
+			}
+			if ints > max {
+				t.Errorf("the command got %d SIGINTs for 2 Ctrl-C, want at most %d (double delivery)", ints, max)
+			}
+			if alive(t, s.pid) {
+				t.Errorf("the child %d still runs", s.pid)
+			}
+		})
+	}
+}
+
+// TestSignalAndKillAfter: --signal picks the signal a timed-out attempt
+// gets; a command that ignores it is killed --kill-after later (exit 137,
+// as timeout(1)). The command installs its handlers before saying ready,
+// long before the 1s timeout.
+func TestSignalAndKillAfter(t *testing.T) {
+	for _, tc := range []struct {
+		flags  []string
+		exitOn string
+		code   int
+		said   string
+	}{
+		{[]string{"--signal", "INT"}, "INT", exitTimeout, "sig INT"},
+		{[]string{"--signal", "SIGHUP", "--kill-after", "100ms"}, "", 137, "sig HUP"},
+	} {
+		t.Run(tc.flags[1], func(t *testing.T) {
+			s := startRetry(t, []string{"EXIT_ON=" + tc.exitOn}, nil, nil, append([]string{"--attempts", "1", "--attempt-timeout", "1s"}, tc.flags...)...)
+			code, rest := s.wait(t)
+			if code != tc.code || strings.TrimSpace(rest) != tc.said {
+				t.Errorf("exit %d, child said %q; want %d and %q; stderr:\n%s", code, rest, tc.code, tc.said, s.stderr)
+			}
+		})
+	}
+}
