@@ -88,40 +88,69 @@ func (b *cancelBody) Close() error {
 }
 
 // bounded runs read, which reads body, and closes body if read has not
-// returned after maxBodyWait, at ctx's deadline if that is sooner, or when
-// ctx ends (Close unblocks a Read on net/http's bodies; closing one before
-// its end also closes its HTTP/1 connection, which is then never reused).
-// It reports whether body was closed that way (it must not be closed again).
-func bounded(body io.Closer, ctx context.Context, read func()) (stalled bool) {
-	d := maxBodyWait
-	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, time.Until(dl))
+// returned after maxBodyWait, at the attempt's deadline dl if that is
+// sooner (zero for none), or when the caller's ctx ends (Close unblocks a
+// Read on net/http's bodies; closing one before its end also closes its
+// HTTP/1 connection, which is then never reused). It reports whether body
+// was closed that way (it must not be closed again).
+//
+// It watches the attempt's deadline as a time, not the attempt's context:
+// the transport ends that context itself when a body is read to its end
+// (cancelBody), which is no stall.
+func bounded(body io.Closer, ctx context.Context, dl time.Time, read func()) (stalled bool) {
+	if d := time.Now().Add(maxBodyWait); dl.IsZero() || d.Before(dl) {
+		dl = d
 	}
-	if d <= 0 || ctx.Err() != nil {
+	if ctx.Err() != nil || !time.Now().Before(dl) {
 		body.Close()
 		return true
 	}
+	stop := watchBody(body, ctx, dl)
+	read()
+	return stop()
+}
+
+// watchBody closes body at dl (unless zero) or when ctx ends, whichever
+// comes first, until stop is called; stop reports whether body was closed.
+func watchBody(body io.Closer, ctx context.Context, dl time.Time) (stop func() bool) {
 	var (
-		mu   sync.Mutex
-		done bool
+		mu           sync.Mutex
+		done, closed bool
 	)
-	stop := func() {
+	fire := func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !done {
-			done, stalled = true, true
+			done, closed = true, true
 			body.Close()
 		}
 	}
-	t := time.AfterFunc(d, stop)
-	unwatch := context.AfterFunc(ctx, stop)
-	read()
-	t.Stop()
-	unwatch()
-	mu.Lock()
-	defer mu.Unlock()
-	done = true
-	return stalled
+	var t *time.Timer
+	if !dl.IsZero() {
+		t = time.AfterFunc(time.Until(dl), fire)
+	}
+	var unwatch func() bool
+	if ctx.Done() != nil {
+		unwatch = context.AfterFunc(ctx, fire)
+	}
+	return func() bool {
+		if t != nil {
+			t.Stop()
+		}
+		if unwatch != nil {
+			unwatch()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
+		return closed
+	}
+}
+
+// deadline returns ctx's deadline, zero if none.
+func deadline(ctx context.Context) time.Time {
+	dl, _ := ctx.Deadline()
+	return dl
 }
 
 // closedBody stands for a body the transport closed because it stalled or

@@ -335,3 +335,23 @@ func TestStalledBodyClosedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestPeekToEOFKeepsTheHint: with an attempt deadline, reading a RetryInfo
+// body to its end ends the attempt's context (the transport's own cancel
+// at EOF); that must not count as a stall that drops the hint. Repeated,
+// since it was a race between the read and the context's watcher.
+func TestPeekToEOFKeepsTheHint(t *testing.T) {
+	const body = `{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3s"}]}}`
+	for _, p := range []retry.Policy{{AttemptTimeout: time.Minute, Jitter: retry.Zero}, {Deadline: time.Hour, Jitter: retry.Zero}} {
+		for i := range 200 {
+			synctest.Test(t, func(t *testing.T) {
+				var calls []time.Time
+				rt := NewTransport(sequence(&calls, reply(429, body, "Content-Type", "application/json"), reply(200, "ok")), p)
+				readAll(t, get(t, rt, "https://example.com/"))
+				if len(calls) != 2 || calls[1].Sub(calls[0]) != 3*time.Second {
+					t.Fatalf("run %d: %d attempts, %v apart; want 2, 3s apart (the hint)", i, len(calls), calls[len(calls)-1].Sub(calls[0]))
+				}
+			})
+		}
+	}
+}

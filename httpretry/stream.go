@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/backoffkit/retry"
 )
@@ -363,14 +364,16 @@ type peekResult struct {
 var peekBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // peekFirstEvent reads body until the first event of the stream is complete,
-// maxStreamPeek bytes have been read, or the body fails or ends. If ctx (the
-// attempt's) ends first, body is closed, so that a base transport that does
-// not watch the context cannot hold the attempt past it.
-func peekFirstEvent(body io.ReadCloser, format int, ctx context.Context) (r peekResult) {
+// maxStreamPeek bytes have been read, or the body fails or ends. If the
+// caller's ctx ends or the attempt's deadline dl (zero for none) passes
+// first, body is closed, so that a base transport that does not watch them
+// cannot hold the attempt past them. (The attempt's context itself is not
+// watched: the transport ends it when a body is read to its end.)
+func peekFirstEvent(body io.ReadCloser, format int, ctx context.Context, dl time.Time) (r peekResult) {
 	r.ev.format = format
-	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { body.Close() })
-		defer func() { r.closed = !stop() }()
+	if ctx.Done() != nil || !dl.IsZero() {
+		stop := watchBody(body, ctx, dl)
+		defer func() { r.closed = stop() }()
 	}
 	bp := peekBufs.Get().(*[]byte)
 	buf := (*bp)[:0]
@@ -421,10 +424,14 @@ func (c *call) peekable(resp *http.Response) int {
 // then the error, as it would have without the transport.
 func (c *call) peekStream(resp *http.Response, format int, rctx context.Context, u interface{ String() string }) error {
 	orig := resp.Body
-	r := peekFirstEvent(orig, format, rctx)
+	r := peekFirstEvent(orig, format, c.ctx, deadline(rctx))
 	rest := orig
-	if r.closed {
-		rest = closedBody{err: context.Cause(rctx)} // closed once, not again
+	if r.closed { // closed once, not again
+		why := context.DeadlineExceeded // the attempt's
+		if c.ctx.Err() != nil {
+			why = context.Cause(c.ctx)
+		}
+		rest = closedBody{err: why}
 	}
 	resp.Body = keepWriter(orig, &prefixBody{prefix: r.prefix, rc: rest, err: r.err})
 
@@ -433,7 +440,7 @@ func (c *call) peekStream(resp *http.Response, format int, rctx context.Context,
 			resp.Body.Close()
 			return r.err // the caller's own cancel or deadline: the loop stops
 		}
-		cl := classify(r.err, rctx.Err() != nil)
+		cl := classify(r.err, r.closed || rctx.Err() != nil)
 		c.recordAnswer(resp.StatusCode, false)
 		if !cl.retryable && !c.t.cfg.retryAllErrors {
 			c.resp = resp // as it happened

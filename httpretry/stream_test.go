@@ -513,3 +513,29 @@ func TestStreamErrorsCoolEndpointDown(t *testing.T) {
 		}
 	})
 }
+
+// TestStreamStallCustomTransport: a base RoundTripper whose body ignores
+// the request's context: a first event that never comes is still cut at the
+// attempt's timeout (the body closed), and the attempt retried as a timeout.
+func TestStreamStallCustomTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stalled := newBlockingBody()
+		var calls []time.Time
+		var ev events
+		rt := NewTransport(sequence(&calls,
+			func(r *http.Request) (*http.Response, error) {
+				resp := response(r, 200, "", "Content-Type", ctSSE)
+				resp.Body = stalled
+				return resp, nil
+			},
+			streamReply(ctSSE, nil, sseOf(chunk1))), retry.Policy{Jitter: retry.Zero, Observer: ev.observe}, WithAttemptTimeout(5*time.Second))
+		resp := get(t, rt, streamURL)
+		if b := readAll(t, resp); b != sseOf(chunk1) || len(calls) != 2 || calls[1].Sub(calls[0]) != 6*time.Second {
+			t.Fatalf("got %q after %d attempts", b, len(calls))
+		}
+		var ae *AttemptError
+		if r := ev.byKind(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout || stalled.n.Load() != 1 {
+			t.Fatalf("retries %+v, body closed %d times; want one timeout, closed once", r, stalled.n.Load())
+		}
+	})
+}

@@ -188,7 +188,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if ctx.Err() == nil {
 			return c.last, nil
 		}
-		discard(c.last)
+		discard(c.last, ctx)
 	}
 	if !c.bodyUsed {
 		closeBody(req)
@@ -345,7 +345,7 @@ func (c *call) attempt(actx context.Context) error {
 		return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae, cause: err})
 	}
 	if c.last != nil {
-		discard(c.last)
+		discard(c.last, c.ctx)
 		c.last = nil
 	}
 	if c.ep >= 0 && c.move {
@@ -450,7 +450,7 @@ func (c *call) attempt(actx context.Context) error {
 	case !c.replayable():
 		return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae})
 	}
-	if d, src := hint(resp, rctx); src != "" {
+	if d, src := hint(resp, c.ctx, deadline(rctx)); src != "" {
 		ae.HintSource = src
 		return retry.After(ae, d)
 	}
@@ -515,9 +515,10 @@ func (c *call) attemptError(u interface{ String() string }, status int, class st
 
 // hint returns the server's hint for the next wait: the Retry-After header,
 // else google.rpc.RetryInfo in a JSON body. Peeking at the body (bounded by
-// maxPeek bytes, and by maxBodyWait and ctx in time) replaces resp.Body with
-// one that yields the same bytes, then the error that ended the peek, if any.
-func hint(resp *http.Response, ctx context.Context) (time.Duration, string) {
+// maxPeek bytes, and in time by maxBodyWait, the attempt's deadline dl and
+// the caller's ctx) replaces resp.Body with one that yields the same bytes,
+// then the error that ended the peek, if any.
+func hint(resp *http.Response, ctx context.Context, dl time.Time) (time.Duration, string) {
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		if d, ok := ParseRetryAfter(v, time.Now()); ok {
 			return d, HintRetryAfter
@@ -534,7 +535,7 @@ func hint(resp *http.Response, ctx context.Context) (time.Duration, string) {
 		err    error
 	)
 	rest := resp.Body
-	if bounded(resp.Body, ctx, func() { prefix, err = io.ReadAll(io.LimitReader(resp.Body, maxPeek)) }) {
+	if bounded(resp.Body, ctx, dl, func() { prefix, err = io.ReadAll(io.LimitReader(resp.Body, maxPeek)) }) {
 		rest, err = closedBody{errBodyStalled}, errBodyStalled // closed once, not again
 	}
 	resp.Body = keepWriter(resp.Body, &prefixBody{prefix: prefix, rc: rest, err: err})
@@ -547,19 +548,19 @@ func hint(resp *http.Response, ctx context.Context) (time.Duration, string) {
 	return 0, ""
 }
 
-// discard drains (at most maxDrain bytes, for at most maxBodyWait and not
-// past its attempt's context) and closes a response that is not handed to
-// the caller, so that its connection can be reused; a body not drained in
-// time is closed with its connection.
-func discard(resp *http.Response) {
+// discard drains (at most maxDrain bytes, for at most maxBodyWait, not past
+// its attempt's deadline nor the caller's ctx) and closes a response that is
+// not handed to the caller, so that its connection can be reused; a body
+// not drained in time is closed with its connection.
+func discard(resp *http.Response, ctx context.Context) {
 	if resp.Body == nil {
 		return
 	}
-	ctx := context.Background()
+	var dl time.Time
 	if resp.Request != nil {
-		ctx = resp.Request.Context()
+		dl = deadline(resp.Request.Context())
 	}
-	if !bounded(resp.Body, ctx, func() { io.CopyN(io.Discard, resp.Body, maxDrain) }) {
+	if !bounded(resp.Body, ctx, dl, func() { io.CopyN(io.Discard, resp.Body, maxDrain) }) {
 		resp.Body.Close()
 	}
 }
