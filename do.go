@@ -122,20 +122,23 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 			observe(ctx, p, Event{Kind: EventGiveUp, MaxAttempts: p.Attempts, Elapsed: time.Since(start), Reason: ReasonThrottled})
 			return &Error{Elapsed: time.Since(start), Reason: ReasonThrottled, Last: ErrThrottled}
 		}
-		if p.Pacer != nil {
-			until, r, cause := p.pace(ctx, time.Now(), dl)
-			if r == ReasonNone {
-				r, cause = sleepUntil(ctx, &timer, until)
-			}
-			if r != ReasonNone {
-				return stop(1, r, cause)
-			}
-		}
 	}
 
 	for attempt := 1; ; attempt++ {
 		err := first
 		if attempt > 1 || first == nil {
+			// The pacer is asked right before the attempt, after any
+			// backoff wait: a shared schedule (GCRA) cannot hold a slot in
+			// the future without blocking every slot before it.
+			if p.Pacer != nil {
+				until, r, cause := p.pace(ctx, time.Now(), dl)
+				if r == ReasonNone {
+					r, cause = sleepUntil(ctx, &timer, until)
+				}
+				if r != ReasonNone {
+					return stop(attempt, r, cause)
+				}
+			}
 			// No attempt starts at or after the policy's deadline (a slow
 			// pacer or observer may have used up what the wait left).
 			if !deadline.IsZero() && !time.Now().Before(deadline) {
@@ -195,14 +198,6 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 		}
 		until, hint := now.Add(step.Wait), step.Hint
 		prev = step.Shaped
-		if p.Pacer != nil {
-			var r Reason
-			var cause error
-			if until, r, cause = p.pace(ctx, until, dl); r != ReasonNone {
-				p.cancelAdmitted(true)
-				return giveUp(r, cause)
-			}
-		}
 		observe(ctx, p, Event{Kind: EventRetry, Attempt: attempt, MaxAttempts: p.Attempts, Wait: until.Sub(now), Hint: hint, Err: err, Elapsed: now.Sub(start)})
 		if r, cause := sleepUntil(ctx, &timer, until); r != ReasonNone {
 			p.cancelAdmitted(true)
@@ -213,7 +208,7 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 }
 
 // pace asks the policy's Pacer when an attempt that could start at earliest
-// may start. A refusal, or a start that would not be before the deadline dl
+// (now) may start. A refusal, or a start that would not be before the deadline dl
 // (a pacer that did not check it), gives a Reason to give up and the cause;
 // a refusal while the context ends is the context's.
 func (p *Policy) pace(ctx context.Context, earliest, dl time.Time) (time.Time, Reason, error) {

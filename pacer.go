@@ -15,12 +15,16 @@ import (
 // A budget or a throttle ([Limiter]) only admits or refuses; a Pacer says
 // when. The loop's deadline rule applies to its waits as to any other: no
 // wait is begun that would end after the context's or the policy's deadline.
+//
+// The loop asks the Pacer right before each attempt, after the backoff wait
+// of a retry: the two waits add up. (A shared schedule such as GCRA cannot
+// hold a slot in the future without blocking every slot before it, so a
+// pacer is never asked for a time ahead of now.)
 type Pacer interface {
-	// Reserve is called before each attempt with the earliest time the
-	// attempt could start (now for a first attempt; the end of the backoff
-	// wait for a retry) and the call's deadline (the earlier of the
-	// context's and the policy's; zero for none). It returns the time the
-	// attempt may start, at or after earliest; the loop waits until then.
+	// Reserve is called right before each attempt, with now (earliest: the
+	// attempt could start at once) and the call's deadline (the earlier of
+	// the context's and the policy's; zero for none). It returns the time
+	// the attempt may start, at or after earliest; the loop waits until then.
 	//
 	// When that time would not be before deadline, Reserve must take
 	// nothing and return an error that wraps [ErrPastDeadline] and says how

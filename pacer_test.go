@@ -65,14 +65,14 @@ func TestPacerSpacesAttempts(t *testing.T) {
 			}
 			return nil
 		})
-		// First attempt at 3 s (the pacer), then backoff 1 s < the slot at
-		// 13 s, then backoff 2 s < the slot at 23 s.
+		// First attempt at 3 s (the pacer), then the backoff of 1 s, then the
+		// pacer's slot at 13 s; then 2 s of backoff and the slot at 23 s.
 		want := []time.Duration{3 * time.Second, 13 * time.Second, 23 * time.Second}
 		if err != nil || fmt.Sprint(starts) != fmt.Sprint(want) {
 			t.Fatalf("err %v, attempts started at %v, want %v", err, starts, want)
 		}
-		if r := rec.kinds(EventRetry); len(r) != 2 || r[0].Wait != 10*time.Second || r[1].Wait != 10*time.Second {
-			t.Fatalf("retry events %+v: want the waits the pacer imposed (10s, 10s)", r)
+		if r := rec.kinds(EventRetry); len(r) != 2 || r[0].Wait != time.Second || r[1].Wait != 2*time.Second {
+			t.Fatalf("retry events %+v: want the backoff waits (1s, 2s)", r)
 		}
 		if len(pc.outcomes) != 3 || pc.outcomes[0] != errFlaky || pc.outcomes[2] != nil {
 			t.Fatalf("pacer saw outcomes %v", pc.outcomes)
@@ -191,6 +191,32 @@ func TestPacersChain(t *testing.T) {
 		}
 		if len(cool.outcomes) != 1 || len(quota.outcomes) != 1 {
 			t.Fatalf("outcomes %v %v", cool.outcomes, quota.outcomes)
+		}
+	})
+}
+
+// TestPacerAskedAfterTheBackoff: the pacer is asked when the attempt could
+// start, never for a time ahead: the backoff and the pacer's waits add up.
+func TestPacerAskedAfterTheBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		begin := time.Now()
+		var asked []time.Duration
+		wait := pacerFunc(func(_ context.Context, now, _ time.Time) (time.Time, error) {
+			if !now.Equal(time.Now()) {
+				t.Errorf("asked for %v at %v", now.Sub(begin), time.Since(begin))
+			}
+			asked = append(asked, time.Since(begin))
+			return now.Add(500 * time.Millisecond), nil
+		})
+		var starts []time.Duration
+		Run(t.Context(), Policy{Pacer: wait, Attempts: 3, Jitter: Zero}, func(context.Context) error {
+			starts = append(starts, time.Since(begin))
+			return errFlaky
+		})
+		wantAsked := []time.Duration{0, 1500 * time.Millisecond, 4 * time.Second}
+		wantStarts := []time.Duration{500 * time.Millisecond, 2 * time.Second, 4500 * time.Millisecond}
+		if fmt.Sprint(asked) != fmt.Sprint(wantAsked) || fmt.Sprint(starts) != fmt.Sprint(wantStarts) {
+			t.Fatalf("asked at %v, attempts at %v; want %v and %v", asked, starts, wantAsked, wantStarts)
 		}
 	})
 }
