@@ -396,3 +396,33 @@ func (b *Budget) decideLocally() bool {
 	}
 	return ok
 }
+
+// flight is a Budget's Redis round trip in flight: done is closed when it
+// ends, then err holds its error and granted the permits it got.
+type flight struct {
+	done    chan struct{}
+	err     error
+	granted int64
+}
+
+// wait waits for the flight to end, at most d, or until ctx ends.
+func (f *flight) wait(ctx context.Context, d time.Duration) error {
+	select {
+	case <-f.done:
+		return nil
+	default:
+	}
+	if d <= 0 {
+		return errSlow
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.done:
+		return nil
+	case <-t.C:
+		return errSlow
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

@@ -15,7 +15,7 @@ func TestBudgetFleetRatio(t *testing.T) {
 		// lets them use the fleet's allowance, and the fleet as a whole never
 		// retries more than 20 % of its requests.
 		mem := newMem()
-		cfg := BudgetConfig{Key: "k", MinPerSecond: -1, Logger: discard, Timeout: 10 * time.Second}
+		cfg := BudgetConfig{Key: "k", MinPerSecond: -1, Logger: discard}
 		var bs []*Budget
 		for range 3 {
 			b, err := newBudget(mem, cfg)

@@ -288,15 +288,26 @@ func roundTrip[T any](g *guard, ctx context.Context, timeout time.Duration, fn f
 		return zero, ErrClosed
 	}
 	g.roundTrips.Add(1)
-	select {
-	case r := <-ch:
+	reply := func(r result) (T, error) {
 		if r.err != nil {
 			g.failed(r.err)
 			return zero, r.err
 		}
 		g.succeeded()
 		return r.v, nil
+	}
+	select {
+	case r := <-ch:
+		return reply(r)
 	case <-cctx.Done():
+		// The goroutine sends its result before it cancels cctx, so a
+		// reply and a closed Done can be ready together: the reply wins
+		// (a select would pick one of them at random).
+		select {
+		case r := <-ch:
+			return reply(r)
+		default:
+		}
 		err := error(errTimeout{timeout})
 		g.failed(err)
 		return zero, err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -237,4 +239,34 @@ func TestLimitInterval(t *testing.T) {
 			t.Errorf("%v.Tolerance(%d) = %v, want %v", tc.l, tc.units, got, tc.tol)
 		}
 	}
+}
+
+func TestRoundTripReplyIsNeverATimeout(t *testing.T) {
+	// The goroutine of a Redis call sends its reply and then cancels the
+	// call's context. A waiter that reached its select only after both
+	// picked one of the two ready cases at random, so a healthy, instant
+	// reply was taken for a timeout now and then (more often under -race
+	// on a busy machine): the limiter fell back and decided locally. In a
+	// bubble no time passes here, so no call may time out.
+	synctest.Test(t, func(t *testing.T) {
+		var g guard
+		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, nil)
+		var wg sync.WaitGroup
+		var misread atomic.Int64
+		for range 8 {
+			wg.Go(func() {
+				for range 2500 {
+					v, err := roundTrip(&g, t.Context(), g.timeout, func(context.Context) (int, error) { return 7, nil })
+					if err != nil || v != 7 {
+						misread.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		g.close()
+		if n := misread.Load(); n != 0 || g.fallbacks.Load() != 0 {
+			t.Fatalf("%d of 20000 instant replies were taken for timeouts (%d fallbacks)", n, g.fallbacks.Load())
+		}
+	})
 }

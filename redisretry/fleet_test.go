@@ -63,6 +63,8 @@ type childReport struct {
 	MaxBlock   time.Duration // the longest a Reserve or Admit call took
 	RoundTrips int64         // the quota's
 	BudgetRTs  int64         // the budget's
+	Quota      Stats         // the quota's counters
+	Budget     Stats         // the budget's counters
 }
 
 const (
@@ -83,7 +85,7 @@ func TestFleetChild(t *testing.T) {
 	rep := childReport{}
 	p := retry.Policy{InitialDelay: 50 * time.Millisecond, MaxDelay: time.Second, Jitter: 50 * time.Millisecond, Attempts: 4}
 	timer := &timing{}
-	roundTrips := func() (int64, int64) { return 0, 0 }
+	stats := func() (Stats, Stats) { return Stats{}, Stats{} }
 	switch mode {
 	case "fleet":
 		c, err := NewClient(os.Getenv("REDISRETRY_REDIS"))
@@ -104,7 +106,7 @@ func TestFleetChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { q.Close(); b.Close() }()
-		roundTrips = func() (int64, int64) { return q.Stats().RoundTrips, b.Stats().RoundTrips }
+		stats = func() (Stats, Stats) { return q.Stats(), b.Stats() }
 		p.Pacer = timer.pacer(q)
 		p.Budget = timer.limiter(b)
 	case "local":
@@ -139,7 +141,8 @@ func TestFleetChild(t *testing.T) {
 	wg.Wait()
 	client.CloseIdleConnections()
 	rep.MaxBlock = timer.max()
-	rep.RoundTrips, rep.BudgetRTs = roundTrips()
+	rep.Quota, rep.Budget = stats()
+	rep.RoundTrips, rep.BudgetRTs = rep.Quota.RoundTrips, rep.Budget.RoundTrips
 	json.NewEncoder(os.Stdout).Encode(rep)
 }
 
@@ -248,6 +251,9 @@ func TestFleetProcesses(t *testing.T) {
 			rts += r.RoundTrips
 			brts += r.BudgetRTs
 			block = max(block, r.MaxBlock)
+			if mode == "fleet" {
+				t.Logf("quota %+v budget %+v", r.Quota, r.Budget)
+			}
 		}
 		perRT := 0.0
 		if rts > 0 {

@@ -20,6 +20,12 @@ type memBackend struct {
 	calls atomic.Int64
 	fail  atomic.Pointer[error] // every call returns it when set
 	hang  atomic.Pointer[chan struct{}]
+
+	// latency, when set, returns how long a call takes on its way to the
+	// server and back (in the bubble's time). Keep both below the limiter's
+	// Timeout: a reply that arrives at the very instant a timer fires would
+	// race it (timers firing together run in no fixed order).
+	latency func() (there, back time.Duration)
 }
 
 func newMem() *memBackend {
@@ -56,6 +62,11 @@ func (m *memBackend) enter(ctx context.Context) error {
 func (m *memBackend) gcra(ctx context.Context, k quotaKeys, a gcraArgs) (gcraReply, error) {
 	if err := m.enter(ctx); err != nil {
 		return gcraReply{}, err
+	}
+	if m.latency != nil {
+		there, back := m.latency()
+		time.Sleep(there)
+		defer time.Sleep(back) // after the script: the reply travels back
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

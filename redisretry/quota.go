@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -109,10 +110,11 @@ func (c QuotaConfig) Validate() error {
 // the first and every retry, whatever its outcome: a request that came back
 // 429 used the quota all the same.
 //
-// A retry's slot is taken when the loop asks, before its backoff wait, at the
-// first free place on the schedule; the retry starts at the later of the two.
-// Taking a slot at the retry's own start would block the schedule for the
-// whole backoff (see docs/fleet.md).
+// The loop asks for a slot right before each attempt, after any backoff wait,
+// so a slot is counted when its attempt is sent. Callers that find the lease
+// empty queue, first come first served, for the next block; a block is
+// placed on the local clock by what the round trips say of the server's
+// clock, so that the blocks of two processes never overlap.
 //
 // When Redis fails, is slower than QuotaConfig.Timeout or answers errors,
 // the Quota decides by QuotaConfig.OnFailure (by default a local pacer at
@@ -130,20 +132,39 @@ type Quota struct {
 	member string
 
 	mu       sync.Mutex
-	blocks   []block   // leased stretches of the schedule, in order
-	want     int64     // units to ask for at the next refill
-	used     int64     // units taken since the last refill
-	members  int64     // the fleet's size as last counted in Redis
-	inflight *flight   // the refill in flight; nil if none
-	local    time.Time // the local fallback pacer's TAT
-	lastTo   int64     // the server time (µs) of the last block's end, for Close
+	blocks   []block     // leased stretches of the schedule, in order
+	queue    []*waiter   // callers waiting for the next block, in order
+	inflight int64       // units asked for by the refills in flight
+	want     int64       // units to ask for at the next refill
+	members  int64       // the fleet's size as last counted in Redis
+	clock    serverClock // the server's clock, on the local one
+	local    time.Time   // the local fallback pacer's TAT
+	lastTo   int64       // the server time (µs) of the last block's end, for Close
 
 	lastStart, lastEnd time.Time // the start given by the last take, and its block's TAT after it
 }
 
+// waiter is a caller queued for the next block: n units for an attempt that
+// can start at e, before deadline (zero for none). The refill that serves it
+// sets start or err and closes done.
+type waiter struct {
+	n        int64
+	e        time.Time
+	deadline time.Time
+	done     chan struct{}
+	served   bool // under Quota.mu
+	start    time.Time
+	err      error // a slot past the deadline, or the refill's Redis error
+}
+
 // block is a stretch of the fleet's schedule leased to this process, in
 // local time: slots from tat (the next free place) to end.
-type block struct{ tat, end time.Time }
+// size and taken count the units it was granted and handed out, most the
+// largest cost handed out.
+type block struct {
+	tat, end          time.Time
+	size, taken, most int64
+}
 
 // NewQuota returns a Quota on client (a *redis.Client, ClusterClient, Ring or
 // any redis.Scripter) configured by c. It makes no network call. It returns
@@ -206,6 +227,12 @@ func costFrom(ctx context.Context) int64 {
 // long the quota would have needed. A fail-closed Quota whose Redis is
 // unavailable returns an error wrapping [ErrUnavailable]. Reserve waits for
 // Redis at most QuotaConfig.Timeout.
+//
+// The loop calls it right before each attempt, with earliest now. An
+// earliest in the future (a [Cooldown] before the Quota in [retry.Pacers])
+// is waited for first, on the caller's goroutine, so that the slot is taken
+// when the attempt is sent: a slot taken now for an attempt sent later would
+// let every attempt held by a cooldown start at once when it ends.
 func (q *Quota) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
 	return q.reserve(ctx, costFrom(ctx), earliest, deadline)
 }
@@ -293,86 +320,119 @@ func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Ti
 	if State(q.g.state.Load()) == StateClosed {
 		return time.Time{}, ErrClosed
 	}
-	limit := q.g.now().Add(q.g.timeout) // this call waits for Redis until then at most
-	for {
-		now := q.g.now()
-		e := later(earliest, now)
-		if !q.g.healthy() {
-			q.g.probe(q.probeFn)
-			return q.decideLocally(now, e, n, deadline, nil)
+	now := q.g.now()
+	if d := earliest.Sub(now); d > 0 {
+		if !deadline.IsZero() && !earliest.Before(deadline) {
+			q.g.refused.Add(1)
+			return time.Time{}, pastDeadline("quota", d)
 		}
-		q.mu.Lock()
-		if t, ok, err := q.takeLocked(now, e, n, deadline); ok || err != nil {
-			if ok && q.inflight == nil && q.lowLocked(now) {
-				q.startRefillLocked(n, -1)
+		if err := sleep(ctx, d); err != nil {
+			return time.Time{}, err
+		}
+		now = q.g.now()
+	}
+	if !q.g.healthy() {
+		q.g.probe(q.probeFn)
+		return q.decideLocally(now, n, deadline, nil)
+	}
+	q.mu.Lock()
+	if len(q.queue) == 0 { // else queue behind the callers already waiting
+		if t, ok, err := q.takeLocked(now, now, n, deadline); ok || err != nil {
+			if ok && q.inflight == 0 && q.lowLocked(now) {
+				q.startRefillLocked(now)
 			}
 			q.mu.Unlock()
-			return q.taken(e, t, err)
+			return q.taken(now, t, err)
 		}
-		f := q.inflight
-		mine := f == nil
-		if mine {
-			maxWait := int64(-1)
-			if !deadline.IsZero() {
-				maxWait = usWait(max(deadline.Sub(now), 0))
-			}
-			f = q.startRefillLocked(n, maxWait)
-		}
+	}
+	w := &waiter{n: n, e: now, deadline: deadline, done: make(chan struct{})}
+	q.queue = append(q.queue, w)
+	if !q.startRefillLocked(now) {
+		q.queue = q.queue[:len(q.queue)-1]
 		q.mu.Unlock()
-		if f == nil {
-			return q.decideLocally(now, e, n, deadline, ErrClosed)
-		}
-		// Wait for the refill, but never past this call's limit: a refill
-		// that answers later still fills the lease, for the next callers.
-		if err := f.wait(ctx, limit.Sub(now)); err != nil {
-			if ctx.Err() != nil {
-				return time.Time{}, context.Cause(ctx)
-			}
-			return q.decideLocally(q.g.now(), e, n, deadline, err)
-		}
-		if mine && f.err != nil {
-			if errors.Is(f.err, retry.ErrPastDeadline) {
-				q.g.refused.Add(1)
-				return time.Time{}, f.err
-			}
-			return q.decideLocally(q.g.now(), e, n, deadline, f.err)
+		return time.Time{}, ErrClosed
+	}
+	q.mu.Unlock()
+
+	// Wait for a refill to serve this caller, at most Timeout: a refill
+	// that lands later still fills the lease, for the next callers.
+	timer := time.NewTimer(q.g.timeout)
+	select {
+	case <-w.done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	timer.Stop()
+	q.mu.Lock()
+	served := w.served
+	if !served {
+		q.dequeueLocked(w)
+	}
+	q.mu.Unlock()
+	switch {
+	case served && w.err == nil && ctx.Err() != nil:
+		q.giveBack(w.start, n)
+		return time.Time{}, context.Cause(ctx)
+	case served && w.err == nil:
+		return q.taken(now, w.start, nil)
+	case served && errors.Is(w.err, retry.ErrPastDeadline):
+		q.g.refused.Add(1)
+		return time.Time{}, w.err
+	case served && errors.Is(w.err, ErrClosed):
+		return time.Time{}, ErrClosed
+	case served:
+		return q.decideLocally(q.g.now(), n, deadline, w.err) // Redis failed
+	case ctx.Err() != nil:
+		return time.Time{}, context.Cause(ctx)
+	}
+	return q.decideLocally(q.g.now(), n, deadline, errSlow)
+}
+
+// sleep waits d, or until ctx ends (then it returns ctx's cause).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (q *Quota) dequeueLocked(w *waiter) {
+	for i, x := range q.queue {
+		if x == w {
+			q.queue = append(q.queue[:i], q.queue[i+1:]...)
+			return
 		}
 	}
 }
 
-// flight is a Redis round trip in flight: done is closed when it ends, then
-// err holds its error.
-type flight struct {
-	done    chan struct{}
-	err     error
-	granted int64 // budget permits granted
+// serveLocked hands the lease's slots to the queued callers, first come
+// first served, until one does not fit.
+func (q *Quota) serveLocked(now time.Time) {
+	for len(q.queue) > 0 {
+		w := q.queue[0]
+		t, ok, err := q.takeLocked(now, later(w.e, now), w.n, w.deadline)
+		if !ok && err == nil {
+			return
+		}
+		w.start, w.err = t, err
+		q.wakeLocked(w)
+	}
+}
+
+// wakeLocked removes the first queued caller and tells it it was served.
+func (q *Quota) wakeLocked(w *waiter) {
+	q.queue = q.queue[1:]
+	w.served = true
+	close(w.done)
 }
 
 // errSlow is the error of a caller that stopped waiting for a round trip at
 // its own time limit: Redis is not marked as failed for it.
 var errSlow = errors.New("redisretry: Redis did not answer in time for this call")
-
-// wait waits for the flight to end, at most d, or until ctx ends.
-func (f *flight) wait(ctx context.Context, d time.Duration) error {
-	select {
-	case <-f.done:
-		return nil
-	default:
-	}
-	if d <= 0 {
-		return errSlow
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-f.done:
-		return nil
-	case <-t.C:
-		return errSlow
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
 
 // takeLocked takes a slot of n units from the lease for an attempt that can
 // start at e (>= now). ok is false when no block holds it (a refill is
@@ -384,8 +444,9 @@ func (f *flight) wait(ctx context.Context, d time.Duration) error {
 func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.Time, bool, error) {
 	inc, tol := q.limit.Interval(n), q.limit.Tolerance(n)
 	floor := now.Add(-q.slack)
-	// Forget the blocks that are spent.
+	// Forget the blocks that are spent (used up, or past).
 	for len(q.blocks) > 0 && !later(q.blocks[0].tat, floor).Before(q.blocks[0].end) {
+		q.adaptLocked(q.blocks[0])
 		q.blocks = q.blocks[1:]
 	}
 	for i := range q.blocks {
@@ -399,7 +460,8 @@ func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.
 			return time.Time{}, false, pastDeadline("quota", s.Sub(now))
 		}
 		b.tat = base.Add(inc)
-		q.used += n
+		b.taken += n
+		b.most = max(b.most, n)
 		q.lastStart, q.lastEnd = s, b.tat
 		return s, true, nil
 	}
@@ -417,72 +479,136 @@ func (q *Quota) lowLocked(now time.Time) bool {
 	return left < q.limit.Interval(q.want)/4
 }
 
-// sizeLocked returns the units to ask for at a refill for a request of n
-// units: twice the last size while the lease was used up, else what was used,
-// between n and Lease requests' worth. A granted block makes it the new size.
-func (q *Quota) sizeLocked(n int64) int64 {
-	w := q.want
-	if q.used*4 >= w*3 {
-		w *= 2
+// adaptLocked sizes the next refills (in units) by how much of a spent block
+// was used: twice its size while blocks are used up (at least three
+// quarters), else what was used; at most Lease requests' worth.
+func (q *Quota) adaptLocked(b block) {
+	if b.taken*4 >= b.size*3 {
+		q.want = min(max(q.want, b.size)*2, q.lease*max(b.most, 1))
 	} else {
-		w = q.used
+		q.want = max(b.taken, 1)
 	}
-	return min(max(w, n), q.lease*n)
 }
 
 // startRefillLocked starts a round trip for a block of the schedule in the
-// background, for a request of n units; maxWait (µs, -1 for none) bounds the
-// wait of the block's first request. It returns nil if the Quota is closed.
-func (q *Quota) startRefillLocked(n, maxWait int64) *flight {
-	f := &flight{done: make(chan struct{})}
-	units := q.sizeLocked(n)
+// background, unless the refills in flight cover the queued callers: so a
+// queued caller waits for one round trip at most, not for the one in flight
+// and then its own. The block is taken only if its first slot starts before
+// the latest deadline of the queued callers (any if one has none). It returns
+// false if the Quota is closed.
+func (q *Quota) startRefillLocked(now time.Time) bool {
+	var need, most int64 = 0, 1
+	maxWait := int64(0)
+	for _, w := range q.queue {
+		need += w.n
+		most = max(most, w.n)
+		switch {
+		case maxWait < 0:
+		case w.deadline.IsZero():
+			maxWait = -1
+		default:
+			maxWait = max(maxWait, usWait(max(w.deadline.Sub(now), 0)))
+		}
+	}
+	head := most
+	switch {
+	case len(q.queue) == 0:
+		maxWait = -1 // a refill ahead of need
+	case need <= q.inflight:
+		return true // covered
+	default:
+		head = q.queue[0].n
+	}
+	units := min(max(q.want, need-q.inflight, most), q.lease*most)
 	a := gcraArgs{
-		inc: us(q.limit.Interval(units)), tol: us(q.limit.Tolerance(n)), maxWait: maxWait,
+		inc: us(q.limit.Interval(units)), tol: us(q.limit.Tolerance(head)), maxWait: maxWait,
 		member: q.member, memberTTL: int64(memberTTL / time.Millisecond),
 	}
-	if !q.g.goroutine(func() { q.refill(f, units, a) }) {
-		return nil
+	keep := q.limit.Interval(head)
+	if !q.g.goroutine(func() { q.refill(units, keep, a) }) {
+		return false
 	}
-	q.inflight = f
-	return f
+	q.inflight += units
+	return true
 }
 
-// refill makes the round trip of f and adds the block to the lease. f.err
-// wraps retry.ErrPastDeadline when the block's first request would have had
-// to wait maxWait or more.
-func (q *Quota) refill(f *flight, units int64, a gcraArgs) {
+// refill makes one round trip for a block of units, adds the block to the
+// lease and serves the queue; while callers are left queued it starts the
+// next one.
+func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
+	var send, recv time.Time
 	r, err := roundTrip(&q.g, context.Background(), q.g.timeout, func(ctx context.Context) (gcraReply, error) {
-		return q.be.gcra(ctx, q.keys, a)
+		send = q.g.now()
+		r, err := q.be.gcra(ctx, q.keys, a)
+		recv = q.g.now()
+		return r, err
 	})
-	recv := q.g.now()
+	now := q.g.now()
 	q.mu.Lock()
-	q.inflight = nil
+	q.inflight -= units
+	granted := false
 	switch {
 	case err != nil:
-		f.err = err
+		// Redis failed (the limiter is in fallback now): every queued
+		// caller decides without it.
+		for len(q.queue) > 0 {
+			w := q.queue[0]
+			w.err = err
+			q.wakeLocked(w)
+		}
 	case !r.ok:
 		q.members = r.members
-		f.err = pastDeadline("quota", time.Duration(r.wait)*time.Microsecond)
+		q.clock.learn(send, recv, r.now)
+		// Nothing was taken: the schedule's first free slot is too far
+		// for every caller queued when the refill started. Those whose
+		// deadline it passes give up; later ones get another refill.
+		wait := time.Duration(r.wait) * time.Microsecond
+		kept := q.queue[:0]
+		for _, w := range q.queue {
+			if !w.deadline.IsZero() && !now.Add(wait).Before(w.deadline) {
+				w.err = pastDeadline("quota", wait)
+				w.served = true
+				close(w.done)
+				continue
+			}
+			kept = append(kept, w)
+		}
+		q.queue = kept
 	default:
 		q.members = r.members
+		q.clock.learn(send, recv, r.now)
 		if r.to > r.from {
-			q.want, q.used = units, 0
-			// Server times become local ones by their offset from the
-			// server's now, counted from the reply's arrival: the block is
-			// never earlier here than on the server.
-			q.blocks = append(q.blocks, block{
-				tat: recv.Add(time.Duration(r.from-r.now) * time.Microsecond),
-				end: recv.Add(time.Duration(r.to-r.now) * time.Microsecond),
-			})
+			granted = true
 			q.lastTo = r.to
+			b := q.clock.place(r.from, r.to, keep, now)
+			// What the placing left of the block, for sizing the next.
+			b.size = max(int64(float64(units)*float64(b.end.Sub(b.tat)/time.Microsecond)/float64(r.to-r.from)), 1)
+			q.addBlockLocked(b)
+		}
+		q.serveLocked(now)
+	}
+	if len(q.queue) > 0 && !q.startRefillLocked(now) {
+		for len(q.queue) > 0 {
+			w := q.queue[0]
+			w.err = ErrClosed
+			q.wakeLocked(w)
 		}
 	}
 	q.mu.Unlock()
-	close(f.done)
-	if err == nil && r.ok {
+	if granted {
 		q.g.refills.Add(1)
 		q.g.emit(Event{Kind: EventRefill, Units: units})
 	}
+}
+
+// addBlockLocked adds b to the lease, in order (refills in flight together
+// may land in any order).
+func (q *Quota) addBlockLocked(b block) {
+	i := len(q.blocks)
+	for i > 0 && q.blocks[i-1].tat.After(b.tat) {
+		i--
+	}
+	q.blocks = slices.Insert(q.blocks, i, b)
 }
 
 // probeFn is the probe of a Quota in fallback: a heartbeat that reserves
@@ -511,9 +637,10 @@ func (q *Quota) taken(e, t time.Time, err error) (time.Time, error) {
 	return t, nil
 }
 
-// decideLocally decides without Redis, by the failure mode. cause is the
-// Redis error, if this call saw one.
-func (q *Quota) decideLocally(now, e time.Time, n int64, deadline time.Time, cause error) (time.Time, error) {
+// decideLocally decides without Redis, by the failure mode, for an attempt
+// that could start now. cause is the Redis error, if this call saw one.
+func (q *Quota) decideLocally(now time.Time, n int64, deadline time.Time, cause error) (time.Time, error) {
+	e := now
 	q.g.local.Add(1)
 	switch q.g.mode {
 	case FailOpen:

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -41,7 +43,8 @@ func jain(xs []int) float64 {
 
 // runFleet runs procs Quotas (processes) on one backend, each with clients
 // goroutines calling Wait in a loop for d, and returns every start, the starts
-// per process and the round trips.
+// per process and the round trips. Redis never fails here: a decision made
+// without it is an error.
 func runFleet(t *testing.T, mem *memBackend, cfg QuotaConfig, procs, clients int, d time.Duration) ([]time.Time, []int, int64) {
 	var mu sync.Mutex
 	var starts []time.Time
@@ -55,7 +58,14 @@ func runFleet(t *testing.T, mem *memBackend, cfg QuotaConfig, procs, clients int
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer func() { t.Logf("proc %d: %+v", p, q.Stats()); q.Close() }()
+		defer func() {
+			st := q.Stats()
+			t.Logf("proc %d: %+v", p, st)
+			if st.Local != 0 || st.Fallbacks != 0 {
+				t.Errorf("proc %d decided %d times without Redis (%d fallbacks), which answered every call in time", p, st.Local, st.Fallbacks)
+			}
+			q.Close()
+		}()
 		for range clients {
 			wg.Go(func() {
 				for {
@@ -97,7 +107,7 @@ func TestQuotaFleetStaysUnderQuota(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := newMem()
 				d := 20 * tc.limit.Period
-				starts, per, rts := runFleet(t, mem, QuotaConfig{Key: "k", Limit: tc.limit, Logger: discard, Timeout: 10 * time.Second}, tc.procs, tc.clients, d)
+				starts, per, rts := runFleet(t, mem, QuotaConfig{Key: "k", Limit: tc.limit, Logger: discard}, tc.procs, tc.clients, d)
 				quota := int(tc.limit.Rate)
 				// Any window of one Period: the quota, the burst, and Slack's
 				// 2 % share for slots used late.
@@ -208,22 +218,90 @@ func TestQuotaCost(t *testing.T) {
 	})
 }
 
-func TestQuotaRetryChargedBeforeBackoff(t *testing.T) {
+func TestQuotaWaitsForEarliest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// A retry that can start in 30 s takes the first free slot, and does
-		// not block the schedule for the 30 s: the next first attempt is not
-		// pushed past it.
+		// An attempt that can start only in 30 s (a pacer before the quota
+		// made it wait) takes its slot then, not now: the first attempt
+		// of another call is not delayed by it, and the slot is counted
+		// when the attempt is sent.
 		mem := newMem()
 		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard})
 		defer q.Close()
 		now := time.Now()
-		s, err := q.Reserve(t.Context(), now.Add(30*time.Second), time.Time{})
-		if err != nil || !s.Equal(now.Add(30*time.Second)) {
-			t.Fatalf("retry: %v %v", s, err)
+		done := make(chan time.Time)
+		go func() {
+			s, err := q.Reserve(t.Context(), now.Add(30*time.Second), time.Time{})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- s
+		}()
+		synctest.Wait()
+		if s, err := q.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
+			t.Fatalf("a first attempt meanwhile: %v %v, want now", s, err)
 		}
-		s, err = q.Reserve(t.Context(), now, time.Time{})
-		if err != nil || s.Sub(now) > 100*time.Millisecond {
-			t.Fatalf("a first attempt after it waits %v (%v): the retry blocked the schedule", s.Sub(now), err)
+		if s := <-done; !s.Equal(now.Add(30 * time.Second)) {
+			t.Fatalf("the later attempt starts at %v, want 30s", s.Sub(now))
+		}
+		if d := time.Since(now); d != 30*time.Second {
+			t.Fatalf("Reserve returned after %v, want after the 30 s it waited for", d)
+		}
+		// An earliest at or past the deadline takes nothing and waits for
+		// nothing.
+		begin := time.Now()
+		_, err := q.Reserve(t.Context(), begin.Add(time.Minute), begin.Add(time.Second))
+		if !errors.Is(err, retry.ErrPastDeadline) || time.Since(begin) != 0 {
+			t.Fatalf("past the deadline: %v after %v", err, time.Since(begin))
+		}
+		// A context that ends during that wait ends it.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if _, err := q.Reserve(ctx, time.Now().Add(time.Minute), time.Time{}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("cancelled during the wait: %v", err)
+		}
+	})
+}
+
+func TestQuotaAfterCooldownIsPaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 30 calls held by a fleet cooldown of 10 s, behind a quota of 10
+		// per second: when the cooldown ends they start at the quota's
+		// pace, not all at once (their slots are taken when they are sent,
+		// not while they wait).
+		mem := newMem()
+		d, _ := newCooldown(mem, CooldownConfig{Key: "m", Jitter: -1, Logger: discard})
+		defer d.Close()
+		q, _ := newQuota(mem, QuotaConfig{Key: "m", Limit: PerSecond(10), Logger: discard})
+		defer q.Close()
+		d.Publish(t.Context(), 10*time.Second)
+		p := retry.Policy{Pacer: retry.Pacers(d, q)}
+		begin := time.Now()
+		var mu sync.Mutex
+		var starts []time.Time
+		var wg sync.WaitGroup
+		for range 30 {
+			wg.Go(func() {
+				err := retry.Run(t.Context(), p, func(context.Context) error {
+					mu.Lock()
+					starts = append(starts, time.Now())
+					mu.Unlock()
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		slices.SortFunc(starts, time.Time.Compare)
+		if first := starts[0].Sub(begin); first < 10*time.Second {
+			t.Fatalf("first start at %v, inside the cooldown", first)
+		}
+		if got := maxInWindow(starts, time.Second); got > 11 {
+			t.Fatalf("%d starts in one second after the cooldown (quota 10): they were charged while waiting", got)
+		}
+		if last := starts[len(starts)-1].Sub(begin); last > 13500*time.Millisecond {
+			t.Fatalf("last start at %v, want about 13 s (30 at 10 per second after 10 s)", last)
 		}
 	})
 }
@@ -259,6 +337,35 @@ func TestQuotaWithRetryDo(t *testing.T) {
 		var re *retry.Error
 		if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline || calls != 0 || !errors.Is(err, retry.ErrPastDeadline) {
 			t.Fatalf("calls %d, err %v: want an immediate deadline give-up", calls, err)
+		}
+	})
+}
+
+func TestQuotaFleetLateReplies(t *testing.T) {
+	// Replies that take 0 to 100 ms each way (a loaded machine under -race,
+	// a distant Redis) must not make blocks of two processes overlap: a
+	// block is placed in local time by what the round trips say of the
+	// server's clock, never by one reply's arrival alone.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		rng := rand.New(rand.NewPCG(1, 2))
+		var mu sync.Mutex
+		mem.latency = func() (time.Duration, time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			return time.Duration(rng.IntN(100)) * time.Millisecond, time.Duration(rng.IntN(100)) * time.Millisecond
+		}
+		limit := PerSecond(40)
+		cfg := QuotaConfig{Key: "k", Limit: limit, Logger: discard, Timeout: 400 * time.Millisecond}
+		starts, per, rts := runFleet(t, mem, cfg, 4, 8, 20*time.Second)
+		allowed := int(math.Ceil(40*1.02)) + 1
+		got := maxInWindow(starts, time.Second)
+		t.Logf("%d starts, at most %d in one second (allowed %d), %d round trips, per process %v", len(starts), got, allowed, rts, per)
+		if got > allowed {
+			t.Errorf("%d starts in one window of 1s, quota 40 (allowed %d): late replies shifted blocks onto each other", got, allowed)
+		}
+		if len(starts) < 20*40*85/100 {
+			t.Errorf("%d starts in 20 s, want at least 85 %% of the quota's 800", len(starts))
 		}
 	})
 }
