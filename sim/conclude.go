@@ -86,10 +86,17 @@ func contentionConclusion(rows []ContentionResult) string {
 			first = r
 		}
 	}
+	// "none finished first" reads as "no strategy did": say what none is.
+	name := func(s string) string {
+		if s == "none" {
+			return "none (no backoff)"
+		}
+		return s
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "at %d clients %s did the least work (%s calls, done in %s)", n, least.Strategy, thousands(least.CallsMean), msText(least.TimeMsMean))
+	fmt.Fprintf(&b, "at %d clients %s did the least work (%s calls, done in %s)", n, name(least.Strategy), thousands(least.CallsMean), msText(least.TimeMsMean))
 	if first.Strategy != least.Strategy {
-		fmt.Fprintf(&b, " and %s finished first (%s, %s calls)", first.Strategy, msText(first.TimeMsMean), thousands(first.CallsMean))
+		fmt.Fprintf(&b, " and %s finished first (%s, %s calls)", name(first.Strategy), msText(first.TimeMsMean), thousands(first.CallsMean))
 	}
 	if e, ok := m["expo"]; ok && least.Strategy != "expo" {
 		var like []string
@@ -99,14 +106,24 @@ func contentionConclusion(rows []ContentionResult) string {
 				like = append(like, fmt.Sprintf("%s %s", s, thousands(r.CallsMean)))
 			}
 		}
-		fmt.Fprintf(&b, "; backoff without jitter (expo) needed %s calls, %.1f× as many", thousands(e.CallsMean), e.CallsMean/least.CallsMean)
-		if len(like) > 0 {
+		ratio := e.CallsMean / least.CallsMean
+		fmt.Fprintf(&b, "; backoff without jitter (expo) needed %s calls, %.1f× as many", thousands(e.CallsMean), ratio)
+		switch {
+		case ratio < 1.2:
+			// Too few clients to contend: whatever the jitter, about
+			// the same work; nothing to conclude about jitter.
+			fmt.Fprintf(&b, ": at %d clients there is little contention for jitter to spread", n)
+		case len(like) > 0:
 			fmt.Fprintf(&b, ", and %s did about as much: a jitter that does not grow with the wait stops mattering", strings.Join(like, ", "))
 		}
 	}
 	b.WriteString(".")
 	return b.String()
 }
+
+// seeWhy points the overload conclusion to the explanation of the slow
+// throttles: the "why:" note under the table.
+const seeWhy = "see why"
 
 // overloadConclusion says in one line what the outage did to the load and
 // the recovery of each kind of strategy, against no retries.
@@ -160,7 +177,7 @@ func overloadConclusion(cfg OverloadConfig, rows []OverloadResult) string {
 		}
 	}
 	if len(slow) > 0 {
-		parts = append(parts, strings.Join(slow, ", ")+" kept rejecting requests after the outage (see why)")
+		parts = append(parts, strings.Join(slow, ", ")+" kept rejecting requests after the outage ("+seeWhy+")")
 	}
 	if len(parts) == 0 {
 		return "no strategy amplified the load."
@@ -222,6 +239,42 @@ func throttleNotes(cfg OverloadConfig, rows []OverloadResult) []string {
 			" and forgets the outage within the window.", 100, "     ")...)
 	}
 	return notes
+}
+
+// throttleCaption is the caption of the throttle plot: for each throttle,
+// p when the outage ended and the recovery, and, when one recovered late,
+// why, in two sentences (throttleNotes says the same at length, under the
+// table).
+func throttleCaption(cfg OverloadConfig, rows []OverloadResult) string {
+	if cfg.Outage == 0 {
+		return ""
+	}
+	base, hasBase := findRow(rows, "none")
+	var each []string
+	late := false
+	for _, r := range rows {
+		if r.RejectP == nil {
+			continue
+		}
+		endBin := min(int((cfg.OutageStart+cfg.Outage)/cfg.Bin), len(r.RejectP)-1)
+		rec := "never"
+		if r.RecoveryS >= 0 {
+			rec = fmt.Sprintf("%.1f s", r.RecoveryS)
+		}
+		each = append(each, fmt.Sprintf("%s %.2f, %s", r.Strategy, r.RejectP[endBin], rec))
+		if r.RecoveryS < 0 || (hasBase && r.RecoveryS > base.RecoveryS+5) {
+			late = true
+		}
+	}
+	if len(each) == 0 {
+		return ""
+	}
+	s := "p when the outage ended, and the time to recover: " + strings.Join(each, "; ") + "."
+	if late {
+		s += " The SRE throttle counts the requests it rejects as requests, so p stays near 1 − 1/K until its window has" +
+			" rolled past the outage; counting only the requests sent (SentOnly) with a short window forgets the outage within that window."
+	}
+	return s
 }
 
 // wrap breaks s into lines of at most width bytes at spaces; the lines

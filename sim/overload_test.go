@@ -95,7 +95,13 @@ func TestOverloadDeterministic(t *testing.T) {
 // modes.
 func TestOverloadConservation(t *testing.T) {
 	for _, drop := range []bool{false, true} {
+		// The books must balance whatever the size: 200 clients in 5
+		// processes, 80 requests/s, 20 s with a 5 s outage, every
+		// strategy (budgets, throttles, deadlines, profiles) in both kinds
+		// of outage.
 		c := tiny()
+		c.Clients, c.Hosts, c.Capacity, c.Queue = 200, 5, 100, 10
+		c.Duration, c.OutageStart, c.Outage = 20*time.Second, 5*time.Second, 5*time.Second
 		c.Drop, c.Timeout = drop, 2*time.Second
 		for _, s := range strategies(t, OverloadNames()...) {
 			o := runOverloadOne(&c, &s)
@@ -205,7 +211,7 @@ func TestOverloadNoOutage(t *testing.T) {
 // A policy Deadline bounds every request's latency, and a dropping outage
 // makes clients wait for their timeout.
 func TestOverloadDeadlineAndDrop(t *testing.T) {
-	c := small()
+	c := tiny()
 	c.Drop, c.Timeout = true, 3*time.Second
 	c.Strategies = strategies(t, "none", "profile:realtime")
 	m := runOverload(t, c)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/backoffkit/retry/internal/svgplot"
 )
@@ -61,7 +63,7 @@ func WriteContentionPlots(dir string, cfg ContentionConfig, rows []ContentionRes
 			sub = fmt.Sprintf("base %v, cap %v, google's jitter %v; ", p.InitialDelay, p.MaxDelay, p.Jitter) + sub
 		}
 	}
-	caption := contentionConclusion(rows)
+	caption := upperFirst(contentionConclusion(rows))
 	cp := &svgplot.Plot{Title: "Work: conditional writes per run", Subtitle: sub, Caption: caption, XLabel: "clients", YLabel: "calls (mean)"}
 	tp := &svgplot.Plot{Title: "Completion time of the last client", Subtitle: sub, Caption: caption, XLabel: "clients", YLabel: "time, ms (mean, log scale)", LogY: true}
 	for _, n := range names {
@@ -69,6 +71,12 @@ func WriteContentionPlots(dir string, cfg ContentionConfig, rows []ContentionRes
 		tp.Series = append(tp.Series, *times[n])
 	}
 	return writePlots(dir, map[string]*svgplot.Plot{"contention-calls.svg": cp, "contention-time.svg": tp}, []string{"contention-calls.svg", "contention-time.svg"})
+}
+
+// upperFirst capitalises the first letter of s, for a caption.
+func upperFirst(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
 }
 
 func writePlots(dir string, plots map[string]*svgplot.Plot, order []string) ([]string, error) {
@@ -137,13 +145,14 @@ func WriteOverloadPlots(dir, suffix string, cfg OverloadConfig, rows []OverloadR
 	}
 	sub := fmt.Sprintf("%d clients in %d processes, capacity %.0f/s, offered %.0f/s, queue %d, outage %v from %v (%s), seed %d",
 		cfg.Clients, cfg.Hosts, cfg.Capacity, cfg.Load*cfg.Capacity, cfg.Queue, cfg.Outage, cfg.OutageStart, kind, cfg.Seed)
-	caption := overloadConclusion(cfg, rows)
+	// A plot has no "why:" note: the throttle plot's caption explains.
+	caption := strings.Replace(overloadConclusion(cfg, rows), "("+seeWhy+")", "(see the throttle plot)", 1)
 	lp := &svgplot.Plot{Title: "Load on the server during and after the outage", Subtitle: sub, Caption: caption,
 		XLabel: "time, s", YLabel: "attempts/s reaching the server", Bands: band}
 	gp := &svgplot.Plot{Title: "Goodput during and after the outage", Subtitle: sub, Caption: caption,
 		XLabel: "time, s", YLabel: "successful requests/s", Bands: band}
 	tp := &svgplot.Plot{Title: "Adaptive throttle: probability of rejecting a request locally", Subtitle: sub,
-		Caption: strings.Join(throttleNotes(cfg, rows), " "), XLabel: "time, s", YLabel: "reject probability p (mean over processes)", Bands: band}
+		Caption: throttleCaption(cfg, rows), XLabel: "time, s", YLabel: "reject probability p (mean over processes)", Bands: band}
 	for _, r := range rows {
 		x := make([]float64, len(r.Load))
 		for i := range x {

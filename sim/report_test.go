@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -76,7 +77,7 @@ func TestContentionPlotsAndTable(t *testing.T) {
 		if got := svgSeries(t, p); !slices.Equal(got, ContentionNames) {
 			t.Errorf("%s: series %v, want %v", p, got, ContentionNames)
 		}
-		checkReadable(t, p, "base 5ms, cap 2s, google", "runs per point, seed 1")
+		checkReadable(t, p, "base 5ms, cap 2s, google", "runs per point, seed 1", ">At 60 clients ")
 	}
 	var buf bytes.Buffer
 	if err := WriteContentionTable(&buf, res); err != nil {
@@ -89,19 +90,19 @@ func TestContentionPlotsAndTable(t *testing.T) {
 }
 
 func TestOverloadPlotsAndTable(t *testing.T) {
-	c := small()
+	c := tiny()
 	c.Strategies = strategies(t, "none", "genai", "ratio-budget", "adaptive-throttle", "adaptive-throttle-sent-10s")
 	res, err := RunOverload(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	paths, err := WriteOverloadPlots(dir, "n2000", c, res)
+	paths, err := WriteOverloadPlots(dir, "n500", c, res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(paths) != 3 || filepath.Base(paths[0]) != "overload-load-n2000.svg" || filepath.Base(paths[1]) != "overload-goodput-n2000.svg" ||
-		filepath.Base(paths[2]) != "overload-throttle-n2000.svg" {
+	if len(paths) != 3 || filepath.Base(paths[0]) != "overload-load-n500.svg" || filepath.Base(paths[1]) != "overload-goodput-n500.svg" ||
+		filepath.Base(paths[2]) != "overload-throttle-n500.svg" {
 		t.Fatalf("paths = %v", paths)
 	}
 	names := []string{"none", "genai", "ratio-budget", "adaptive-throttle", "adaptive-throttle-sent-10s"}
@@ -115,7 +116,16 @@ func TestOverloadPlotsAndTable(t *testing.T) {
 		t.Errorf("throttle plot series %v", got)
 	}
 	for _, p := range paths {
-		checkReadable(t, p, "2000 clients in 20 processes, capacity 1000/s", "outage")
+		checkReadable(t, p, "500 clients in 10 processes, capacity 250/s", "outage")
+	}
+	// The table's conclusion says "(see why)" for the note under it; a
+	// plot has no such note. (The caption is wrapped: compare its words.)
+	for _, p := range paths[:2] {
+		b, _ := os.ReadFile(p)
+		words := strings.Join(strings.Fields(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(string(b), " ")), " ")
+		if strings.Contains(words, "see why") || !strings.Contains(words, "(see the throttle plot)") {
+			t.Errorf("%s: the caption points to a note the plot does not have", p)
+		}
 	}
 	if n := len(res[0].Load); n != int(c.Duration/c.Bin) {
 		t.Errorf("%d load bins, want %d", n, int(c.Duration/c.Bin))
@@ -160,5 +170,59 @@ func checkReadable(t *testing.T, path string, want ...string) {
 		if err := png.Encode(f, r.Image); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// With too few clients to contend every strategy does the same work: the
+// conclusion must not claim that jitter stopped mattering.
+func TestContentionConclusionWithoutContention(t *testing.T) {
+	var rows []ContentionResult
+	for _, s := range ContentionNames {
+		rows = append(rows, ContentionResult{Strategy: s, Clients: 5, Runs: 1, CallsMean: 15, TimeMsMean: 300})
+	}
+	got := contentionConclusion(rows)
+	if strings.Contains(got, "stops mattering") || !strings.Contains(got, "at 5 clients there is little contention") {
+		t.Errorf("conclusion without contention: %q", got)
+	}
+	// "none did the least work" would read as "no strategy did".
+	if !strings.HasPrefix(got, "at 5 clients none (no backoff) did the least work") {
+		t.Errorf("conclusion does not say what none is: %q", got)
+	}
+	// With contention it still says so.
+	for i := range rows {
+		switch rows[i].Strategy {
+		case "expo", "google":
+			rows[i].CallsMean = 600
+		case "full":
+			rows[i].CallsMean = 300
+		default:
+			rows[i].CallsMean = 400
+		}
+	}
+	if got := contentionConclusion(rows); !strings.Contains(got, "full did the least work") || !strings.Contains(got, "google 600 did about as much: a jitter that does not grow") {
+		t.Errorf("conclusion with contention: %q", got)
+	}
+}
+
+// The throttle plot's caption gives each throttle's p and recovery in a line
+// and the reason in two sentences, not the notes under the table.
+func TestThrottleCaption(t *testing.T) {
+	c := DefaultOverload()
+	p := func(end float64) []float64 {
+		return append(make([]float64, int((c.OutageStart+c.Outage)/c.Bin)), end, 0)
+	}
+	rows := []OverloadResult{
+		{Strategy: "none", RecoveryS: 0},
+		{Strategy: "adaptive-throttle", RecoveryS: -1, RejectP: p(0.74)},
+		{Strategy: "adaptive-throttle-sent-10s", RecoveryS: 2.4, RejectP: p(0.97)},
+	}
+	got := throttleCaption(c, rows)
+	want := "p when the outage ended, and the time to recover: adaptive-throttle 0.74, never; adaptive-throttle-sent-10s 0.97, 2.4 s. The SRE throttle counts"
+	if !strings.HasPrefix(got, want) || strings.Contains(got, "note:") || len(got) > 450 {
+		t.Errorf("caption (%d bytes) = %q, want it to start %q, without notes", len(got), got, want)
+	}
+	rows[1].RecoveryS = 1
+	if got := throttleCaption(c, rows); strings.Contains(got, "SRE throttle counts") {
+		t.Errorf("no throttle recovered late, yet the caption explains why: %q", got)
 	}
 }

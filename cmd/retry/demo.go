@@ -22,15 +22,19 @@ import (
 	"github.com/backoffkit/retry/httpretry"
 )
 
-const demoUsage = `Usage: retry demo [flags]
+// demoUsage is the text of retry demo --help before the flags; it fits 80
+// columns (the strategy names are wrapped in).
+func demoUsage() string {
+	var b strings.Builder
+	b.WriteString(`Usage: retry demo [flags]
 
 Runs loopback HTTP servers on 127.0.0.1, one per strategy, and drives each
 with the same requests through httpretry, side by side. --scenario picks the
 failure:
 
-  synchronized  (default) requests arrive at a fixed rate (open loop) at a
-                server of finite capacity that stalls for half a second,
-                then fails every held request at once: a thundering herd.
+  synchronized  (default) requests arrive at a steady rate (open loop) at a
+                server of finite capacity that stalls for a second, then
+                fails every held request at once: a thundering herd.
                 Without jitter the retries come back in waves and overload
                 the recovering server; jittered retries spread.
   quota         the server has a quota and answers a 429 with
@@ -39,12 +43,19 @@ failure:
   random        independent faults (503s, 429s with Retry-After or
                 RetryInfo, resets, slow answers) hit closed-loop clients.
 
-A strategy is no-retry, a jitter shape (google, full, equal, decorrelated,
-grpc, jitter-at-cap, none) or a profile (` + "%s" + `),
-optionally followed by +budget (a retry budget: 20 %% of requests) and/or
-+nohints (ignore Retry-After and RetryInfo), e.g. full+budget.
-
-Delays are scaled down (policy durations divided by --time-scale) so the demo
+`)
+	para := func(s string) {
+		for _, l := range wrapWords(s, 78) {
+			b.WriteString(l + "\n")
+		}
+		b.WriteString("\n")
+	}
+	para(fmt.Sprintf("A strategy is no-retry, a jitter shape (%s) or a profile (%s), optionally followed by "+
+		"+budget (a retry budget: 20 %% of requests) and/or +nohints (ignore Retry-After and RetryInfo), "+
+		"e.g. full+budget. --strategies defaults to: %s (synchronized); %s (quota); %s (random).",
+		shapeList(), strings.Join(retry.ProfileNames(), ", "), strings.Join(demoDefaultStrategies["synchronized"], ","),
+		strings.Join(demoDefaultStrategies["quota"], ","), strings.Join(demoDefaultStrategies["random"], ",")))
+	b.WriteString(`Delays are scaled down (policy durations divided by --time-scale) so the demo
 finishes in seconds; server hints are not scaled.
 
 It prints what it runs first, then a chart of the attempts reaching each
@@ -54,7 +65,9 @@ conclusion computed from the numbers. Everything fits 80 columns.
 Exit status: 0, 2 on bad usage, 130/143 when interrupted (after the summary).
 
 Flags:
-`
+`)
+	return b.String()
+}
 
 // demoConfig is what the flags of retry demo say.
 type demoConfig struct {
@@ -90,12 +103,15 @@ type strategyStats struct {
 	ServerFaults      map[string]int `json:"server_responses,omitempty"`
 
 	// synchronized and quota scenarios
-	Shed      int   `json:"shed,omitempty"`       // 503: the server's queue was full
-	Stalled   int   `json:"stalled,omitempty"`    // 503: held by the stall, then failed
-	OverQuota int   `json:"over_quota,omitempty"` // 429: over quota
-	Arrivals  []int `json:"arrivals,omitempty"`   // attempts reaching the server per bucket
-	Peak      int   `json:"peak,omitempty"`       // the busiest bucket from the stall on
-	PeakAtMS  int64 `json:"peak_at_ms,omitempty"` // when it began
+	Shed      int `json:"shed,omitempty"`       // 503: the server's queue was full
+	Stalled   int `json:"stalled,omitempty"`    // 503: held by the stall, then failed
+	OverQuota int `json:"over_quota,omitempty"` // 429: over quota
+	Cut       int `json:"cut,omitempty"`        // give-ups still retrying when the demo stopped
+	// BudgetRefused counts the retries a +budget strategy's budget refused.
+	BudgetRefused int   `json:"budget_refused,omitempty"`
+	Arrivals      []int `json:"arrivals,omitempty"`   // attempts reaching the server per bucket
+	Peak          int   `json:"peak,omitempty"`       // the busiest bucket from the stall on
+	PeakAtMS      int64 `json:"peak_at_ms,omitempty"` // when it began
 
 	latencies []time.Duration
 }
@@ -171,7 +187,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		cfg.seed = n
 		return nil
 	})
-	fs.Func("time-scale", "divide the policies' durations by `K` (default 10 for synchronized, 20 otherwise: 1s becomes 50ms)", func(s string) error {
+	fs.Func("time-scale", "divide the policies' durations by `K` (default 10 synchronized, 20 others)", func(s string) error {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(f >= 1 && f <= 1000) {
 			return errors.New("want a number from 1 to 1000")
@@ -179,8 +195,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		cfg.scale = f
 		return nil
 	})
-	fs.Func("strategies", "comma-separated `LIST` (defaults: synchronized "+strings.Join(demoDefaultStrategies["synchronized"], ",")+
-		"; quota "+strings.Join(demoDefaultStrategies["quota"], ",")+"; random "+strings.Join(demoDefaultStrategies["random"], ",")+")", func(s string) error {
+	fs.Func("strategies", "comma-separated `LIST` (default: the scenario's, see above)", func(s string) error {
 		var list []string
 		for _, name := range strings.Split(s, ",") {
 			name = strings.TrimSpace(name)
@@ -198,7 +213,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 
 	help, err := parseFlags(fs, args)
 	if help {
-		fmt.Fprintf(stdout, demoUsage, strings.Join(retry.ProfileNames(), ", "))
+		fmt.Fprint(stdout, demoUsage())
 		printFlags(stdout, fs)
 		return exitOK
 	}
@@ -354,6 +369,15 @@ type countingTransport struct {
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	c.n.Add(1)
 	return c.base.RoundTrip(r)
+}
+
+// CloseIdleConnections closes the base transport's idle connections: a
+// wrapper must not hide it, or http.Client.CloseIdleConnections (through
+// httpretry) closes nothing.
+func (c *countingTransport) CloseIdleConnections() {
+	if ci, ok := c.base.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
 }
 
 // lane is one strategy running: its server, its clients and its results.
@@ -534,9 +558,11 @@ func progressLine(lanes []*lane, elapsed, total time.Duration, sending bool) str
 		ok += s
 		att += l.counter.n.Load()
 	}
+	// At most about 72 columns: a longer line wraps on an 80-column
+	// terminal, and \r then rewrites only its last part (the lines stack).
 	phase := fmt.Sprintf("%4.1fs/%v", elapsed.Seconds(), total)
 	if !sending {
-		phase = fmt.Sprintf("%4.1fs, finishing requests in flight", elapsed.Seconds())
+		phase = fmt.Sprintf("%4.1fs, finishing", elapsed.Seconds())
 	}
 	rate := 0.0
 	if req > 0 {

@@ -50,6 +50,12 @@ type scenario struct {
 	bucket    time.Duration
 	chartFrom time.Duration
 	columns   int
+
+	// transport, when set, connects each lane's client to its server in
+	// process instead of over loopback TCP: with no socket involved, a
+	// test can run the scenario on testing/synctest's virtual clock, where
+	// a busy machine cannot blur the timing it checks.
+	transport func(server http.Handler) http.RoundTripper
 }
 
 // scenarioSync is the default: 50 requests/s to a server of 100/s that
@@ -95,7 +101,8 @@ type capServer struct {
 	relTime *time.Timer
 
 	qmu      sync.Mutex
-	qWindow  int64 // index of the current quota window
+	qWindow  int64         // index of the current quota window
+	qNow     time.Duration // the latest time a handler read
 	qUsed    int
 	arrivals []atomic.Int64 // per bucket, over the whole run
 	served   atomic.Int64   // answered 200
@@ -108,16 +115,21 @@ type capServer struct {
 	URL string
 }
 
-// startCapServer listens on 127.0.0.1 (loopback only) and serves; the run
-// begins when begin is called.
+// startCapServer listens on 127.0.0.1 (loopback only) and serves, or,
+// with sc.transport, only serves in process; the run begins when begin is
+// called.
 func startCapServer(sc scenario, buckets int) (*capServer, error) {
+	s := &capServer{sc: sc, start: time.Now(), slots: make(chan struct{}, sc.workers), release: make(chan struct{}),
+		arrivals: make([]atomic.Int64, buckets)}
+	if sc.transport != nil {
+		s.URL = "http://in-process.invalid/v1/models/demo:generateContent"
+		return s, nil
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &capServer{sc: sc, start: time.Now(), slots: make(chan struct{}, sc.workers), release: make(chan struct{}),
-		arrivals: make([]atomic.Int64, buckets), ln: ln,
-		URL: "http://" + ln.Addr().String() + "/v1/models/demo:generateContent"}
+	s.ln, s.URL = ln, "http://"+ln.Addr().String()+"/v1/models/demo:generateContent"
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
 	go s.srv.Serve(ln)
 	return s, nil
@@ -182,16 +194,19 @@ func (s *capServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // takeQuota takes one request from the quota of the window of time t, or
-// says how long until that window ends.
+// says how long until that window ends. Windows only move forward: a
+// handler that read the clock just before a window ended but takes the lock
+// after one that began the next window counts in the newer window (going
+// back would reset the count and let a window take twice its quota).
 func (s *capServer) takeQuota(t time.Duration) (time.Duration, bool) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	win := int64(t / s.sc.quotaWindow)
-	if win != s.qWindow {
+	s.qNow = max(s.qNow, t) // a late handler's clock reading is stale
+	if win := int64(s.qNow / s.sc.quotaWindow); win > s.qWindow {
 		s.qWindow, s.qUsed = win, 0
 	}
 	if s.qUsed >= s.sc.quota {
-		return time.Duration(win+1)*s.sc.quotaWindow - t, false
+		return time.Duration(s.qWindow+1)*s.sc.quotaWindow - s.qNow, false
 	}
 	s.qUsed++
 	return 0, true
@@ -205,6 +220,9 @@ func (s *capServer) Close() error {
 	if s.relTime != nil && s.relTime.Stop() {
 		close(s.release)
 	}
+	if s.srv == nil {
+		return nil
+	}
 	return s.srv.Close()
 }
 
@@ -215,10 +233,12 @@ type herdLane struct {
 	counter *countingTransport
 	client  *http.Client
 	hinted  atomic.Int64
+	refused atomic.Int64 // retries the budget refused
 
 	mu        sync.Mutex
 	requests  int
 	successes int
+	cut       int // requests still running when the demo stopped waiting
 	latencies []time.Duration
 }
 
@@ -236,16 +256,18 @@ func (l *herdLane) call(ctx context.Context) bool {
 	return err == nil && resp.StatusCode/100 == 2
 }
 
-// arrivalSchedule returns the start times of the requests: a Poisson
-// process of rate per second over duration, from seed (the same for every
-// strategy).
+// arrivalSchedule returns the start times of the requests, from seed (the
+// same for every strategy): rate per second over duration, one request at
+// a random moment within each slot of 1/rate. The load is steady, so that
+// every blank or tall cell of the chart is the strategies' doing: Poisson
+// arrivals (the first version) left whole chart cells empty by chance,
+// seed 1 at 0.9 s, just before the stall.
 func arrivalSchedule(seed uint64, rate float64, duration time.Duration) []time.Duration {
 	rng := rand.New(rand.NewPCG(seed, 0x5ced))
+	slot := 1 / rate
 	var at []time.Duration
-	t := 0.0
-	for {
-		t += rng.ExpFloat64() / rate
-		d := time.Duration(t * float64(time.Second))
+	for i := 0; ; i++ {
+		d := time.Duration((float64(i) + rng.Float64()) * slot * float64(time.Second))
 		if d >= duration {
 			return at
 		}
@@ -253,11 +275,15 @@ func arrivalSchedule(seed uint64, rate float64, duration time.Duration) []time.D
 	}
 }
 
+// herdDrain is how long requests may still run after the last arrival;
+// then they are cancelled and count as give-ups.
+const herdDrain = 3 * time.Second
+
 // runHerd runs the synchronized or quota scenario for every strategy side
 // by side and returns the summary.
 func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Writer) (demoSummary, error) {
 	// The server counts arrivals over the run and the drain after it.
-	drain := 3 * time.Second
+	drain := herdDrain
 	buckets := int((sc.duration+drain)/sc.bucket) + 1
 	var lanes []*herdLane
 	defer func() {
@@ -277,11 +303,18 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 		}
 		l := &herdLane{strategy: strategy{name, p}, srv: srv}
 		lanes = append(lanes, l)
-		l.counter = &countingTransport{base: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}}
+		var base http.RoundTripper = &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
+		if sc.transport != nil {
+			base = sc.transport(srv)
+		}
+		l.counter = &countingTransport{base: base}
 		p.Rand = retry.NewRand(cfg.seed*1000 + uint64(i))
 		p.Observer = func(_ context.Context, e retry.Event) {
-			if e.Kind == retry.EventRetry && e.Hint > 0 {
+			switch {
+			case e.Kind == retry.EventRetry && e.Hint > 0:
 				l.hinted.Add(1)
+			case e.Kind == retry.EventGiveUp && e.Reason == retry.ReasonBudget:
+				l.refused.Add(1)
 			}
 		}
 		l.client = &http.Client{Transport: httpretry.NewTransport(l.counter, p)}
@@ -317,6 +350,8 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 					l.requests++
 					if ok {
 						l.successes++
+					} else if hardCtx.Err() != nil {
+						l.cut++
 					}
 					l.latencies = append(l.latencies, lat)
 					l.mu.Unlock()
@@ -393,8 +428,8 @@ func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.
 		l.mu.Lock()
 		st := strategyStats{
 			Name: l.name, Requests: l.requests, Successes: l.successes, GiveUps: l.requests - l.successes,
-			Attempts: int(l.counter.n.Load()), HintedWaits: int(l.hinted.Load()), latencies: slices.Clone(l.latencies),
-			Shed: int(l.srv.shed.Load()), Stalled: int(l.srv.stalled.Load()), OverQuota: int(l.srv.over.Load()),
+			Attempts: int(l.counter.n.Load()), HintedWaits: int(l.hinted.Load()), latencies: slices.Clone(l.latencies), Cut: l.cut,
+			Shed: int(l.srv.shed.Load()), Stalled: int(l.srv.stalled.Load()), OverQuota: int(l.srv.over.Load()), BudgetRefused: int(l.refused.Load()),
 		}
 		l.mu.Unlock()
 		for i := range l.srv.arrivals {
@@ -413,12 +448,19 @@ func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.
 		total.Shed += st.Shed
 		total.Stalled += st.Stalled
 		total.OverQuota += st.OverQuota
+		total.Cut += st.Cut
 		total.latencies = append(total.latencies, st.latencies...)
 		sum.Strategies = append(sum.Strategies, st)
 	}
 	total.finish()
 	sum.Total = total
 	sum.Conclusion = herdConclusion(sc, sum.Strategies)
+	switch {
+	case total.Cut == 1:
+		sum.Conclusion += " (1 request, still running when the demo stopped, counts as a give-up.)"
+	case total.Cut > 1:
+		sum.Conclusion += fmt.Sprintf(" (%d requests, still running when the demo stopped, count as give-ups.)", total.Cut)
+	}
 	return sum
 }
 
@@ -463,7 +505,11 @@ func printChart(w io.Writer, sc scenario, st []strategyStats) {
 	cols := sc.columns
 	first := int(sc.chartFrom / sc.bucket)
 	per := sc.perBucket()
-	fmt.Fprintf(w, "Attempts reaching each server per %v (▄ = its capacity, █ = twice that):\n", sc.bucket)
+	what := "its capacity"
+	if sc.quota > 0 {
+		what = "the quota's rate"
+	}
+	fmt.Fprintf(w, "Attempts reaching each server per %v (▄ = %s, █ = twice that):\n", sc.bucket, what)
 	// Axis: a tick every second.
 	axis := []rune(strings.Repeat(" ", cols))
 	marks := []rune(strings.Repeat(" ", cols))
@@ -634,6 +680,14 @@ func herdConclusion(sc scenario, st []strategyStats) string {
 	stats := func(s strategyStats) string {
 		return fmt.Sprintf("peak %s, %d shed, %s", x(s), s.Shed, giveUps(s.GiveUps))
 	}
+	stalled := 0
+	for _, s := range st {
+		stalled += s.Stalled
+	}
+	if stalled == 0 {
+		return fmt.Sprintf("No request arrived during the stall (%v to %v), so nothing failed together: "+
+			"run the demo for longer than %v (--duration) to see the herd.", sc.stallFrom, sc.stallTo, sc.stallFrom)
+	}
 	if hasLock {
 		parts = append(parts, fmt.Sprintf("Without jitter (none) the clients that failed together retried together, in waves: "+
 			"the busiest %v brought %s the server's capacity, %d attempts were shed and %s.",
@@ -655,6 +709,14 @@ func herdConclusion(sc scenario, st []strategyStats) string {
 		return "No strategy retried."
 	}
 	return strings.Join(parts, " ")
+}
+
+// requestsText is "1 request" or "N requests".
+func requestsText(n int) string {
+	if n == 1 {
+		return "1 request"
+	}
+	return fmt.Sprintf("%d requests", n)
 }
 
 func giveUps(n int) string {
@@ -688,8 +750,13 @@ func quotaConclusion(sc scenario, st []strategyStats) string {
 		if !ok || !found {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("Honouring RetryInfo (%s) took the attempts the quota refused from %d to %d and the give-ups from %d to %d, at a p99 of %s against %s.",
-			h.Name, s.OverQuota, h.OverQuota, s.GiveUps, h.GiveUps, fmtMS(h.P99MS), fmtMS(s.P99MS)))
+		if h.OverQuota < s.OverQuota {
+			parts = append(parts, fmt.Sprintf("Honouring RetryInfo (%s) took the attempts the quota refused from %d to %d and the give-ups from %d to %d, at a p99 of %s against %s.",
+				h.Name, s.OverQuota, h.OverQuota, s.GiveUps, h.GiveUps, fmtMS(h.P99MS), fmtMS(s.P99MS)))
+		} else {
+			parts = append(parts, fmt.Sprintf("Honouring RetryInfo (%s) did not spare the quota: %d attempts refused against %d without hints.",
+				h.Name, h.OverQuota, s.OverQuota))
+		}
 		if h.Peak > s.Peak {
 			parts = append(parts, fmt.Sprintf("But hints bring the refused requests back together when the quota resets: %s's busiest %v held %.1fx the quota's rate.",
 				h.Name, sc.bucket, float64(h.Peak)/sc.perBucket()))
@@ -699,8 +766,27 @@ func quotaConclusion(sc scenario, st []strategyStats) string {
 		if !strings.Contains(s.Name, "+budget") {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("The retry budget (%s) held the load to %.2f attempts per request and gave up on %s instead of retrying.",
-			s.Name, per(s.Attempts, s.Requests), giveUpText(s.GiveUps)[:strings.LastIndex(giveUpText(s.GiveUps), " gave up")]))
+		if s.BudgetRefused == 0 {
+			parts = append(parts, fmt.Sprintf("The retry budget (%s) refused no retry: it allows %.0f %% of the requests and at least %.0f retries/s, more than this run needed.",
+				s.Name, 100*retry.DefaultBudgetRatio, retry.DefaultBudgetMinPerSecond))
+			continue
+		}
+		text := fmt.Sprintf("The retry budget (%s) held the load to %.2f attempts per request", s.Name, per(s.Attempts, s.Requests))
+		if h, ok := by[strings.Replace(s.Name, "+budget", "", 1)]; ok && h.Requests > 0 {
+			text += fmt.Sprintf(" (%.2f without it)", per(h.Attempts, h.Requests))
+		}
+		text += fmt.Sprintf(" by refusing %d %s; %s", s.BudgetRefused, map[bool]string{true: "retry", false: "retries"}[s.BudgetRefused == 1], giveUpText(s.GiveUps))
+		if n, ok := by["no-retry"]; ok {
+			if s.GiveUps >= n.GiveUps {
+				text += ", as many as without retries"
+				if sc.rate*sc.quotaWindow.Seconds() > float64(sc.quota) {
+					text += ": new requests alone fill the quota of every window, so a retry that gets through takes the place of a newer request"
+				}
+			} else {
+				text += fmt.Sprintf(" (%d without retries)", n.GiveUps)
+			}
+		}
+		parts = append(parts, text+".")
 	}
 	if n, ok := by["no-retry"]; ok {
 		parts = append(parts, fmt.Sprintf("Without retries %.1f%% of requests succeeded.", n.SuccessRate))

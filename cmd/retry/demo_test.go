@@ -1,10 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
@@ -16,6 +25,9 @@ import (
 // requests plus retries, the total row is the sum of the rows, and the
 // server's counts match the attempts it could have seen.
 func TestDemoTotalsAddUp(t *testing.T) {
+	// Mostly waiting on real time, with robust assertions: run beside
+	// the other slow demo runs.
+	t.Parallel()
 	r := runRetry(t, "", nil, "demo", "--scenario", "random", "--duration", "2s", "--clients", "8", "--json")
 	if r.code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
@@ -84,6 +96,9 @@ func TestDemoTotalsAddUp(t *testing.T) {
 }
 
 func TestDemoTable(t *testing.T) {
+	// Mostly waiting on real time, with robust assertions: run beside
+	// the other slow demo runs.
+	t.Parallel()
 	r := runRetry(t, "", nil, "demo", "--scenario", "random", "--duration", "300ms", "--clients", "2", "--strategies", "no-retry,full,realtime", "--seed", "7")
 	if r.code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
@@ -111,93 +126,291 @@ func checkWidth(t *testing.T, out string) {
 	}
 }
 
-// The default scenario: a stall that fails every held request at once. The
-// output starts with the header, fits 80 columns, has a chart row per
-// strategy and a computed conclusion; the numbers add up, and the lock-step
-// strategy overloads the recovering server (its retries are shed).
-func TestDemoSynchronized(t *testing.T) {
-	r := runRetry(t, "", nil, "demo", "--duration", "2500ms")
-	if r.code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
-	}
-	out := r.stdout
-	if !strings.HasPrefix(out, "retry demo, synchronized: 5 strategies, 50 requests/s each, 2.5s, seed 1.\n") {
-		t.Errorf("the header does not come first:\n%s", out)
-	}
-	checkWidth(t, out)
-	chart := strings.Index(out, "Attempts reaching each server per 100ms")
-	table := strings.Index(out, "strategy     requests")
-	concl := strings.Index(out, "Without jitter (none) the clients that failed together retried together")
-	if chart < 0 || table < chart || concl < table {
-		t.Fatalf("want header, chart, table, conclusion in that order:\n%s", out)
-	}
-	for _, name := range []string{"no-retry", "none", "google", "full", "decorrelated"} {
-		if !regexp.MustCompile(`(?m)^` + name + ` +[ ▁▂▃▄▅▆▇█]+$`).MatchString(out[chart:table]) {
-			t.Errorf("no chart row for %s:\n%s", name, out[chart:table])
-		}
-	}
-	if !strings.Contains(out[chart:table], "^^^^^^^^^^ stall") {
-		t.Errorf("the stall is not marked under the chart:\n%s", out[chart:table])
-	}
+// memTransport hands each request to the server's handler in process (no
+// socket), so that the scenario runs on synctest's virtual clock.
+type memTransport struct{ h http.Handler }
 
-	r = runRetry(t, "", nil, "demo", "--duration", "2500ms", "--strategies", "no-retry,none,decorrelated", "--json")
-	if r.code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	m.h.ServeHTTP(rec, r)
+	if err := r.Context().Err(); err != nil {
+		return nil, err
 	}
-	var sum demoSummary
-	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
-		t.Fatalf("--json: %v\n%s", err, r.stdout)
-	}
-	if sum.Scenario != "synchronized" || len(sum.Strategies) != 3 {
-		t.Fatalf("summary %+v", sum)
-	}
-	for _, s := range sum.Strategies {
-		arrived := 0
-		for _, n := range s.Arrivals {
-			arrived += n
+	res := rec.Result()
+	res.Request = r
+	return res, nil
+}
+
+// The default scenario: a stall that fails every held request at once. The
+// report has a chart row per strategy, the table and a computed conclusion,
+// in that order, in 80 columns; the numbers add up; and the herd shows:
+// without jitter the stalled requests all retry one base delay (100ms)
+// after the stall, and overflow the queue more than decorrelated jitter,
+// which spreads them. It runs on a virtual clock (the servers in process):
+// on a busy machine real time blurs the waves it checks.
+func TestDemoSynchronized(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 2500 * time.Millisecond, strategies: demoDefaultStrategies["synchronized"]}
+		sc := scenarioSync(cfg.duration)
+		sc.transport = func(h http.Handler) http.RoundTripper { return memTransport{h} }
+		cfg.scale = sc.scale
+		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if s.Requests != s.Successes+s.GiveUps || s.Attempts < s.Requests || arrived != s.Served || arrived < s.Attempts-s.GiveUps {
-			t.Errorf("%s: %d requests, %d ok, %d give-ups, %d attempts, %d arrived at the server", s.Name, s.Requests, s.Successes, s.GiveUps, s.Attempts, arrived)
+		var b strings.Builder
+		printHerdTable(&b, sc, sum)
+		out := b.String()
+		checkWidth(t, out)
+		chart := strings.Index(out, "Attempts reaching each server per 100ms (▄ = its capacity")
+		table := strings.Index(out, "strategy     requests")
+		concl := strings.Index(out, "Without jitter (none) the clients that failed together retried together")
+		if chart < 0 || table < chart || concl < table {
+			t.Fatalf("want chart, table, conclusion in that order:\n%s", out)
 		}
-		// The stall fails every request held at once: about a second of arrivals.
-		if s.Stalled < 20 {
-			t.Errorf("%s: %d requests failed by the stall, want about 50", s.Name, s.Stalled)
+		for _, name := range cfg.strategies {
+			if !regexp.MustCompile(`(?m)^` + name + ` +[ ▁▂▃▄▅▆▇█]+$`).MatchString(out[chart:table]) {
+				t.Errorf("no chart row for %s:\n%s", name, out[chart:table])
+			}
 		}
+		if !strings.Contains(out[chart:table], "^^^^^^^^^^ stall") {
+			t.Errorf("the stall is not marked under the chart:\n%s", out[chart:table])
+		}
+		by := map[string]strategyStats{}
+		for _, s := range sum.Strategies {
+			by[s.Name] = s
+			arrived := 0
+			for _, n := range s.Arrivals {
+				arrived += n
+			}
+			if s.Requests != s.Successes+s.GiveUps || s.Attempts < s.Requests || arrived != s.Served || arrived != s.Attempts {
+				t.Errorf("%s: %d requests, %d ok, %d give-ups, %d attempts, %d arrived at the server", s.Name, s.Requests, s.Successes, s.GiveUps, s.Attempts, arrived)
+			}
+			// 50 requests/s, a steady schedule: 125 in 2.5 s, the same for
+			// all; the stall fails every one of the second's 50 at once.
+			if s.Requests != 125 || s.Stalled != 50 || s.Cut != 0 {
+				t.Errorf("%s: %d requests, %d failed by the stall, %d cut at the end; want 125, 50, 0", s.Name, s.Requests, s.Stalled, s.Cut)
+			}
+		}
+		if n := by["no-retry"]; n.Attempts != n.Requests || n.GiveUps != n.Stalled+n.Shed {
+			t.Errorf("no-retry: %d attempts for %d requests, %d give-ups for %d stalled and %d shed", n.Attempts, n.Requests, n.GiveUps, n.Stalled, n.Shed)
+		}
+		none, dec := by["none"], by["decorrelated"]
+		t.Logf("none: peak %d at %dms, %d shed; decorrelated: peak %d at %dms, %d shed", none.Peak, none.PeakAtMS, none.Shed, dec.Peak, dec.PeakAtMS, dec.Shed)
+		// The 50 stalled requests and the 5 new ones of that 100ms.
+		if none.Peak != 55 || none.PeakAtMS != 2100 {
+			t.Errorf("none peaked with %d attempts at %dms, want 55 at 2100ms: the stalled requests retrying together", none.Peak, none.PeakAtMS)
+		}
+		if none.Peak < 3*dec.Peak/2 || none.Shed < 3*dec.Shed/2 {
+			t.Errorf("none: peak %d, %d shed; decorrelated: peak %d, %d shed; want the lock-step retries to come back together and overflow the queue more",
+				none.Peak, none.Shed, dec.Peak, dec.Shed)
+		}
+	})
+}
+
+// The header comes first, before the run (the user reads it while waiting):
+// it is on stdout before the first progress line on stderr.
+func TestDemoHeaderFirst(t *testing.T) {
+	var errb syncBuffer
+	out := &firstWrite{other: &errb}
+	// 1.2 s of arrivals, held by the stall until 2 s: progress lines at 1 s
+	// and 2 s, while the header must already be out.
+	code := runDemo([]string{"--duration", "1200ms", "--strategies", "no-retry,none"}, out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, errb.String())
 	}
-	if n := sum.Strategies[0]; n.Attempts != n.Requests || n.GiveUps < n.Stalled {
-		t.Errorf("no-retry: %d attempts for %d requests, %d give-ups for %d stalled", n.Attempts, n.Requests, n.GiveUps, n.Stalled)
+	if !strings.Contains(errb.String(), "retry demo: ") {
+		t.Fatalf("no progress on stderr, nothing to compare the header with: %q", errb.String())
 	}
-	if n := sum.Strategies[1]; n.Shed == 0 || n.Attempts <= n.Requests {
-		t.Errorf("none: %d shed, %d attempts for %d requests: want its lock-step retries to overflow the queue", n.Shed, n.Attempts, n.Requests)
+	if out.otherBefore != 0 {
+		t.Errorf("stdout started after %d bytes of progress on stderr: the header did not come first", out.otherBefore)
 	}
+	s := out.buf.String()
+	if !strings.HasPrefix(s, "retry demo, synchronized: 2 strategies, 50 requests/s each, 1.2s, seed 1.\n") {
+		t.Errorf("header:\n%s", s)
+	}
+	checkWidth(t, s)
+}
+
+// A run that ends before the stall has no herd: the conclusion says so
+// instead of claiming one.
+func TestHerdConclusionWithoutStall(t *testing.T) {
+	sc := scenarioSync(500 * time.Millisecond)
+	st := []strategyStats{{Name: "no-retry", Requests: 25, Successes: 25, Attempts: 25}, {Name: "none", Requests: 25, Successes: 25, Attempts: 25}}
+	got := herdConclusion(sc, st)
+	if !strings.HasPrefix(got, "No request arrived during the stall (1s to 2s), so nothing failed together") || strings.Contains(got, "retried together") {
+		t.Errorf("conclusion = %q", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+// firstWrite records how much had been written to other when it was first
+// written to.
+type firstWrite struct {
+	other       *syncBuffer
+	buf         bytes.Buffer
+	wrote       bool
+	otherBefore int
+}
+
+func (w *firstWrite) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.wrote, w.otherBefore = true, w.other.Len()
+	}
+	return w.buf.Write(p)
 }
 
 // The quota scenario: 429s with RetryInfo; honouring them is compared with
 // ignoring them, and the budget with none, in words computed from the run.
 func TestDemoQuota(t *testing.T) {
-	r := runRetry(t, "", nil, "demo", "--scenario", "quota", "--duration", "2s", "--json")
-	if r.code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
-	}
-	var sum demoSummary
-	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
-		t.Fatalf("--json: %v\n%s", err, r.stdout)
-	}
-	by := map[string]strategyStats{}
-	for _, s := range sum.Strategies {
-		by[s.Name] = s
-	}
-	if g := by["google"]; g.HintedWaits == 0 || g.OverQuota == 0 {
-		t.Errorf("google: %d hinted waits, %d 429s: want the quota's RetryInfo honoured", g.HintedWaits, g.OverQuota)
-	}
-	if g := by["google+nohints"]; g.HintedWaits != 0 {
-		t.Errorf("google+nohints: %d hinted waits, want none", g.HintedWaits)
-	}
-	for _, want := range []string{"Honouring RetryInfo (google) took the attempts the quota refused from ",
-		"The retry budget (google+budget) held the load to ", "No strategy gets more than the quota (50 per 1s) through."} {
-		if !strings.Contains(sum.Conclusion, want) {
-			t.Errorf("conclusion lacks %q:\n%s", want, sum.Conclusion)
+	// On a virtual clock, the servers in process: the windows of the quota
+	// are exact whatever the machine's load.
+	synctest.Test(t, func(t *testing.T) {
+		cfg := demoConfig{scenario: "quota", seed: 1, duration: 2 * time.Second, strategies: demoDefaultStrategies["quota"]}
+		sc := scenarioQuota(cfg.duration)
+		sc.transport = func(h http.Handler) http.RoundTripper { return memTransport{h} }
+		cfg.scale = sc.scale
+		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
+		if err != nil {
+			t.Fatal(err)
 		}
+		by := map[string]strategyStats{}
+		for _, s := range sum.Strategies {
+			by[s.Name] = s
+			t.Logf("%-15s %d requests, %d ok, %d attempts, %d 429s, %d hinted waits, peak %d", s.Name, s.Requests, s.Successes, s.Attempts, s.OverQuota, s.HintedWaits, s.Peak)
+		}
+		// 60 requests/s against 50 per second: 10 of each second's 60 are
+		// refused, and without retries they fail.
+		if n := by["no-retry"]; n.Requests != 120 || n.OverQuota != 20 || n.GiveUps != 20 {
+			t.Errorf("no-retry: %d requests, %d 429s, %d give-ups; want 120, 20, 20", n.Requests, n.OverQuota, n.GiveUps)
+		}
+		if g := by["google"]; g.HintedWaits == 0 || g.OverQuota == 0 {
+			t.Errorf("google: %d hinted waits, %d 429s: want the quota's RetryInfo honoured", g.HintedWaits, g.OverQuota)
+		}
+		if g := by["google+nohints"]; g.HintedWaits != 0 {
+			t.Errorf("google+nohints: %d hinted waits, want none", g.HintedWaits)
+		}
+		// Honouring the hint wastes fewer attempts on the quota than
+		// retrying on the policy's own (short, scaled) waits.
+		if g, n := by["google"], by["google+nohints"]; g.OverQuota >= n.OverQuota || g.GiveUps > n.GiveUps {
+			t.Errorf("google: %d 429s, %d give-ups; google+nohints: %d 429s, %d give-ups; want fewer with hints", g.OverQuota, g.GiveUps, n.OverQuota, n.GiveUps)
+		}
+		// No window lets more than the quota through.
+		for _, s := range sum.Strategies {
+			if ok := s.Attempts - s.OverQuota; ok > 50*int(math.Ceil(float64(sum.ElapsedMS)/1000)) {
+				t.Errorf("%s: %d attempts admitted in %dms, more than the quota", s.Name, ok, sum.ElapsedMS)
+			}
+		}
+		// In 2 s the budget's floor (100 retries per 10 s) covers every
+		// retry: the conclusion must not credit it with holding anything.
+		if b := by["google+budget"]; b.BudgetRefused != 0 {
+			t.Errorf("google+budget: %d retries refused in 2 s, want none", b.BudgetRefused)
+		}
+		for _, want := range []string{"Honouring RetryInfo (google) took the attempts the quota refused from 61 to 30 ",
+			"The retry budget (google+budget) refused no retry: it allows 20 % of the requests and at least 10 retries/s, more than this run needed.",
+			"No strategy gets more than the quota (50 per 1s) through."} {
+			if !strings.Contains(sum.Conclusion, want) {
+				t.Errorf("conclusion lacks %q:\n%s", want, sum.Conclusion)
+			}
+		}
+	})
+}
+
+// When the budget binds (a longer run, the floor spent), the conclusion
+// says how many retries it refused and compares the give-ups with no
+// retries, from the numbers.
+func TestQuotaConclusionBudget(t *testing.T) {
+	sc := scenarioQuota(5 * time.Second)
+	st := []strategyStats{
+		{Name: "no-retry", Requests: 300, Successes: 251, GiveUps: 49, Attempts: 300, OverQuota: 49, SuccessRate: 83.7},
+		{Name: "google", Requests: 300, Successes: 300, Attempts: 449, OverQuota: 149, HintedWaits: 149},
+		{Name: "google+budget", Requests: 300, Successes: 251, GiveUps: 49, Attempts: 400, OverQuota: 149, BudgetRefused: 49},
+	}
+	got := quotaConclusion(sc, st)
+	want := "The retry budget (google+budget) held the load to 1.33 attempts per request (1.50 without it) by refusing 49 retries; 49 requests gave up, as many as without retries: new requests alone fill the quota of every window, so a retry that gets through takes the place of a newer request."
+	if !strings.Contains(got, want) {
+		t.Errorf("conclusion =\n%s\nwant it to contain\n%s", got, want)
+	}
+	st[2].GiveUps, st[2].Successes = 10, 290
+	if got := quotaConclusion(sc, st); !strings.Contains(got, "; 10 requests gave up (49 without retries).") {
+		t.Errorf("conclusion = %s", got)
+	}
+}
+
+// The quota holds when handlers reach it out of order (one read the clock
+// just before the window ended, another just after): the window never goes
+// back, so no window takes more than its quota.
+func TestQuotaWindowOnlyMovesForward(t *testing.T) {
+	sc := scenarioQuota(time.Second)
+	sc.quota = 2
+	s := &capServer{sc: sc}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	var got []bool
+	for _, at := range []time.Duration{ms(500), ms(600), ms(1010), ms(990), ms(1020), ms(1500)} {
+		_, ok := s.takeQuota(at)
+		got = append(got, ok)
+	}
+	// Window 0: 500, 600. Window 1: 1010 and the late 990; 1020 and 1500
+	// are over its quota.
+	if want := []bool{true, true, true, true, false, false}; !slices.Equal(got, want) {
+		t.Errorf("admitted %v, want %v", got, want)
+	}
+	// Its hint counts from the latest reading (1.5 s), not its own.
+	if wait, ok := s.takeQuota(ms(990)); ok || wait != ms(500) {
+		t.Errorf("a late request in a full window: wait %v, ok %v; want refused, come back in 500ms", wait, ok)
+	}
+}
+
+// The arrivals are steady: every 100ms of the chart gets its share (5 at
+// 50/s), so a blank or a tall cell is the strategies' doing. The Poisson
+// schedule it replaces left 0.9 s empty for seed 1, just before the stall.
+func TestArrivalScheduleSteady(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		for _, rate := range []float64{50, 60} {
+			at := arrivalSchedule(seed, rate, 5*time.Second)
+			if len(at) != int(rate*5) {
+				t.Errorf("seed %d, %v/s: %d requests in 5s, want %d", seed, rate, len(at), int(rate*5))
+			}
+			per := make([]int, 50)
+			for i, d := range at {
+				if i > 0 && d < at[i-1] {
+					t.Fatalf("seed %d: arrivals out of order at %d", seed, i)
+				}
+				per[d/(100*time.Millisecond)]++
+			}
+			want := int(rate / 10)
+			for b, n := range per {
+				if n < want-1 || n > want+1 {
+					t.Errorf("seed %d, %v/s: %d arrivals in [%v, +100ms), want %d±1", seed, rate, n, time.Duration(b)*100*time.Millisecond, want)
+				}
+			}
+		}
+	}
+	if a, b := arrivalSchedule(1, 50, time.Second), arrivalSchedule(2, 50, time.Second); slices.Equal(a, b) || !slices.Equal(a, arrivalSchedule(1, 50, time.Second)) {
+		t.Error("the schedule does not follow the seed")
 	}
 }
 
@@ -211,7 +424,17 @@ func TestDemoChartFits80Columns(t *testing.T) {
 	var b strings.Builder
 	printChart(&b, sc, st)
 	checkWidth(t, b.String())
-	if got := []rune(" ▁▄█")[0]; spark(0, 10) != got || spark(10, 10) != '▄' || spark(20, 10) != '█' || spark(1000, 10) != '█' || spark(1, 10) != '▁' {
+	if !strings.Contains(b.String(), "(▄ = its capacity, █ = twice that)") {
+		t.Errorf("chart legend:\n%s", b.String())
+	}
+	// Under a quota the scale is the quota's rate, not a capacity.
+	b.Reset()
+	printChart(&b, scenarioQuota(5*time.Second), st)
+	checkWidth(t, b.String())
+	if !strings.Contains(b.String(), "(▄ = the quota's rate, █ = twice that)") {
+		t.Errorf("quota chart legend:\n%s", b.String())
+	}
+	if got := []rune(" ▁▄█")[0]; spark(0, 10) != got || spark(10, 10) != '▄' || spark(20, 10) != '█' || spark(1000, 10) != '█' || spark(1, 10) != '▁' || spark(1, 1000) != '▁' {
 		t.Errorf("spark levels: 0→%q 1→%q 10→%q 20→%q", spark(0, 10), spark(1, 10), spark(10, 10), spark(20, 10))
 	}
 }
@@ -284,4 +507,75 @@ func abs(f float64) float64 {
 		return -f
 	}
 	return f
+}
+
+// retry demo --help fits 80 columns too (the profile list and the flags'
+// defaults made lines of 110 and 194), and says the stall lasts a second.
+func TestDemoHelpFits80Columns(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runDemo([]string{"--help"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	checkWidth(t, out.String())
+	flat := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{"model-armor", "no-retry,google+nohints,google,google+budget (quota)", "stalls for a second", "--time-scale K"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("help lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// The random scenario's progress line stays under 80 columns even with big
+// numbers: a longer line wraps on a terminal, and \r rewrites only its end.
+func TestDemoProgressLineFits(t *testing.T) {
+	var lanes []*lane
+	for range 5 {
+		l := &lane{counter: &countingTransport{}, requests: 99999, successes: 99998}
+		l.counter.n.Store(9999999)
+		lanes = append(lanes, l)
+	}
+	for _, sending := range []bool{true, false} {
+		line := progressLine(lanes, 599*time.Second, 10*time.Minute, sending)
+		if n := utf8.RuneCountInString(line); n > 79 {
+			t.Errorf("%d columns: %q", n, line)
+		}
+	}
+}
+
+// countingTransport passes CloseIdleConnections on to the transport it
+// wraps: hiding it made http.Client.CloseIdleConnections a no-op for the
+// demo's clients.
+func TestCountingTransportClosesIdleConnections(t *testing.T) {
+	base := &closeCounter{}
+	var rt http.RoundTripper = &countingTransport{base: base}
+	ci, ok := rt.(interface{ CloseIdleConnections() })
+	if !ok {
+		t.Fatal("countingTransport hides CloseIdleConnections")
+	}
+	ci.CloseIdleConnections()
+	if base.n != 1 {
+		t.Errorf("the base transport's CloseIdleConnections ran %d times, want 1", base.n)
+	}
+	(&countingTransport{base: memTransport{}}).CloseIdleConnections() // a base without it: nothing to do
+}
+
+type closeCounter struct{ n int }
+
+func (c *closeCounter) RoundTrip(*http.Request) (*http.Response, error) { return nil, io.EOF }
+func (c *closeCounter) CloseIdleConnections()                           { c.n++ }
+
+// --scenario quota reaches the quota scenario through the command line (the
+// scenario's behaviour is checked on a virtual clock by TestDemoQuota).
+func TestDemoQuotaFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := runDemo([]string{"--scenario", "quota", "--duration", "300ms", "--json"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var sum demoSummary
+	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out.String())
+	}
+	if sum.Scenario != "quota" || sum.Quota != "50 per 1s" || len(sum.Strategies) != 4 || sum.Strategies[1].Name != "google+nohints" || sum.TimeScale != 20 {
+		t.Errorf("summary %+v", sum)
+	}
 }

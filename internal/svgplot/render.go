@@ -24,6 +24,16 @@ type Rendering struct {
 	// Styles holds each series' stroke, dash pattern and marker, in the
 	// order drawn.
 	Styles []SeriesStyle
+	// Texts holds every horizontal text with the x range it takes,
+	// estimated from its length and font size (text is not drawn, so this
+	// is what tells whether a label runs off the image).
+	Texts []TextBox
+}
+
+// TextBox is a horizontal text and the x range [X0, X1] it takes, about.
+type TextBox struct {
+	Text   string
+	X0, X1 float64
 }
 
 // SeriesStyle is how a series is drawn.
@@ -50,6 +60,7 @@ func Render(svg []byte) (*Rendering, error) {
 	var r *Rendering
 	var owner []int16 // per pixel: index+1 of the series that painted it last
 	var names []string
+	var text *strings.Builder // the content of the <text> being read
 	for {
 		tok, err := d.Token()
 		if err == io.EOF {
@@ -59,7 +70,18 @@ func Render(svg []byte) (*Rendering, error) {
 			return nil, fmt.Errorf("svgplot: not well-formed: %v", err)
 		}
 		switch el := tok.(type) {
+		case xml.CharData:
+			if text != nil {
+				text.Write(el)
+			}
 		case xml.EndElement:
+			if el.Name.Local == "text" && text != nil && r != nil {
+				a := stack[len(stack)-1]
+				if _, rotated := a["transform"]; !rotated {
+					r.Texts = append(r.Texts, textBox(text.String(), parseFloat(a["x"], 0), get("text-anchor"), parseFloat(get("font-size"), 12)))
+				}
+				text = nil
+			}
 			stack = stack[:len(stack)-1]
 		case xml.StartElement:
 			a := attrs{}
@@ -79,6 +101,10 @@ func Render(svg []byte) (*Rendering, error) {
 			}
 			if r == nil {
 				return nil, fmt.Errorf("svgplot: <%s> before <svg>", el.Name.Local)
+			}
+			if el.Name.Local == "text" {
+				text = &strings.Builder{}
+				continue
 			}
 			if el.Name.Local == "g" && a["class"] == "series" {
 				names = append(names, a["data-name"])
@@ -153,6 +179,33 @@ func Render(svg []byte) (*Rendering, error) {
 		}
 	}
 	return r, nil
+}
+
+// textBox estimates the x range of a text of the given font size drawn at
+// x with the given text-anchor: an average sans-serif character is about
+// 0.55 em wide.
+func textBox(s string, x float64, anchor string, size float64) TextBox {
+	w := float64(len([]rune(strings.TrimSpace(s)))) * 0.55 * size
+	switch anchor {
+	case "middle":
+		x -= w / 2
+	case "end":
+		x -= w
+	}
+	return TextBox{Text: s, X0: x, X1: x + w}
+}
+
+// contrast is the WCAG contrast ratio of c against white.
+func contrast(c color.RGBA) float64 {
+	lin := func(v uint8) float64 {
+		f := float64(v) / 255
+		if f <= 0.04045 {
+			return f / 12.92
+		}
+		return math.Pow((f+0.055)/1.055, 2.4)
+	}
+	l := 0.2126*lin(c.R) + 0.7152*lin(c.G) + 0.0722*lin(c.B)
+	return 1.05 / (l + 0.05)
 }
 
 // painter draws into an image and records which series owns each pixel.
@@ -315,9 +368,12 @@ func parseColor(s string) *color.RGBA {
 }
 
 // CheckReadable renders svg and reports the first readability problem: two
-// series drawn alike (same stroke, dash pattern and marker), or a series of
+// series drawn alike (same stroke, dash pattern and marker), a series of
 // which almost nothing shows (fewer than 30 visible pixels: not even one
-// marker) because others cover it.
+// marker) because others cover it, a series colour too pale to see on the
+// white background (a contrast ratio below 3:1, the WCAG minimum for
+// graphics), or a text (a legend entry, a caption line) that runs off the
+// image.
 func CheckReadable(svg []byte) (*Rendering, error) {
 	r, err := Render(svg)
 	if err != nil {
@@ -330,8 +386,17 @@ func CheckReadable(svg []byte) (*Rendering, error) {
 			return r, fmt.Errorf("svgplot: series %q and %q are drawn alike (%s, dash %q, marker %q)", other, s.Name, s.Stroke, s.Dash, s.Marker)
 		}
 		seen[k] = s.Name
+		if c := parseColor(s.Stroke); c != nil && contrast(*c) < 3 {
+			return r, fmt.Errorf("svgplot: series %q: its colour %s is too pale on white (contrast %.1f:1, want at least 3:1)", s.Name, s.Stroke, contrast(*c))
+		}
 		if v, d := r.Visible[s.Name], r.Drawn[s.Name]; v < 30 {
 			return r, fmt.Errorf("svgplot: series %q is hidden: %d of its %d pixels show", s.Name, v, d)
+		}
+	}
+	w := float64(r.Image.Bounds().Dx())
+	for _, t := range r.Texts {
+		if t.X0 < 0 || t.X1 > w {
+			return r, fmt.Errorf("svgplot: the text %q runs off the image (x %.0f to %.0f, width %.0f)", t.Text, t.X0, t.X1, w)
 		}
 	}
 	return r, nil

@@ -52,8 +52,13 @@ type Plot struct {
 	Bands         []Band
 }
 
-// palette is Tableau 10, readable and distinct.
-var palette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
+// palette is ten distinct colours in the order of Tableau 10 (blue,
+// orange, red, teal, green, gold, purple, pink, brown, grey), darkened
+// where needed so that each stands out from the white background by a
+// contrast ratio of at least 3:1 (the WCAG minimum for graphics;
+// [CheckReadable] checks it): Tableau's own yellow, pink, teal, orange and
+// grey are too pale for thin dashed lines.
+var palette = []string{"#1f77b4", "#d95f02", "#c8303a", "#178078", "#3a7d22", "#a67c00", "#7b4fa0", "#d0427f", "#8c564b", "#5f5f5f"}
 
 // dashes and markers give every series its own look: series i has
 // palette[i%10], dashes[i%7] and markers[i%7].
@@ -64,7 +69,7 @@ var (
 
 const (
 	marginLeft   = 80
-	marginRight  = 190
+	marginRight  = 190 // at least: wider when a legend entry needs it
 	marginTop    = 58
 	marginBottom = 55
 	captionLine  = 16 // px per caption line
@@ -99,6 +104,18 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 	if width < marginLeft+marginRight+50 || height < marginTop+marginBottom+50 {
 		return fmt.Errorf("svgplot: %d×%d is too small", width, height)
 	}
+	// The legend (a key 30 px wide, then the name) decides the right
+	// margin: a long name narrows the plot instead of running off the image.
+	right := marginRight
+	for _, s := range p.Series {
+		right = max(right, legendWidth(s.Name))
+	}
+	for _, band := range p.Bands {
+		right = max(right, legendWidth(band.Label))
+	}
+	if width < marginLeft+right+50 {
+		return fmt.Errorf("svgplot: %d×%d is too small for the legend", width, height)
+	}
 	caption := wrapText(p.Caption, int(float64(width-2*20)/charWidth))
 	plotHeight := height
 	height += len(caption) * captionLine
@@ -127,7 +144,7 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 	} else {
 		ymin, ymax, yt = niceRange(math.Min(ymin, 0), ymax)
 	}
-	pw := float64(width - marginLeft - marginRight)
+	pw := float64(width - marginLeft - right)
 	ph := float64(plotHeight - marginTop - marginBottom)
 	px := func(x float64) float64 { return marginLeft + (x-xmin)/(xmax-xmin)*pw }
 	py := func(y float64) float64 {
@@ -145,8 +162,9 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 	f(`<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
 	for _, band := range p.Bands {
 		x0, x1 := px(clamp(band.From, xmin, xmax)), px(clamp(band.To, xmin, xmax))
-		f(`<g class="band"><rect x="%s" y="%d" width="%s" height="%s" fill="#e15759" fill-opacity="0.12"/>`, num(x0), marginTop, num(x1-x0), num(ph))
-		f(`<text x="%s" y="%d" fill="#b03030">%s</text></g>`+"\n", num(x0+4), marginTop+14, esc(band.Label))
+		// The label goes into the legend: inside the plot it would sit on
+		// the data.
+		f(`<g class="band"><rect x="%s" y="%d" width="%s" height="%s" fill="%s" fill-opacity="%s"/></g>`+"\n", num(x0), marginTop, num(x1-x0), num(ph), bandFill, bandOpacity)
 	}
 	// Grid, ticks and labels.
 	f(`<g class="axes" stroke="#ccc" stroke-width="1">` + "\n")
@@ -159,11 +177,18 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 	f(`<rect x="%d" y="%d" width="%s" height="%s" fill="none" stroke="#333"/>`+"\n", marginLeft, marginTop, num(pw), num(ph))
 	f("</g>\n")
 	f(`<g class="ticks" fill="#333">` + "\n")
-	for _, x := range xt {
-		f(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(px(x)), num(marginTop+ph+16), esc(label(x)))
+	for i, l := range labels(xt) {
+		f(`<text x="%s" y="%s" text-anchor="middle">%s</text>`+"\n", num(px(xt[i])), num(marginTop+ph+16), esc(l))
 	}
-	for _, y := range yt {
-		f(`<text x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", marginLeft-6, num(py(y)), esc(label(y)))
+	ylabels := labels(yt)
+	if p.LogY {
+		// A log axis spans decades: each tick in its own unit (500, 2k).
+		for i, y := range yt {
+			ylabels[i] = label(y)
+		}
+	}
+	for i, y := range yt {
+		f(`<text x="%d" y="%s" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", marginLeft-6, num(py(y)), esc(ylabels[i]))
 	}
 	f(`<text class="xlabel" x="%s" y="%d" text-anchor="middle">%s</text>`+"\n", num(marginLeft+pw/2), plotHeight-12, esc(p.XLabel))
 	f(`<text class="ylabel" transform="translate(18 %s) rotate(-90)" text-anchor="middle">%s</text>`+"\n", num(marginTop+ph/2), esc(p.YLabel))
@@ -234,8 +259,29 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 		}
 		f(`</g><text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", lx+36, y, esc(s.Name))
 	}
+	for i, band := range p.Bands {
+		if band.Label == "" {
+			continue
+		}
+		y := marginTop + 10 + 20*(len(p.Series)+i)
+		lx := marginLeft + int(pw) + 12
+		f(`<g class="band-key"><rect x="%d" y="%d" width="30" height="12" fill="%s" fill-opacity="%s"/></g>`, lx, y-6, bandFill, bandOpacity)
+		f(`<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", lx+36, y, esc(band.Label))
+	}
 	f("</g>\n</svg>\n")
 	return b.Flush()
+}
+
+// bandFill and bandOpacity shade a band, in the plot and in the legend.
+const (
+	bandFill    = "#e15759"
+	bandOpacity = "0.12"
+)
+
+// legendWidth is the right margin a legend entry needs: 12 px of gap, the
+// 30 px key, 6 px, the name, 8 px to the edge.
+func legendWidth(name string) int {
+	return 12 + 36 + int(math.Ceil(float64(len([]rune(name)))*charWidth)) + 8
 }
 
 func dashAttr(d string) string {
@@ -306,6 +352,33 @@ func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }
 // num formats a coordinate with at most one decimal.
 func num(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) }
 
+// labels formats the ticks of a linear axis in one unit, the one label
+// picks for the largest: 0, 5k, 10k … rather than 0, 5000, 10k.
+func labels(ticks []float64) []string {
+	top := 0.0
+	for _, t := range ticks {
+		top = math.Max(top, math.Abs(t))
+	}
+	unit, suffix := 1.0, ""
+	switch {
+	case top >= 1e9:
+		unit, suffix = 1e9, "G"
+	case top >= 1e6:
+		unit, suffix = 1e6, "M"
+	case top >= 1e4:
+		unit, suffix = 1e3, "k"
+	}
+	out := make([]string, len(ticks))
+	for i, t := range ticks {
+		if t == 0 {
+			out[i] = "0"
+			continue
+		}
+		out[i] = strconv.FormatFloat(t/unit, 'g', 4, 64) + suffix
+	}
+	return out
+}
+
 // label formats a tick value compactly (1500 → 1500, 2e6 → 2M, 0.25 → 0.25).
 func label(v float64) string {
 	a := math.Abs(v)
@@ -336,8 +409,18 @@ func niceRange(lo, hi float64) (float64, float64, []float64) {
 		}
 	}
 	step := niceStep((hi - lo) / 5)
-	lo = math.Floor(lo/step) * step
-	hi = math.Ceil(hi/step) * step
+	// The next smaller round step may fit the data more tightly (0–180:
+	// ticks of 20 up to 180 instead of 50 up to 200); take it when it does,
+	// with at most 10 intervals.
+	span := func(s float64) (float64, float64) { return math.Floor(lo/s) * s, math.Ceil(hi/s) * s }
+	if s := smallerStep(step); s > 0 {
+		l0, h0 := span(step)
+		l1, h1 := span(s)
+		if h1-l1 < h0-l0-step/1e9 && (h1-l1)/s <= 10+1e-9 {
+			step = s
+		}
+	}
+	lo, hi = span(step)
 	var ticks []float64
 	for i := 0; ; i++ {
 		t := lo + float64(i)*step
@@ -347,6 +430,21 @@ func niceRange(lo, hi float64) (float64, float64, []float64) {
 		ticks = append(ticks, math.Round(t/step)*step)
 	}
 	return lo, hi, ticks
+}
+
+// smallerStep returns the round step below step (5 → 2 → 1 → 0.5 times a
+// power of ten).
+func smallerStep(step float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(step)+1e-9))
+	switch m := math.Round(step / p); m {
+	case 1:
+		return p / 2
+	case 2:
+		return p
+	case 5:
+		return 2 * p
+	}
+	return 0
 }
 
 // niceStep rounds a raw step up to 1, 2 or 5 times a power of ten.

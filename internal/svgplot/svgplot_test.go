@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -162,13 +164,18 @@ func TestNiceRange(t *testing.T) {
 		{0, 97, 0, 100, 0, 6},
 		{10, 190, 0, 200, 0, 5},
 		{0, 0, 0, 1, 0, 6},
+		// A 3 min run ends at 180, not 200; 8,021 calls end the axis at
+		// 9,000, not 10,000; 0.97 at 1.
+		{0, 180, 0, 180, 0, 10},
+		{0, 8021, 0, 9000, 0, 10},
+		{0, 0.97, 0, 1, 0, 6},
+		{0, 41000, 0, 45000, 0, 10},
 	} {
 		lo, hi, ticks := niceRange(tc.lo, tc.hi)
 		if lo != tc.wantLo || hi != tc.wantHi || len(ticks) != tc.wantN {
 			t.Errorf("niceRange(%v, %v) = %v, %v, %v", tc.lo, tc.hi, lo, hi, ticks)
 		}
 	}
-
 }
 
 // Three series with the same data (as google, expo and jitter-at-cap in the
@@ -228,5 +235,113 @@ func TestLogRangeTight(t *testing.T) {
 		if lo != tc.wantLo || hi != tc.wantHi || len(ticks) < 2 {
 			t.Errorf("logRange(%v, %v) = %v, %v, %v; want %v, %v", tc.lo, tc.hi, lo, hi, ticks, tc.wantLo, tc.wantHi)
 		}
+	}
+}
+
+// plotOf returns a plot of the named series (the same data each), with an
+// outage band, as the simulator draws them.
+func plotOf(names ...string) Plot {
+	p := Plot{Title: "t", XLabel: "time, s", YLabel: "y", Bands: []Band{{From: 10, To: 40, Label: "outage"}}}
+	for i, n := range names {
+		var x, y []float64
+		for k := range 180 {
+			x = append(x, float64(k))
+			y = append(y, float64(100*(i+1)+k))
+		}
+		p.Series = append(p.Series, Series{Name: n, X: x, Y: y})
+	}
+	return p
+}
+
+func readable(t *testing.T, p Plot) (*Rendering, []byte, error) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := p.WriteSVG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r, err := CheckReadable(buf.Bytes())
+	return r, buf.Bytes(), err
+}
+
+// The simulator's longest names (adaptive-throttle-sent-10s) used to run off
+// the right edge: the legend makes room for them.
+func TestLegendNamesFit(t *testing.T) {
+	_, doc, err := readable(t, plotOf("none", "adaptive-throttle-sent-10s", "a-name-of-forty-characters-for-the-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, []byte(">a-name-of-forty-characters-for-the-test</text>")) {
+		t.Error("the long name is not in the legend")
+	}
+	// The check can fail: a text placed beyond the edge is reported.
+	bad := bytes.Replace(doc, []byte("</svg>"), []byte(`<text x="790" y="10">off the edge</text></svg>`), 1)
+	if _, err := CheckReadable(bad); err == nil || !strings.Contains(err.Error(), "runs off the image") {
+		t.Errorf("err = %v, want a text that runs off the image", err)
+	}
+}
+
+// Every colour of the palette stands out from white by at least 3:1; the old
+// palette's yellow (#edc948, 1.6:1) and orange (#f28e2b, 2.4:1) did not.
+func TestPaletteContrast(t *testing.T) {
+	var names []string
+	for i := range palette {
+		names = append(names, fmt.Sprintf("s%d", i))
+	}
+	if _, _, err := readable(t, plotOf(names...)); err != nil {
+		t.Error(err)
+	}
+	for _, c := range []string{"#edc948", "#f28e2b"} {
+		doc := `<svg xmlns="http://www.w3.org/2000/svg" width="200" height="100">` +
+			`<g class="series" data-name="pale" fill="none" stroke="` + c + `" stroke-width="2"><polyline points="10,50 190,50"/></g></svg>`
+		if _, err := CheckReadable([]byte(doc)); err == nil || !strings.Contains(err.Error(), "too pale") {
+			t.Errorf("%s: err = %v, want too pale", c, err)
+		}
+	}
+}
+
+// The band's label goes into the legend, right of the plot, not on top of
+// the lines inside the band.
+func TestBandLabelInLegend(t *testing.T) {
+	r, doc, err := readable(t, plotOf("a", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := regexp.MustCompile(`<rect x="80" y="58" width="([0-9.]+)" height="[0-9.]+" fill="none" stroke="#333"/>`).FindSubmatch(doc)
+	if frame == nil {
+		t.Fatal("no plot frame")
+	}
+	right, _ := strconv.ParseFloat(string(frame[1]), 64)
+	right += 80
+	found := false
+	for _, tb := range r.Texts {
+		if tb.Text == "outage" {
+			found = true
+			if tb.X0 < right {
+				t.Errorf("the band label starts at x %.0f, inside the plot (right edge %.0f)", tb.X0, right)
+			}
+		}
+	}
+	if !found {
+		t.Error("no band label")
+	}
+}
+
+// The ticks of a linear axis share a unit: 0, 5k, 10k, not 0, 5000, 10k.
+func TestTickLabelsShareAUnit(t *testing.T) {
+	_, _, ticks := niceRange(0, 41000)
+	if got, want := strings.Join(labels(ticks), " "), "0 5k 10k 15k 20k 25k 30k 35k 40k 45k"; got != want {
+		t.Errorf("labels = %s, want %s", got, want)
+	}
+	_, _, ticks = niceRange(0, 8021)
+	if got, want := strings.Join(labels(ticks), " "), "0 1000 2000 3000 4000 5000 6000 7000 8000 9000"; got != want {
+		t.Errorf("labels = %s, want %s", got, want)
+	}
+	var buf bytes.Buffer
+	p := Plot{Series: []Series{{Name: "a", X: []float64{0, 180}, Y: []float64{0, 41000}}}}
+	if err := p.WriteSVG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(buf.Bytes(), []byte(">5k</text>")) || bytes.Contains(buf.Bytes(), []byte(">5000</text>")) {
+		t.Errorf("the y axis up to 45k labels 5,000 as 5000:\n%s", buf.String())
 	}
 }
