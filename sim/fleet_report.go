@@ -149,8 +149,16 @@ func WriteFleetPlots(dir, suffix string, cfg FleetConfig, rows []FleetResult) ([
 		}
 		return base + ".svg"
 	}
-	sub := FleetSummary(cfg)
-	caption := fleetConclusion(cfg, rows)
+	ri := "429s ask for the rest of the window"
+	switch {
+	case cfg.RetryInfo > 0:
+		ri = fmt.Sprintf("429s ask for %v", cfg.RetryInfo)
+	case cfg.RetryInfo < 0:
+		ri = "429s without RetryInfo"
+	}
+	sub := fmt.Sprintf("%d processes × %d clients, %s calls of %v, quota %d/%v, %s, seed %d",
+		cfg.Processes, cfg.Clients, thousands(float64(rows[0].Jobs)), cfg.Service, cfg.Quota, cfg.Window, ri, cfg.Seed)
+	caption := upperFirst(fleetConclusion(cfg, rows))
 	lp := &svgplot.Plot{Title: "Load on the server: requests per second", Subtitle: sub, Caption: caption,
 		XLabel: "time, s", YLabel: "requests/s reaching the server"}
 	rp := &svgplot.Plot{Title: "Requests answered 429 (over the quota)", Subtitle: sub, Caption: caption,

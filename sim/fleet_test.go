@@ -272,7 +272,7 @@ func TestFleetPlotsAndReport(t *testing.T) {
 		t.Fatalf("paths %v", paths)
 	}
 	for _, p := range paths {
-		checkReadable(t, p, "4 processes × 5 clients, backlog 400 calls", "quota 60/10s")
+		checkReadable(t, p, "4 processes × 5 clients, 400 calls of 500ms", "quota 60/10s", "rest of the window")
 	}
 	if _, err := WriteFleetPlots(dir, "x", c, nil); err == nil {
 		t.Error("no rows: no error")
