@@ -93,15 +93,23 @@ func fleetConclusion(cfg FleetConfig, rows []FleetResult) string {
 		}
 	}
 	var parts []string
-	parts = append(parts, fmt.Sprintf("%s had %.1f %% of its requests answered 429 and up to %d requests in one window (quota %d)",
-		worst.Strategy, 100*worst.Share429, worst.MaxWindow, cfg.Quota))
+	waste := ""
+	if worst.Amplification >= 1.5 {
+		waste = fmt.Sprintf(" (%.1f attempts per success", worst.Amplification)
+		if worst.GaveUp > 0 {
+			waste += fmt.Sprintf("; %s calls gave up and their jobs came straight back", thousands(float64(worst.GaveUp)))
+		}
+		waste += ")"
+	}
+	parts = append(parts, fmt.Sprintf("%s had %.1f %% of its requests answered 429%s and up to %s requests in one window (quota %s)",
+		worst.Strategy, 100*worst.Share429, waste, thousands(float64(worst.MaxWindow)), thousands(float64(cfg.Quota))))
 	parts = append(parts, fmt.Sprintf("%s %s with %.1f %% and drained the backlog %s (the quota's rate needs %.0f s)",
 		best.Strategy, withinText(best, cfg), 100*best.Share429, drainPhrase(best.DrainS), best.IdealS))
 	if fastest.Strategy != best.Strategy && earlier(fastest.DrainS, best.DrainS) {
 		parts = append(parts, fmt.Sprintf("%s drained %s by spending each window's quota at its start",
 			fastest.Strategy, drainPhrase(fastest.DrainS)))
 	}
-	if wasteful.Amplification >= 2 && wasteful.Strategy != worst.Strategy {
+	if wasteful.Amplification >= 1.5 && wasteful.Strategy != worst.Strategy {
 		parts = append(parts, fmt.Sprintf("%s made %.1f attempts per success: its refused retries became new calls (%s gave up)",
 			wasteful.Strategy, wasteful.Amplification, thousands(float64(wasteful.GaveUp))))
 	}
