@@ -139,7 +139,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return log.fail(err)
 	}
 	defer fl.close()
-	fl.apply(&p)
+	fl.apply(&p, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

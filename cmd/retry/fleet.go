@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -228,8 +229,9 @@ func (discardRedisLog) Printf(context.Context, string, ...any) {}
 
 // apply puts the fleet's limiters on p: the fleet's budget replaces any
 // per-process one (a profile's), and every attempt waits for the cooldown,
-// then for the quota (the cooldown takes nothing, so it goes first).
-func (f *fleet) apply(p *retry.Policy) {
+// then for the quota (the cooldown takes nothing, so it goes first). log's
+// give-up line then says why the fleet refused an attempt.
+func (f *fleet) apply(p *retry.Policy, log *eventLog) {
 	if f == nil {
 		return
 	}
@@ -238,7 +240,33 @@ func (f *fleet) apply(p *retry.Policy) {
 	if f.quota != nil {
 		pacers = append(pacers, f.quota)
 	}
-	p.Pacer = retry.Pacers(pacers...)
+	np := &notingPacer{Pacer: retry.Pacers(pacers...)}
+	p.Pacer = np
+	log.refusal = np.refusal
+}
+
+// notingPacer keeps why its pacer last refused an attempt (a wait past the
+// deadline, or Redis unavailable): the loop's give-up event does not say.
+type notingPacer struct {
+	retry.Pacer
+	last atomic.Pointer[string]
+}
+
+func (n *notingPacer) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
+	t, err := n.Pacer.Reserve(ctx, earliest, deadline)
+	if err != nil && ctx.Err() == nil {
+		msg := strings.TrimPrefix(err.Error(), "redisretry: ")
+		msg = strings.TrimSuffix(msg, ": "+retry.ErrPastDeadline.Error())
+		n.last.Store(&msg)
+	}
+	return t, err
+}
+
+func (n *notingPacer) refusal() string {
+	if s := n.last.Load(); s != nil {
+		return *s
+	}
+	return ""
 }
 
 // close counts this process's requests in the fleet's budget, gives back

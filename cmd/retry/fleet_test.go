@@ -278,7 +278,7 @@ func TestFleetCooldownShared(t *testing.T) {
 	dir := t.TempDir()
 	ran := filepath.Join(dir, "ran")
 	r = runRetry(t, "", []string{"RAN=" + ran}, args(fleet, []string{"--deadline", "1s", "--", "sh", "-c", `echo x >> "$RAN"`})...)
-	if r.code != exitGaveUp || countLines(t, ran) != 0 || !strings.Contains(r.stderr, "giving up before the first attempt") {
+	if r.code != exitGaveUp || countLines(t, ran) != 0 || !strings.Contains(r.stderr, "giving up before the first attempt (the fleet cooldown would need a wait of ") {
 		t.Errorf("--deadline 1s inside a 2 s cooldown: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
 	}
 

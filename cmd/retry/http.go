@@ -287,7 +287,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		return log.fail(err)
 	}
 	defer fl.close()
-	fl.apply(&p)
+	fl.apply(&p, log)
 	var rt http.RoundTripper = base
 	if h.verbose {
 		rt = &verboseTransport{rt: base, log: log}
