@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -267,33 +265,10 @@ func RunFleet(c FleetConfig) ([]FleetResult, error) {
 	if len(cfg.Strategies) == 0 {
 		return nil, errors.New("sim: no strategies to simulate")
 	}
-	workers := cfg.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
 	results := make([]FleetResult, len(cfg.Strategies))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done := 0
-	for range min(workers, len(cfg.Strategies)) {
-		wg.Go(func() {
-			for i := range next {
-				results[i] = runFleetOne(&cfg, &cfg.Strategies[i])
-				if cfg.Progress != nil {
-					mu.Lock()
-					done++
-					cfg.Progress(done, len(cfg.Strategies))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range cfg.Strategies {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	parallel(len(cfg.Strategies), cfg.Workers, cfg.Progress, func(i int) {
+		results[i] = runFleetOne(&cfg, &cfg.Strategies[i])
+	})
 	return results, nil
 }
 
