@@ -163,3 +163,21 @@ func TestNewFleetMetricsInstrumentError(t *testing.T) {
 	}
 	f.Observe(FleetEvent{Kind: FleetQuotaWait, Limiter: "quota", Key: "k", Wait: -time.Second}) // no panic on a noop meter or a negative wait
 }
+
+func BenchmarkFleetMetricsObserve(b *testing.B) {
+	tm := newTelemetry()
+	f, err := NewFleetMetrics(tm.mp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	events := []FleetEvent{
+		{Kind: FleetRefill, Limiter: "quota", Key: "gemini", Units: 20},
+		{Kind: FleetQuotaWait, Limiter: "quota", Key: "gemini", Wait: 100 * time.Millisecond},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, e := range events {
+			f.Observe(e)
+		}
+	}
+}

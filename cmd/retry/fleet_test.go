@@ -126,13 +126,16 @@ type windowCounter struct {
 
 	mu      sync.Mutex
 	windows map[int64]int
+	times   []time.Duration // of every request, from start
 	total   int
 	n429    int
 }
 
 func (s *windowCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	i := int64(time.Since(s.start) / time.Second)
+	at := time.Since(s.start)
+	s.times = append(s.times, at)
+	i := int64(at / time.Second)
 	s.windows[i]++
 	s.total++
 	over := s.windows[i] > s.quota
@@ -155,6 +158,25 @@ func (s *windowCounter) busiest() (most, total, n429 int) {
 		most = max(most, n)
 	}
 	return most, s.total, s.n429
+}
+
+// sliding returns the most requests seen in any second, wherever it
+// starts (at least the busiest fixed window).
+func (s *windowCounter) sliding() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	most := 0
+	for i, t := range s.times { // times are in order: the handler appends under the lock
+		n := 0
+		for _, u := range s.times[i:] {
+			if u-t >= time.Second {
+				break
+			}
+			n++
+		}
+		most = max(most, n)
+	}
+	return most
 }
 
 // TestFleetQuotaSharedByProcesses runs two retry http processes at once,
@@ -200,10 +222,11 @@ func TestFleetQuotaSharedByProcesses(t *testing.T) {
 	}
 
 	alone := run(nil)
-	most, total, n429 = alone.busiest()
+	_, total, n429 = alone.busiest()
+	most = alone.sliding()
 	t.Logf("without: %d requests, at most %d in a second, %d answered 429", total, most, n429)
-	if most <= quota+quota/20 || n429 == 0 {
-		t.Errorf("without --quota the server saw at most %d requests in a second (%d answered 429): the check cannot fail", most, n429)
+	if most <= quota+quota/20 {
+		t.Errorf("without --quota the server saw at most %d requests in any second (%d answered 429): the check cannot fail", most, n429)
 	}
 }
 
@@ -243,7 +266,7 @@ func TestFleetPassword(t *testing.T) {
 	srv := startRedis(t, "--requirepass", "s3cret")
 	name := fleetName(t)
 	good := "redis://:s3cret@" + srv.addr() + "/0"
-	r := runRetry(t, "", nil, "--redis", good, "--fleet", name, "--quota", "10/1s", "--", "true")
+	r := runRetry(t, "", nil, "--redis", good, "--fleet", name, "--quota", "10/1s", "--redis-timeout", "2s", "--", "true")
 	if r.code != 0 || r.stderr != "" {
 		t.Errorf("right password: exit %d, stderr %q", r.code, r.stderr)
 	}
@@ -257,14 +280,17 @@ func TestFleetPassword(t *testing.T) {
 	}
 }
 
-// TestFleetCooldownShared: a 429 with Retry-After seen by one process
+// TestFleetCooldownShared: a 429 with Retry-After (3 s) seen by one process
 // pauses another process of the fleet: within a deadline it gives up
 // before running its command; without one it waits, says so, then runs.
 func TestFleetCooldownShared(t *testing.T) {
 	srv := startRedis(t)
 	name := fleetName(t)
-	fleet := []string{"--redis", srv.url(), "--fleet", name}
-	s := &scripted{statuses: []int{429}, headers: map[int]http.Header{0: {"Retry-After": {"2"}}}}
+	// A 2 s Redis timeout: the sharing is under test, not the bound (a busy
+	// machine running -race may take more than 20 ms for a process's first
+	// call, and a hint that Redis did not take in time stays local).
+	fleet := []string{"--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s"}
+	s := &scripted{statuses: []int{429}, headers: map[int]http.Header{0: {"Retry-After": {"3"}}}}
 	url := serve(t, s)
 	r := runRetry(t, "", nil, args([]string{"http", "-sS", "--attempts", "1"}, fleet, []string{url})...)
 	if r.code != exitGaveUp || s.count() != 1 {
@@ -272,14 +298,14 @@ func TestFleetCooldownShared(t *testing.T) {
 	}
 	published := time.Now()
 	if ttl := srv.client(t, "").PTTL(context.Background(), "{"+name+"}:cooldown").Val(); ttl <= 0 {
-		t.Fatalf("no cooldown in Redis after a 429 with Retry-After: 2 (PTTL %v)", ttl)
+		t.Fatalf("no cooldown in Redis after a 429 with Retry-After: 3 (PTTL %v)", ttl)
 	}
 
 	dir := t.TempDir()
 	ran := filepath.Join(dir, "ran")
 	r = runRetry(t, "", []string{"RAN=" + ran}, args(fleet, []string{"--deadline", "1s", "--", "sh", "-c", `echo x >> "$RAN"`})...)
 	if r.code != exitGaveUp || countLines(t, ran) != 0 || !strings.Contains(r.stderr, "giving up before the first attempt (the fleet cooldown would need a wait of ") {
-		t.Errorf("--deadline 1s inside a 2 s cooldown: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
+		t.Errorf("--deadline 1s inside a 3 s cooldown: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
 	}
 
 	r = runRetry(t, "", []string{"RAN=" + ran}, args(fleet, []string{"--", "sh", "-c", `echo x >> "$RAN"`})...)
@@ -291,7 +317,7 @@ func TestFleetCooldownShared(t *testing.T) {
 		t.Errorf("want one line about the wait:\n%s", r.stderr)
 	}
 	if waited < time.Second {
-		t.Errorf("the second process ran %v after the hint of 2 s was published", waited)
+		t.Errorf("the third process ran %v after the hint of 3 s was published", waited)
 	}
 }
 
