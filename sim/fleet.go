@@ -567,11 +567,12 @@ func (f *fleetSim) reply(who int32, ok bool) {
 	f.q.push(f.now+int64(step.Wait), fAttempt, who, 0)
 }
 
-// giveUp puts the client's job back at the end of its backlog and starts
-// the next one at once (at least one attempt was made: time moves on).
+// giveUp puts the client's job back at the end of its backlog; the client
+// starts the next one at once (at least one attempt was made: time moves
+// on).
 func (f *fleetSim) giveUp(who int32) {
 	f.res.GaveUp++
-	f.startCall(who)
+	f.q.push(f.now, fStart, who, 0)
 }
 
 func (f *fleetSim) finish() {
