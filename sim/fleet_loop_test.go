@@ -148,4 +148,3 @@ func runFleetSimLoop(t *testing.T, pol retry.Policy, tc fleetLoopCase) (log []st
 	}
 	return log, times
 }
-
