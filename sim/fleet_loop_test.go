@@ -30,8 +30,9 @@ func (tp *tracePacer) Record(err error) {
 	tp.p.Record(err)
 }
 
-// fleetOutcome is a scripted answer: 0 a success, >0 a 429 with that hint,
-// <0 a 429 without one.
+// fleetLoopCase scripts the server's answers to one call's attempts: 0 a
+// success, > 0 a 429 with that hint, < 0 a 429 without one; and the
+// budget's answers to Admit.
 type fleetLoopCase struct {
 	name     string
 	outcomes []time.Duration
