@@ -1,6 +1,8 @@
 package httpretry
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -128,5 +130,128 @@ func BenchmarkOverhead(b *testing.B) {
 	b.Run("get-200-deadline", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{Deadline: time.Minute})) })
 	b.Run("get-200-endpoints", func(b *testing.B) {
 		run(b, NewTransport(base, retry.Policy{}, WithEndpoints([]string{"https://a.example.com", "https://b.example.com"}, time.Minute)))
+	})
+
+	// A server-sent-events answer whose first event (a Gemini chunk of
+	// about 300 bytes) the transport reads before handing it over; the
+	// caller reads the whole stream (3 events). stream-nopeek is the same
+	// with peeking off.
+	const ev = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Hello from the model\"}], \"role\": \"model\"}, \"index\": 0}], \"usageMetadata\": {\"promptTokenCount\": 3, \"candidatesTokenCount\": 5, \"totalTokenCount\": 8}, \"modelVersion\": \"gemini-2.5-flash\"}\r\n\r\n"
+	stream := strings.Repeat(ev, 3)
+	var sr strings.Reader
+	sseResp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}}
+	sseBase := rtFunc(func(*http.Request) (*http.Response, error) {
+		sr.Reset(stream)
+		sseResp.Body = io.NopCloser(&sr)
+		return sseResp, nil
+	})
+	buf := make([]byte, 1024)
+	runStream := func(b *testing.B, rt http.RoundTripper) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				if _, err := resp.Body.Read(buf); err != nil {
+					break
+				}
+			}
+		}
+	}
+	b.Run("stream-bare", func(b *testing.B) { runStream(b, sseBase) })
+	b.Run("stream", func(b *testing.B) { runStream(b, NewTransport(sseBase, retry.Policy{})) })
+	b.Run("stream-nopeek", func(b *testing.B) { runStream(b, NewTransport(sseBase, retry.Policy{}, WithStreamPeek(false))) })
+}
+
+// BenchmarkStream reads a 100-event server-sent-events stream (Gemini's
+// alt=sse framing, each event flushed on its own) from a loopback server,
+// through the bare http.Transport and through the retrying Transport, which
+// peeks at the first event (a GET may be retried). Each op is one whole
+// stream; ttfe-ns/op is the mean time from sending the request to having
+// the first complete event. paired alternates the two in one loop and
+// reports the medians and their ratios (the target: at most 1.05).
+func BenchmarkStream(b *testing.B) {
+	const events = 100
+	var frames [][]byte
+	for i := range events {
+		frames = append(frames, fmt.Appendf(nil, "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"chunk %03d of the answer, some forty bytes\"}], \"role\": \"model\"}}]}\r\n\r\n", i))
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		f := w.(http.Flusher)
+		for _, fr := range frames {
+			w.Write(fr)
+			f.Flush()
+		}
+	}))
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport)
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1beta/models/m:streamGenerateContent?alt=sse", nil)
+	buf := make([]byte, 32<<10)
+	// one reads a stream and returns the time to its first event and in all.
+	one := func(b *testing.B, rt http.RoundTripper) (ttfe, total time.Duration) {
+		start := time.Now()
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for {
+			m, err := resp.Body.Read(buf[n:])
+			n += m
+			if bytes.Contains(buf[:n], []byte("\r\n\r\n")) {
+				ttfe = time.Since(start)
+				break
+			}
+			if err != nil {
+				b.Fatal("no first event:", err)
+			}
+		}
+		rest, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		total = time.Since(start)
+		if err != nil || int(rest)+n != events*len(frames[0]) {
+			b.Fatalf("read %d bytes (%v)", int(rest)+n, err)
+		}
+		return ttfe, total
+	}
+	run := func(b *testing.B, rt http.RoundTripper) {
+		b.ReportAllocs()
+		var sum time.Duration
+		for b.Loop() {
+			ttfe, _ := one(b, rt)
+			sum += ttfe
+		}
+		b.ReportMetric(float64(sum.Nanoseconds())/float64(b.N), "ttfe-ns/op")
+	}
+	ours := NewTransport(base, retry.Policy{})
+	b.Run("bare", func(b *testing.B) { run(b, base) })
+	b.Run("ours", func(b *testing.B) { run(b, ours) })
+	b.Run("paired", func(b *testing.B) {
+		var bt, bn, ot, on []time.Duration // bare/ours, ttfe/total
+		for b.Loop() {
+			if len(bt)%2 == 0 {
+				t1, n1 := one(b, base)
+				t2, n2 := one(b, ours)
+				bt, bn, ot, on = append(bt, t1), append(bn, n1), append(ot, t2), append(on, n2)
+			} else {
+				t2, n2 := one(b, ours)
+				t1, n1 := one(b, base)
+				bt, bn, ot, on = append(bt, t1), append(bn, n1), append(ot, t2), append(on, n2)
+			}
+		}
+		median := func(d []time.Duration) float64 {
+			slices.Sort(d)
+			return float64(d[len(d)/2])
+		}
+		mbt, mbn, mot, mon := median(bt), median(bn), median(ot), median(on)
+		b.ReportMetric(mbt, "bare-ttfe-ns")
+		b.ReportMetric(mot, "ours-ttfe-ns")
+		b.ReportMetric(mot/mbt, "ttfe-ratio")
+		b.ReportMetric(mbn, "bare-total-ns")
+		b.ReportMetric(mon, "ours-total-ns")
+		b.ReportMetric(mon/mbn, "total-ratio")
 	})
 }

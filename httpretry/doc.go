@@ -5,8 +5,9 @@
 // It is a drop-in for any Go HTTP client, including SDKs that accept an
 // *http.Client:
 //
-//	client := httpretry.NewClient(retry.Policy{})           // Google's defaults
-//	client := &http.Client{Transport: httpretry.NewTransport(nil, p)}
+//	client, err := httpretry.NewClient(retry.Policy{}) // Google's defaults
+//	t := httpretry.NewTransport(nil, p)                 // t.Err(): a bad p?
+//	client := &http.Client{Transport: t}
 //
 // # What is retried
 //
@@ -51,27 +52,82 @@
 // # Request bodies
 //
 // A body is replayed with Request.GetBody when it is set (http.NewRequest
-// sets it for bytes, strings and bytes.Reader bodies). Otherwise, when a
-// retry could happen, the body is read into memory up to [MaxBufferedBody]
-// (default 1 MiB) and replayed from there. A larger body is sent once,
-// streamed; if that attempt fails in a retryable way the retry is skipped and
-// the give-up event's Err matches [ErrBodyNotReplayable]. A partial or
-// doubled body is never sent. The caller's request body is closed exactly
-// once, and the caller's *http.Request is never modified (attempts that need
-// a different body, URL, header or context use a copy).
+// sets it for bytes, strings and bytes.Reader bodies). Otherwise, when the
+// request may be retried after it was sent (it is idempotent, see above,
+// and has more than one attempt), the body is read into memory up to
+// [MaxBufferedBody] (default 1 MiB) and replayed from there.
+//
+// Buffering costs latency: nothing is sent until the whole body has been
+// read, so a body produced slowly delays the request by the time it takes,
+// and one that is only produced once the response has begun (a full-duplex
+// HTTP/2 exchange) is never complete: the call then ends with the caller's
+// context. Give such a body a GetBody, or mark the request [NotIdempotent],
+// or use MaxBufferedBody(0).
+//
+// Any other body (a request that is not idempotent, a body longer than the
+// limit, MaxBufferedBody(0)) is streamed as it is produced, without a copy.
+// It is sent again only after an error that proves the request never left
+// (connection refused, for example) and only if the transport had not read
+// any of it; otherwise the retry is skipped and the give-up event's Err
+// matches [ErrBodyNotReplayable]. A partial or doubled body is never sent.
+// The caller's request body is closed exactly once, and the caller's
+// *http.Request is never modified (attempts that need a different body,
+// URL, header or context use a copy).
 //
 // # Responses
 //
 // A response that is not retried is handed to the caller as soon as its
-// headers arrive; its body is never read or buffered, so a streamed body
-// (server-sent events) is never retried once the caller can read it, and no
-// chunk is ever delivered twice. A response that is retried is drained (at
-// most 64 KiB) and closed before the next attempt, so the attempts share one
-// connection. When the transport gives up on a retryable status (attempts
+// headers arrive (a stream, as soon as its first event is complete, see
+// below); the rest of its body is never read or buffered. A response that
+// is retried is drained (at most 64 KiB) and closed before the next
+// attempt, so the attempts share one connection. Reading the body of a
+// retryable response (this drain, and the peek for RetryInfo below) takes
+// at most 1 s, and never longer than the attempt's deadline or the caller's
+// context: a body that stalls is closed, with its connection, and the retry
+// goes ahead. When the transport gives up on a retryable status (attempts
 // used up, deadline, budget) it returns the last response, status and body
-// intact, with a nil error, as net/http callers expect. When it gives up on a
-// transport error it returns the [*retry.Error], which keeps the last error
-// (an [*AttemptError]) and the attempt count.
+// intact, with a nil error, as net/http callers expect. When it gives up on
+// a transport error it returns the [*retry.Error], which keeps the last
+// error (an [*AttemptError]) and the attempt count.
+//
+// # Streams
+//
+// A streamed answer can fail after its 200 status: Gemini's
+// streamGenerateContent sends a quota error as the first event of its
+// stream, or the connection drops before the first event. Until the first
+// event reaches the caller nothing has been delivered, so a retry is safe
+// and invisible; after it, a retry would deliver events twice. So, for a 2xx
+// answer whose Content-Type is text/event-stream, application/x-ndjson or
+// application/json beginning with '[' (an alt=json stream), to a request the
+// transport may repeat (idempotent, its body replayable, an attempt left),
+// the transport reads the body up to the end of its first event: in SSE,
+// the blank line after an event with data (comments and data-less blocks
+// are skipped); in NDJSON, the first line that is not blank; in a JSON
+// array, its first element. The attempt fails as retryable when:
+//
+//   - the first event is an error object, {"error": {...}}, whose "code"
+//     (an HTTP status, or a google.rpc.Code number) or else "status"
+//     (RESOURCE_EXHAUSTED, UNAVAILABLE, ... mapped to their HTTP statuses
+//     as Google's APIs do) is one of the policy's StatusCodes; its
+//     google.rpc.RetryInfo is the hint for the wait, and the retry's
+//     [*AttemptError] has Class [ClassStreamError] and that Status;
+//   - or the body fails or ends before the first event is complete (a
+//     reset, an EOF, the attempt timeout or deadline): the error's class
+//     says which.
+//
+// Otherwise the caller gets the response at once, its body unchanged: the
+// bytes read are put back in front of it, byte for byte, and the rest
+// flows as it comes, without a copy. A first event longer than 64 KiB is
+// handed over as it is. Once the first event has been handed over nothing
+// is retried: a later failure reaches the caller as it happened. When the
+// loop gives up after a failed stream (attempts, deadline, budget), the
+// caller gets that last response, its body as the server sent it. Reading
+// the first event takes no time of its own: the caller could read nothing
+// sooner. It is bounded by the attempt's timeout and deadline, not by the
+// 1 s of a retryable answer's body (a model may think for a while before
+// its first token). Compressed answers the base transport did not decode
+// are not peeked. [WithStreamPeek](false) turns peeking off for a
+// transport, [StreamPeek] on or off for one request.
 //
 // # Server hints
 //
@@ -80,10 +136,11 @@
 // google.rpc.RetryInfo.retryDelay in a Google JSON error body are used as a
 // hint: the next wait is at least the hint, plus jitter, capped by the
 // policy's MaxRetryAfter (default MaxDelay). The body is peeked (at most
-// 16 KiB, only for a retryable status with a JSON or missing Content-Type)
-// and handed back unchanged if the response is returned. A hinted wait that
-// would end after the policy's or the context's deadline ends the loop at
-// once and the response is returned.
+// 16 KiB and 1 s, only for a retryable status with a JSON or missing
+// Content-Type) and handed back unchanged if the response is returned (a
+// body that stalled yields the bytes read, then a timeout error). A hinted
+// wait that would end after the policy's or the context's deadline ends the
+// loop at once and the response is returned.
 //
 // # Timeouts
 //
@@ -91,7 +148,11 @@
 // separately from Policy.Deadline, which bounds them all; an attempt that
 // times out is retried. Both also bound reading the body of the response that
 // is returned, like http.Client.Timeout: the response's context ends when
-// its body is closed, read to the end, or the time is up.
+// its body is closed, read to the end, or the time is up. A 101 Switching
+// Protocols response ends the attempt: its body, the upgraded connection (an
+// io.ReadWriteCloser), is handed over as the base transport made it, and
+// neither bound applies to it. Errors of attempts that timed out say so
+// with a Timeout method, as net/http's do, also through *url.Error.
 //
 // # Per-request overrides
 //

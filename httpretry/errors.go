@@ -16,13 +16,15 @@ import (
 var ErrNotIdempotent = errors.New("httpretry: not retried: the request is not idempotent (POST/PATCH without an Idempotency-Key header, not marked idempotent)")
 
 // ErrBodyNotReplayable says a retry was skipped because the request body
-// cannot be sent again: it has no GetBody and is longer than
-// [MaxBufferedBody], or GetBody failed. It is reachable like [ErrNotIdempotent].
-var ErrBodyNotReplayable = errors.New("httpretry: not retried: the request body cannot be replayed (no GetBody and longer than the buffer limit)")
+// cannot be sent again: it has no GetBody, was not buffered (longer than
+// [MaxBufferedBody], or a request that is not idempotent) and had already
+// been read, or GetBody failed. It is reachable like [ErrNotIdempotent].
+var ErrBodyNotReplayable = errors.New("httpretry: not retried: the request body cannot be replayed (no GetBody, not buffered, already sent)")
 
 // Classes of [AttemptError].
 const (
 	ClassStatus        = "status"         // a response with a retryable status code
+	ClassStreamError   = "stream-error"   // a streamed answer whose first event is an error with a retryable status
 	ClassRefused       = "refused"        // connection refused (never sent)
 	ClassDial          = "dial"           // another dial failure (never sent)
 	ClassDNS           = "dns"            // a host name lookup failure (never sent)
@@ -54,15 +56,20 @@ type AttemptError struct {
 	// Endpoint is the scheme://host[:port] that served the attempt (with
 	// [WithEndpoints], the endpoint chosen for it).
 	Endpoint string
-	// Status is the response's status code, 0 for a transport error.
+	// Status is the response's status code, 0 for a transport error. For
+	// ClassStreamError it is the status the stream's first event stands
+	// for (its "code", or the HTTP status of its gRPC "status").
 	Status int
-	// Class says what went wrong: ClassStatus for a retryable status, else
-	// the transport error's class (ClassReset, ClassTimeout, ...).
+	// Class says what went wrong: ClassStatus for a retryable status,
+	// ClassStreamError for a stream whose first event is a retryable error,
+	// else the transport error's class (ClassReset, ClassTimeout, ...),
+	// also when a stream failed before its first event was complete.
 	Class string
 	// HintSource says where the server's hint for the next wait came from:
 	// HintRetryAfter, HintRetryInfo, or "" for none.
 	HintSource string
-	// Err is the transport error (nil for a status).
+	// Err is the transport error (nil for a status), or what the stream's
+	// first event said.
 	Err error
 
 	host, path string // of the attempt's URL, for logs
@@ -77,6 +84,9 @@ func (e *AttemptError) Error() string {
 		return msg + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
 	}
 	msg += e.Class
+	if e.Status != 0 {
+		msg += " " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
+	}
 	if e.Err != nil {
 		err := e.Err
 		var ue *url.Error // never print a URL we did not redact
@@ -90,6 +100,18 @@ func (e *AttemptError) Error() string {
 
 // Unwrap returns Err.
 func (e *AttemptError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the attempt timed out (its Class is ClassTimeout,
+// or Err is a timeout), so that checks such as (*url.Error).Timeout, which
+// http.Client's errors answer by asking the error they wrap, see through
+// it.
+func (e *AttemptError) Timeout() bool {
+	if e.Class == ClassTimeout {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
 
 // skipError is an attempt error whose retry was skipped for reason
 // (ErrNotIdempotent or ErrBodyNotReplayable).
@@ -106,6 +128,9 @@ func (e *skipError) Error() string {
 	}
 	return msg
 }
+
+// Timeout reports whether the attempt whose retry was skipped timed out.
+func (e *skipError) Timeout() bool { return e.err.Timeout() }
 
 func (e *skipError) Unwrap() []error {
 	if e.cause != nil {

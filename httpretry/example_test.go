@@ -1,10 +1,12 @@
 package httpretry_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -64,9 +66,18 @@ func ExampleNewClient() {
 	srv := flaky(1, http.StatusTooManyRequests)
 	defer srv.Close()
 
-	client := httpretry.NewClient(quick) // http.DefaultTransport with retries
+	client, err := httpretry.NewClient(quick) // http.DefaultTransport with retries
+	if err != nil {
+		fmt.Println(err) // an invalid policy or option
+		return
+	}
 	show(client.Get(srv.URL))
-	// Output: 200 ok
+
+	_, err = httpretry.NewClient(retry.Policy{Attempts: -1})
+	fmt.Println(err != nil)
+	// Output:
+	// 200 ok
+	// true
 }
 
 func ExampleNewTransport() {
@@ -85,7 +96,10 @@ func ExampleNewTransport() {
 func ExampleWithPolicy() {
 	srv := flaky(3, http.StatusServiceUnavailable)
 	defer srv.Close()
-	client := httpretry.NewClient(quick) // 5 attempts
+	client, err := httpretry.NewClient(quick) // 5 attempts
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	ctx := httpretry.WithPolicy(context.Background(), retry.Policy{Attempts: 2})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
@@ -101,7 +115,10 @@ func ExampleWithPolicy() {
 func ExampleIdempotent() {
 	srv := flaky(1, http.StatusTooManyRequests)
 	defer srv.Close()
-	client := httpretry.NewClient(quick)
+	client, err := httpretry.NewClient(quick)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	ctx := httpretry.Idempotent(context.Background())
 	body := `{"contents":[{"parts":[{"text":"Hello"}]}]}`
@@ -120,7 +137,10 @@ func ExampleNotIdempotent() {
 			fmt.Println("not retried: the request is not idempotent")
 		}
 	}
-	client := httpretry.NewClient(p, httpretry.AllowNonIdempotent())
+	client, err := httpretry.NewClient(p, httpretry.AllowNonIdempotent())
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	ctx := httpretry.NotIdempotent(context.Background()) // wins over AllowNonIdempotent
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/tuningJobs", strings.NewReader("{}"))
@@ -133,7 +153,10 @@ func ExampleNotIdempotent() {
 func ExampleAllowNonIdempotent() {
 	srv := flaky(1, http.StatusServiceUnavailable)
 	defer srv.Close()
-	client := httpretry.NewClient(quick, httpretry.AllowNonIdempotent())
+	client, err := httpretry.NewClient(quick, httpretry.AllowNonIdempotent())
+	if err != nil {
+		log.Fatal(err)
+	}
 	show(client.Post(srv.URL, "application/json", strings.NewReader("{}")))
 	// Output: 200 ok
 }
@@ -149,7 +172,10 @@ func ExampleAddIdempotencyKey() {
 	}))
 	defer srv.Close()
 
-	client := httpretry.NewClient(quick, httpretry.AddIdempotencyKey())
+	client, err := httpretry.NewClient(quick, httpretry.AddIdempotencyKey())
+	if err != nil {
+		log.Fatal(err)
+	}
 	resp, err := client.Post(srv.URL, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		panic(err)
@@ -173,7 +199,11 @@ func ExampleAttemptError() {
 		u, _ := url.Parse(ae.URL)
 		fmt.Printf("attempt %d/%d: %s %s: %d (%s), retrying in %v\n", e.Attempt, e.MaxAttempts, ae.Method, u.Path, ae.Status, ae.Class, e.Wait)
 	}
-	show(httpretry.NewClient(p).Get(srv.URL + "/v1/models?key=SECRET"))
+	client, err := httpretry.NewClient(p)
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Get(srv.URL + "/v1/models?key=SECRET"))
 	// Output:
 	// attempt 1/5: GET /v1/models: 503 (status), retrying in 1ms
 	// attempt 2/5: GET /v1/models: 503 (status), retrying in 2ms
@@ -189,7 +219,10 @@ func ExampleMaxBufferedBody() {
 			fmt.Println("not retried: the body cannot be replayed")
 		}
 	}
-	client := httpretry.NewClient(p, httpretry.MaxBufferedBody(4))
+	client, err := httpretry.NewClient(p, httpretry.MaxBufferedBody(4))
+	if err != nil {
+		log.Fatal(err)
+	}
 	// io.MultiReader hides the type, so the request has no GetBody; 10 bytes
 	// are more than the 4 that may be buffered.
 	req, _ := http.NewRequest(http.MethodPut, srv.URL, io.MultiReader(strings.NewReader("0123456789")))
@@ -210,7 +243,10 @@ func ExampleWithAttemptTimeout() {
 	}))
 	defer srv.Close()
 
-	client := httpretry.NewClient(quick, httpretry.WithAttemptTimeout(100*time.Millisecond))
+	client, err := httpretry.NewClient(quick, httpretry.WithAttemptTimeout(100*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
 	show(client.Get(srv.URL))
 	fmt.Println("attempts:", n.Load())
 	// Output:
@@ -230,7 +266,10 @@ func ExampleWithLogger() {
 			return a
 		},
 	}))
-	client := httpretry.NewClient(quick, httpretry.WithLogger(logger))
+	client, err := httpretry.NewClient(quick, httpretry.WithLogger(logger))
+	if err != nil {
+		log.Fatal(err)
+	}
 	show(client.Get(srv.URL + "/v1/models?key=SECRET"))
 	// Output:
 	// level=INFO msg="httpretry: retry" method=GET path=/v1/models status=503 attempt=1 max_attempts=5 wait=1ms
@@ -249,7 +288,10 @@ func ExampleWithEndpoints() {
 	}))
 	defer global.Close()
 
-	client := httpretry.NewClient(quick, httpretry.WithEndpoints([]string{regional.URL, global.URL}, time.Minute))
+	client, err := httpretry.NewClient(quick, httpretry.WithEndpoints([]string{regional.URL, global.URL}, time.Minute))
+	if err != nil {
+		log.Fatal(err)
+	}
 	show(client.Get("https://us-central1-aiplatform.googleapis.com/v1/models?alt=sse"))
 	// Output: 200 served /v1/models?alt=sse
 }
@@ -288,6 +330,79 @@ func ExampleRedactHeader() {
 
 func ExampleTransport_Err() {
 	t := httpretry.NewTransport(nil, retry.Policy{}, httpretry.WithEndpoints([]string{"ftp://mirror"}, time.Minute))
-	fmt.Println(t.(*httpretry.Transport).Err())
+	fmt.Println(t.Err())
 	// Output: httpretry: WithEndpoints: endpoint 0 "ftp://mirror": the scheme must be http or https
+}
+
+// geminiStream starts a loopback server that streams like Gemini's
+// streamGenerateContent?alt=sse: the first request's stream begins with a
+// quota error (RetryInfo asks for 10 ms), later ones stream two chunks.
+func geminiStream() *httptest.Server {
+	var n atomic.Int32
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if n.Add(1) == 1 {
+			io.WriteString(w, `data: {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [`+
+				`{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.01s"}]}}`+"\r\n\r\n")
+			return
+		}
+		for _, text := range []string{"Hello", " world"} {
+			fmt.Fprintf(w, "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": %q}]}}]}\r\n\r\n", text)
+			w.(http.Flusher).Flush()
+		}
+	}))
+}
+
+// A stream whose first event is a quota error is retried, after the wait its
+// RetryInfo asks for; the caller only sees the good stream.
+func ExampleWithStreamPeek() {
+	srv := geminiStream()
+	defer srv.Close()
+	p := quick
+	p.Observer = func(_ context.Context, e retry.Event) {
+		var ae *httpretry.AttemptError
+		if e.Kind == retry.EventRetry && errors.As(e.Err, &ae) {
+			fmt.Println("retry after:", ae.Class, ae.Status, ae.HintSource)
+		}
+	}
+	client, err := httpretry.NewClient(p) // peeking is on; WithStreamPeek(false) turns it off
+	if err != nil {
+		log.Fatal(err)
+	}
+	// generateContent changes no server state: safe to repeat.
+	req, _ := http.NewRequestWithContext(httpretry.Idempotent(context.Background()), http.MethodPost,
+		srv.URL+"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", strings.NewReader(`{"contents": []}`))
+	resp, err := client.Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Print(strings.ReplaceAll(string(b), "\r\n", "\n"))
+	// Output:
+	// retry after: stream-error 429 retryinfo
+	// data: {"candidates": [{"content": {"parts": [{"text": "Hello"}]}}]}
+	//
+	// data: {"candidates": [{"content": {"parts": [{"text": " world"}]}}]}
+}
+
+// Peeking can be turned off for one request: the caller then sees the error
+// event itself, as the server sent it.
+func ExampleStreamPeek() {
+	srv := geminiStream()
+	defer srv.Close()
+	client, err := httpretry.NewClient(quick)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := httpretry.StreamPeek(context.Background(), false)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/stream", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	first, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	fmt.Println(resp.StatusCode, strings.Contains(first, "RESOURCE_EXHAUSTED"))
+	// Output: 200 true
 }

@@ -3,6 +3,8 @@ package httpretry_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,11 +13,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
+	"github.com/backoffkit/retry/internal/chaos"
 )
 
 // Fuzz targets for httpretry's parsers and its retry decision. Their seed
@@ -163,7 +167,9 @@ func FuzzTransportDecision(f *testing.F) {
 			}
 			method = req.Method // "" means GET
 			start := time.Now()
-			resp, err := httpretry.NewTransport(base, p).RoundTrip(req)
+			// Stream peeking off: a 2xx JSON array whose first element is an
+			// error would be retried (FuzzStreamPeek covers that).
+			resp, err := httpretry.NewTransport(base, p, httpretry.WithStreamPeek(false)).RoundTrip(req)
 			took := time.Since(start)
 			if err != nil {
 				t.Fatalf("%s %d: error %v, want the response", method, status, err)
@@ -194,3 +200,94 @@ func FuzzTransportDecision(f *testing.F) {
 type fuzzRT func(*http.Request) (*http.Response, error)
 
 func (f fuzzRT) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// FuzzStreamPeek sends a GET whose first answer is a 200 stream of fuzzed
+// bytes (SSE, NDJSON, JSON, or not a stream), delivered in reads of a fuzzed
+// size, maybe ending with a reset; the second answer is a good stream. It
+// checks that the caller gets one of the two byte for byte (the first with
+// its error after it), that the decision does not depend on how the bytes
+// were cut into reads, and that a retry happens only when chaos.Events, an
+// independent parser, finds no complete first event, or finds one that is
+// an error object.
+func FuzzStreamPeek(f *testing.F) {
+	f.Add(uint8(0), []byte("data: {\"error\":{\"code\":429}}\r\n\r\n"), uint8(3), false)
+	f.Add(uint8(0), []byte("data: {\"seq\":0}\r\n\r\ndata: {\"error\":{\"code\":503}}\r\n\r\n"), uint8(1), true)
+	f.Add(uint8(0), []byte(": ping\n\nevent: x\ndata: [1,\ndata: 2]\n\n"), uint8(0), false)
+	f.Add(uint8(1), []byte("\n{\"error\":{\"status\":\"UNAVAILABLE\"}}\n{\"a\":1}\n"), uint8(2), false)
+	f.Add(uint8(1), []byte("{\"a\":1}"), uint8(7), true)
+	f.Add(uint8(2), []byte("[{\"error\":{\"code\":8,\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"3s\"}]}}]"), uint8(5), false)
+	f.Add(uint8(2), []byte(" [ \"a\\\"]\" , 1 ]"), uint8(0), false)
+	f.Add(uint8(2), []byte("{\"error\":{\"code\":503}}"), uint8(0), false)
+	f.Add(uint8(3), []byte("data: {\"error\":{\"code\":429}}\n\n"), uint8(0), false)
+	f.Fuzz(func(t *testing.T, kind uint8, body []byte, chunk uint8, reset bool) {
+		if len(body) > 100<<10 {
+			return
+		}
+		ct := [...]string{"text/event-stream", "application/x-ndjson", "application/json", "text/plain"}[kind%4]
+		const good = "data: {\"seq\":0}\r\n\r\n"
+		errReset := errors.New("connection reset by peer (fuzz)")
+		run := func(size int) (got []byte, readErr error, calls int) {
+			synctest.Test(t, func(t *testing.T) {
+				base := fuzzRT(func(r *http.Request) (*http.Response, error) {
+					calls++
+					h := http.Header{"Content-Type": {ct}}
+					if calls > 1 {
+						return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(strings.NewReader(good)), ContentLength: -1, Request: r}, nil
+					}
+					var rd io.Reader = bytes.NewReader(body)
+					if size > 0 {
+						rd = &chunkReader{r: rd, n: size}
+					}
+					if reset {
+						rd = io.MultiReader(rd, iotest.ErrReader(errReset))
+					}
+					return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(rd), ContentLength: -1, Request: r}, nil
+				})
+				p := retry.Policy{Attempts: 2, InitialDelay: time.Millisecond, Jitter: retry.Zero, MaxRetryAfter: time.Second}
+				req, _ := http.NewRequest(http.MethodGet, "http://fuzz.example/x", nil)
+				resp, err := httpretry.NewTransport(base, p).RoundTrip(req)
+				if err != nil {
+					t.Fatalf("error %v, want a response", err)
+				}
+				got, readErr = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			})
+			return got, readErr, calls
+		}
+		got, readErr, calls := run(0)
+		switch calls {
+		case 1:
+			if !bytes.Equal(got, body) || (readErr != nil) != reset {
+				t.Fatalf("not retried: got %q (err %v), want the first body %q (reset %v)", got, readErr, body, reset)
+			}
+		case 2:
+			if string(got) != good || readErr != nil {
+				t.Fatalf("retried: got %q (err %v), want the second body", got, readErr)
+			}
+			if evs, ok := chaos.Events(ct, body, !reset); ok && len(evs) > 0 && !isErrorObject(evs[0]) {
+				t.Fatalf("%s %q: retried although its first event %q is complete and not an error", ct, body, evs[0])
+			}
+		default:
+			t.Fatalf("%d attempts", calls)
+		}
+		if _, _, c := run(int(chunk%16) + 1); c != calls {
+			t.Fatalf("%s %q: %d attempts when read at once, %d in reads of %d bytes", ct, body, calls, c, chunk%16+1)
+		}
+	})
+}
+
+// chunkReader returns at most n bytes per Read.
+type chunkReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+// isErrorObject reports whether a JSON event has an "error" member.
+func isErrorObject(ev []byte) bool {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	return json.Unmarshal(ev, &e) == nil && e.Error != nil
+}

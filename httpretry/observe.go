@@ -47,9 +47,10 @@ func eventAttrs(e retry.Event) []slog.Attr {
 			slog.String("host", ae.host),
 			slog.String("path", ae.path),
 			slog.String("endpoint", ae.Endpoint))
-		if ae.Class == ClassStatus {
+		if ae.Status != 0 {
 			attrs = append(attrs, slog.Int("status", ae.Status))
-		} else {
+		}
+		if ae.Class != ClassStatus {
 			attrs = append(attrs, slog.String("class", ae.Class))
 			if ae.Err != nil {
 				attrs = append(attrs, slog.String("error", safeErrorText(ae.Err)))

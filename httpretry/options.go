@@ -30,6 +30,7 @@ type config struct {
 	endpointsSet       bool
 	now                func() time.Time // for tests of the cool-down; nil means time.Now
 	retryAllErrors     bool
+	noStreamPeek       bool
 	errs               []error
 }
 
@@ -65,9 +66,12 @@ func AddIdempotencyKey() Option {
 }
 
 // MaxBufferedBody sets how many bytes of a request body without GetBody are
-// kept in memory so that it can be sent again (default 1 MiB). A longer body
-// is sent once and not retried (see [ErrBodyNotReplayable]). n = 0 means
-// such bodies are never buffered; a negative n is an error.
+// read into memory before the first attempt of a request that may be
+// retried, so that it can be sent again (default 1 MiB; see "Request
+// bodies" in the package documentation for the latency this costs). A
+// longer body is streamed and not retried once sent (see
+// [ErrBodyNotReplayable]). n = 0 means such bodies are never buffered, nor
+// read ahead; a negative n is an error.
 func MaxBufferedBody(n int64) Option {
 	return func(c *config) {
 		if n < 0 {
@@ -176,8 +180,24 @@ func checkEndpoint(s string) error {
 	return nil
 }
 
+// WithStreamPeek turns first-event peeking on (the default) or off for
+// every request: see "Streams" in the package documentation. [StreamPeek]
+// overrides it for one request.
+func WithStreamPeek(on bool) Option {
+	return func(c *config) { c.noStreamPeek = !on }
+}
+
 type policyKey struct{}
 type idemKey struct{}
+type peekKey struct{}
+
+// StreamPeek returns a copy of ctx that turns first-event peeking on or off
+// for the requests made with it, whatever the transport's [WithStreamPeek]
+// says: for example off for a stream whose first event the caller must see
+// as soon as its bytes arrive, even when incomplete.
+func StreamPeek(ctx context.Context, on bool) context.Context {
+	return context.WithValue(ctx, peekKey{}, on)
+}
 
 // WithPolicy returns a copy of ctx that carries p as an override for the
 // requests made with it. The transport merges p over its own policy field by
@@ -206,8 +226,14 @@ func NotIdempotent(ctx context.Context) context.Context {
 	return context.WithValue(ctx, idemKey{}, false)
 }
 
-// NewClient returns an *http.Client whose transport is
-// NewTransport(nil, p, opts...): http.DefaultTransport with retries.
-func NewClient(p retry.Policy, opts ...Option) *http.Client {
-	return &http.Client{Transport: NewTransport(nil, p, opts...)}
+// NewClient returns an *http.Client whose Transport is
+// NewTransport(nil, p, opts...): http.DefaultTransport with retries. An
+// invalid p or option is returned as the error (the same as
+// [Transport.Err]), with a nil client.
+func NewClient(p retry.Policy, opts ...Option) (*http.Client, error) {
+	t := NewTransport(nil, p, opts...)
+	if t.err != nil {
+		return nil, t.err
+	}
+	return &http.Client{Transport: t}, nil
 }

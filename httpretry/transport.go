@@ -22,6 +22,18 @@ const (
 	// maxPeek is how much of a retryable response body is read to look for
 	// google.rpc.RetryInfo.
 	maxPeek = 16 << 10
+	// maxBodyWait bounds the time spent reading the body of a retryable
+	// response, for the RetryInfo peek and for the drain before the next
+	// attempt, and never past the attempt's deadline or the caller's
+	// context: a body still incomplete then is closed (with its
+	// connection) and the retry goes ahead. Both read at most a few KiB
+	// that a healthy server sends with the headers, and the drain runs
+	// after the backoff wait, so the bound is only reached by a body that
+	// stalls. 1 s is the first backoff wait of Google's policy: a server
+	// that just said it is overloaded and then cannot finish a small body
+	// within that time is not worth waiting for (its hint is lost; a
+	// drain cut short costs one new connection).
+	maxBodyWait = time.Second
 )
 
 // Transport is an [http.RoundTripper] that retries requests with a
@@ -35,18 +47,16 @@ type Transport struct {
 	cfg    config
 	eps    *endpoints // nil without WithEndpoints
 	err    error
-	made   bool // by newTransport (false for a zero Transport)
+	made   bool // by NewTransport (false for a zero Transport)
 }
 
-// NewTransport returns a *Transport that sends requests with base
+// NewTransport returns a Transport that sends requests with base
 // (http.DefaultTransport when nil) and retries them under p, merged with any
-// per-request [WithPolicy]. An invalid p or option does not panic: it is
-// reported by [Transport.Err] and returned by every RoundTrip.
-func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) http.RoundTripper {
-	return newTransport(base, p, opts...)
-}
-
-func newTransport(base http.RoundTripper, p retry.Policy, opts ...Option) *Transport {
+// per-request [WithPolicy]. An invalid p or option does not panic, so that
+// NewTransport fits in a struct literal: check [Transport.Err] once after
+// building it; every RoundTrip of an invalid Transport returns the same
+// error without sending anything.
+func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
@@ -98,7 +108,7 @@ const (
 	bodyDirect          // sent once as is: no retry can happen
 	bodyGetBody         // req.Body first, then GetBody
 	bodyBuffered        // read into buf, replayed from there
-	bodyOnce            // too long to buffer: buf, then the rest of req.Body, once
+	bodyStreamed        // not buffered in full: stream, sent again only if untouched
 )
 
 // call is the state of one RoundTrip across its attempts.
@@ -112,10 +122,12 @@ type call struct {
 
 	idempotent bool
 	header     http.Header // the request's header with an added Idempotency-Key, else nil
+	peek       bool        // peek at the first event of a streamed answer
 
 	bodyKind int
 	buf      []byte
-	bodyUsed bool // req.Body was handed to the base transport (or closed)
+	stream   *streamBody // bodyStreamed
+	bodyUsed bool        // req.Body was handed to the base transport (or closed)
 
 	n    int            // attempts made
 	resp *http.Response // the successful response
@@ -154,6 +166,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		p.AttemptTimeout = 0
 	}
 	c.idempotent = t.idempotent(req, ctx, &c)
+	c.peek = !t.cfg.noStreamPeek
+	if on, ok := ctx.Value(peekKey{}).(bool); ok {
+		c.peek = on
+	}
 	if t.eps != nil {
 		c.ep = t.eps.start()
 	}
@@ -162,6 +178,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 
 	err := retry.Run(ctx, p, c.attempt)
+	if c.stream != nil {
+		c.stream.end()
+	}
 	if err == nil {
 		return c.resp, nil
 	}
@@ -171,7 +190,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if ctx.Err() == nil {
 			return c.last, nil
 		}
-		discard(c.last)
+		discard(c.last, ctx)
 	}
 	if !c.bodyUsed {
 		closeBody(req)
@@ -225,7 +244,10 @@ func newUUID() string {
 }
 
 // prepareBody decides how the request body is sent on each attempt and, for
-// a body without GetBody, buffers it when a retry could happen.
+// a body without GetBody, buffers it when a retry after it was sent could
+// happen: never for a request that is not idempotent (it is retried only
+// after errors that prove it never left, and then the body is still
+// untouched), so that such a body is streamed as it is produced.
 func (c *call) prepareBody() error {
 	req := c.req
 	switch {
@@ -243,21 +265,23 @@ func (c *call) prepareBody() error {
 	if !c.t.made { // a zero Transport
 		limit = DefaultMaxBufferedBody
 	}
-	if req.ContentLength > limit {
-		c.bodyKind = bodyOnce
+	if !c.idempotent || limit == 0 || req.ContentLength > limit {
+		c.bodyKind, c.stream, c.bodyUsed = bodyStreamed, &streamBody{rc: req.Body}, true
 		return nil
 	}
-	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	buf, closed, err := readBody(c.ctx, req.Body, limit+1)
 	if err != nil {
 		c.bodyUsed = true
-		req.Body.Close()
+		if !closed {
+			req.Body.Close()
+		}
 		return fmt.Errorf("httpretry: reading the request body of %s %s: %w", req.Method, Redact(req.URL), err)
 	}
-	c.buf = buf
 	if int64(len(buf)) > limit {
-		c.bodyKind = bodyOnce
+		c.bodyKind, c.stream, c.bodyUsed = bodyStreamed, &streamBody{prefix: buf, rc: req.Body}, true
 		return nil
 	}
+	c.buf = buf
 	c.bodyKind = bodyBuffered
 	c.bodyUsed = true
 	req.Body.Close()
@@ -266,7 +290,13 @@ func (c *call) prepareBody() error {
 
 // replayable reports whether the body can be sent again after an attempt.
 func (c *call) replayable() bool {
-	return c.bodyKind != bodyOnce && c.bodyKind != bodyDirect
+	switch c.bodyKind {
+	case bodyDirect:
+		return false
+	case bodyStreamed:
+		return c.stream.untouched()
+	}
+	return true
 }
 
 // nextBody returns the body of the next attempt; changed is false when the
@@ -293,28 +323,31 @@ func (c *call) nextBody() (body io.ReadCloser, changed bool, err error) {
 			return http.NoBody, true, nil
 		}
 		return io.NopCloser(bytes.NewReader(c.buf)), true, nil
-	default: // bodyOnce
-		c.bodyUsed = true
-		return &prefixBody{prefix: c.buf, rc: c.req.Body}, true, nil
+	default: // bodyStreamed
+		return c.stream.view(), true, nil
 	}
 }
 
 // attempt is the function the retry loop calls: one HTTP attempt. Its error
 // is an *AttemptError (with a hint when the server gave one), marked
-// retry.Permanent when the failure must not be retried.
+// retry.Permanent when the failure is not retryable, and retry.Unretryable
+// when it is but this request may not be repeated (an overload signal the
+// Budget and the Throttle must count as a failure all the same).
 func (c *call) attempt(actx context.Context) error {
 	c.n++
 	body, newBody, err := c.nextBody()
 	if err != nil {
-		// GetBody failed: keep the previous response for the caller.
+		// GetBody failed: keep the previous response for the caller. The
+		// call ends on the transient failure of the previous attempt, which
+		// the limiters must count as such (Unretryable, not Permanent).
 		ae := c.attemptError(c.req.URL, 0, ClassBody, nil)
 		if c.last != nil {
 			ae.Status, ae.Class = c.last.StatusCode, ClassStatus
 		}
-		return retry.Permanent(&skipError{reason: ErrBodyNotReplayable, err: ae, cause: err})
+		return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae, cause: err})
 	}
 	if c.last != nil {
-		discard(c.last)
+		discard(c.last, c.ctx)
 		c.last = nil
 	}
 	if c.ep >= 0 && c.move {
@@ -324,7 +357,7 @@ func (c *call) attempt(actx context.Context) error {
 
 	rctx, cancel := c.attemptContext(actx)
 	req := c.req
-	if newBody || c.ep >= 0 || c.header != nil || rctx != c.ctx {
+	if newBody || c.ep >= 0 || c.header != nil || cancel != nil {
 		req = c.req.WithContext(rctx) // a shallow copy: never modify the caller's
 		if newBody {
 			req.Body = body
@@ -373,33 +406,39 @@ func (c *call) attempt(actx context.Context) error {
 		case c.n >= c.max:
 			return ae // the last attempt: the loop gives up
 		case !c.idempotent && !cl.neverSent:
-			return retry.Permanent(&skipError{reason: ErrNotIdempotent, err: ae})
+			return retry.Unretryable(&skipError{reason: ErrNotIdempotent, err: ae})
 		case !c.replayable():
-			return retry.Permanent(&skipError{reason: ErrBodyNotReplayable, err: ae})
+			return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae})
 		}
 		return ae
 	}
 	if cancel != nil {
-		if resp.Body == nil {
+		switch {
+		case resp.Body == nil:
 			cancel()
-		} else {
-			resp.Body = &cancelBody{rc: resp.Body, cancel: cancel}
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			// The upgrade ends the attempt: its body is the connection
+			// (an io.ReadWriteCloser), the caller's from now on and not
+			// bounded by the attempt's timeout (net/http no longer
+			// watches the request's context either).
+			cancel()
+		default:
+			resp.Body = keepWriter(resp.Body, &cancelBody{rc: resp.Body, cancel: cancel})
 		}
 	}
 	code := resp.StatusCode
-	retryable := false
-	for _, rc := range c.codes {
-		if rc == code {
-			retryable = true
-			break
-		}
+	retryable := c.retriesStatus(code)
+	format := streamNone
+	if !retryable {
+		format = c.peekable(resp)
 	}
-	if c.ep >= 0 {
-		overload := code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
-		c.t.eps.record(c.ep, overload, true)
-		c.move = overload && retryable
+	if format == streamNone {
+		c.recordAnswer(code, retryable) // a stream is recorded by what its first event says
 	}
 	if !retryable {
+		if format != streamNone {
+			return c.peekStream(resp, format, rctx, req.URL)
+		}
 		c.resp = resp
 		return nil
 	}
@@ -420,13 +459,13 @@ func (c *call) attempt(actx context.Context) error {
 	// The loop needs the hint for a retry only; a Pacer (a fleet's shared
 	// cooldown) learns it from every attempt, the last one included.
 	if (c.n < c.max && skip == nil) || c.pacer {
-		if d, src := hint(resp); src != "" {
+		if d, src := hint(resp, c.ctx, deadline(rctx)); src != "" {
 			ae.HintSource = src
 			aerr = retry.After(aerr, d)
 		}
 	}
 	if skip != nil {
-		return retry.Permanent(aerr)
+		return retry.Unretryable(aerr)
 	}
 	return aerr
 }
@@ -437,14 +476,12 @@ func (c *call) attempt(actx context.Context) error {
 // to read the response body. The deadline is the earlier of the loop's (the
 // policy's Deadline) and the per-attempt timeout; cancel is nil when there is
 // none, and otherwise runs when the response body is closed or read to its end.
+//
+// Contexts are never compared with == (the caller's may be a value of an
+// uncomparable type): a deadline the caller's context already has needs no
+// new context.
 func (c *call) attemptContext(actx context.Context) (context.Context, context.CancelFunc) {
-	var (
-		dl  time.Time
-		has bool
-	)
-	if actx != c.ctx {
-		dl, has = actx.Deadline()
-	}
+	dl, has := actx.Deadline()
 	if c.timeout > 0 {
 		if d := time.Now().Add(c.timeout); !has || d.Before(dl) {
 			dl, has = d, true
@@ -453,7 +490,22 @@ func (c *call) attemptContext(actx context.Context) (context.Context, context.Ca
 	if !has {
 		return c.ctx, nil
 	}
+	if own, ok := c.ctx.Deadline(); ok && !dl.Before(own) {
+		return c.ctx, nil
+	}
 	return context.WithDeadline(c.ctx, dl)
+}
+
+// recordAnswer tells the endpoints (with WithEndpoints) that the attempt
+// got an answer with status code (a 429 or 503 is an overload signal), and
+// whether a retry of it moves on.
+func (c *call) recordAnswer(code int, retryable bool) {
+	if c.ep < 0 {
+		return
+	}
+	overload := code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable
+	c.t.eps.record(c.ep, overload, true)
+	c.move = overload && retryable
 }
 
 func (c *call) attemptError(u interface{ String() string }, status int, class string, err error) *AttemptError {
@@ -475,9 +527,11 @@ func (c *call) attemptError(u interface{ String() string }, status int, class st
 }
 
 // hint returns the server's hint for the next wait: the Retry-After header,
-// else google.rpc.RetryInfo in a JSON body. Peeking at the body replaces
-// resp.Body with one that yields the same bytes.
-func hint(resp *http.Response) (time.Duration, string) {
+// else google.rpc.RetryInfo in a JSON body. Peeking at the body (bounded by
+// maxPeek bytes, and in time by maxBodyWait, the attempt's deadline dl and
+// the caller's ctx) replaces resp.Body with one that yields the same bytes,
+// then the error that ended the peek, if any.
+func hint(resp *http.Response, ctx context.Context, dl time.Time) (time.Duration, string) {
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		if d, ok := ParseRetryAfter(v, time.Now()); ok {
 			return d, HintRetryAfter
@@ -489,8 +543,15 @@ func hint(resp *http.Response) (time.Duration, string) {
 	if ct := resp.Header.Get("Content-Type"); ct != "" && !strings.Contains(ct, "json") {
 		return 0, ""
 	}
-	prefix, err := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
-	resp.Body = &prefixBody{prefix: prefix, rc: resp.Body, err: err}
+	var (
+		prefix []byte
+		err    error
+	)
+	rest := resp.Body
+	if bounded(resp.Body, ctx, dl, func() { prefix, err = io.ReadAll(io.LimitReader(resp.Body, maxPeek)) }) {
+		rest, err = closedBody{errBodyStalled}, errBodyStalled // closed once, not again
+	}
+	resp.Body = keepWriter(resp.Body, &prefixBody{prefix: prefix, rc: rest, err: err})
 	if err != nil {
 		return 0, ""
 	}
@@ -500,60 +561,25 @@ func hint(resp *http.Response) (time.Duration, string) {
 	return 0, ""
 }
 
-// discard drains (at most maxDrain bytes) and closes a response that is not
-// handed to the caller, so that its connection can be reused.
-func discard(resp *http.Response) {
+// discard drains (at most maxDrain bytes, for at most maxBodyWait, not past
+// its attempt's deadline nor the caller's ctx) and closes a response that is
+// not handed to the caller, so that its connection can be reused; a body
+// not drained in time is closed with its connection.
+func discard(resp *http.Response, ctx context.Context) {
 	if resp.Body == nil {
 		return
 	}
-	io.CopyN(io.Discard, resp.Body, maxDrain)
-	resp.Body.Close()
+	var dl time.Time
+	if resp.Request != nil {
+		dl = deadline(resp.Request.Context())
+	}
+	if !bounded(resp.Body, ctx, dl, func() { io.CopyN(io.Discard, resp.Body, maxDrain) }) {
+		resp.Body.Close()
+	}
 }
 
 func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
-}
-
-// prefixBody reads prefix, then err if set, then rc; Close closes rc.
-type prefixBody struct {
-	prefix []byte
-	rc     io.ReadCloser
-	err    error
-}
-
-func (b *prefixBody) Read(p []byte) (int, error) {
-	if len(b.prefix) > 0 {
-		n := copy(p, b.prefix)
-		b.prefix = b.prefix[n:]
-		return n, nil
-	}
-	if b.err != nil {
-		return 0, b.err
-	}
-	return b.rc.Read(p)
-}
-
-func (b *prefixBody) Close() error { return b.rc.Close() }
-
-// cancelBody ends an attempt's context when its body is closed or read to
-// its end.
-type cancelBody struct {
-	rc     io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (b *cancelBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if err == io.EOF {
-		b.cancel()
-	}
-	return n, err
-}
-
-func (b *cancelBody) Close() error {
-	err := b.rc.Close()
-	b.cancel()
-	return err
 }

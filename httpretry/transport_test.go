@@ -546,7 +546,7 @@ func TestInvalidOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rt := NewTransport(nil, tt.p, tt.opts...).(*Transport)
+			rt := NewTransport(nil, tt.p, tt.opts...)
 			if rt.Err() == nil || !strings.Contains(rt.Err().Error(), tt.want) {
 				t.Fatalf("Err() = %v, want it to say %q", rt.Err(), tt.want)
 			}
@@ -557,14 +557,17 @@ func TestInvalidOptions(t *testing.T) {
 			}
 		})
 	}
-	if err := NewTransport(nil, retry.Policy{}, WithEndpoints([]string{"https://a:443/", "http://127.0.0.1:8080"}, 0)).(*Transport).Err(); err != nil {
+	if err := NewTransport(nil, retry.Policy{}, WithEndpoints([]string{"https://a:443/", "http://127.0.0.1:8080"}, 0)).Err(); err != nil {
 		t.Fatalf("valid options: %v", err)
 	}
 }
 
 func TestNewClient(t *testing.T) {
 	srv := newScript(t, status(503, ""), status(200, "ok"))
-	c := NewClient(fast)
+	c, err := NewClient(fast)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := c.Transport.(*Transport); !ok {
 		t.Fatalf("transport %T", c.Transport)
 	}
@@ -576,6 +579,34 @@ func TestNewClient(t *testing.T) {
 		t.Fatalf("got %q after %d", body, srv.hits.Load())
 	}
 	c.CloseIdleConnections()
+}
+
+// TestNewClientReportsErrors: an invalid policy or option is returned by
+// NewClient as an error naming what is wrong, and NewTransport's result is a
+// *Transport, so Err needs no type assertion.
+func TestNewClientReportsErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		p    retry.Policy
+		opts []Option
+		want string
+	}{
+		{"policy", retry.Policy{Attempts: -2}, nil, "Attempts"},
+		{"option", retry.Policy{}, []Option{MaxBufferedBody(-5)}, "MaxBufferedBody(-5)"},
+		{"both", retry.Policy{MaxDelay: -time.Second}, []Option{WithAttemptTimeout(-time.Second)}, "MaxDelay"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewClient(tt.p, tt.opts...)
+			if err == nil || c != nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("NewClient = %v, %v; want a nil client and an error naming %q", c, err, tt.want)
+			}
+			var tr *Transport = NewTransport(nil, tt.p, tt.opts...)
+			if tr.Err() == nil || tr.Err().Error() != err.Error() {
+				t.Fatalf("Transport.Err() = %v, NewClient's error %v: want the same", tr.Err(), err)
+			}
+		})
+	}
 }
 
 var _ = bytes.NewReader

@@ -292,9 +292,9 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if h.verbose {
 		rt = &verboseTransport{rt: base, log: log}
 	}
-	var tr http.RoundTripper = httpretry.NewTransport(rt, p, opts...)
-	if t, ok := tr.(interface{ Err() error }); ok && t.Err() != nil {
-		return log.fail(usagef("%v", t.Err()))
+	tr := httpretry.NewTransport(rt, p, opts...)
+	if err := tr.Err(); err != nil {
+		return log.fail(usagef("%v", err))
 	}
 	hops := &hopRecorder{rt: tr}
 	client := &http.Client{Transport: hops, CheckRedirect: h.checkRedirect}

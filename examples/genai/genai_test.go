@@ -135,7 +135,10 @@ func TestGenerateContentHonoursHints(t *testing.T) {
 	p := demoPolicy()
 	p.Rand = retry.NewRand(1)
 	p.Observer = rec.observe
-	hc := httpretry.NewClient(p, httpretry.WithLogger(logger))
+	hc, err := httpretry.NewClient(p, httpretry.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer hc.CloseIdleConnections()
 
 	ctx := context.Background()
@@ -255,9 +258,9 @@ func TestDoubleRetries(t *testing.T) {
 		hc   *http.Client
 		hits int
 	}{
-		{"ours only (recommended)", nil, httpretry.NewClient(ours), 3},
+		{"ours only (recommended)", nil, &http.Client{Transport: httpretry.NewTransport(nil, ours)}, 3},
 		{"the SDK's only", sdkRetries, &http.Client{}, 3},
-		{"both: every SDK attempt is a retried call of ours", sdkRetries, httpretry.NewClient(ours), 9},
+		{"both: every SDK attempt is a retried call of ours", sdkRetries, &http.Client{Transport: httpretry.NewTransport(nil, ours)}, 9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -301,7 +304,10 @@ func TestNotMarkedIdempotent(t *testing.T) {
 			defer srv.Close()
 			var logs syncBuffer
 			p := retry.Policy{Attempts: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxRetryAfter: time.Second, Jitter: retry.Zero}
-			hc := httpretry.NewClient(p, append(tt.opts, httpretry.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))...)
+			hc, err := httpretry.NewClient(p, append(tt.opts, httpretry.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))...)
+			if err != nil {
+				t.Fatal(err)
+			}
 			defer hc.CloseIdleConnections()
 			c, err := newClient(context.Background(), srv.URL, hc, nil)
 			if err != nil {

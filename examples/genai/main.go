@@ -101,7 +101,10 @@ func run(out io.Writer, logger *slog.Logger) error {
 	defer srv.Close()
 
 	ctx := context.Background()
-	hc := httpretry.NewClient(demoPolicy(), httpretry.WithLogger(logger))
+	hc, err := httpretry.NewClient(demoPolicy(), httpretry.WithLogger(logger))
+	if err != nil {
+		return err
+	}
 	c, err := newClient(ctx, srv.URL, hc, nil)
 	if err != nil {
 		return err

@@ -41,6 +41,7 @@ var faultOutcomes = []struct {
 	{RetryInfoMalformed, outcome{status: 429}},
 	{RetryInfoHuge, outcome{status: 429}},
 	{GoAway, outcome{status: 200, effect: 1}},
+	{StallStatus, outcome{status: 503}},
 }
 
 func TestFaultTableCoversEveryFault(t *testing.T) {
@@ -154,7 +155,7 @@ func TestFaultsInBubble(t *testing.T) {
 				checkFaultOutcome(t, s, &http.Client{Transport: tr, Timeout: time.Second}, c.f, c.want)
 				took := time.Since(start)
 				switch c.f {
-				case StallHeaders, StallBody, SlowRead:
+				case StallHeaders, StallBody, SlowRead, StallStatus:
 					if took != time.Second {
 						t.Errorf("stall took %v of virtual time, want the client's 1s timeout", took)
 					}
@@ -378,7 +379,7 @@ func TestFaultDrawIsSeededAndRated(t *testing.T) {
 		var out []Fault
 		faulty := 0
 		for i := range 10000 {
-			f := s.decide("id"+strconv.Itoa(i%100), i/100+1)
+			f := s.decide("id"+strconv.Itoa(i%100), i/100+1, false)
 			out = append(out, f)
 			if f != None {
 				faulty++

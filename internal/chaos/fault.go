@@ -73,6 +73,32 @@ const (
 	// frame over HTTP/2.
 	GoAway
 
+	// StallStatus answers 503 with a RetryInfo error body (Content-Type
+	// application/json, a Content-Length for the whole body), sends the
+	// headers and the first half of the body, then stalls until the client
+	// gives up or Config.StallMax passes, then resets (before the effect):
+	// a retryable answer whose body never ends.
+	StallStatus
+
+	// The stream faults apply to stream requests only (see HeaderStream);
+	// a plain request that draws one is served normally.
+
+	// StreamErrorFirst answers 200 with a stream whose first and only event
+	// is a Google error object: 429 RESOURCE_EXHAUSTED with a RetryInfo of
+	// Config.RetryAfter (before the effect), as Gemini does when a quota
+	// runs out after the stream began.
+	StreamErrorFirst
+	// StreamResetBeforeFirst sends the stream's headers, then resets before
+	// any event (before the effect).
+	StreamResetBeforeFirst
+	// StreamResetAfterFirst sends the headers and the first event, then
+	// resets (after the effect: the caller has an event, a retry would
+	// repeat it).
+	StreamResetAfterFirst
+	// StreamSlowFirst sends the headers, waits Config.StallMax (or until the
+	// client leaves), then sends the whole stream (after the effect).
+	StreamSlowFirst
+
 	numFaults
 )
 
@@ -95,6 +121,12 @@ var faultNames = [...]string{
 	RetryInfoMalformed:  "retryinfo-malformed",
 	RetryInfoHuge:       "retryinfo-huge",
 	GoAway:              "goaway",
+	StallStatus:         "stall-status",
+
+	StreamErrorFirst:       "stream-error-first",
+	StreamResetBeforeFirst: "stream-reset-before-first",
+	StreamResetAfterFirst:  "stream-reset-after-first",
+	StreamSlowFirst:        "stream-slow-first",
 }
 
 // String returns the fault's name, e.g. "reset-mid-body".
@@ -115,20 +147,33 @@ func ParseFault(name string) (Fault, error) {
 	return 0, fmt.Errorf("chaos: unknown fault %q (want one of %s)", name, strings.Join(faultNames[:], ", "))
 }
 
-// Faults returns every fault except None, in declaration order.
+// Faults returns every fault except None and the stream faults, in
+// declaration order: those a plain request can get.
 func Faults() []Fault {
 	out := make([]Fault, 0, numFaults-1)
 	for f := None + 1; f < numFaults; f++ {
-		out = append(out, f)
+		if !f.Stream() {
+			out = append(out, f)
+		}
 	}
 	return out
 }
+
+// StreamFaults returns the faults that apply to stream requests only, in
+// declaration order. A stream request draws from Faults and StreamFaults.
+func StreamFaults() []Fault {
+	return []Fault{StreamErrorFirst, StreamResetBeforeFirst, StreamResetAfterFirst, StreamSlowFirst}
+}
+
+// Stream reports whether f applies to stream requests only.
+func (f Fault) Stream() bool { return f >= StreamErrorFirst && f < numFaults }
 
 // AfterEffect reports whether the fault runs the request's side effect
 // before failing (so a retry without deduplication would repeat it).
 func (f Fault) AfterEffect() bool {
 	switch f {
-	case ResetBeforeResponse, ResetAfterHeaders, ResetMidBody, StallBody, GoAway:
+	case ResetBeforeResponse, ResetAfterHeaders, ResetMidBody, StallBody, GoAway,
+		StreamResetAfterFirst, StreamSlowFirst:
 		return true
 	}
 	return false

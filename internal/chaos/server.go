@@ -1,8 +1,9 @@
 // Package chaos is a loopback HTTP server that injects seeded faults into the
 // requests it serves and records what it did, for the reliability tests of
 // backoffkit/retry: connection resets before, during and after a response,
-// stalls, slow request reading, 5xx storms, 429s with well-formed and
-// malicious Retry-After and RetryInfo hints, and graceful GOAWAY over HTTP/2.
+// stalls (of the headers, of a response body, of a retryable answer's body),
+// slow request reading, 5xx storms, 429s with well-formed and malicious
+// Retry-After and RetryInfo hints, and graceful GOAWAY over HTTP/2.
 //
 // Each request may carry an id (X-Chaos-Id); the server counts how many times
 // each id reached it and, per Idempotency-Key (or per id when there is no
@@ -48,7 +49,9 @@ const (
 	// HeaderSum is the hex SHA-256 of the response body (see ReadChecked).
 	HeaderSum = "X-Chaos-Sum"
 	// HeaderAttempt is the server's count of attempts for the id, this one
-	// included.
+	// included: attempts are numbered as they reach the handler, which is
+	// not the order the client sent them in when an attempt it gave up on
+	// arrives late (see HeaderEcho).
 	HeaderAttempt = "X-Chaos-Attempt"
 	// HeaderFault names the fault applied to a response that has one.
 	HeaderFault = "X-Chaos-Fault"
@@ -74,8 +77,9 @@ type Config struct {
 	Seed uint64
 	// FaultRate is the probability, in [0, 1], that an attempt gets a fault.
 	FaultRate float64
-	// Faults lists the faults to draw from, uniformly. nil means every
-	// fault (see Faults).
+	// Faults lists the faults to draw from, uniformly; a plain request
+	// draws from those that are not stream faults. nil means every fault:
+	// Faults() for a plain request, with StreamFaults() for a stream one.
 	Faults []Fault
 	// Decide, when set, picks the fault of each attempt instead of
 	// FaultRate and Faults; attempt counts from 1 per id.
@@ -104,6 +108,9 @@ type Attempt struct {
 	Echo   string // the attempt's HeaderEcho, "" if none
 	Fault  Fault
 	Status int // the status written and flushed without error, 0 if none (reset, stall, failed write)
+	// Events is, for a stream, the number of whole events written and
+	// flushed without error.
+	Events int
 	Effect bool
 	Replay bool
 }
@@ -136,13 +143,14 @@ type Server struct {
 	// URL is the base URL of the server, e.g. http://127.0.0.1:41234.
 	URL string
 
-	cfg      Config
-	faults   []Fault
-	ln       net.Listener
-	srv      *http.Server
-	closing  chan struct{}
-	handlers sync.WaitGroup
-	served   chan struct{}
+	cfg          Config
+	faults       []Fault // for plain requests
+	streamFaults []Fault // for stream requests
+	ln           net.Listener
+	srv          *http.Server
+	closing      chan struct{}
+	handlers     sync.WaitGroup
+	served       chan struct{}
 
 	mu        sync.Mutex
 	anon      int
@@ -189,6 +197,15 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if s.faults == nil {
 		s.faults = Faults()
+		s.streamFaults = append(Faults(), StreamFaults()...)
+	} else {
+		s.streamFaults = s.faults
+		s.faults = nil
+		for _, f := range s.streamFaults {
+			if !f.Stream() {
+				s.faults = append(s.faults, f)
+			}
+		}
 	}
 	s.ln = cfg.Listener
 	if s.ln == nil {
@@ -392,15 +409,23 @@ func hash64(seed uint64, id string, attempt int, salt uint64) uint64 {
 	return x
 }
 
-func (s *Server) decide(id string, attempt int) Fault {
+func (s *Server) decide(id string, attempt int, stream bool) Fault {
 	if s.cfg.Decide != nil {
-		return s.cfg.Decide(id, attempt)
+		f := s.cfg.Decide(id, attempt)
+		if f.Stream() && !stream {
+			return None
+		}
+		return f
+	}
+	faults := s.faults
+	if stream {
+		faults = s.streamFaults
 	}
 	u := float64(hash64(s.cfg.Seed, id, attempt, 1)>>11) / (1 << 53)
-	if u >= s.cfg.FaultRate || len(s.faults) == 0 {
+	if u >= s.cfg.FaultRate || len(faults) == 0 {
 		return None
 	}
-	return s.faults[hash64(s.cfg.Seed, id, attempt, 2)%uint64(len(s.faults))]
+	return faults[hash64(s.cfg.Seed, id, attempt, 2)%uint64(len(faults))]
 }
 
 // begin registers an attempt and returns the id, the attempt's index in the
@@ -421,7 +446,7 @@ func (s *Server) begin(r *http.Request) (id string, idx int, f Fault) {
 	idx = len(rec.Attempts) - 1
 	s.stats.Requests++
 	s.mu.Unlock()
-	f = s.decide(id, idx+1)
+	f = s.decide(id, idx+1, r.Header.Get(HeaderStream) != "")
 	s.mu.Lock()
 	rec.Attempts[idx].Fault = f
 	if f != None {
@@ -464,6 +489,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if code, ok := s.answerFault(w, id, idx, fault); ok {
 			s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = code })
 		}
+	case StallStatus:
+		s.stallStatus(w, r, id, idx)
+	case StreamErrorFirst:
+		s.streamError(w, r, id, idx)
+	case StreamResetBeforeFirst:
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set(HeaderFault, fault.String())
+		w.Header().Set("Content-Type", StreamContentType(r.Header.Get(HeaderStream)))
+		w.WriteHeader(http.StatusOK)
+		if http.NewResponseController(w).Flush() == nil {
+			s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = http.StatusOK })
+		}
+		s.abort(w, r)
 	default:
 		s.serve(w, r, id, idx, fault)
 	}
@@ -514,6 +552,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id string, idx in
 	rec.Attempts[idx].Replay = replay
 	s.mu.Unlock()
 
+	if format := r.Header.Get(HeaderStream); format != "" {
+		s.serveStream(w, r, id, idx, fault, format)
+		return
+	}
 	size, _ := strconv.ParseInt(r.Header.Get(HeaderRespLen), 10, 64)
 	size = min(max(size, 0), maxRespLen)
 	body := make([]byte, size)
@@ -599,6 +641,23 @@ func (s *Server) answerFault(w http.ResponseWriter, id string, idx int, f Fault)
 		return code, false
 	}
 	return code, http.NewResponseController(w).Flush() == nil
+}
+
+// stallStatus answers 503 with half of a RetryInfo body, then stalls and
+// resets.
+func (s *Server) stallStatus(w http.ResponseWriter, r *http.Request, id string, idx int) {
+	body := retryInfoBody(strconv.FormatFloat(s.cfg.RetryAfter.Seconds(), 'f', -1, 64)+"s", "")
+	hd := w.Header()
+	hd.Set(HeaderFault, StallStatus.String())
+	hd.Set("Content-Type", "application/json; charset=UTF-8")
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, err := io.WriteString(w, body[:len(body)/2])
+	if err == nil && http.NewResponseController(w).Flush() == nil {
+		s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = http.StatusServiceUnavailable })
+	}
+	s.stall(r.Context())
+	s.abort(w, r)
 }
 
 // retryInfoBody is a Google API error body carrying a google.rpc.RetryInfo.

@@ -1,0 +1,284 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// The transport wraps a response body it hands over (to end the attempt's
+// context with it, or to put back bytes it peeked at); a wrapper must not
+// hide what callers assert on a body. net/http's bodies are plain
+// io.ReadClosers except the upgraded connection of a 101 Switching Protocols,
+// an io.ReadWriteCloser with CloseWrite (which the transport never wraps);
+// keepWriter keeps those abilities for any other body that has them.
+
+// keepWriter returns wrapped, which reads and closes orig, as a body that
+// also writes to orig (with CloseWrite) when orig is an io.Writer, so that a
+// caller's type assertion to io.ReadWriteCloser still works.
+func keepWriter(orig, wrapped io.ReadCloser) io.ReadCloser {
+	w, ok := orig.(io.Writer)
+	if !ok {
+		return wrapped
+	}
+	return &writerBody{ReadCloser: wrapped, w: w}
+}
+
+// writerBody is a wrapped body that keeps its original's Write and CloseWrite.
+type writerBody struct {
+	io.ReadCloser
+	w io.Writer
+}
+
+func (b *writerBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// CloseWrite closes the write side of the original body, when it can
+// (net/http's upgraded connections can), like net/http's own 101 body.
+func (b *writerBody) CloseWrite() error {
+	if cw, ok := b.w.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("CloseWrite: %w", http.ErrNotSupported)
+}
+
+// prefixBody reads prefix, then err if set, then rc; Close closes rc.
+type prefixBody struct {
+	prefix []byte
+	rc     io.ReadCloser
+	err    error
+}
+
+func (b *prefixBody) Read(p []byte) (int, error) {
+	if len(b.prefix) > 0 {
+		n := copy(p, b.prefix)
+		b.prefix = b.prefix[n:]
+		return n, nil
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.rc.Read(p)
+}
+
+func (b *prefixBody) Close() error { return b.rc.Close() }
+
+// cancelBody ends an attempt's context when its body is closed or read to
+// its end.
+type cancelBody struct {
+	rc     io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF { // io.Reader returns io.EOF itself, never wrapped
+		b.cancel()
+	}
+	return n, err
+}
+
+func (b *cancelBody) Close() error {
+	err := b.rc.Close()
+	b.cancel()
+	return err
+}
+
+// bounded runs read, which reads body, and closes body if read has not
+// returned after maxBodyWait, at the attempt's deadline dl if that is
+// sooner (zero for none), or when the caller's ctx ends (Close unblocks a
+// Read on net/http's bodies; closing one before its end also closes its
+// HTTP/1 connection, which is then never reused). It reports whether body
+// was closed that way (it must not be closed again).
+//
+// It watches the attempt's deadline as a time, not the attempt's context:
+// the transport ends that context itself when a body is read to its end
+// (cancelBody), which is no stall.
+func bounded(body io.Closer, ctx context.Context, dl time.Time, read func()) (stalled bool) {
+	if d := time.Now().Add(maxBodyWait); dl.IsZero() || d.Before(dl) {
+		dl = d
+	}
+	if ctx.Err() != nil || !time.Now().Before(dl) {
+		body.Close()
+		return true
+	}
+	stop := watchBody(body, ctx, dl)
+	read()
+	return stop()
+}
+
+// watchBody closes body at dl (unless zero) or when ctx ends, whichever
+// comes first, until stop is called; stop reports whether body was closed.
+func watchBody(body io.Closer, ctx context.Context, dl time.Time) (stop func() bool) {
+	var (
+		mu           sync.Mutex
+		done, closed bool
+	)
+	fire := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			done, closed = true, true
+			body.Close()
+		}
+	}
+	var t *time.Timer
+	if !dl.IsZero() {
+		t = time.AfterFunc(time.Until(dl), fire)
+	}
+	var unwatch func() bool
+	if ctx.Done() != nil {
+		unwatch = context.AfterFunc(ctx, fire)
+	}
+	return func() bool {
+		if t != nil {
+			t.Stop()
+		}
+		if unwatch != nil {
+			unwatch()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
+		return closed
+	}
+}
+
+// deadline returns ctx's deadline, zero if none.
+func deadline(ctx context.Context) time.Time {
+	dl, _ := ctx.Deadline()
+	return dl
+}
+
+// closedBody stands for a body the transport closed because it stalled or
+// its context ended: reads return err, Close does nothing (it was closed).
+type closedBody struct{ err error }
+
+func (b closedBody) Read([]byte) (int, error) { return 0, b.err }
+func (closedBody) Close() error               { return nil }
+
+// errBodyStalled is the read error of a retryable response's body that the
+// transport closed because it stalled (see maxBodyWait). It is a timeout.
+var errBodyStalled error = stalledError{}
+
+type stalledError struct{}
+
+func (stalledError) Error() string {
+	return "httpretry: the response body stalled: not complete within " + maxBodyWait.String() + " or the attempt's deadline; its connection was closed"
+}
+func (stalledError) Timeout() bool { return true }
+
+// readBody reads at most n bytes of a request body, until ctx ends: the
+// body is then closed (a request body must let Close unblock a Read, see
+// http.Request.Body) and closed reports it, with the context's cause as the
+// error.
+func readBody(ctx context.Context, rc io.ReadCloser, n int64) (buf []byte, closed bool, err error) {
+	if ctx.Err() != nil {
+		rc.Close()
+		return nil, true, context.Cause(ctx)
+	}
+	stop := context.AfterFunc(ctx, func() { rc.Close() })
+	buf, err = io.ReadAll(io.LimitReader(rc, n))
+	if !stop() {
+		return buf, true, context.Cause(ctx)
+	}
+	return buf, false, err
+}
+
+// streamBody is a request body that is not buffered in full: the bytes read
+// while trying to buffer it (prefix), then the rest of the caller's body,
+// sent as they are produced. Each attempt sends it through a view of its
+// own. It can be sent again only when the transport gave the last view back
+// untouched (closed without a Read), as net/http does when the connection
+// could not be made; the caller's body is closed exactly once, by the view
+// the transport reads from, or when the call ends.
+type streamBody struct {
+	prefix []byte
+
+	mu     sync.Mutex
+	rc     io.ReadCloser
+	cur    *bodyView // the last view handed out
+	ended  bool      // the call is over: a view closed from now on closes rc
+	closed bool      // rc is closed
+}
+
+// view returns the body of the next attempt.
+func (s *streamBody) view() *bodyView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := &bodyView{s: s, prefix: s.prefix}
+	s.cur = v
+	return v
+}
+
+// untouched reports whether the last view was closed without being read:
+// the body can be sent again, whole.
+func (s *streamBody) untouched() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur != nil && s.cur.dropped && !s.closed
+}
+
+// end is called when the call is over: the caller's body is closed now
+// unless the transport still holds the last view (it closes it later).
+func (s *streamBody) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	if s.cur == nil || s.cur.dropped {
+		s.closeLocked()
+	}
+}
+
+func (s *streamBody) closeLocked() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.rc.Close()
+}
+
+// bodyView is one attempt's request body (see streamBody).
+type bodyView struct {
+	s       *streamBody
+	prefix  []byte
+	read    bool // Read was called: some of the body may have been sent
+	dropped bool // closed before any Read: the caller's body is left open
+}
+
+func (v *bodyView) Read(p []byte) (int, error) {
+	v.s.mu.Lock()
+	if v.dropped || v.s.closed {
+		v.s.mu.Unlock()
+		return 0, errReadAfterClose
+	}
+	v.read = true
+	v.s.mu.Unlock()
+	if len(v.prefix) > 0 {
+		n := copy(p, v.prefix)
+		v.prefix = v.prefix[n:]
+		return n, nil
+	}
+	return v.s.rc.Read(p)
+}
+
+// Close closes the caller's body once the view has been read from (a Read
+// blocked on it returns), or once the call is over; an untouched view is
+// only marked, so that the body can be sent again.
+func (v *bodyView) Close() error {
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	if v.dropped {
+		return nil
+	}
+	if v.read || v.s.ended {
+		return v.s.closeLocked()
+	}
+	v.dropped = true
+	return nil
+}
+
+var errReadAfterClose = errors.New("httpretry: read of a closed request body")

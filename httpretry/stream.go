@@ -1,0 +1,489 @@
+package httpretry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+// maxStreamPeek is how much of a streamed response the transport reads
+// while it looks for the end of the first event; a longer first event is
+// handed over as it is.
+const maxStreamPeek = 64 << 10
+
+// Stream formats whose first event is peeked.
+const (
+	streamNone  = iota
+	streamSSE   // text/event-stream: events end at a blank line
+	streamLines // application/x-ndjson: one JSON value per line
+	streamArray // application/json that begins with '[': the first element
+)
+
+// streamFormat returns the stream format of a response's Content-Type (its
+// media type, case-insensitive, parameters ignored; no allocation).
+func streamFormat(contentType string) int {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.TrimSpace(mt)
+	switch {
+	case strings.EqualFold(mt, "text/event-stream"):
+		return streamSSE
+	case strings.EqualFold(mt, "application/x-ndjson"), strings.EqualFold(mt, "application/jsonl"),
+		strings.EqualFold(mt, "application/jsonlines"):
+		return streamLines
+	case strings.EqualFold(mt, "application/json"):
+		return streamArray
+	}
+	return streamNone
+}
+
+// firstEvent finds the end of a stream's first event, reading incrementally:
+// feed it the bytes read so far; it keeps its place between calls, so that a
+// stream trickled byte by byte is scanned once.
+type firstEvent struct {
+	format int
+
+	pos     int  // the next byte to look at
+	started int  // start of the event (its first line, or its value)
+	sawData bool // SSE: the current block has a data field
+
+	// array: where the scanner is, and inside the first element
+	phase    int // arrayStart, arrayOpen, arrayValue
+	depth    int
+	inString bool
+	escaped  bool
+	scalar   bool
+
+	// Results, once done.
+	done     bool
+	notEvent bool // no event to look at: a JSON answer that is not an array, or "[]"
+	end      int  // the end of the event's bytes (exclusive)
+}
+
+// Phases of the array scanner.
+const (
+	arrayStart = iota // before '['
+	arrayOpen         // after '[', before the first element
+	arrayValue        // inside the first element
+)
+
+// feed scans buf (all the bytes read so far; eof says no more will come)
+// and reports whether it is done: the first event is complete, or the
+// stream proved to have none to look at.
+func (f *firstEvent) feed(buf []byte, eof bool) bool {
+	if !f.done {
+		switch f.format {
+		case streamSSE:
+			f.feedSSE(buf, eof)
+		case streamLines:
+			f.feedLines(buf, eof)
+		case streamArray:
+			f.feedArray(buf, eof)
+		}
+	}
+	return f.done
+}
+
+// feedSSE: lines end at CR, LF or CRLF; an event is dispatched at a blank
+// line when its block had a data field (comments and other blocks are not
+// events). A CR at the end of buf waits for the next byte (it may be CRLF).
+func (f *firstEvent) feedSSE(buf []byte, eof bool) {
+	for f.pos < len(buf) {
+		i := lineEnd(buf[f.pos:])
+		if i < 0 {
+			return
+		}
+		lineEnd := f.pos + i
+		next := lineEnd + 1
+		if buf[lineEnd] == '\r' {
+			if next == len(buf) && !eof {
+				return
+			}
+			if next < len(buf) && buf[next] == '\n' {
+				next++
+			}
+		}
+		line := buf[f.pos:lineEnd]
+		switch {
+		case len(line) == 0:
+			if f.sawData {
+				f.done, f.end = true, next
+				return
+			}
+			f.started = next // a block without data is not an event
+		case line[0] == ':': // a comment
+		default:
+			if name, _, _ := bytes.Cut(line, []byte(":")); string(name) == "data" {
+				f.sawData = true
+			}
+		}
+		f.pos = next
+	}
+}
+
+// feedLines: the first line that is not blank; at EOF, what is left.
+func (f *firstEvent) feedLines(buf []byte, eof bool) {
+	for f.pos < len(buf) {
+		i := bytes.IndexByte(buf[f.pos:], '\n')
+		if i < 0 {
+			break
+		}
+		if len(bytes.TrimSpace(buf[f.pos:f.pos+i])) > 0 {
+			f.done, f.started, f.end = true, f.pos, f.pos+i
+			return
+		}
+		f.pos += i + 1
+	}
+	if eof && len(bytes.TrimSpace(buf[f.pos:])) > 0 {
+		f.done, f.started, f.end = true, f.pos, len(buf)
+	}
+}
+
+// feedArray: white space, then '[' (anything else: not a stream), then the
+// first element, scanned as JSON: an object, array or string ends at its
+// closing byte, a number or literal at the next delimiter. "[]" has no
+// event.
+func (f *firstEvent) feedArray(buf []byte, eof bool) {
+	for ; f.pos < len(buf); f.pos++ {
+		b := buf[f.pos]
+		switch f.phase {
+		case arrayStart, arrayOpen:
+			switch {
+			case isJSONSpace(b):
+			case f.phase == arrayStart && b == '[':
+				f.phase = arrayOpen
+			case f.phase == arrayStart, b == ']':
+				f.done, f.notEvent = true, true
+				return
+			default:
+				f.phase, f.started = arrayValue, f.pos
+				switch b {
+				case '{', '[':
+					f.depth = 1
+				case '"':
+					f.inString = true
+				default:
+					f.scalar = true
+				}
+			}
+		default: // arrayValue
+			switch {
+			case f.inString:
+				switch {
+				case f.escaped:
+					f.escaped = false
+				case b == '\\':
+					f.escaped = true
+				case b == '"':
+					f.inString = false
+					if f.depth == 0 {
+						f.done, f.end = true, f.pos+1
+						return
+					}
+				}
+			case f.scalar:
+				if b == ',' || b == ']' || isJSONSpace(b) {
+					f.done, f.end = true, f.pos
+					return
+				}
+			case b == '"':
+				f.inString = true
+			case b == '{' || b == '[':
+				f.depth++
+			case b == '}' || b == ']':
+				if f.depth--; f.depth == 0 {
+					f.done, f.end = true, f.pos+1
+					return
+				}
+			}
+		}
+	}
+	if eof && f.phase == arrayValue && f.scalar {
+		f.done, f.end = true, len(buf)
+	}
+}
+
+// lineEnd returns the index of the first CR or LF in b, -1 if none (two
+// vectorised searches beat bytes.IndexAny on long lines).
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		i = len(b)
+	}
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	if i == len(b) {
+		return -1
+	}
+	return i
+}
+
+func isJSONSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
+
+// data returns the JSON of the first event: the data of an SSE event (its
+// data lines joined by newlines, as the SSE format says), the line or the
+// element of the others.
+func (f *firstEvent) data(buf []byte) []byte {
+	ev := buf[f.started:f.end]
+	if f.format != streamSSE {
+		return ev
+	}
+	var (
+		out   []byte
+		lines int
+	)
+	for len(ev) > 0 {
+		i := lineEnd(ev)
+		line := ev
+		if i >= 0 {
+			line, ev = ev[:i], ev[i+1:]
+		} else {
+			ev = nil
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		if string(name) != "data" {
+			continue
+		}
+		value, _ = bytes.CutPrefix(value, []byte(" "))
+		switch lines++; lines {
+		case 1:
+			out = value // one data line, the usual case: no copy
+		case 2:
+			out = append(append(append([]byte(nil), out...), '\n'), value...)
+		default:
+			out = append(append(out, '\n'), value...)
+		}
+	}
+	return out
+}
+
+// streamErrorEvent is the part of a Google error object that decides a
+// retry: {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", ...}}.
+type streamErrorEvent struct {
+	Error *struct {
+		Code    json.RawMessage `json:"code"`
+		Status  string          `json:"status"`
+		Message string          `json:"message"`
+	} `json:"error"`
+}
+
+// grpcHTTP maps google.rpc.Code, by number and by name, to the HTTP status
+// Google's APIs answer for it (google/rpc/code.proto).
+var grpcHTTP = [...]struct {
+	name string
+	http int
+}{
+	{"OK", 200}, {"CANCELLED", 499}, {"UNKNOWN", 500}, {"INVALID_ARGUMENT", 400},
+	{"DEADLINE_EXCEEDED", 504}, {"NOT_FOUND", 404}, {"ALREADY_EXISTS", 409},
+	{"PERMISSION_DENIED", 403}, {"RESOURCE_EXHAUSTED", 429}, {"FAILED_PRECONDITION", 400},
+	{"ABORTED", 409}, {"OUT_OF_RANGE", 400}, {"UNIMPLEMENTED", 501}, {"INTERNAL", 500},
+	{"UNAVAILABLE", 503}, {"DATA_LOSS", 500}, {"UNAUTHENTICATED", 401},
+}
+
+// eventStatus returns the HTTP status an error event stands for, and the
+// event's status name and message: its "code" when that is an HTTP status
+// (100 to 599, as Google's JSON errors have), else the HTTP status of its
+// "code" read as a google.rpc.Code number (0 to 16, as gRPC-gateway errors
+// have), else that of its "status" name. ok is false when data is not an
+// error object or names no known status.
+func eventStatus(data []byte) (code int, status, message string, ok bool) {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return 0, "", "", false // not an error object: no need to decode it
+	}
+	var ev streamErrorEvent
+	if json.Unmarshal(data, &ev) != nil || ev.Error == nil {
+		return 0, "", "", false
+	}
+	status, message = ev.Error.Status, ev.Error.Message
+	if n, err := strconv.Atoi(strings.Trim(string(ev.Error.Code), `"`)); err == nil {
+		switch {
+		case n >= 100 && n <= 599:
+			return n, status, message, true
+		case n >= 0 && n < len(grpcHTTP):
+			if status == "" {
+				status = grpcHTTP[n].name
+			}
+			return grpcHTTP[n].http, status, message, true
+		}
+	}
+	for _, g := range grpcHTTP {
+		if g.name == status {
+			return g.http, status, message, true
+		}
+	}
+	return 0, status, message, false
+}
+
+// streamError is the error of an attempt whose stream began with an error
+// event. Its message is redacted.
+type streamError struct {
+	status  string // the event's status name, if any
+	message string
+}
+
+func (e *streamError) Error() string {
+	msg := "the stream's first event is an error"
+	if e.status != "" {
+		msg += " " + e.status
+	}
+	if e.message != "" {
+		msg += ": " + RedactText(e.message)
+	}
+	return msg
+}
+
+// beforeFirstEvent wraps the read error of a stream that failed before its
+// first event was complete.
+type beforeFirstEvent struct{ err error }
+
+func (e *beforeFirstEvent) Error() string {
+	return "the stream failed before its first event: " + e.err.Error()
+}
+func (e *beforeFirstEvent) Unwrap() error { return e.err }
+
+// peekResult is what peekFirstEvent saw.
+type peekResult struct {
+	prefix []byte // the bytes read, to put back in front of the body
+	err    error  // the read error that ended the peek (io.EOF included), to put back after them
+	failed bool   // err came before the first event was complete
+	ev     firstEvent
+	closed bool // the body was closed because ctx ended
+}
+
+// peekBufs holds the scratch buffers of peekFirstEvent: the bytes read are
+// copied out at their exact size, so that a stream costs one small
+// allocation for them, not a 4 KiB one.
+var peekBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// peekFirstEvent reads body until the first event of the stream is complete,
+// maxStreamPeek bytes have been read, or the body fails or ends. If the
+// caller's ctx ends or the attempt's deadline dl (zero for none) passes
+// first, body is closed, so that a base transport that does not watch them
+// cannot hold the attempt past them. (The attempt's context itself is not
+// watched: the transport ends it when a body is read to its end.)
+func peekFirstEvent(body io.ReadCloser, format int, ctx context.Context, dl time.Time) (r peekResult) {
+	r.ev.format = format
+	if ctx.Done() != nil || !dl.IsZero() {
+		stop := watchBody(body, ctx, dl)
+		defer func() { r.closed = stop() }()
+	}
+	bp := peekBufs.Get().(*[]byte)
+	buf := (*bp)[:0]
+	defer func() {
+		if cap(buf) <= 4<<10 { // keep the pool's buffers small
+			*bp = buf[:0]
+			peekBufs.Put(bp)
+		}
+	}()
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow
+		}
+		n, err := body.Read(buf[len(buf):min(cap(buf), maxStreamPeek)])
+		buf = buf[:len(buf)+n]
+		if r.ev.feed(buf, err == io.EOF) || len(buf) >= maxStreamPeek || err != nil {
+			r.prefix = bytes.Clone(buf)
+			r.err = err
+			r.failed = err != nil && !r.ev.done
+			return r
+		}
+	}
+}
+
+// peekable reports whether the first event of resp should be peeked: a
+// successful streamed answer, not compressed, to a request that may be sent
+// again, with peeking on.
+func (c *call) peekable(resp *http.Response) int {
+	if !c.peek || resp.StatusCode < 200 || resp.StatusCode > 299 ||
+		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusResetContent ||
+		resp.Body == nil || resp.Body == http.NoBody || c.req.Method == http.MethodHead ||
+		c.n >= c.max || !c.idempotent || !c.replayable() {
+		return streamNone
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return streamNone // bytes the scanner cannot read
+	}
+	return streamFormat(resp.Header.Get("Content-Type"))
+}
+
+// peekStream reads the first event of a streamed answer (see "Streams" in
+// the package documentation) and either hands the response over, with the
+// bytes read put back in front of its body, or fails the attempt as
+// retryable: the first event is an error with a retryable status (the
+// event's RetryInfo is the hint), or the body failed before the first event
+// was complete. A failed stream is kept, like a retryable status, for the
+// caller in case the loop gives up: its body then yields what was read,
+// then the error, as it would have without the transport.
+func (c *call) peekStream(resp *http.Response, format int, rctx context.Context, u interface{ String() string }) error {
+	orig := resp.Body
+	r := peekFirstEvent(orig, format, c.ctx, deadline(rctx))
+	rest := orig
+	if r.closed { // closed once, not again
+		why := context.DeadlineExceeded // the attempt's
+		if c.ctx.Err() != nil {
+			why = context.Cause(c.ctx)
+		}
+		rest = closedBody{err: why}
+	}
+	resp.Body = keepWriter(orig, &prefixBody{prefix: r.prefix, rc: rest, err: r.err})
+
+	if r.failed {
+		if c.ctx.Err() != nil {
+			resp.Body.Close()
+			return r.err // the caller's own cancel or deadline: the loop stops
+		}
+		cl := classify(r.err, r.closed || rctx.Err() != nil)
+		c.recordAnswer(resp.StatusCode, false)
+		if !cl.retryable && !c.t.cfg.retryAllErrors {
+			c.resp = resp // as it happened
+			return nil
+		}
+		c.last = resp
+		return c.attemptError(u, 0, cl.class, &beforeFirstEvent{r.err})
+	}
+	var (
+		data []byte
+		code int
+		ok   bool
+		st   string
+		msg  string
+	)
+	if r.ev.done && !r.ev.notEvent {
+		data = r.ev.data(r.prefix)
+		code, st, msg, ok = eventStatus(data)
+	}
+	if !ok || !c.retriesStatus(code) {
+		// A good first event, a non-retryable error, an over-long first
+		// event, or no stream after all: the caller's.
+		c.recordAnswer(resp.StatusCode, false)
+		c.resp = resp
+		return nil
+	}
+	c.recordAnswer(code, true)
+	c.last = resp
+	ae := c.attemptError(u, code, ClassStreamError, &streamError{status: st, message: msg})
+	if d, ok := ParseRetryInfo(data); ok {
+		ae.HintSource = HintRetryInfo
+		return retry.After(ae, d)
+	}
+	return ae
+}
+
+// retriesStatus reports whether code is one of the policy's retryable
+// status codes.
+func (c *call) retriesStatus(code int) bool {
+	for _, rc := range c.codes {
+		if rc == code {
+			return true
+		}
+	}
+	return false
+}

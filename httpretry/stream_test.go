@@ -1,0 +1,541 @@
+package httpretry
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"testing/iotest"
+	"testing/synctest"
+	"time"
+
+	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/chaos"
+)
+
+// TestFirstEventScanner: where the first event of each stream format ends,
+// fed at once and byte by byte (the scanner keeps its place between reads).
+func TestFirstEventScanner(t *testing.T) {
+	tests := []struct {
+		name     string
+		format   int
+		in       string
+		eof      bool
+		done     bool
+		notEvent bool
+		data     string // the event's JSON when done
+		end      int    // -1: len(in)
+	}{
+		{"sse LF", streamSSE, "data: {\"a\":1}\n\ndata: {\"b\":2}\n\n", false, true, false, `{"a":1}`, 15},
+		{"sse CRLF", streamSSE, "data: {\"a\":1}\r\n\r\ndata: x", false, true, false, `{"a":1}`, 17},
+		{"sse CR", streamSSE, "data: {\"a\":1}\r\rdata: x", false, true, false, `{"a":1}`, 15},
+		{"sse CR at the end waits", streamSSE, "data: {\"a\":1}\r", false, false, false, "", 0},
+		{"sse CR at EOF", streamSSE, "data: {\"a\":1}\r\r", true, true, false, `{"a":1}`, -1},
+		{"sse no blank line yet", streamSSE, "data: {\"a\":1}\n", false, false, false, "", 0},
+		{"sse comments and a data-less block first", streamSSE, ": keep-alive\n\nevent: ping\n\ndata: {\"a\":1}\n\n", false, true, false, `{"a":1}`, -1},
+		{"sse two data lines", streamSSE, "event: x\ndata: [1,\ndata: 2]\nid: 7\n\n", false, true, false, "[1,\n2]", -1},
+		{"sse data without space", streamSSE, "data:{\"a\":1}\n\n", false, true, false, `{"a":1}`, -1},
+		{"sse field data only as a name", streamSSE, "database: x\n\n", false, false, false, "", 0},
+		{"sse EOF before the event", streamSSE, "data: {\"a\":1}\n", true, false, false, "", 0},
+		{"ndjson", streamLines, "\n  \n{\"a\":1}\n{\"b\":2}\n", false, true, false, `{"a":1}`, 11},
+		{"ndjson incomplete", streamLines, "{\"a\":1", false, false, false, "", 0},
+		{"ndjson last line at EOF", streamLines, "{\"a\":1}", true, true, false, `{"a":1}`, -1},
+		{"array", streamArray, " [{\"a\":[1,{\"b\":\"}]\\\"\"}]}\n,{\"c\":3}]", false, true, false, `{"a":[1,{"b":"}]\""}]}`, 24},
+		{"array incomplete", streamArray, "[{\"a\":\"]}", false, false, false, "", 0},
+		{"array of strings", streamArray, "[\"x,]\\\"y\", \"z\"]", false, true, false, `"x,]\"y"`, 9},
+		{"array of numbers", streamArray, "[12, 3]", false, true, false, "12", 3},
+		{"array of one number at EOF", streamArray, "[12", true, true, false, "12", -1},
+		{"empty array", streamArray, " [ ] ", false, true, true, "", 0},
+		{"an object is no stream", streamArray, " {\"error\":{\"code\":503}}", false, true, true, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			end := tt.end
+			if end == -1 {
+				end = len(tt.in)
+			}
+			check := func(how string, f *firstEvent) {
+				t.Helper()
+				if f.done != tt.done || f.notEvent != tt.notEvent {
+					t.Fatalf("%s: done %v notEvent %v, want %v %v", how, f.done, f.notEvent, tt.done, tt.notEvent)
+				}
+				if tt.done && !tt.notEvent {
+					if f.end != end {
+						t.Errorf("%s: event ends at %d, want %d", how, f.end, end)
+					}
+					if d := f.data([]byte(tt.in)); string(d) != tt.data {
+						t.Errorf("%s: data %q, want %q", how, d, tt.data)
+					}
+				}
+			}
+			f := &firstEvent{format: tt.format}
+			f.feed([]byte(tt.in), tt.eof)
+			check("at once", f)
+			g := &firstEvent{format: tt.format}
+			for i := 1; i <= len(tt.in) && !g.done; i++ {
+				g.feed([]byte(tt.in[:i]), tt.eof && i == len(tt.in))
+			}
+			check("byte by byte", g)
+		})
+	}
+}
+
+// TestEventStatus: which first events stand for which status.
+func TestEventStatus(t *testing.T) {
+	spec, err := os.ReadFile("testdata/google-error-429.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		data   string
+		code   int
+		status string
+		ok     bool
+	}{
+		{"Google's 429 (the spec's body)", string(spec), 429, "RESOURCE_EXHAUSTED", true},
+		{"503 UNAVAILABLE", `{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}`, 503, "UNAVAILABLE", true},
+		{"gRPC code number 8", `{"error":{"code":8,"message":"quota"}}`, 429, "RESOURCE_EXHAUSTED", true},
+		{"gRPC code number 14", `{"error":{"code":14}}`, 503, "UNAVAILABLE", true},
+		{"status name only", `{"error":{"status":"UNAVAILABLE"}}`, 503, "UNAVAILABLE", true},
+		{"code as a string", `{"error":{"code":"429"}}`, 429, "", true},
+		{"400 INVALID_ARGUMENT", `{"error":{"code":400,"status":"INVALID_ARGUMENT"}}`, 400, "INVALID_ARGUMENT", true},
+		{"unknown status name", `{"error":{"status":"MAYBE_LATER"}}`, 0, "MAYBE_LATER", false},
+		{"code out of range", `{"error":{"code":9000}}`, 0, "", false},
+		{"a normal chunk", `{"candidates":[{"content":{"parts":[{"text":"hi"}]}}]}`, 0, "", false},
+		{"error not an object", `{"error":"boom"}`, 0, "", false},
+		{"not JSON", `[DONE]`, 0, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, status, _, ok := eventStatus([]byte(tt.data))
+			if code != tt.code || status != tt.status || ok != tt.ok {
+				t.Fatalf("eventStatus = %d %q %v, want %d %q %v", code, status, ok, tt.code, tt.status, tt.ok)
+			}
+		})
+	}
+}
+
+// streamReply returns a response of a streamed answer whose body yields the
+// chunks (one per Read), then err (io.EOF if nil).
+func streamReply(ct string, err error, chunks ...string) func(*http.Request) (*http.Response, error) {
+	return func(r *http.Request) (*http.Response, error) {
+		resp := response(r, 200, "", "Content-Type", ct)
+		var rs []io.Reader
+		for _, c := range chunks {
+			rs = append(rs, strings.NewReader(c))
+		}
+		if err != nil {
+			rs = append(rs, iotest.ErrReader(err))
+		}
+		resp.Body, resp.ContentLength = io.NopCloser(io.MultiReader(rs...)), -1
+		return resp, nil
+	}
+}
+
+// sseOf frames JSON events as Gemini's alt=sse stream does.
+func sseOf(events ...string) string {
+	var b strings.Builder
+	for _, e := range events {
+		b.WriteString("data: " + e + "\r\n\r\n")
+	}
+	return b.String()
+}
+
+const (
+	chunk1    = `{"candidates":[{"content":{"parts":[{"text":"Hel"}],"role":"model"}}]}`
+	chunk2    = `{"candidates":[{"content":{"parts":[{"text":"lo."}],"role":"model"},"finishReason":"STOP"}]}`
+	quota429  = `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"25s"}]}}`
+	invalid   = `{"error":{"code":400,"message":"Invalid argument.","status":"INVALID_ARGUMENT"}}`
+	ctSSE     = "text/event-stream"
+	ctNDJSON  = "application/x-ndjson"
+	ctJSON    = "application/json; charset=UTF-8"
+	streamURL = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=SECRET"
+)
+
+// resetErr is a connection reset while reading a body.
+var resetErr error = &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+
+// TestStreamFirstEvent: the transport's decision for the first event of a
+// streamed answer to a request it may repeat (a POST marked Idempotent, as
+// for generateContent), in virtual time: what the caller gets (byte for
+// byte), how many attempts, the wait (a RetryInfo hint in the error event is
+// honoured), and the retry's class.
+func TestStreamFirstEvent(t *testing.T) {
+	good := sseOf(chunk1, chunk2)
+	tests := []struct {
+		name    string
+		first   func(*http.Request) (*http.Response, error)
+		want    string        // the body the caller reads
+		wantErr bool          // ... and then a read error
+		hits    int           // attempts
+		wait    time.Duration // between the attempts
+		class   string        // of the retry
+		status  int           // of the retry's AttemptError
+		hint    string        // its HintSource
+	}{
+		{name: "good stream", first: streamReply(ctSSE, nil, good), want: good, hits: 1},
+		{name: "good stream in tiny reads", first: streamReply(ctSSE, nil, strings.Split(good, "")...), want: good, hits: 1},
+		{name: "quota error first, hinted", first: streamReply(ctSSE, nil, sseOf(quota429)), want: good, hits: 2, wait: 25 * time.Second,
+			class: ClassStreamError, status: 429, hint: HintRetryInfo},
+		{name: "UNAVAILABLE first, no hint", first: streamReply(ctSSE, nil, sseOf(`{"error":{"code":503,"status":"UNAVAILABLE"}}`)), want: good, hits: 2,
+			wait: time.Second, class: ClassStreamError, status: 503},
+		{name: "reset before the first event", first: streamReply(ctSSE, resetErr, "data: {\"candi"), want: good, hits: 2,
+			wait: time.Second, class: ClassReset},
+		{name: "EOF before the first event", first: streamReply(ctSSE, nil, "data: {\"candidates\":[]}\r\n"), want: good, hits: 2,
+			wait: time.Second, class: ClassEOF},
+		{name: "empty stream", first: streamReply(ctSSE, nil), want: good, hits: 2, wait: time.Second, class: ClassEOF},
+		{name: "reset after the first event", first: streamReply(ctSSE, resetErr, sseOf(chunk1), "data: {\"cand"),
+			want: sseOf(chunk1) + "data: {\"cand", wantErr: true, hits: 1},
+		{name: "error after the first event", first: streamReply(ctSSE, nil, sseOf(chunk1, quota429)), want: sseOf(chunk1, quota429), hits: 1},
+		{name: "non-retryable error first", first: streamReply(ctSSE, nil, sseOf(invalid)), want: sseOf(invalid), hits: 1},
+		{name: "over-long first event", first: streamReply(ctSSE, nil, "data: "+strings.Repeat("x", 70<<10)+"\r\n\r\n"),
+			want: "data: " + strings.Repeat("x", 70<<10) + "\r\n\r\n", hits: 1},
+		{name: "ndjson quota error first", first: streamReply(ctNDJSON, nil, quota429+"\n"), want: good, hits: 2, wait: 25 * time.Second,
+			class: ClassStreamError, status: 429, hint: HintRetryInfo},
+		{name: "json array quota error first", first: streamReply(ctJSON, nil, "[", quota429[:50], quota429[50:], "]"), want: good, hits: 2,
+			wait: 25 * time.Second, class: ClassStreamError, status: 429, hint: HintRetryInfo},
+		{name: "json array good", first: streamReply(ctJSON, nil, "["+chunk1+",\r\n"+chunk2+"]"), want: "[" + chunk1 + ",\r\n" + chunk2 + "]", hits: 1},
+		{name: "json object is not a stream", first: streamReply(ctJSON, nil, quota429), want: quota429, hits: 1},
+		{name: "json array reset before its first element", first: streamReply(ctJSON, resetErr, "[{\"a\":"), want: good, hits: 2,
+			wait: time.Second, class: ClassReset},
+		{name: "plain text is not a stream", first: streamReply("text/plain", nil, "data: x\n\n"), want: "data: x\n\n", hits: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var calls []time.Time
+				var ev events
+				p := retry.Policy{Jitter: retry.Zero, Observer: ev.observe}
+				rt := NewTransport(sequence(&calls, tt.first, streamReply(ctSSE, nil, good)), p)
+				req, _ := http.NewRequestWithContext(Idempotent(context.Background()), http.MethodPost, streamURL, strings.NewReader(`{"contents":[]}`))
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(b) != tt.want || (err != nil) != tt.wantErr {
+					t.Fatalf("the caller read %d bytes %.80q (err %v), want %d bytes %.80q (error: %v)", len(b), b, err, len(tt.want), tt.want, tt.wantErr)
+				}
+				if len(calls) != tt.hits {
+					t.Fatalf("%d attempts, want %d", len(calls), tt.hits)
+				}
+				if tt.hits < 2 {
+					if r := ev.byKind(retry.EventRetry); len(r) != 0 {
+						t.Fatalf("retries %+v, want none", r)
+					}
+					return
+				}
+				if w := calls[1].Sub(calls[0]); w != tt.wait {
+					t.Errorf("waited %v, want %v", w, tt.wait)
+				}
+				r := ev.byKind(retry.EventRetry)
+				var ae *AttemptError
+				if len(r) != 1 || !errors.As(r[0].Err, &ae) {
+					t.Fatalf("retry events %+v", r)
+				}
+				if ae.Class != tt.class || ae.Status != tt.status || ae.HintSource != tt.hint {
+					t.Errorf("AttemptError class %q status %d hint %q, want %q %d %q", ae.Class, ae.Status, ae.HintSource, tt.class, tt.status, tt.hint)
+				}
+				if strings.Contains(ae.Error(), "SECRET") {
+					t.Errorf("secret in %q", ae.Error())
+				}
+			})
+		})
+	}
+}
+
+// TestStreamNotPeeked: the first event is handed over as it came, without
+// peeking, when no retry could follow or peeking is off.
+func TestStreamNotPeeked(t *testing.T) {
+	errFirst := sseOf(quota429)
+	tests := []struct {
+		name   string
+		ctx    func(context.Context) context.Context
+		method string
+		opts   []Option
+		p      retry.Policy
+		header []string // response header pairs added
+	}{
+		{name: "POST without a key", method: http.MethodPost},
+		{name: "last attempt", method: http.MethodGet, p: retry.Policy{Attempts: 1}},
+		{name: "WithStreamPeek(false)", method: http.MethodGet, opts: []Option{WithStreamPeek(false)}},
+		{name: "StreamPeek(ctx, false)", method: http.MethodGet, ctx: func(c context.Context) context.Context { return StreamPeek(c, false) }},
+		{name: "NotIdempotent", method: http.MethodGet, ctx: NotIdempotent},
+		{name: "compressed", method: http.MethodGet, header: []string{"Content-Encoding", "gzip"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var calls []time.Time
+				body := errFirst
+				if len(tt.header) > 0 {
+					var z bytes.Buffer
+					zw := gzip.NewWriter(&z)
+					io.WriteString(zw, errFirst)
+					zw.Close()
+					body = z.String()
+				}
+				first := func(r *http.Request) (*http.Response, error) {
+					resp, _ := streamReply(ctSSE, nil, body)(r)
+					for i := 0; i+1 < len(tt.header); i += 2 {
+						resp.Header.Set(tt.header[i], tt.header[i+1])
+					}
+					return resp, nil
+				}
+				p := tt.p
+				p.Jitter = retry.Zero
+				rt := NewTransport(sequence(&calls, first, streamReply(ctSSE, nil, sseOf(chunk1))), p, tt.opts...)
+				ctx := context.Background()
+				if tt.ctx != nil {
+					ctx = tt.ctx(ctx)
+				}
+				req, _ := http.NewRequestWithContext(ctx, tt.method, streamURL, nil)
+				start := time.Now()
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(b) != body || len(calls) != 1 || time.Since(start) != 0 {
+					t.Fatalf("got %.60q after %d attempts, %v; want the first answer as it came, at once", b, len(calls), time.Since(start))
+				}
+				if _, ok := resp.Body.(*prefixBody); ok {
+					t.Fatal("the body was peeked")
+				}
+			})
+		})
+	}
+	// And StreamPeek(ctx, true) turns it back on for one request.
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		rt := NewTransport(sequence(&calls, streamReply(ctSSE, nil, errFirst), streamReply(ctSSE, nil, sseOf(chunk1))),
+			retry.Policy{Jitter: retry.Zero}, WithStreamPeek(false))
+		req, _ := http.NewRequestWithContext(StreamPeek(context.Background(), true), http.MethodGet, streamURL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := readAll(t, resp); b != sseOf(chunk1) || len(calls) != 2 {
+			t.Fatalf("got %q after %d attempts, want the second stream", b, len(calls))
+		}
+	})
+}
+
+// TestStreamNoAddedLatency: the caller gets the response, and can read the
+// first event, as soon as the first event is complete, not later; the rest
+// of the stream flows as it comes.
+func TestStreamNoAddedLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+			resp := response(r, 200, "", "Content-Type", ctSSE)
+			resp.Body = pr
+			return resp, nil
+		}), retry.Policy{})
+		go func() {
+			time.Sleep(2 * time.Second) // the model thinks
+			io.WriteString(pw, "data: "+chunk1[:20])
+			time.Sleep(time.Second)
+			io.WriteString(pw, chunk1[20:]+"\r\n\r\n")
+			time.Sleep(10 * time.Second)
+			io.WriteString(pw, sseOf(chunk2))
+			pw.Close()
+		}()
+		start := time.Now()
+		req, _ := http.NewRequest(http.MethodGet, streamURL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at := time.Since(start); at != 3*time.Second {
+			t.Fatalf("the response came at %v, want 3s (when its first event was complete)", at)
+		}
+		first := make([]byte, len(sseOf(chunk1)))
+		if _, err := io.ReadFull(resp.Body, first); err != nil || string(first) != sseOf(chunk1) || time.Since(start) != 3*time.Second {
+			t.Fatalf("first event %q (%v) at %v", first, err, time.Since(start))
+		}
+		rest, err := io.ReadAll(resp.Body)
+		if err != nil || string(rest) != sseOf(chunk2) || time.Since(start) != 13*time.Second {
+			t.Fatalf("rest %q (%v) at %v", rest, err, time.Since(start))
+		}
+		resp.Body.Close()
+	})
+}
+
+// TestStreamStallPastAttemptTimeout: a first event that does not come within
+// the attempt timeout fails the attempt (retried); one that comes in time is
+// delivered. The chaos server's slow-first-event fault, over a pipe.
+func TestStreamStallPastAttemptTimeout(t *testing.T) {
+	for _, slow := range []time.Duration{5 * time.Second, 20 * time.Second} {
+		t.Run(slow.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s, err := chaos.Start(chaos.Config{Listener: chaos.NewPipeListener(), StallMax: slow,
+					Decide: func(_ string, n int) chaos.Fault {
+						if n == 1 {
+							return chaos.StreamSlowFirst
+						}
+						return chaos.None
+					}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				base := s.Transport(2)
+				defer s.Close()
+				defer base.CloseIdleConnections()
+				var ev events
+				rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: ev.observe}, WithAttemptTimeout(10*time.Second))
+				req, _ := http.NewRequest(http.MethodGet, "http://chaos/stream", nil)
+				req.Header.Set(chaos.HeaderID, "s")
+				req.Header.Set(chaos.HeaderStream, chaos.StreamSSE)
+				start := time.Now()
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := chaos.ReadStream(resp)
+				if err != nil || res.Err != nil || len(res.Seqs) != 10 {
+					t.Fatalf("stream %+v, %v", res, err)
+				}
+				took := time.Since(start)
+				if slow < 10*time.Second {
+					if s.Hits("s") != 1 || took != slow {
+						t.Fatalf("%d attempts in %v, want 1 in %v", s.Hits("s"), took, slow)
+					}
+					return
+				}
+				var ae *AttemptError
+				r := ev.byKind(retry.EventRetry)
+				if s.Hits("s") != 2 || took != 11*time.Second || len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout {
+					t.Fatalf("%d attempts in %v, retries %+v; want 2 in 11s after a timeout", s.Hits("s"), took, r)
+				}
+			})
+		})
+	}
+}
+
+// TestStreamGiveUpReturnsTheStream: when the loop gives up after a stream
+// error (the hint would pass the deadline), the caller gets that response,
+// its body as the server sent it.
+func TestStreamGiveUpReturnsTheStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Time
+		var ev events
+		rt := NewTransport(sequence(&calls, streamReply(ctSSE, nil, sseOf(quota429))),
+			retry.Policy{Deadline: 10 * time.Second, Observer: ev.observe})
+		req, _ := http.NewRequest(http.MethodGet, streamURL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := readAll(t, resp); b != sseOf(quota429) || len(calls) != 1 {
+			t.Fatalf("got %q after %d attempts", b, len(calls))
+		}
+		if e := ev.last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
+			t.Fatalf("last event %+v", e)
+		}
+	})
+}
+
+// TestStreamCallerCancelDuringPeek: the caller's cancellation while the
+// first event is awaited ends the call with the context's error at once,
+// and the body is closed.
+func TestStreamCallerCancelDuringPeek(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBlockingBody()
+		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+			resp := response(r, 200, "", "Content-Type", ctSSE)
+			resp.Body = b
+			return resp, nil
+		}), retry.Policy{})
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(4*time.Second, cancel)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, streamURL, nil)
+		start := time.Now()
+		_, err := rt.RoundTrip(req)
+		if !errors.Is(err, context.Canceled) || time.Since(start) != 4*time.Second || b.n.Load() == 0 {
+			t.Fatalf("err %v after %v, body closed %d times", err, time.Since(start), b.n.Load())
+		}
+	})
+}
+
+// TestStreamEndpointMoves: a quota error event is an overload signal like a
+// 429 status: with WithEndpoints the retry moves to the next endpoint.
+func TestStreamEndpointMoves(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hosts []string
+		var n atomic.Int32
+		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+			hosts = append(hosts, r.URL.Host)
+			if n.Add(1) == 1 {
+				return streamReply(ctSSE, nil, sseOf(quota429))(r)
+			}
+			return streamReply(ctSSE, nil, sseOf(chunk1))(r)
+		}), retry.Policy{MaxRetryAfter: retry.Zero, Jitter: retry.Zero},
+			WithEndpoints([]string{"https://us-central1.example.com", "https://global.example.com"}, time.Minute))
+		resp := get(t, rt, "https://x/v1/m:streamGenerateContent?alt=sse")
+		readAll(t, resp)
+		if strings.Join(hosts, ",") != "us-central1.example.com,global.example.com" {
+			t.Fatalf("hosts %v, want the retry on the next endpoint", hosts)
+		}
+	})
+}
+
+// TestStreamErrorsCoolEndpointDown: two quota error events in a row from
+// one endpoint are two overload signals, like two 429s: it cools down.
+func TestStreamErrorsCoolEndpointDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hosts []string
+		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+			hosts = append(hosts, r.URL.Host)
+			if r.URL.Host == "a.example.com" {
+				return streamReply(ctSSE, nil, sseOf(quota429))(r)
+			}
+			return streamReply(ctSSE, nil, sseOf(chunk1))(r)
+		}), retry.Policy{MaxRetryAfter: retry.Zero, Jitter: retry.Zero},
+			WithEndpoints([]string{"https://a.example.com", "https://b.example.com"}, time.Hour))
+		for range 3 {
+			readAll(t, get(t, rt, "https://x/v1/m:streamGenerateContent?alt=sse"))
+		}
+		// a (error), b; a (error: the second in a row, a cools down), b; then b only.
+		if got := strings.Join(hosts, ","); got != "a.example.com,b.example.com,a.example.com,b.example.com,b.example.com" {
+			t.Fatalf("hosts %s", got)
+		}
+	})
+}
+
+// TestStreamStallCustomTransport: a base RoundTripper whose body ignores
+// the request's context: a first event that never comes is still cut at the
+// attempt's timeout (the body closed), and the attempt retried as a timeout.
+func TestStreamStallCustomTransport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stalled := newBlockingBody()
+		var calls []time.Time
+		var ev events
+		rt := NewTransport(sequence(&calls,
+			func(r *http.Request) (*http.Response, error) {
+				resp := response(r, 200, "", "Content-Type", ctSSE)
+				resp.Body = stalled
+				return resp, nil
+			},
+			streamReply(ctSSE, nil, sseOf(chunk1))), retry.Policy{Jitter: retry.Zero, Observer: ev.observe}, WithAttemptTimeout(5*time.Second))
+		resp := get(t, rt, streamURL)
+		if b := readAll(t, resp); b != sseOf(chunk1) || len(calls) != 2 || calls[1].Sub(calls[0]) != 6*time.Second {
+			t.Fatalf("got %q after %d attempts", b, len(calls))
+		}
+		var ae *AttemptError
+		if r := ev.byKind(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout || stalled.n.Load() != 1 {
+			t.Fatalf("retries %+v, body closed %d times; want one timeout, closed once", r, stalled.n.Load())
+		}
+	})
+}
