@@ -67,10 +67,30 @@ func (b scriptBackend) gcra(ctx context.Context, k quotaKeys, a gcraArgs) (gcraR
 		return gcraReply{}, err
 	}
 	n, ok := ints(v, 6)
-	if !ok || (n[0] != 0 && n[0] != 1) {
+	if !ok {
 		return gcraReply{}, unexpected("gcra.lua", v)
 	}
-	return gcraReply{ok: n[0] == 1, wait: n[1], from: n[2], to: n[3], now: n[4], members: n[5]}, nil
+	r := gcraReply{ok: n[0] == 1, wait: n[1], from: n[2], to: n[3], now: n[4], members: n[5]}
+	if (n[0] != 0 && n[0] != 1) || !r.valid(a) {
+		return gcraReply{}, unexpected("gcra.lua", v)
+	}
+	return r, nil
+}
+
+// valid reports whether a reply is one the script can give for a: a server
+// that answers something else (another script under the same name, a proxy
+// that mangles replies) must not place blocks at absurd times.
+func (r gcraReply) valid(a gcraArgs) bool {
+	const limit = 1 << 53 // µs: the script's numbers are exact below it
+	switch {
+	case r.now <= 0 || r.now >= limit || r.from < r.now || r.to < r.from || r.to >= limit || r.members < 0:
+		return false
+	case r.wait != max(r.from-a.tol, r.now)-r.now:
+		return false
+	case r.ok && a.inc > 0:
+		return r.to-r.from == a.inc
+	}
+	return r.to == r.from
 }
 
 func (b scriptBackend) gcraReturn(ctx context.Context, k quotaKeys, to, unused int64) (bool, error) {
@@ -93,7 +113,7 @@ func (b scriptBackend) budget(ctx context.Context, k budgetKeys, a budgetArgs) (
 		return budgetReply{}, err
 	}
 	n, ok := ints(v, 5)
-	if !ok || n[0] < 0 {
+	if !ok || n[0] < 0 || n[0] > a.want || n[2] < 0 || n[3] < 0 || n[4] <= 0 || n[1] != n[4]/a.slotMS {
 		return budgetReply{}, unexpected("budget.lua", v)
 	}
 	return budgetReply{BudgetReply{Granted: n[0], Epoch: n[1], Requests: n[2], Retries: n[3]}, n[4]}, nil
@@ -105,7 +125,7 @@ func (b scriptBackend) cooldown(ctx context.Context, key string, hintMS int64) (
 		return cooldownReply{}, err
 	}
 	n, ok := ints(v, 2)
-	if !ok || n[0] < 0 {
+	if !ok || n[0] < 0 || n[1] <= 0 {
 		return cooldownReply{}, unexpected("cooldown.lua", v)
 	}
 	return cooldownReply{remaining: n[0], now: n[1]}, nil

@@ -154,13 +154,15 @@ type Budget struct {
 	pend   atomic.Int64  // requests not yet counted in Redis
 	flushT atomic.Int64  // UnixNano of the next flush
 
-	mu       sync.Mutex
-	leases   []permits
-	want     int64
-	used     int64
-	back     permits   // expired permits to give back at the next call
-	dry      time.Time // the fleet's budget was exhausted: refuse locally until then
-	inflight *flight   // the round trip in flight; nil if none
+	mu        sync.Mutex
+	leases    []permits
+	want      int64
+	used      int64
+	back      []permits // unused permits to give back, one epoch each
+	closing   bool      // Close was called: no round trip starts
+	lastEpoch int64     // the epoch of the lease the last permit came from
+	dry       time.Time // the fleet's budget was exhausted: refuse locally until then
+	inflight  *flight   // the round trip in flight; nil if none
 }
 
 // permits is a lease of retry permits granted in a slot.
@@ -261,6 +263,61 @@ func (b *Budget) Admit(retry bool) bool {
 // RatioBudget counts attempts, not outcomes).
 func (b *Budget) Record(ok bool) { b.local.Record(ok) }
 
+// Cancel takes back an admission whose attempt was not made after all (see
+// [retry.Limiter]: the loop calls it when a pacer refused the attempt, the
+// deadline came first or the context ended): the permit of a retry goes back
+// to this process's lease (or back to the fleet with the next round trip if
+// its lease has expired), the count of a first attempt comes off the
+// requests not yet flushed, and the local budget forgets either. A request
+// already counted in Redis stays counted (the next flush subtracts it from
+// this process's new requests).
+func (b *Budget) Cancel(retry bool) {
+	healthy := b.g.healthy()
+	if healthy || b.g.mode == FailLocal || !retry {
+		b.local.Cancel(retry)
+	}
+	if !healthy {
+		return
+	}
+	if !retry {
+		b.pend.Add(-1)
+		return
+	}
+	now := b.g.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.leases {
+		if l := &b.leases[i]; l.epoch == b.lastEpoch && now.Before(l.expires) {
+			l.n++
+			b.used--
+			return
+		}
+	}
+	b.giveBackLocked(permits{n: 1, epoch: b.lastEpoch})
+}
+
+// giveBackLocked keeps unused permits to give back with the next round trip.
+func (b *Budget) giveBackLocked(p permits) {
+	for i := range b.back {
+		if b.back[i].epoch == p.epoch {
+			b.back[i].n += p.n
+			return
+		}
+	}
+	b.back = append(b.back, permits{n: p.n, epoch: p.epoch})
+}
+
+// pending takes the requests to count in Redis: those admitted since the last
+// flush, less those cancelled (a negative remainder waits for the next one).
+func (b *Budget) pending() int64 {
+	n := b.pend.Swap(0)
+	if n < 0 {
+		b.pend.Add(n)
+		return 0
+	}
+	return n
+}
+
 // Stats returns the Budget's counters.
 func (b *Budget) Stats() Stats { return b.g.stats() }
 
@@ -268,30 +325,47 @@ func (b *Budget) Stats() Stats { return b.g.stats() }
 func (b *Budget) State() State { return State(b.g.state.Load()) }
 
 // Close counts the requests not yet flushed and gives back the unused
-// permits (one Redis call, bounded by the timeout), and waits for the Redis
-// calls in flight. Admit then decides with the local budget.
+// permits (a Redis call per slot they were granted in, at most two, each
+// bounded by the timeout), after the round trip in flight. Admit then
+// decides with the local budget. Close is idempotent.
 func (b *Budget) Close() error {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closing = true // no round trip starts now
+	f := b.inflight
+	b.mu.Unlock()
+	if f != nil {
+		<-f.done // bounded by the timeout
+	}
 	now := b.g.now()
 	b.mu.Lock()
 	for _, l := range b.leases {
 		if l.n > 0 && now.Before(l.expires) {
-			b.back = l
+			b.giveBackLocked(l)
 		}
 	}
 	b.leases = nil
 	back := b.back
-	b.back = permits{}
+	b.back = nil
 	b.mu.Unlock()
-	var err error
-	if add := b.pend.Swap(0); (add > 0 || back.n > 0) && b.g.healthy() {
+	var errs []error
+	add := b.pending()
+	for i := 0; (i < len(back) || add > 0) && b.g.healthy(); i++ {
 		a := b.args
-		a.add, a.back, a.backEpoch = add, back.n, back.epoch
-		_, err = roundTrip(&b.g, context.Background(), b.g.timeout, func(ctx context.Context) (budgetReply, error) {
+		a.add, add = add, 0
+		if i < len(back) {
+			a.back, a.backEpoch = back[i].n, back[i].epoch
+		}
+		_, err := roundTrip(&b.g, context.Background(), b.g.timeout, func(ctx context.Context) (budgetReply, error) {
 			return b.be.budget(ctx, b.keys, a)
 		})
+		errs = append(errs, err)
 	}
 	b.g.close()
-	return err
+	return errors.Join(errs...)
 }
 
 // takeLocked takes a permit from an unexpired lease; expired ones are kept
@@ -299,7 +373,7 @@ func (b *Budget) Close() error {
 func (b *Budget) takeLocked(now time.Time) bool {
 	for len(b.leases) > 0 && (b.leases[0].n == 0 || !now.Before(b.leases[0].expires)) {
 		if b.leases[0].n > 0 {
-			b.back = b.leases[0]
+			b.giveBackLocked(b.leases[0])
 		}
 		b.leases = b.leases[1:]
 	}
@@ -308,6 +382,7 @@ func (b *Budget) takeLocked(now time.Time) bool {
 	}
 	b.leases[0].n--
 	b.used++
+	b.lastEpoch = b.leases[0].epoch
 	return true
 }
 
@@ -322,8 +397,8 @@ func (b *Budget) leftLocked(now time.Time) int64 {
 }
 
 // startLocked starts a round trip in the background: it counts the pending
-// requests, gives back expired permits and, if permit is true, asks for a
-// lease. It returns nil if the Budget is closed.
+// requests, gives back unused permits (of one epoch) and, if permit is true,
+// asks for a lease. It returns nil if the Budget is closed.
 func (b *Budget) startLocked(permit bool) *flight {
 	a := b.args
 	if permit {
@@ -335,12 +410,19 @@ func (b *Budget) startLocked(permit bool) *flight {
 		}
 		a.want = min(max(w, 1), b.lease)
 	}
-	a.back, a.backEpoch = b.back.n, b.back.epoch
+	if b.closing {
+		return nil
+	}
+	if len(b.back) > 0 {
+		a.back, a.backEpoch = b.back[0].n, b.back[0].epoch
+	}
 	f := &flight{done: make(chan struct{})}
 	if !b.g.goroutine(func() { b.roundTrip(f, a) }) {
 		return nil
 	}
-	b.back = permits{}
+	if len(b.back) > 0 {
+		b.back = b.back[1:]
+	}
 	b.inflight = f
 	return f
 }
@@ -348,9 +430,9 @@ func (b *Budget) startLocked(permit bool) *flight {
 // roundTrip makes the call of f with the arguments a (but the requests
 // pending now) and adds the permits granted to the lease.
 func (b *Budget) roundTrip(f *flight, a budgetArgs) {
-	a.add = b.pend.Swap(0)
+	a.add = b.pending()
 	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
-	r, err := roundTrip(&b.g, context.Background(), b.g.timeout, func(ctx context.Context) (budgetReply, error) {
+	r, err := inline(&b.g, b.g.timeout, func(ctx context.Context) (budgetReply, error) {
 		return b.be.budget(ctx, b.keys, a)
 	})
 	// On an error the requests are not counted: the budget errs on the
@@ -377,7 +459,7 @@ func (b *Budget) roundTrip(f *flight, a budgetArgs) {
 // flush is the probe of a Budget in fallback: it counts the pending requests.
 func (b *Budget) flush(ctx context.Context) error {
 	a := b.args
-	a.add = b.pend.Swap(0)
+	a.add = b.pending()
 	_, err := b.be.budget(ctx, b.keys, a)
 	return err
 }

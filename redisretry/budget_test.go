@@ -1,6 +1,8 @@
 package redisretry
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +16,7 @@ func TestBudgetFleetRatio(t *testing.T) {
 		// makes every request; processes 1 and 2 only retry: a fleet budget
 		// lets them use the fleet's allowance, and the fleet as a whole never
 		// retries more than 20 % of its requests.
+		leaks := noLeaks(t)
 		mem := newMem()
 		cfg := BudgetConfig{Key: "k", MinPerSecond: -1, Logger: discard}
 		var bs []*Budget
@@ -22,9 +25,14 @@ func TestBudgetFleetRatio(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer b.Close()
 			bs = append(bs, b)
 		}
+		defer func() {
+			for _, b := range bs {
+				b.Close()
+			}
+			leaks() // flushes and refills are over
+		}()
 		admitted := 0
 		for range 100 { // 10 s, one request per 10 ms
 			for range 10 {
@@ -136,3 +144,95 @@ func TestBudgetGivesBackUnusedPermits(t *testing.T) {
 		}
 	})
 }
+
+func TestBudgetCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A floor of 10 retries per window for the fleet (no requests). Process
+		// a is admitted 10 retries that are never made (a pacer refused
+		// them): Cancel gives the permits back, so process b can still use
+		// the fleet's 10.
+		mem := newMem()
+		cfg := BudgetConfig{Key: "k", Window: 10 * time.Second, MinPerSecond: 1, Logger: discard}
+		a, _ := newBudget(mem, cfg)
+		b, _ := newBudget(mem, cfg)
+		defer b.Close()
+		for i := range 10 {
+			if !a.Admit(true) {
+				t.Fatalf("retry %d refused", i)
+			}
+			a.Cancel(true)
+		}
+		a.Close() // gives its lease back
+		n := 0
+		for b.Admit(true) {
+			n++
+		}
+		if n != 10 {
+			t.Fatalf("b was admitted %d retries after a cancelled all of its own, want the fleet's 10", n)
+		}
+	})
+}
+
+func TestBudgetCancelThroughTheLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Each call's retry is admitted by the budget and then refused by
+		// the pacer (past the deadline): the loop cancels it, so the
+		// fleet's budget is not used up by retries never sent.
+		mem := newMem()
+		cfg := BudgetConfig{Key: "k", Window: 10 * time.Second, MinPerSecond: 1, Logger: discard}
+		bu, _ := newBudget(mem, cfg)
+		p := retry.Policy{Budget: bu, Pacer: &refuseRetries{}, Jitter: retry.Zero, InitialDelay: time.Millisecond}
+		for range 30 {
+			retry.Run(t.Context(), p, func(context.Context) error { return errors.New("flaky") })
+		}
+		bu.Close()
+		other, _ := newBudget(mem, cfg)
+		defer other.Close()
+		n := 0
+		for other.Admit(true) {
+			n++
+		}
+		if n != 10 {
+			t.Fatalf("%d retries left for the fleet after 30 retries that were never sent, want all 10", n)
+		}
+	})
+}
+
+func TestBudgetCancelFirstAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 100 requests admitted, 50 of them cancelled (never sent): the
+		// fleet counts 50, so 20 % of them are 10 retries.
+		mem := newMem()
+		cfg := BudgetConfig{Key: "k", MinPerSecond: -1, Logger: discard}
+		a, _ := newBudget(mem, cfg)
+		for range 100 {
+			a.Admit(false)
+		}
+		for range 50 {
+			a.Cancel(false)
+		}
+		a.Close() // flushes
+		b, _ := newBudget(mem, cfg)
+		defer b.Close()
+		n := 0
+		for b.Admit(true) {
+			n++
+		}
+		if n != 10 {
+			t.Fatalf("%d retries for 100 requests of which 50 were cancelled, want 10", n)
+		}
+	})
+}
+
+// refuseRetries is a Pacer for calls made one after the other that fail
+// once: it lets every first attempt start and refuses every retry as past
+// the deadline.
+type refuseRetries struct{ n int }
+
+func (p *refuseRetries) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
+	if p.n++; p.n%2 == 0 {
+		return time.Time{}, retry.ErrPastDeadline
+	}
+	return earliest, nil
+}
+func (*refuseRetries) Record(error) {}

@@ -74,20 +74,34 @@ func (c *serverClock) latest(s int64, now time.Time) time.Time {
 	return c.base.Add(time.Duration(s+hi) * time.Microsecond)
 }
 
+// width returns how uncertain the placing is at local time now: the
+// distance between the bounds.
+func (c *serverClock) width(now time.Time) time.Duration {
+	if !c.set {
+		return 0
+	}
+	hi, lo := c.bounds(c.local(now))
+	return time.Duration(hi-lo) * time.Microsecond
+}
+
 // place returns the block of the schedule from..to (server µs) on the local
-// clock: from the latest local time at which the server's clock may read
-// from, to the earliest at which it may read to. So a block neither starts
-// before nor ends after its place on the server, whatever the replies'
-// delays, and the blocks of two processes never overlap (placed by each
-// reply's arrival instead, they would overlap by the difference of two
-// replies' delays, which a busy machine makes tens of milliseconds). A block
-// loses the width of the bounds, about the fastest round trip seen (tens of
-// microseconds on one machine), but keeps at least keep: a block of one slot
-// is never lost whole (it may then overlap the next one by the width).
-func (c *serverClock) place(from, to int64, keep time.Duration, now time.Time) block {
-	b := block{tat: c.latest(from, now), end: c.earliest(to, now)}
-	if min := b.tat.Add(min(keep, time.Duration(to-from)*time.Microsecond)); b.end.Before(min) {
-		b.end = min
+// clock, by the latest local time at which the server's clock may read each:
+// a slot is never used before its place on the server, and at most the width
+// of the bounds after it (about the fastest round trip seen: tens of
+// microseconds on one machine, more for a distant server). Placed by each
+// reply's arrival instead, slots would be late by that reply's delay, which a
+// busy machine makes tens of milliseconds: the end of one process's block
+// would overlap the start of the next process's block.
+//
+// A slot used late can add a start to a window of the quota. The Quota lets a
+// slot be used at most Slack late in all: it takes the width off the time a
+// passed slot may still be used, and when the width is larger than slack it
+// cuts the block's end by the difference (keeping at least keep, one slot:
+// a block is never lost whole).
+func (c *serverClock) place(from, to int64, keep, slack time.Duration, now time.Time) block {
+	b := block{tat: c.latest(from, now), end: c.latest(to, now)}
+	if cut := c.width(now) - slack; cut > 0 {
+		b.end = later(b.end.Add(-cut), b.tat.Add(min(keep, b.end.Sub(b.tat))))
 	}
 	return b
 }

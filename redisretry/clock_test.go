@@ -23,6 +23,7 @@ func TestServerClock(t *testing.T) {
 		probe          time.Duration
 		early, late    time.Duration
 		from, to, keep time.Duration // a block to place (server time = server(x))
+		slack          time.Duration
 		tat, end       time.Duration
 	}{
 		{
@@ -48,6 +49,21 @@ func TestServerClock(t *testing.T) {
 			},
 			now: ms(180), probe: ms(500), early: -50 * time.Microsecond, late: 0, // lo aged 100 ms
 			from: ms(500), to: ms(1000), keep: ms(25), tat: ms(500), end: ms(1000) - 50*time.Microsecond,
+		},
+		{
+			name: "a Slack larger than the width: the end is not cut (the Quota uses passed slots less late)",
+			samples: []sample{
+				{send: 0, script: ms(30), recv: ms(100)},
+				{send: ms(200), script: ms(201), recv: ms(202)},
+			},
+			now: ms(202), probe: ms(500), early: -ms(1), late: ms(1),
+			from: ms(500), to: ms(1000), keep: ms(25), slack: ms(20), tat: ms(501), end: ms(1001),
+		},
+		{
+			name:    "a Slack smaller than the width: the end is cut by the difference",
+			samples: []sample{{send: 0, script: ms(30), recv: ms(100)}},
+			now:     ms(100), probe: ms(500), early: -ms(30), late: ms(70),
+			from: ms(500), to: ms(1000), keep: ms(25), slack: ms(20), tat: ms(570), end: ms(990),
 		},
 		{
 			name:    "the bounds widen by 500 ppm per second without a new reply",
@@ -76,7 +92,7 @@ func TestServerClock(t *testing.T) {
 			if got := c.latest(server(tc.probe), now).Sub(at(tc.probe)); got != tc.late {
 				t.Errorf("latest: %v, want %v", got, tc.late)
 			}
-			b := c.place(server(tc.from), server(tc.to), tc.keep, now)
+			b := c.place(server(tc.from), server(tc.to), tc.keep, tc.slack, now)
 			if b.tat.Sub(t0) != tc.tat || b.end.Sub(t0) != tc.end {
 				t.Errorf("block placed at %v..%v, want %v..%v", b.tat.Sub(t0), b.end.Sub(t0), tc.tat, tc.end)
 			}

@@ -34,9 +34,10 @@ type CooldownConfig struct {
 	// Redis key is "{Key}:cooldown".
 	Key string
 
-	// Max caps a hint: a server asking for more gets Max. Keep it short: a
-	// cooldown parked too long (a daily limit taken for a per-minute one)
-	// stalls every process. 0 means 60 s.
+	// Max caps a hint: a server asking for more gets Max, and so does what
+	// is read from Redis (another process may have a larger Max). Keep it
+	// short: a cooldown parked too long (a daily limit taken for a
+	// per-minute one) stalls every process. 0 means 60 s.
 	Max time.Duration
 
 	// Cache is how long what was read from Redis is trusted: a cooldown
@@ -141,6 +142,7 @@ func newCooldown(be backend, c CooldownConfig) (*Cooldown, error) {
 	if d.max == 0 {
 		d.max = DefaultCooldownMax
 	}
+	d.max = min(d.max, maxSchedule) // times stay far from overflowing
 	if d.cache == 0 {
 		d.cache = DefaultCooldownCache
 	}
@@ -277,12 +279,15 @@ func (d *Cooldown) read(ctx context.Context) error {
 	return err
 }
 
-// learn takes a reply's remaining time, from the reply's arrival.
+// learn takes a reply's remaining time, from the reply's arrival, capped by
+// Max: a process with a larger Max (or a server whose clock went back, or
+// that lies) cannot park this one longer.
 func (d *Cooldown) learn(r cooldownReply) {
 	now := d.g.now()
 	d.fetched.Store(now.UnixNano())
 	if r.remaining > 0 {
-		d.raise(now.Add(time.Duration(r.remaining) * time.Millisecond).UnixNano())
+		left := min(r.remaining, int64(d.max/time.Millisecond))
+		d.raise(now.Add(time.Duration(left) * time.Millisecond).UnixNano())
 	}
 }
 

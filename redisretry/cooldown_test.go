@@ -90,3 +90,29 @@ func TestCooldownJitterSpreadsTheRestart(t *testing.T) {
 		}
 	})
 }
+
+func TestCooldownReadIsCapped(t *testing.T) {
+	// What Redis holds is capped by this process's Max, whoever wrote it: a
+	// process with a larger Max, a server whose clock went back, or garbage
+	// (2^62 ms would overflow a time.Duration).
+	now := time.Now().UnixMilli()
+	for _, remaining := range []int64{10 * 60 * 1000, 1 << 62} {
+		d, _ := NewCooldown(lyingScripter{[]any{remaining, now}}, CooldownConfig{Key: "k", Jitter: -1, Logger: discard})
+		begin := time.Now()
+		s, err := d.Reserve(context.Background(), begin, begin.Add(2*time.Minute))
+		if err != nil || s.Sub(begin) < 59*time.Second || s.Sub(begin) > 61*time.Second {
+			t.Errorf("a cooldown of %d ms read from Redis: start in %v (%v), want the 60 s cap", remaining, s.Sub(begin), err)
+		}
+		d.Close()
+	}
+}
+
+func TestCooldownContextDone(t *testing.T) {
+	d, _ := NewCooldown(lyingScripter{[]any{int64(0), time.Now().UnixMilli()}}, CooldownConfig{Key: "k", Logger: discard})
+	defer d.Close()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("caller left"))
+	if _, err := d.Reserve(ctx, time.Now(), time.Time{}); err == nil || err.Error() != "caller left" || d.Stats().RoundTrips != 0 {
+		t.Fatalf("Reserve with a done context: %v after %d round trips", err, d.Stats().RoundTrips)
+	}
+}

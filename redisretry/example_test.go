@@ -42,7 +42,10 @@ func Example() {
 		Pacer:  retry.Pacers(cooldown, quota), // the cooldown takes nothing: first
 		Budget: budget,
 	}
-	httpClient := httpretry.NewClient(p)
+	httpClient, err := httpretry.NewClient(p)
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = httpClient // genai.NewClient(ctx, &genai.ClientConfig{HTTPClient: httpClient})
 }
 

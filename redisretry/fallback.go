@@ -316,6 +316,34 @@ func roundTrip[T any](g *guard, ctx context.Context, timeout time.Duration, fn f
 	}
 }
 
+// inline is roundTrip for a call made on a background goroutine (a refill, a
+// flush, a probe), where no caller waits for it but with a bound of its own:
+// it runs fn on the calling goroutine (a goroutine less than roundTrip) with
+// a context that ends at the timeout. If the timeout passes before fn
+// returns (a client that ignores context deadlines), Redis is marked failed
+// right then, not when fn returns, and the call's result is a timeout.
+func inline[T any](g *guard, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	cctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	late := context.AfterFunc(cctx, func() {
+		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			g.failed(errTimeout{timeout})
+		}
+	})
+	g.roundTrips.Add(1)
+	v, err := fn(cctx)
+	if !late() {
+		return zero, errTimeout{timeout} // marked failed at the deadline
+	}
+	if err != nil {
+		g.failed(err)
+		return zero, err
+	}
+	g.succeeded()
+	return v, nil
+}
+
 // probeDue reports whether a limiter in fallback should try Redis now, for
 // one caller at a time.
 func (g *guard) probeDue() bool {
@@ -333,7 +361,7 @@ func (g *guard) probe(fn func(context.Context) error) {
 	}
 	if !g.goroutine(func() {
 		defer g.probing.Store(false)
-		roundTrip(g, context.Background(), g.timeout, func(ctx context.Context) (struct{}, error) {
+		inline(g, g.timeout, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, fn(ctx)
 		})
 	}) {

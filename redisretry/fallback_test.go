@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,18 +19,17 @@ var errTestDown = errors.New("dial tcp 127.0.0.1:1: connect: connection refused"
 
 func TestQuotaFallbackAndRecovery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		leaks := noLeaks(t)
 		mem := newMem()
 		logs := &logCounter{}
 		ev := &events{}
 		cfg := QuotaConfig{Key: "k", Limit: PerSecond(100), Logger: slog.New(logs), Observer: ev.observe}
 		// Two processes, so each one's share is 50 per second.
 		other, _ := newQuota(mem, cfg)
-		defer other.Close()
 		if err := other.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		q, _ := newQuota(mem, cfg)
-		defer q.Close()
 		if err := q.Wait(t.Context()); err != nil || q.State() != StateRedis {
 			t.Fatal(err, q.State())
 		}
@@ -74,6 +74,9 @@ func TestQuotaFallbackAndRecovery(t *testing.T) {
 		if s.Fallbacks != 1 || s.Local < 99 || s.State != StateRedis {
 			t.Fatalf("stats %+v", s)
 		}
+		q.Close()
+		other.Close()
+		leaks() // probes, refills and their calls are over
 	})
 }
 
@@ -81,6 +84,7 @@ func TestCallsBoundedByTimeout(t *testing.T) {
 	// A server that stalls (SIGSTOP, a full network buffer) never holds a
 	// caller longer than the timeout: the calls decide locally after it.
 	synctest.Test(t, func(t *testing.T) {
+		leaks := noLeaks(t)
 		mem := newMem()
 		release := mem.setHang()
 		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard})
@@ -111,6 +115,7 @@ func TestCallsBoundedByTimeout(t *testing.T) {
 		for _, c := range []interface{ Close() error }{q, b, d} {
 			c.Close()
 		}
+		leaks() // the stalled calls ended with the release; Close waited for them
 	})
 }
 
@@ -163,6 +168,13 @@ func TestConfigValidation(t *testing.T) {
 		{q(QuotaConfig{Key: "k", Limit: ok, FleetSize: -2}), "QuotaConfig.FleetSize = -2"},
 		{q(QuotaConfig{Key: "k", Limit: ok, Timeout: -time.Second}), "QuotaConfig.Timeout = -1s"},
 		{q(QuotaConfig{Key: "k", Limit: ok, OnFailure: 7}), "QuotaConfig.OnFailure"},
+		{q(QuotaConfig{Key: "k", Limit: ok, Slack: time.Second}), "QuotaConfig.Slack = 1s"},
+		{q(QuotaConfig{Key: "k", Limit: ok, ProbeInterval: -1}), "QuotaConfig.ProbeInterval = -1ns"},
+		{b(BudgetConfig{Key: "k", MinPerSecond: math.NaN()}), "MinPerSecond = NaN"},
+		{b(BudgetConfig{Key: "k", Ratio: math.Inf(1)}), "Ratio = +Inf"},
+		{b(BudgetConfig{Key: "k", FlushInterval: -time.Second}), "BudgetConfig.FlushInterval = -1s"},
+		{d(CooldownConfig{Key: "k", Max: time.Microsecond}), "CooldownConfig.Max = 1µs"},
+		{d(CooldownConfig{Key: "k", Timeout: -time.Second}), "CooldownConfig.Timeout = -1s"},
 		{b(BudgetConfig{}), "BudgetConfig.Key"},
 		{b(BudgetConfig{Key: "k", Window: time.Millisecond}), "Window = 1ms"},
 		{b(BudgetConfig{Key: "k", Ratio: -1}), "Ratio = -1"},
@@ -267,6 +279,97 @@ func TestRoundTripReplyIsNeverATimeout(t *testing.T) {
 		g.close()
 		if n := misread.Load(); n != 0 || g.fallbacks.Load() != 0 {
 			t.Fatalf("%d of 20000 instant replies were taken for timeouts (%d fallbacks)", n, g.fallbacks.Load())
+		}
+	})
+}
+
+func TestCloseRacesCalls(t *testing.T) {
+	// Close while goroutines call every limiter and round trips are in
+	// flight (each takes 5 ms): every call returns, with a decision or
+	// ErrClosed; Close returns; no goroutine is left.
+	synctest.Test(t, func(t *testing.T) {
+		leaks := noLeaks(t)
+		mem := newMem()
+		mem.latency = func() (time.Duration, time.Duration) { return 2 * time.Millisecond, 3 * time.Millisecond }
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1000), Logger: discard})
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard})
+		d, _ := newCooldown(mem, CooldownConfig{Key: "k", Logger: discard, Cache: time.Millisecond})
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var closedSeen atomic.Int64
+		for i := range 12 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					var err error
+					switch i % 3 {
+					case 0:
+						_, err = q.Reserve(t.Context(), time.Now(), time.Time{})
+					case 1:
+						b.Admit(false)
+						b.Admit(true)
+						time.Sleep(time.Millisecond)
+					case 2:
+						_, err = d.Reserve(t.Context(), time.Now(), time.Time{})
+						d.Record(retry.After(errors.New("429"), time.Millisecond))
+						time.Sleep(time.Millisecond)
+					}
+					switch {
+					case errors.Is(err, ErrClosed):
+						closedSeen.Add(1)
+						time.Sleep(time.Millisecond)
+					case err != nil:
+						t.Errorf("call %d: %v", i, err)
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(50 * time.Millisecond)
+		var cwg sync.WaitGroup
+		for _, c := range []interface{ Close() error }{q, b, d} {
+			cwg.Go(func() { c.Close() })
+		}
+		cwg.Wait()
+		time.Sleep(10 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		if closedSeen.Load() == 0 {
+			t.Error("no call saw ErrClosed after Close")
+		}
+		leaks()
+	})
+}
+
+func TestInlineCallMarksFailureAtTheDeadline(t *testing.T) {
+	// A background call (refill, flush, probe) to a client that ignores
+	// context deadlines: Redis is marked failed when the timeout passes,
+	// not when the call returns seconds later, so callers fall back at once.
+	synctest.Test(t, func(t *testing.T) {
+		var g guard
+		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, nil)
+		release := make(chan struct{})
+		done := make(chan error)
+		go func() {
+			_, err := inline(&g, g.timeout, func(context.Context) (int, error) { <-release; return 1, nil })
+			done <- err
+		}()
+		time.Sleep(DefaultTimeout + time.Millisecond)
+		synctest.Wait()
+		if g.stats().State != StateFallback {
+			t.Fatalf("state %v %v after the call began, with the call still running", g.stats().State, DefaultTimeout+time.Millisecond)
+		}
+		close(release)
+		if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a reply after the timeout: %v, want a timeout", err)
+		}
+		// An answer in time is a success.
+		if v, err := inline(&g, g.timeout, func(context.Context) (int, error) { return 7, nil }); v != 7 || err != nil || g.stats().State != StateRedis {
+			t.Fatalf("%v %v in state %v", v, err, g.stats().State)
 		}
 	})
 }

@@ -3,8 +3,10 @@ package redisretry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -455,7 +457,7 @@ func TestRedisFlushed(t *testing.T) {
 	// A long timeout: the flush, not a busy machine, is under test.
 	q, _ := NewQuota(c, QuotaConfig{Key: key, Limit: PerSecond(200), Logger: discard, Timeout: time.Second})
 	b, _ := NewBudget(c, BudgetConfig{Key: key, Logger: discard, Timeout: time.Second})
-	d, _ := NewCooldown(c, CooldownConfig{Key: key, Logger: discard, Jitter: -1, Timeout: time.Second})
+	d, _ := NewCooldown(c, CooldownConfig{Key: key, Logger: discard, Jitter: -1, Timeout: time.Second, Cache: 50 * time.Millisecond})
 	defer func() { q.Close(); b.Close(); d.Close() }()
 	d.Publish(context.Background(), 3*time.Second)
 	stop := make(chan struct{})
@@ -463,21 +465,81 @@ func TestRedisFlushed(t *testing.T) {
 	for q.Stats().Refills < 3 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	// Our own server: flushing it is safe. Scripts survive FLUSHALL; the
-	// keys do not.
+	// Our own server: flushing it is safe. The keys go with FLUSHALL, the
+	// scripts with SCRIPT FLUSH (the next EVALSHA answers NOSCRIPT and the
+	// script is sent again with EVAL).
 	if err := c.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	n := q.Stats().Refills
 	for q.Stats().Refills < n+3 {
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The budget and the cooldown run their scripts again too.
+	bn, dn := b.Stats().RoundTrips, d.Stats().RoundTrips
+	for b.Stats().RoundTrips < bn+2 || d.Stats().RoundTrips < dn+1 {
+		b.Admit(true)
+		d.Reserve(context.Background(), time.Now(), time.Time{})
+		time.Sleep(5 * time.Millisecond)
+	}
 	close(stop)
 	if f := wait(); f != 0 || q.State() != StateRedis || q.Stats().Errors != 0 {
-		t.Fatalf("%d failed calls, state %v, stats %+v after FLUSHALL", f, q.State(), q.Stats())
+		t.Fatalf("%d failed calls, state %v, stats %+v after FLUSHALL and SCRIPT FLUSH", f, q.State(), q.Stats())
+	}
+	for _, s := range []Stats{b.Stats(), d.Stats()} {
+		if s.Errors != 0 || s.State != StateRedis {
+			t.Fatalf("after FLUSHALL and SCRIPT FLUSH: %+v", s)
+		}
 	}
 	// The cooldown this process published is still honoured locally.
 	if u := d.Until(); time.Until(u) < time.Second {
 		t.Fatalf("cooldown forgotten: until %v", u)
+	}
+}
+
+func TestRedisExtremeConfigs(t *testing.T) {
+	// Configurations at the edges of their ranges reach the scripts as
+	// numbers they can hold: no script error, no fallback.
+	srv := startRedis(t)
+	c := srv.client(t)
+	key := testKey(t)
+	ctx := context.Background()
+	b, _ := NewBudget(c, BudgetConfig{Key: key + ":b", MinPerSecond: 1e308, Ratio: 1e308, Window: 1000 * time.Hour, Timeout: time.Second, Logger: discard})
+	q, _ := NewQuota(c, QuotaConfig{Key: key + ":q", Limit: Limit{Rate: math.MaxInt64, Period: time.Millisecond, Burst: math.MaxInt64}, Lease: math.MaxInt64, Timeout: time.Second, Logger: discard})
+	slow, _ := NewQuota(c, QuotaConfig{Key: key + ":s", Limit: Limit{Rate: 1, Period: 100 * 365 * 24 * time.Hour}, Timeout: time.Second, Logger: discard})
+	d, _ := NewCooldown(c, CooldownConfig{Key: key + ":d", Max: math.MaxInt64, Timeout: time.Second, Logger: discard})
+	defer func() {
+		for _, x := range []interface{ Close() error }{b, q, slow, d} {
+			x.Close()
+		}
+	}()
+	for range 3 {
+		b.Admit(false)
+		if !b.Admit(true) {
+			t.Fatal("a budget with an enormous floor refused a retry")
+		}
+		if _, err := q.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One request per century: the first goes now, the second would wait a
+	// century (and gives up at once under a deadline).
+	if _, err := slow.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slow.Reserve(ctx, time.Now(), time.Now().Add(time.Hour)); !errors.Is(err, retry.ErrPastDeadline) {
+		t.Fatalf("the second request of a century: %v", err)
+	}
+	d.Publish(ctx, 1000*time.Hour)
+	if u := time.Until(d.Until()); u < 999*time.Hour {
+		t.Fatalf("a 1000 h hint with no cap: until in %v", u)
+	}
+	for name, s := range map[string]Stats{"budget": b.Stats(), "quota": q.Stats(), "slow quota": slow.Stats(), "cooldown": d.Stats()} {
+		if s.Errors != 0 || s.State != StateRedis {
+			t.Errorf("%s: %+v", name, s)
+		}
 	}
 }

@@ -136,3 +136,19 @@ func mulDiv(a, b, c uint64) (q, r uint64, ok bool) {
 	q, r = bits.Div64(hi, lo, c)
 	return q, r, q <= math.MaxInt64
 }
+
+// satAdd and satMul add and multiply non-negative numbers, saturating at
+// math.MaxInt64 instead of overflowing.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func satMul(a, b int64) int64 {
+	if hi, lo := bits.Mul64(uint64(a), uint64(b)); hi != 0 || lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return a * b
+}

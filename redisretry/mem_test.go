@@ -3,9 +3,14 @@ package redisretry
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/backoffkit/retry/internal/chaos"
 )
 
 // memBackend runs the scripts' Go models in memory, for tests in a synctest
@@ -188,4 +193,18 @@ func (e *events) count(k EventKind) int {
 		}
 	}
 	return n
+}
+
+// noLeaks, called first in a synctest bubble, returns a check to call once
+// every limiter is closed: it fails the test if a goroutine started since is
+// still there (a refill, a probe, a Redis call that Close did not wait for).
+func noLeaks(t *testing.T) func() {
+	before := chaos.SnapshotGoroutines()
+	return func() {
+		t.Helper()
+		synctest.Wait() // goroutines on their way out finish
+		if leaked := before.Leaked(0); len(leaked) > 0 {
+			t.Errorf("%d goroutines left after Close:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+		}
+	}
 }

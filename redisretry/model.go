@@ -31,7 +31,9 @@ type GCRAResult struct {
 // before its place (see [Limit.Tolerance]).
 //
 // tat is the schedule's theoretical arrival time (the zero Time for a key
-// that does not exist). The block's first request may start at max(now,
+// that does not exist). (The script also stores the server's time with it:
+// if the server's clock went back since, it moves the TAT back as much before
+// this calculation.) The block's first request may start at max(now,
 // max(tat, now) − tol); it is reserved only if that is less than maxWait
 // after now (maxWait < 0: no limit). Then the new TAT is max(tat, now) + inc.
 // With inc 0 nothing is reserved and the result says when a request could

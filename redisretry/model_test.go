@@ -2,9 +2,10 @@ package redisretry
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
 	"maps"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 type gcraCase struct {
 	name     string
 	tat      time.Duration // from now; absent when noKey
+	back     time.Duration // the server's clock went back this much since tat was written
 	noKey    bool
 	inc, tol time.Duration
 	maxWait  time.Duration // -1: none
@@ -35,6 +37,8 @@ var gcraCases = []gcraCase{
 	{name: "zero max wait on a free schedule", noKey: true, inc: time.Second, maxWait: 0, wantOK: false},
 	{name: "probe reserves nothing", tat: 2 * time.Second, inc: 0, maxWait: -1, wantOK: true},
 	{name: "large block", tat: time.Second, inc: 90 * time.Minute, maxWait: -1, wantOK: true},
+	{name: "the clock went back 10 s", tat: 10500 * time.Millisecond, back: 10 * time.Second, inc: 100 * time.Millisecond, maxWait: -1, wantOK: true},
+	{name: "the clock went back an hour", tat: time.Hour, back: time.Hour, inc: 100 * time.Millisecond, maxWait: time.Millisecond, wantOK: true},
 }
 
 func serverMicros(t *testing.T, c *redis.Client) int64 {
@@ -52,21 +56,23 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 	for _, tc := range gcraCases {
 		t.Run(tc.name, func(t *testing.T) {
 			keys := newQuotaKeys(testKey(t))
-			var tat int64
+			var tat, at int64
 			if !tc.noKey {
-				tat = serverMicros(t, c) + int64(tc.tat/time.Microsecond)
-				if err := c.Set(context.Background(), keys.tat, strconv.FormatInt(tat, 10), time.Hour).Err(); err != nil {
+				now := serverMicros(t, c)
+				tat, at = now+int64(tc.tat/time.Microsecond), now+int64(tc.back/time.Microsecond)
+				if err := c.HSet(context.Background(), keys.tat, "tat", tat, "at", at).Err(); err != nil {
 					t.Fatal(err)
 				}
+				c.Expire(context.Background(), keys.tat, 2*time.Hour)
 			}
 			a := gcraArgs{inc: us(tc.inc), tol: us(tc.tol), maxWait: usWait(tc.maxWait), member: "m1", memberTTL: 30000}
 			r, err := be.gcra(context.Background(), keys, a)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var tatTime time.Time
+			var tatTime time.Time // the model takes the TAT as of now
 			if !tc.noKey {
-				tatTime = time.UnixMicro(tat)
+				tatTime = time.UnixMicro(tat - max(at-r.now, 0))
 			}
 			m := GCRA(tatTime, time.UnixMicro(r.now), tc.inc, tc.tol, tc.maxWait)
 			got := GCRAResult{OK: r.ok, Wait: time.Duration(r.wait) * time.Microsecond, From: time.UnixMicro(r.from), To: time.UnixMicro(r.to)}
@@ -79,7 +85,7 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 			if r.members != 1 {
 				t.Fatalf("members = %d, want 1", r.members)
 			}
-			stored, err := c.Get(context.Background(), keys.tat).Int64()
+			stored, err := c.HGet(context.Background(), keys.tat, "tat").Int64()
 			switch {
 			case r.ok && tc.inc > 0:
 				if err != nil || stored != r.to {
@@ -222,17 +228,143 @@ func TestCooldownScriptMatchesModel(t *testing.T) {
 	}
 }
 
+// lyingScripter answers every script with reply: a server (or a proxy) that
+// answers garbage.
+type lyingScripter struct{ reply any }
+
+func (l lyingScripter) cmd(ctx context.Context) *redis.Cmd {
+	c := redis.NewCmd(ctx)
+	c.SetVal(l.reply)
+	return c
+}
+func (l lyingScripter) Eval(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return l.cmd(ctx)
+}
+func (l lyingScripter) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return l.cmd(ctx)
+}
+func (l lyingScripter) EvalRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return l.cmd(ctx)
+}
+func (l lyingScripter) EvalShaRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return l.cmd(ctx)
+}
+func (l lyingScripter) ScriptExists(ctx context.Context, _ ...string) *redis.BoolSliceCmd {
+	return redis.NewBoolSliceCmd(ctx)
+}
+func (l lyingScripter) ScriptLoad(ctx context.Context, _ string) *redis.StringCmd {
+	return redis.NewStringCmd(ctx)
+}
+
 func TestScriptRepliesChecked(t *testing.T) {
-	// A reply of the wrong shape is an error naming the script, never a
-	// panic (redis_rate's unchecked values[0].(int64) panicked on Dragonfly).
-	for _, v := range []any{nil, "x", []any{}, []any{int64(1)}, []any{"1", "2", "3", "4", "5", "6"}, []any{int64(2), int64(0), int64(0), int64(0), int64(0), int64(0)}} {
-		if _, ok := ints(v, 6); ok {
-			if n, _ := ints(v, 6); n[0] == 0 || n[0] == 1 {
-				t.Fatalf("ints accepted %v", v)
-			}
+	// A reply the script cannot give (wrong types, a short array, values
+	// out of range or inconsistent with the call) is an error naming the
+	// script, never a panic (redis_rate's unchecked values[0].(int64)
+	// panicked on Dragonfly) nor a block placed at an absurd time.
+	ctx := context.Background()
+	const now = int64(1_800_000_000_000_000) // µs
+	const inc = int64(100_000)
+	i := func(v ...int64) []any {
+		out := make([]any, len(v))
+		for k, x := range v {
+			out[k] = x
+		}
+		return out
+	}
+	ga := gcraArgs{inc: inc, maxWait: -1, member: "m", memberTTL: 30000}
+	for _, tc := range []struct {
+		name  string
+		reply any
+		ok    bool
+	}{
+		{"valid", i(1, 0, now, now+inc, now, 1), true},
+		{"valid refusal", i(0, 0, now, now, now, 1), true},
+		{"nil", nil, false},
+		{"a string", "OK", false},
+		{"empty", []any{}, false},
+		{"short", i(1, 0, now), false},
+		{"strings", []any{"1", "0", "1", "2", "3", "1"}, false},
+		{"ok is 2", i(2, 0, now, now+inc, now, 1), false},
+		{"negative wait", i(1, -5, now, now+inc, now, 1), false},
+		{"wait inconsistent", i(1, 999, now, now+inc, now, 1), false},
+		{"block before now", i(1, 0, now-1, now-1+inc, now, 1), false},
+		{"block of another size", i(1, 0, now, now+5, now, 1), false},
+		{"refused but a block", i(0, 0, now, now+inc, now, 1), false},
+		{"beyond 2^53", i(1, 0, 1<<60, 1<<60+inc, 1<<60, 1), false},
+		{"no time", i(1, 0, 0, inc, 0, 1), false},
+		{"negative members", i(1, 0, now, now+inc, now, -1), false},
+	} {
+		_, err := scriptBackend{lyingScripter{tc.reply}}.gcra(ctx, newQuotaKeys("k"), ga)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: gcra.lua: unexpected reply")) {
+			t.Errorf("gcra %s: %v", tc.name, err)
 		}
 	}
-	if err := unexpected("gcra.lua", []any{"a"}); err.Error() != fmt.Sprintf("redisretry: gcra.lua: unexpected reply %v", []any{"a"}) {
-		t.Fatal(err)
+	ba := budgetArgs{slotMS: 500, slots: 20, ratio: 0.2, want: 3}
+	nowMS := now / 1000
+	for _, tc := range []struct {
+		name  string
+		reply any
+		ok    bool
+	}{
+		{"valid", i(2, nowMS/500, 10, 2, nowMS), true},
+		{"more than asked for", i(4, nowMS/500, 10, 4, nowMS), false},
+		{"negative grant", i(-1, nowMS/500, 10, 2, nowMS), false},
+		{"negative requests", i(2, nowMS/500, -10, 2, nowMS), false},
+		{"epoch of another time", i(2, 7, 10, 2, nowMS), false},
+		{"no time", i(2, 0, 10, 2, 0), false},
+		{"short", i(2, 0), false},
+	} {
+		_, err := scriptBackend{lyingScripter{tc.reply}}.budget(ctx, newBudgetKeys("k"), ba)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: budget.lua: unexpected reply")) {
+			t.Errorf("budget %s: %v", tc.name, err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		reply any
+		ok    bool
+	}{
+		{"valid", i(5, nowMS), true},
+		{"negative", i(-5, nowMS), false},
+		{"no time", i(5, 0), false},
+		{"a float", []any{1.5, nowMS}, false},
+	} {
+		_, err := scriptBackend{lyingScripter{tc.reply}}.cooldown(ctx, cooldownKey("k"), 0)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: cooldown.lua: unexpected reply")) {
+			t.Errorf("cooldown %s: %v", tc.name, err)
+		}
+	}
+}
+
+func TestLyingServerFallsBack(t *testing.T) {
+	// Through the limiters: a server that answers garbage is a failed
+	// Redis (one log line, local decisions), never a failed call.
+	logs := &logCounter{}
+	l := slog.New(logs)
+	liar := lyingScripter{[]any{"garbage"}}
+	q, _ := NewQuota(liar, QuotaConfig{Key: "k", Limit: PerSecond(1000), Logger: l})
+	b, _ := NewBudget(liar, BudgetConfig{Key: "k", Logger: l})
+	d, _ := NewCooldown(liar, CooldownConfig{Key: "k", Logger: l})
+	for range 20 {
+		if _, err := q.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		b.Admit(false)
+		b.Admit(true)
+		if _, err := d.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, x := range []interface{ Close() error }{q, b, d} {
+		x.Close()
+	}
+	lines := logs.lines()
+	if len(lines) != 3 {
+		t.Fatalf("log lines %q, want one per limiter", lines)
+	}
+	for _, line := range lines {
+		if !strings.Contains(line, "unexpected reply") {
+			t.Errorf("log line %q does not say what went wrong", line)
+		}
 	}
 }

@@ -40,14 +40,19 @@ type QuotaConfig struct {
 	// and takes the next block before the current one runs out. Larger
 	// leases mean fewer round trips, but a process holds a longer stretch
 	// of the fleet's schedule that the others wait behind. The size adapts
-	// to this process's demand, up to Lease. 0 means 20.
+	// to this process's demand, up to Lease (and never more than the
+	// quota's Rate). 0 means 20.
 	Lease int64
 
 	// Slack is how late a leased slot may still be used: a slot this
 	// process did not use within Slack of its time is lost. The fleet can
 	// exceed the quota by at most Slack's share of the Period in any
-	// window (2 % by default) while a busy process catches up. 0 means
-	// Period/50; use a negative value for none.
+	// window (2 % by default) while a busy process catches up. It covers
+	// the uncertainty of where the server's clock falls on the local one
+	// too (about the fastest round trip seen): that much less is left for
+	// catching up, and a block is cut by what exceeds Slack. It must be
+	// less than the Period. 0 means Period/50; use a negative value for
+	// none.
 	Slack time.Duration
 
 	// FleetSize is the number of processes that share the quota, for the
@@ -91,6 +96,8 @@ func (c QuotaConfig) Validate() error {
 		return fmt.Errorf("redisretry: invalid QuotaConfig.Lease = %d: must not be negative (0 means %d)", c.Lease, DefaultQuotaLease)
 	case c.FleetSize < 0:
 		return fmt.Errorf("redisretry: invalid QuotaConfig.FleetSize = %d: must not be negative (0 means counted in Redis)", c.FleetSize)
+	case c.Slack >= c.Limit.Period:
+		return fmt.Errorf("redisretry: invalid QuotaConfig.Slack = %v: must be less than the Period (%v); it is how much the fleet may exceed the quota (0 means Period/50)", c.Slack, c.Limit.Period)
 	}
 	return nil
 }
@@ -112,9 +119,12 @@ func (c QuotaConfig) Validate() error {
 //
 // The loop asks for a slot right before each attempt, after any backoff wait,
 // so a slot is counted when its attempt is sent. Callers that find the lease
-// empty queue, first come first served, for the next block; a block is
-// placed on the local clock by what the round trips say of the server's
-// clock, so that the blocks of two processes never overlap.
+// empty queue, first come first served, for the next block (they wait for it
+// at most QuotaConfig.Timeout). A block is placed on the local clock by
+// bounds on the server's clock learnt from every round trip, never by one
+// reply's arrival, so that a slot is never used before its place on the
+// server nor more than QuotaConfig.Slack after it, whatever the replies'
+// delays: the processes' blocks do not overlap (see docs/fleet.md).
 //
 // When Redis fails, is slower than QuotaConfig.Timeout or answers errors,
 // the Quota decides by QuotaConfig.OnFailure (by default a local pacer at
@@ -132,14 +142,22 @@ type Quota struct {
 	member string
 
 	mu       sync.Mutex
-	blocks   []block     // leased stretches of the schedule, in order
-	queue    []*waiter   // callers waiting for the next block, in order
-	inflight int64       // units asked for by the refills in flight
-	want     int64       // units to ask for at the next refill
-	members  int64       // the fleet's size as last counted in Redis
-	clock    serverClock // the server's clock, on the local one
-	local    time.Time   // the local fallback pacer's TAT
-	lastTo   int64       // the server time (µs) of the last block's end, for Close
+	blocks   []block        // leased stretches of the schedule, in order
+	queue    []*waiter      // callers waiting for the next block, in order
+	inflight int64          // units asked for by the refills in flight
+	want     int64          // units to ask for at a refill
+	used     int64          // units taken since the last resize
+	usedD    time.Duration  // the schedule they took
+	lost     time.Duration  // the schedule let pass unused since the last resize
+	merged   bool           // a block extended the last one since the last resize
+	landed   bool           // a block landed since the last resize
+	most     int64          // the largest cost taken since the last resize
+	members  int64          // the fleet's size as last counted in Redis
+	clock    serverClock    // the server's clock, on the local one
+	rtt      time.Duration  // the round trip's time, smoothed
+	local    time.Time      // the local fallback pacer's TAT
+	closing  bool           // Close was called: no refill starts
+	refills  sync.WaitGroup // refills in flight
 
 	lastStart, lastEnd time.Time // the start given by the last take, and its block's TAT after it
 }
@@ -159,11 +177,10 @@ type waiter struct {
 
 // block is a stretch of the fleet's schedule leased to this process, in
 // local time: slots from tat (the next free place) to end.
-// size and taken count the units it was granted and handed out, most the
-// largest cost handed out.
+// from and to are its place in the server's time (µs).
 type block struct {
-	tat, end          time.Time
-	size, taken, most int64
+	tat, end time.Time
+	from, to int64
 }
 
 // NewQuota returns a Quota on client (a *redis.Client, ClusterClient, Ring or
@@ -209,6 +226,8 @@ type costKey struct{}
 // WithCost returns a context that makes a [Quota] charge n units for each
 // attempt made under it (as [Quota.Reserve] and [Quota.Wait]), e.g. an
 // estimate of a request's tokens for a tokens-per-minute quota. n < 1 means 1.
+// A cost above the quota's Rate is refused with an error: it could never
+// fit in one Period.
 func WithCost(ctx context.Context, n int64) context.Context {
 	return context.WithValue(ctx, costKey{}, n)
 }
@@ -245,7 +264,8 @@ func (q *Quota) Record(err error) {}
 // WaitN(ctx, 1) (or the cost set by [WithCost]).
 func (q *Quota) Wait(ctx context.Context) error { return q.WaitN(ctx, costFrom(ctx)) }
 
-// WaitN blocks until the quota lets a request of n units start. If the wait
+// WaitN blocks until the quota lets a request of n units start (n < 1 means
+// 1; n above the quota's Rate is an error: it could never fit). If the wait
 // would end after ctx's deadline it returns at once, taking nothing, with an
 // error wrapping [retry.ErrPastDeadline]. If ctx ends during the wait it
 // returns context.Cause(ctx), and the slot is given back when no later slot
@@ -282,11 +302,18 @@ func (q *Quota) State() State { return State(q.g.state.Load()) }
 // waits for the Redis calls in flight. Reserve then returns [ErrClosed].
 func (q *Quota) Close() error {
 	q.mu.Lock()
-	var unused int64
-	to := q.lastTo
-	if n := len(q.blocks); n > 0 && to != 0 {
+	if q.closing {
+		q.mu.Unlock()
+		return nil
+	}
+	q.closing = true // no refill starts now
+	q.mu.Unlock()
+	q.refills.Wait() // the blocks in flight land
+	q.mu.Lock()
+	var unused, to int64
+	if n := len(q.blocks); n > 0 {
 		b := q.blocks[n-1]
-		unused = us(b.end.Sub(later(b.tat, q.g.now())))
+		to, unused = b.to, us(b.end.Sub(later(b.tat, q.g.now())))
 	}
 	q.blocks = nil
 	q.mu.Unlock()
@@ -319,6 +346,12 @@ func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Ti
 	}
 	if State(q.g.state.Load()) == StateClosed {
 		return time.Time{}, ErrClosed
+	}
+	if n > q.limit.Rate {
+		// It could never fit: taking n/Rate periods of the schedule would
+		// hold up every process of the fleet that long.
+		q.g.refused.Add(1)
+		return time.Time{}, fmt.Errorf("redisretry: a request of cost %d exceeds the fleet quota of %v", n, q.limit)
 	}
 	now := q.g.now()
 	if d := earliest.Sub(now); d > 0 {
@@ -443,10 +476,12 @@ var errSlow = errors.New("redisretry: Redis did not answer in time for this call
 // before it), or at e if that is later.
 func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.Time, bool, error) {
 	inc, tol := q.limit.Interval(n), q.limit.Tolerance(n)
-	floor := now.Add(-q.slack)
+	floor := q.floorLocked(now)
 	// Forget the blocks that are spent (used up, or past).
 	for len(q.blocks) > 0 && !later(q.blocks[0].tat, floor).Before(q.blocks[0].end) {
-		q.adaptLocked(q.blocks[0])
+		if b := q.blocks[0]; b.tat.Before(b.end) {
+			q.lost += b.end.Sub(b.tat)
+		}
 		q.blocks = q.blocks[1:]
 	}
 	for i := range q.blocks {
@@ -459,35 +494,58 @@ func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.
 		if !deadline.IsZero() && !s.Before(deadline) {
 			return time.Time{}, false, pastDeadline("quota", s.Sub(now))
 		}
+		q.lost += base.Sub(b.tat) // slots that passed unused (Slack ago)
 		b.tat = base.Add(inc)
-		b.taken += n
-		b.most = max(b.most, n)
+		q.usedD += inc
+		q.used = satAdd(q.used, n)
+		q.most = max(q.most, n)
 		q.lastStart, q.lastEnd = s, b.tat
 		return s, true, nil
 	}
 	return time.Time{}, false, nil
 }
 
+// floorLocked returns the earliest place a slot may have to be used at now:
+// Slack ago, less the uncertainty of the blocks' places (see
+// serverClock.place), so that no slot is used more than Slack late.
+func (q *Quota) floorLocked(now time.Time) time.Time {
+	return now.Add(-max(q.slack-q.clock.width(now), 0))
+}
+
 // lowLocked reports whether the lease is running out: less than a quarter of
-// the last refill's size is left.
+// a refill's size is left, or less than four round trips' worth (so that the
+// next block lands before this one ends: blocks of this process that follow
+// each other on the schedule are one block, and no slot is lost between them).
 func (q *Quota) lowLocked(now time.Time) bool {
-	floor := now.Add(-q.slack)
+	floor := q.floorLocked(now)
 	var left time.Duration
 	for _, b := range q.blocks {
 		left += b.end.Sub(later(b.tat, floor))
 	}
-	return left < q.limit.Interval(q.want)/4
+	return left < max(q.limit.Interval(q.want)/4, 4*q.rtt)
 }
 
-// adaptLocked sizes the next refills (in units) by how much of a spent block
-// was used: twice its size while blocks are used up (at least three
-// quarters), else what was used; at most Lease requests' worth.
-func (q *Quota) adaptLocked(b block) {
-	if b.taken*4 >= b.size*3 {
-		q.want = min(max(q.want, b.size)*2, q.lease*max(b.most, 1))
+// resizeLocked sizes the refills after a block landed: twice the size while
+// this process uses at least as much of its lease as it lets pass unused, or
+// while its blocks follow each other on the schedule (no other process wanted
+// the slots between them: what it leaves unused costs nobody anything); else
+// what it took since the last resize. A process holding blocks one after the
+// other takes the schedule at the rate time passes: one that uses little of
+// them must hold little, or it would hold up the processes that need the
+// slots. At least most (the largest cost the queue holds), at most Lease
+// requests' worth (of the largest cost taken) and the quota's Rate.
+func (q *Quota) resizeLocked(most int64) {
+	w := q.want
+	if q.lost <= q.usedD || q.merged {
+		w = satMul(w, 2)
 	} else {
-		q.want = max(b.taken, 1)
+		w = q.used
 	}
+	q.usedD, q.lost = 0, 0
+	q.merged, q.landed = false, false
+	most = max(most, q.most, 1)
+	q.want = max(min(w, satMul(q.lease, most), q.limit.Rate), most)
+	q.used, q.most = 0, 0
 }
 
 // startRefillLocked starts a round trip for a block of the schedule in the
@@ -500,7 +558,7 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 	var need, most int64 = 0, 1
 	maxWait := int64(0)
 	for _, w := range q.queue {
-		need += w.n
+		need = satAdd(need, w.n)
 		most = max(most, w.n)
 		switch {
 		case maxWait < 0:
@@ -519,13 +577,22 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 	default:
 		head = q.queue[0].n
 	}
-	units := min(max(q.want, need-q.inflight, most), q.lease*most)
+	if q.landed {
+		q.resizeLocked(most) // once per block landed: a top-up keeps the size
+	}
+	// Never more than a Period's worth: a block holds up the fleet.
+	units := min(max(q.want, need-q.inflight, most), max(q.limit.Rate, most))
 	a := gcraArgs{
 		inc: us(q.limit.Interval(units)), tol: us(q.limit.Tolerance(head)), maxWait: maxWait,
 		member: q.member, memberTTL: int64(memberTTL / time.Millisecond),
 	}
 	keep := q.limit.Interval(head)
-	if !q.g.goroutine(func() { q.refill(units, keep, a) }) {
+	if q.closing {
+		return false
+	}
+	q.refills.Add(1)
+	if !q.g.goroutine(func() { defer q.refills.Done(); q.refill(units, keep, a) }) {
+		q.refills.Done()
 		return false
 	}
 	q.inflight += units
@@ -537,7 +604,7 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 // next one.
 func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
 	var send, recv time.Time
-	r, err := roundTrip(&q.g, context.Background(), q.g.timeout, func(ctx context.Context) (gcraReply, error) {
+	r, err := inline(&q.g, q.g.timeout, func(ctx context.Context) (gcraReply, error) {
 		send = q.g.now()
 		r, err := q.be.gcra(ctx, q.keys, a)
 		recv = q.g.now()
@@ -558,7 +625,7 @@ func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
 		}
 	case !r.ok:
 		q.members = r.members
-		q.clock.learn(send, recv, r.now)
+		q.learnLocked(send, recv, r.now)
 		// Nothing was taken: the schedule's first free slot is too far
 		// for every caller queued when the refill started. Those whose
 		// deadline it passes give up; later ones get another refill.
@@ -576,13 +643,12 @@ func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
 		q.queue = kept
 	default:
 		q.members = r.members
-		q.clock.learn(send, recv, r.now)
+		q.learnLocked(send, recv, r.now)
 		if r.to > r.from {
 			granted = true
-			q.lastTo = r.to
-			b := q.clock.place(r.from, r.to, keep, now)
-			// What the placing left of the block, for sizing the next.
-			b.size = max(int64(float64(units)*float64(b.end.Sub(b.tat)/time.Microsecond)/float64(r.to-r.from)), 1)
+			b := q.clock.place(r.from, r.to, keep, q.slack, now)
+			b.from, b.to = r.from, r.to
+			q.landed = true
 			q.addBlockLocked(b)
 		}
 		q.serveLocked(now)
@@ -601,9 +667,31 @@ func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
 	}
 }
 
+// learnLocked learns from a round trip asked for at send and answered at
+// recv, computed at the server's now (µs).
+func (q *Quota) learnLocked(send, recv time.Time, now int64) {
+	q.clock.learn(send, recv, now)
+	if d := recv.Sub(send); q.rtt == 0 {
+		q.rtt = d
+	} else {
+		q.rtt += (d - q.rtt) / 8
+	}
+}
+
 // addBlockLocked adds b to the lease, in order (refills in flight together
 // may land in any order).
+//
+// A block that starts where one of this process's blocks ends on the
+// server's schedule extends it: no other process's slots lie between them, so
+// the width of the clock's bounds is not lost between them.
 func (q *Quota) addBlockLocked(b block) {
+	for i := range q.blocks {
+		if p := &q.blocks[i]; p.to == b.from {
+			p.end, p.to = b.end, b.to
+			q.merged = true
+			return
+		}
+	}
 	i := len(q.blocks)
 	for i > 0 && q.blocks[i-1].tat.After(b.tat) {
 		i--

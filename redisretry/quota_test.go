@@ -105,9 +105,11 @@ func TestQuotaFleetStaysUnderQuota(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%dx%d-%v", tc.procs, tc.clients, tc.limit), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				leaks := noLeaks(t)
 				mem := newMem()
 				d := 20 * tc.limit.Period
 				starts, per, rts := runFleet(t, mem, QuotaConfig{Key: "k", Limit: tc.limit, Logger: discard}, tc.procs, tc.clients, d)
+				leaks() // every Quota is closed
 				quota := int(tc.limit.Rate)
 				// Any window of one Period: the quota, the burst, and Slack's
 				// 2 % share for slots used late.
@@ -357,7 +359,9 @@ func TestQuotaFleetLateReplies(t *testing.T) {
 		}
 		limit := PerSecond(40)
 		cfg := QuotaConfig{Key: "k", Limit: limit, Logger: discard, Timeout: 400 * time.Millisecond}
+		leaks := noLeaks(t)
 		starts, per, rts := runFleet(t, mem, cfg, 4, 8, 20*time.Second)
+		leaks() // every Quota is closed, no reply still on its way
 		allowed := int(math.Ceil(40*1.02)) + 1
 		got := maxInWindow(starts, time.Second)
 		t.Logf("%d starts, at most %d in one second (allowed %d), %d round trips, per process %v", len(starts), got, allowed, rts, per)
@@ -366,6 +370,68 @@ func TestQuotaFleetLateReplies(t *testing.T) {
 		}
 		if len(starts) < 20*40*85/100 {
 			t.Errorf("%d starts in 20 s, want at least 85 %% of the quota's 800", len(starts))
+		}
+	})
+}
+
+func TestQuotaCloseGivesBackTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Process a leases 4 slots (0, 100, 200, 300 ms), uses one and
+		// closes: the 3 it did not use go back to the fleet, so b's first
+		// slot is at 100 ms, not 400 ms. A second Close does nothing.
+		mem := newMem()
+		cfg := QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard}
+		a, _ := newQuota(mem, cfg)
+		now := time.Now()
+		if s, err := a.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
+			t.Fatal(s, err)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		calls := mem.calls.Load()
+		if err := a.Close(); err != nil || mem.calls.Load() != calls {
+			t.Fatalf("a second Close: %v, %d Redis calls", err, mem.calls.Load()-calls)
+		}
+		if _, err := a.Reserve(t.Context(), now, time.Time{}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Reserve after Close: %v", err)
+		}
+		b, _ := newQuota(mem, cfg)
+		defer b.Close()
+		if s, err := b.Reserve(t.Context(), now, time.Time{}); err != nil || s.Sub(now) != 100*time.Millisecond {
+			t.Fatalf("b's first slot at %v (%v), want 100ms", s.Sub(now), err)
+		}
+	})
+}
+
+func TestQuotaCostBeyondTheQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A cost above the quota's Rate could never fit in a Period: it is
+		// refused, and above all it takes nothing (reserving 2^62 tokens'
+		// worth of a 6000-per-minute schedule would hold up the fleet for
+		// a century).
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerMinute(6000), Logger: discard})
+		defer q.Close()
+		for _, n := range []int64{6001, 1 << 40, 1 << 62, math.MaxInt64} {
+			_, err := q.Reserve(WithCost(t.Context(), n), time.Now(), time.Time{})
+			if err == nil || !strings.Contains(err.Error(), "exceeds the fleet quota of 6000/1m0s") {
+				t.Fatalf("cost %d: %v", n, err)
+			}
+			if err := q.WaitN(t.Context(), n); err == nil {
+				t.Fatalf("WaitN(%d) succeeded", n)
+			}
+		}
+		// The whole quota in one request fits; zero and negative costs
+		// count 1.
+		begin := time.Now()
+		for _, n := range []int64{6000, 0, -5} {
+			if err := q.WaitN(t.Context(), n); err != nil {
+				t.Fatalf("WaitN(%d): %v", n, err)
+			}
+		}
+		if d := time.Since(begin); d != time.Minute+10*time.Millisecond {
+			t.Fatalf("a request of the whole quota, then two of 1: done after %v, want 1m0.01s", d)
 		}
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoffkit/retry/internal/chaos"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -46,10 +47,20 @@ func redisBinary(t testing.TB) string {
 	return ""
 }
 
-// startRedis starts a server; extra are more redis-server arguments.
+// startRedis starts a server; extra are more redis-server arguments. Call it
+// first: when the test ends (after every cleanup registered later: clients,
+// the server), it fails if a goroutine started since is still running, such
+// as a limiter's refill, probe or Redis call that Close did not wait for.
 func startRedis(t testing.TB, extra ...string) *redisServer {
 	t.Helper()
-	s := &redisServer{t: t, bin: redisBinary(t), port: freePort(t), dir: t.TempDir()}
+	bin := redisBinary(t)
+	before := chaos.SnapshotGoroutines()
+	t.Cleanup(func() {
+		if leaked := before.Leaked(2 * time.Second); len(leaked) > 0 {
+			t.Errorf("%d goroutines left running after the test:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+		}
+	})
+	s := &redisServer{t: t, bin: bin, port: freePort(t), dir: t.TempDir()}
 	s.args = append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"),

@@ -3,8 +3,9 @@
 -- first request can start within a maximum wait, plus a heartbeat of the
 -- calling process so that the fleet's size is known.
 --
--- KEYS[1]  the theoretical arrival time (TAT): integer microseconds of server
---          time at which the schedule is free again
+-- KEYS[1]  the schedule: a hash of tat, the theoretical arrival time (TAT:
+--          integer microseconds of server time at which the schedule is free
+--          again), and at, the server time (µs) when tat was written
 -- KEYS[2]  the members: a sorted set of process ids scored by their last call,
 --          in milliseconds of server time
 -- ARGV[1]  inc: microseconds of schedule the block takes (an integer >= 0;
@@ -35,7 +36,15 @@ redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", string.format("(%d", nowms - ttl
 redis.call("PEXPIRE", KEYS[2], ttl)
 local members = redis.call("ZCARD", KEYS[2])
 
-local tat = tonumber(redis.call("GET", KEYS[1]) or "0") or 0
+local v = redis.call("HMGET", KEYS[1], "tat", "at")
+local tat = tonumber(v[1]) or 0
+local at = tonumber(v[2]) or 0
+-- The server's clock went back since (it was set, or a failover reached a
+-- server whose clock is behind): the schedule goes back with it, or the
+-- fleet would wait for the difference.
+if at > now then
+  tat = tat - (at - now)
+end
 if tat < now then
   tat = now
 end
@@ -49,7 +58,8 @@ if maxwait >= 0 and wait >= maxwait then
 end
 if inc > 0 then
   local new = tat + inc
-  redis.call("SET", KEYS[1], string.format("%d", new), "PX", math.floor((new - now) / 1000) + 1)
+  redis.call("HSET", KEYS[1], "tat", string.format("%d", new), "at", string.format("%d", now))
+  redis.call("PEXPIRE", KEYS[1], math.floor((new - now) / 1000) + 1)
   return {1, wait, tat, new, now, members}
 end
 return {1, wait, tat, tat, now, members}
