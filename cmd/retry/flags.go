@@ -35,8 +35,8 @@ type policyFlags struct {
 	seed           uint64
 	logFormat      string
 	quiet          bool
-	fleetFlags     fleetFlags
-	fleet          fleetSpec // set by build
+	fleetFlags     fleetSpec // the fleet flags as given
+	fleet          fleetSpec // with the config file's, set by build
 
 	// given maps the canonical name of each policy flag that was set to the
 	// name it was given as, with its dashes ("--max-time" for

@@ -32,14 +32,6 @@ type fleetSpec struct {
 	timeout time.Duration    // each Redis call's bound; 0: redisretry's default
 }
 
-// fleetFlags are the values of the fleet flags as given.
-type fleetFlags struct {
-	url, name string
-	quota     redisretry.Limit
-	quotaText string
-	timeout   time.Duration
-}
-
 // fleetQuotaLease is the most requests' worth of the fleet's schedule one
 // retry process takes per Redis round trip: 1, because a retry process makes
 // few attempts and lives briefly. A round trip per attempt costs nothing
@@ -73,7 +65,7 @@ func (pf *policyFlags) addFleetFlags() {
 		if err != nil {
 			return err
 		}
-		ff.quota, ff.quotaText = l, s
+		ff.quota = l
 		pf.set("quota", "quota")
 		return nil
 	})

@@ -29,7 +29,9 @@ type GCRAResult struct {
 
 // GCRA models lua/gcra.lua: reserving inc of the schedule for a block whose
 // first request may start tol before its place. tat is the schedule's
-// theoretical arrival time (the zero Time for a key that does not exist).
+// theoretical arrival time (the zero Time for a key that does not exist), as
+// of now: the script moves it back when the server's clock went back since
+// it was written, which a simulator's clock never does.
 // The first request may start at max(now, max(tat, now) − tol); the block is
 // reserved only if that is less than maxWait after now (maxWait < 0: no
 // limit), and then the TAT becomes max(tat, now) + inc. Times are taken to
