@@ -44,7 +44,7 @@ type FleetConfig struct {
 	// is answered at once.
 	Service time.Duration
 	// NetMean and NetSD describe the network delay of each message,
-	// Normal(NetMean, NetSD) truncated at 0.
+	// Normal(NetMean, NetSD) truncated at 0. NetMean must be above 0.
 	NetMean, NetSD time.Duration
 	// Horizon ends the simulation: a backlog not drained by then is
 	// reported as not drained (drain_s -1).
@@ -214,8 +214,10 @@ func (c FleetConfig) Validate() error {
 		return fmt.Errorf("sim: window = %v: want 1ms to 24h", c.Window)
 	case c.Service < 0 || c.Service > time.Hour:
 		return fmt.Errorf("sim: service = %v: want 0 to 1h", c.Service)
-	case c.NetMean < 0 || c.NetSD < 0:
-		return fmt.Errorf("sim: network delay Normal(%v, %v): want a mean and deviation >= 0", c.NetMean, c.NetSD)
+	case c.NetMean <= 0 || c.NetSD < 0:
+		// Without a network delay, a call given up at once would be
+		// replaced by the next one at the same instant, forever.
+		return fmt.Errorf("sim: network delay Normal(%v, %v): want a mean above 0 and a deviation >= 0", c.NetMean, c.NetSD)
 	case c.Horizon <= 0 || c.Horizon > 7*24*time.Hour:
 		return fmt.Errorf("sim: horizon = %v: want more than 0, at most 168h", c.Horizon)
 	case c.Bin <= 0 || c.Horizon/c.Bin > 1_000_000:

@@ -108,7 +108,7 @@ func runFleetDo(t *testing.T, pol retry.Policy, tc fleetLoopCase) (log []string,
 func runFleetSimLoop(t *testing.T, pol retry.Policy, tc fleetLoopCase) (log []string, times []time.Duration) {
 	cfg := DefaultFleet()
 	cfg.Processes, cfg.Clients, cfg.Jobs = 1, 1, 1
-	cfg.NetMean, cfg.NetSD, cfg.Service = 0, 0, 0
+	cfg.NetMean, cfg.NetSD, cfg.Service = 0, 0, 0 // the scripted server answers at once (newFleetSim does not validate)
 	s := FleetStrategy{Name: "trace", Policy: pol}
 	f := newFleetSim(&cfg, &s)
 	clock := f.clock

@@ -224,6 +224,7 @@ func TestFleetConfigErrors(t *testing.T) {
 		{func(c *FleetConfig) { c.Window = 0 }, "window = 0s"},
 		{func(c *FleetConfig) { c.Service = -time.Second }, "service = -1s"},
 		{func(c *FleetConfig) { c.NetSD = -1 }, "network delay"},
+		{func(c *FleetConfig) { c.NetMean = 0 }, "want a mean above 0"},
 		{func(c *FleetConfig) { c.Horizon = 0 }, "horizon = 0s"},
 		{func(c *FleetConfig) { c.Bin = time.Nanosecond }, "bin = 1ns"},
 		{func(c *FleetConfig) { c.Strategies = []FleetStrategy{{Name: "a"}, {Name: "a"}} }, `"a" is empty or repeated`},
