@@ -501,8 +501,9 @@ func (c *call) peekStream(resp *http.Response, format int, rctx context.Context,
 	orig := resp.Body
 	r := peekFirstEvent(orig, format, c.ctx, deadline(rctx))
 	rest := orig
+	done := c.callerDone()
 	if r.closed { // closed once, not again
-		why := context.DeadlineExceeded // the attempt's
+		why := context.DeadlineExceeded // the attempt's, or the caller's
 		if c.ctx.Err() != nil {
 			why = context.Cause(c.ctx)
 		}
@@ -511,7 +512,7 @@ func (c *call) peekStream(resp *http.Response, format int, rctx context.Context,
 	resp.Body = keepWriter(orig, &prefixBody{prefix: r.prefix, rc: rest, err: r.err})
 
 	if r.failed {
-		if c.ctx.Err() != nil {
+		if done {
 			resp.Body.Close()
 			return r.err // the caller's own cancel or deadline: the loop stops
 		}

@@ -890,3 +890,38 @@ func TestPeekedBodyReadAfterClose(t *testing.T) {
 		}
 	})
 }
+
+// pastDeadline is a context whose deadline has passed by the clock while
+// its Done has not closed yet: the moment between a deadline and the timer
+// that ends the context, which a busy machine stretches.
+type pastDeadline struct {
+	context.Context
+	dl time.Time
+}
+
+func (c pastDeadline) Deadline() (time.Time, bool) { return c.dl, true }
+
+// TestStreamCallerDeadlineDuringPeek: when the caller's deadline passes
+// while the first event is awaited, the call ends with an error matching
+// context.DeadlineExceeded, even in the moment before the caller's context
+// says so itself; never with a response whose first event never came.
+func TestStreamCallerDeadlineDuringPeek(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBlockingBody()
+		var calls []time.Time
+		rt := NewTransport(sequence(&calls, func(r *http.Request) (*http.Response, error) {
+			resp := response(r, 200, "", "Content-Type", ctSSE)
+			resp.Body, resp.ContentLength = b, -1
+			return resp, nil
+		}), fast)
+		ctx := pastDeadline{context.Background(), time.Now().Add(2 * time.Second)}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, streamURL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if resp != nil || !errors.Is(err, context.DeadlineExceeded) || len(calls) != 1 || b.n.Load() != 1 {
+			t.Fatalf("response %v, err %v after %d attempts, body closed %d times; want a deadline error after 1, closed once", resp != nil, err, len(calls), b.n.Load())
+		}
+	})
+}

@@ -195,7 +195,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c.last != nil {
 		// Giving up on a retryable status: the caller gets the last
 		// response, as net/http callers expect, unless they gave up first.
-		if ctx.Err() == nil {
+		if !c.callerDone() {
 			return c.last, nil
 		}
 		c.discardLast()
@@ -440,7 +440,7 @@ func (c *call) attempt(actx context.Context) error {
 		if cancel != nil {
 			cancel()
 		}
-		if c.ctx.Err() != nil {
+		if c.callerDone() {
 			return err // the caller's own cancel or deadline: the loop stops
 		}
 		cl, err := c.classify(err, timedOut)
@@ -554,6 +554,18 @@ func (c *call) classify(err error, timedOut bool) (classification, error) {
 		}
 	}
 	return classify(err, timedOut), err
+}
+
+// callerDone reports whether the caller's context has ended, or its
+// deadline has passed by the clock: a context's Err says so only once its
+// timer has run, a moment later (stretched on a busy machine), and the
+// transport's own timers may see the deadline first.
+func (c *call) callerDone() bool {
+	if c.ctx.Err() != nil {
+		return true
+	}
+	dl, ok := c.ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // attemptContext returns the context of one HTTP attempt. It derives from the
