@@ -33,7 +33,10 @@
 // no retry fixes. (A read that fails because the transport closed the body
 // is not the body's failure. A body shorter than its ContentLength fails
 // the attempt on HTTP/1.1 only: HTTP/2 sends it and leaves the server to
-// refuse it.)
+// refuse it. A body that is a file or a network connection is handed to
+// the base transport as it is, so that the kernel can copy it with
+// sendfile or splice: its read errors are classified like any transport
+// error.)
 //
 // # Idempotency
 //
