@@ -145,8 +145,9 @@ type call struct {
 
 // RoundTrip sends req, retrying it as the policy says. It follows the
 // RoundTripper rules: req is never modified, its body is closed exactly once
-// (even on errors), and its context bounds every attempt and wait. See the
-// package documentation.
+// (even on errors), and its context bounds every attempt and wait. An error
+// after an attempt is a [*retry.Error] holding the last attempt's
+// [*AttemptError]. See the package documentation.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.err != nil {
 		closeBody(req)
@@ -181,6 +182,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 
+	// The loop returns an error that stopped it as it is: Elapsed for the
+	// *retry.Error made of it below. (One clock read, about 20 to 60 ns; a
+	// per-call Observer that kept the give-up's Elapsed instead moved the
+	// call to the heap: 2 allocations.)
 	start := time.Now()
 	err := retry.Run(ctx, p, c.attempt)
 	if c.stream != nil {
