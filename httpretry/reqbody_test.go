@@ -291,3 +291,20 @@ func TestGiveUpIsRetryError(t *testing.T) {
 		})
 	}
 }
+
+// TestGiveUpElapsed: the *retry.Error made of an error the loop returns as
+// is counts the whole call, the first attempt included.
+func TestGiveUpElapsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := NewTransport(rtFunc(func(*http.Request) (*http.Response, error) {
+			time.Sleep(3 * time.Second) // a slow handshake
+			return nil, &tls.CertificateVerificationError{Err: errors.New("bad certificate")}
+		}), fast)
+		req, _ := http.NewRequest(http.MethodGet, "https://example.com/", nil)
+		_, err := rt.RoundTrip(req)
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Elapsed != 3*time.Second || re.Attempts != 1 {
+			t.Fatalf("err %v (%+v), want a *retry.Error after 1 attempt in 3s", err, re)
+		}
+	})
+}
