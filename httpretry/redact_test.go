@@ -250,3 +250,49 @@ func TestRedactAgrees(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRedact: whatever the value of a secret parameter and wherever it
+// sits (in the query or the fragment, after '&' or ';', its name in any
+// case or percent-encoded), neither Redact nor RedactText lets it through,
+// and the other parameters survive both.
+func FuzzRedact(f *testing.F) {
+	f.Add(uint8(0), "AIzaSyA-secret", uint8(0), false, false, uint8(0))
+	f.Add(uint8(17), "FQoGZXIvYXdzEJr", uint8(1), true, true, uint8(5))
+	f.Fuzz(func(t *testing.T, which uint8, value string, sep uint8, frag, encode bool, upper uint8) {
+		if len(value) < 6 || strings.Contains("REDACTED", value) || strings.Contains(value, "keep") {
+			return
+		}
+		for _, r := range value {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r)) {
+				return
+			}
+		}
+		name := []byte(secretParams[int(which)%len(secretParams)])
+		if i := int(upper) % (len(name) + 1); i < len(name) && name[i] >= 'a' && name[i] <= 'z' {
+			name[i] -= 'a' - 'A'
+		}
+		n := string(name)
+		if encode {
+			n = "%" + strings.ToUpper(strconv.FormatInt(int64(n[0]), 16)) + n[1:]
+		}
+		s := [...]string{"&", ";"}[sep%2]
+		raw := "https://h.example/p?a=keep1" + s + n + "=" + value + s + "b=keep2"
+		if frag {
+			raw = "https://h.example/p?a=keep1#c=keep3" + s + n + "=" + value + s + "b=keep2"
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Skip()
+		}
+		for _, out := range []string{Redact(u), RedactText(`Get "` + raw + `": EOF`)} {
+			if strings.Contains(out, value) {
+				t.Fatalf("%s: the value of %s left in %s", raw, n, out)
+			}
+			for _, keep := range []string{"keep1", "keep2"} {
+				if !strings.Contains(out, keep) {
+					t.Fatalf("%s: %s lost in %s", raw, keep, out)
+				}
+			}
+		}
+	})
+}
