@@ -135,6 +135,8 @@ type call struct {
 
 	ep   int  // current endpoint, -1 without endpoints
 	move bool // the last attempt saw an overload signal: the next one moves on
+
+	pacer bool // the policy has a Pacer, which learns the server's hints
 }
 
 // RoundTrip sends req, retrying it as the policy says. It follows the
@@ -151,7 +153,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if o, ok := ctx.Value(policyKey{}).(*retry.Policy); ok {
 		p = p.Merge(*o)
 	}
-	c := call{t: t, req: req, ctx: ctx, codes: p.Codes(), max: p.Attempts, ep: -1}
+	c := call{t: t, req: req, ctx: ctx, codes: p.Codes(), max: p.Attempts, ep: -1, pacer: p.Pacer != nil}
 	if c.max == 0 {
 		c.max = retry.DefaultAttempts
 	}
@@ -442,19 +444,30 @@ func (c *call) attempt(actx context.Context) error {
 	}
 	c.last = resp
 	ae := c.attemptError(req.URL, code, ClassStatus, nil)
+	var skip error // why the loop must not retry the request, nil if it may
 	switch {
-	case c.n >= c.max:
-		return ae // the last attempt: the loop gives up, no hint needed
+	case c.n >= c.max: // the last attempt: the loop gives up anyway
 	case !c.idempotent:
-		return retry.Unretryable(&skipError{reason: ErrNotIdempotent, err: ae})
+		skip = ErrNotIdempotent
 	case !c.replayable():
-		return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae})
+		skip = ErrBodyNotReplayable
 	}
-	if d, src := hint(resp, c.ctx, deadline(rctx)); src != "" {
-		ae.HintSource = src
-		return retry.After(ae, d)
+	var aerr error = ae
+	if skip != nil {
+		aerr = &skipError{reason: skip, err: ae}
 	}
-	return ae
+	// The loop needs the hint for a retry only; a Pacer (a fleet's shared
+	// cooldown) learns it from every attempt, the last one included.
+	if (c.n < c.max && skip == nil) || c.pacer {
+		if d, src := hint(resp, c.ctx, deadline(rctx)); src != "" {
+			ae.HintSource = src
+			aerr = retry.After(aerr, d)
+		}
+	}
+	if skip != nil {
+		return retry.Unretryable(aerr)
+	}
+	return aerr
 }
 
 // attemptContext returns the context of one HTTP attempt. It derives from the

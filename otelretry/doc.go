@@ -1,7 +1,7 @@
 // Package otelretry reports the retries of [retry.Do], [retry.Run] and
 // httpretry to OpenTelemetry.
 //
-// Two pieces, used together or apart:
+// Three pieces, used together or apart:
 //
 //   - [NewObserver] returns a [retry.Observer] that records metrics
 //     (retry.attempts, retry.wait, retry.give_ups) and adds a "retry" event
@@ -11,6 +11,10 @@
 //     client span per attempt and sets http.request.resend_count on every
 //     attempt after the first, as the OpenTelemetry HTTP semantic conventions
 //     define it.
+//   - [NewFleetMetrics] records the state of the fleet limiters of the
+//     redisretry module (fallback active, lease refills, quota and cooldown
+//     waits, hints) from their Observer's events, adapted in one line (see
+//     [FleetEvent]): this module does not depend on redisretry or go-redis.
 //
 // Error messages put on spans pass through a redactor that removes
 // credentials from URLs (user info and the values of the key, access_token,

@@ -109,3 +109,40 @@ func ExampleErrorType() {
 	// timeout
 	// *errors.errorString
 }
+
+// The fleet limiters of the redisretry module report their events to an
+// Observer; FleetMetrics records them. (This package does not import
+// redisretry: the adapter is one line, shown in the comment.)
+func ExampleNewFleetMetrics() {
+	reader := sdkmetric.NewManualReader()
+	fleet, err := otelretry.NewFleetMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		panic(err)
+	}
+	// observe := func(e redisretry.Event) {
+	// 	fleet.Observe(otelretry.FleetEvent{Kind: e.Kind.String(), Limiter: e.Limiter, Key: e.Key, Wait: e.Wait, Units: e.Units})
+	// }
+	// quota, _ := redisretry.NewQuota(client, redisretry.QuotaConfig{Key: "gemini", Limit: limit, Observer: observe})
+	fleet.Observe(otelretry.FleetEvent{Kind: otelretry.FleetRefill, Limiter: "quota", Key: "gemini", Units: 20})
+	fleet.Observe(otelretry.FleetEvent{Kind: otelretry.FleetQuotaWait, Limiter: "quota", Key: "gemini", Wait: 100 * time.Millisecond})
+	fleet.Observe(otelretry.FleetEvent{Kind: otelretry.FleetFallback, Limiter: "quota", Key: "gemini"})
+
+	var rm metricdata.ResourceMetrics
+	_ = reader.Collect(context.Background(), &rm)
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		switch d := m.Data.(type) {
+		case metricdata.Sum[int64]:
+			fmt.Println(m.Name, d.DataPoints[0].Value)
+		case metricdata.Gauge[int64]:
+			fmt.Println(m.Name, d.DataPoints[0].Value)
+		case metricdata.Histogram[float64]:
+			fmt.Println(m.Name, "count", d.DataPoints[0].Count)
+		}
+	}
+	// Unordered output:
+	// retry.fleet.refills 1
+	// retry.fleet.refill.units 20
+	// retry.fleet.wait count 1
+	// retry.fleet.fallbacks 1
+	// retry.fleet.fallback 1
+}

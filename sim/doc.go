@@ -9,7 +9,7 @@
 // library's own [retry.Limiter] implementations: the simulator has no second
 // copy of any formula.
 //
-// Two experiments are provided:
+// Three experiments are provided:
 //
 //   - [RunContention] is the experiment of the AWS Architecture Blog post
 //     "Exponential Backoff and Jitter": N clients race to update one record
@@ -18,6 +18,11 @@
 //     a server of fixed capacity that has an outage, and the simulator
 //     measures how much the retries amplify the load and how long the
 //     service takes to recover.
+//   - [RunFleet] is a fleet of processes working through a backlog under one
+//     quota that answers 429 with RetryInfo beyond it: each process on its
+//     own, against the fleet's retry budget, cooldown and quota of the
+//     redisretry module, modelled by the Go models of its Lua scripts
+//     (internal/fleetmodel, which a redisretry test holds to the scripts).
 //
 // The command "retry sim" (cmd/retry) prints their results as a table, as
 // JSON lines or as SVG plots.

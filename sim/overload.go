@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -208,33 +206,10 @@ func RunOverload(c OverloadConfig) ([]OverloadResult, error) {
 	if len(cfg.Strategies) == 0 {
 		return nil, errors.New("sim: no strategies to simulate")
 	}
-	workers := cfg.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
 	results := make([]OverloadResult, len(cfg.Strategies))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	done := 0
-	for range min(workers, len(cfg.Strategies)) {
-		wg.Go(func() {
-			for i := range next {
-				results[i] = runOverloadOne(&cfg, &cfg.Strategies[i]).res
-				if cfg.Progress != nil {
-					mu.Lock()
-					done++
-					cfg.Progress(done, len(cfg.Strategies))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range cfg.Strategies {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	parallel(len(cfg.Strategies), cfg.Workers, cfg.Progress, func(i int) {
+		results[i] = runOverloadOne(&cfg, &cfg.Strategies[i]).res
+	})
 	return results, nil
 }
 

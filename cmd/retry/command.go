@@ -134,6 +134,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	p.Observer = log.observer()
 	p.Retryable = r.retryable
+	fl, err := openFleet(pf.fleet, log)
+	if err != nil {
+		return log.fail(err)
+	}
+	defer fl.close()
+	fl.apply(&p, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -184,6 +184,8 @@ var configKeys = []configKey{
 	{"max_retry_after", "max_retry_after"}, {"maxRetryAfter", "max_retry_after"},
 	{"jitter_shape", "jitter_shape"}, {"jitterShape", "jitter_shape"},
 	{"profile", "profile"},
+	{"redis", "redis"}, {"fleet", "fleet"}, {"quota", "quota"},
+	{"redis_timeout", "redis_timeout"}, {"redisTimeout", "redis_timeout"},
 }
 
 // configKeyNames returns every accepted key, in the order of configKeys.
@@ -229,11 +231,13 @@ func parseJSONDuration(b json.RawMessage) (time.Duration, error) {
 
 // config is what a config file says: a policy holding only the fields the
 // file sets (explicit zero durations as [retry.Zero], ready for
-// [retry.Policy.Merge]), an optional profile name, and the key each field was
-// set with (canonical key to the key as written), to name it in errors.
+// [retry.Policy.Merge]), an optional profile name, the fleet settings, and
+// the key each field was set with (canonical key to the key as written), to
+// name it in errors.
 type config struct {
 	Policy  retry.Policy
 	Profile string
+	Fleet   fleetSpec
 	Keys    map[string]string
 }
 
@@ -338,7 +342,60 @@ func parseConfig(data []byte) (config, error) {
 		}
 		c.Profile = name
 	}
+	if err := parseFleetConfig(raw, keys, &c.Fleet); err != nil {
+		return config{}, err
+	}
 	return c, nil
+}
+
+// parseFleetConfig reads the fleet keys of a config file: "redis" (a URL),
+// "fleet" (a name), "quota" (a rate such as "600/1m") and "redis_timeout".
+// Whether they fit together is checked with the flags (see buildFleet).
+func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s *fleetSpec) error {
+	str := func(field, want string) (string, bool, error) {
+		b, ok := raw[field]
+		if !ok {
+			return "", false, nil
+		}
+		var v string
+		if err := json.Unmarshal(b, &v); err != nil {
+			return "", false, fmt.Errorf("%s: want a string, %s", keys[field], want)
+		}
+		return v, true, nil
+	}
+	if v, ok, err := str("redis", "a URL like \"redis://127.0.0.1:6379/0\""); err != nil {
+		return err
+	} else if ok {
+		if err := checkRedisURL(v); err != nil {
+			return fmt.Errorf("redis: %v", err)
+		}
+		s.url = v
+	}
+	if v, ok, err := str("fleet", "the name the processes share"); err != nil {
+		return err
+	} else if ok {
+		if err := checkFleetName(v); err != nil {
+			return fmt.Errorf("fleet: %q: %v", v, err)
+		}
+		s.name = v
+	}
+	if v, ok, err := str("quota", "a rate like \"600/1m\""); err != nil {
+		return err
+	} else if ok {
+		l, err := parseQuota(v)
+		if err != nil {
+			return fmt.Errorf("quota: %q: %v", v, err)
+		}
+		s.quota = l
+	}
+	if b, ok := raw["redis_timeout"]; ok {
+		d, err := parseJSONDuration(b)
+		if err != nil {
+			return fmt.Errorf("%s: %v", keys["redis_timeout"], err)
+		}
+		s.timeout = d
+	}
+	return nil
 }
 
 // readConfigObject reads the top-level JSON object of a config file into raw

@@ -35,6 +35,8 @@ type policyFlags struct {
 	seed           uint64
 	logFormat      string
 	quiet          bool
+	fleetFlags     fleetSpec // the fleet flags as given
+	fleet          fleetSpec // with the config file's, set by build
 
 	// given maps the canonical name of each policy flag that was set to the
 	// name it was given as, with its dashes ("--max-time" for
@@ -117,6 +119,7 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 		return nil
 	})
 	fs.BoolVar(&pf.quiet, "quiet", false, "print no retry log")
+	pf.addFleetFlags()
 	if http {
 		fs.Func("codes", "HTTP status `CODES` that trigger a retry, 4xx and 5xx only (default 408,429,500,502,503,504)", func(s string) error {
 			c, err := parseStatusCodes(s)
@@ -148,6 +151,8 @@ type origin map[string]string
 // then the flags that were set. An explicit 0 (flag or config) overrides the
 // profile: for --deadline and --attempt-timeout it means none. It validates
 // the result and names the flag, config key or profile a bad value came from.
+// It also sets pf.fleet from the fleet flags and config keys (checked, not
+// connected: see openFleet).
 func (pf *policyFlags) build() (retry.Policy, error) {
 	var cfg config
 	if pf.configPath != "" {
@@ -229,6 +234,9 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 	}
 	if err := p.Validate(); err != nil {
 		return retry.Policy{}, policyError(err, from)
+	}
+	if err := pf.buildFleet(cfg); err != nil {
+		return retry.Policy{}, err
 	}
 	return p, nil
 }

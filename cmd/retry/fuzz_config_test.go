@@ -103,6 +103,9 @@ func FuzzParseConfig(f *testing.F) {
 		`{"initialDelay": 0.5, "maxDelay": 2, "expBase": 3, "httpStatusCodes": [503]}`, `{"Attempts": 2}`,
 		`{"attempts": 2, "attempts": 3}`, `{"max_delay": 1, "maxDelay": 1}`, `{"attempts": null}`, `{"deadline": 1e-10}`,
 		`{"http_status_codes": [200]}`,
+		`{"redis": "redis://127.0.0.1:6379/0", "fleet": "ci", "quota": "600/1m", "redis_timeout": 0.05}`,
+		`{"redis": "redis://:pw@h:1/x"}`, `{"fleet": "a{b}"}`, `{"quota": "0/1s"}`, `{"quota": "5/1ns"}`, `{"redisTimeout": -1}`,
+		`{"redis": 1}`, `{"fleet": ""}`, `{"quota": null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -147,6 +150,10 @@ func FuzzParseConfig(f *testing.F) {
 				t.Fatalf("parseConfig(%q): status codes %v", data, p.StatusCodes)
 			}
 			seen[code] = true
+		}
+		if f := c.Fleet; f.quota.Rate < 0 || (f.quota.Rate > 0 && f.quota.Period < time.Millisecond) || f.timeout < 0 ||
+			(f.name != "" && checkFleetName(f.name) != nil) || (f.url != "" && checkRedisURL(f.url) != nil) {
+			t.Fatalf("parseConfig(%q): fleet settings %+v", data, f)
 		}
 		if _, err := retry.ParseShape(p.Shape.String()); err != nil {
 			t.Fatalf("parseConfig(%q): shape %v", data, p.Shape)

@@ -67,6 +67,16 @@ OPTIONS
     --profile NAME           start from a profile: %s
     --config FILE            JSON settings (see CONFIG FILE)
     --seed N                 seed of the jitter, for reproducible waits (default random)
+  Fleet (every retry process with the same --redis and --fleet; see FLEET):
+    --redis URL              the Redis server the fleet shares, e.g.
+                             redis://127.0.0.1:6379/0, redis://:PASSWORD@host:6379/0,
+                             rediss://host:6380 (TLS), unix:///run/redis.sock
+    --fleet NAME             the fleet's key, e.g. myproject:gemini-2.5-flash: turns on
+                             the fleet's retry budget and its shared cooldown
+    --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every attempt of
+                             every process waits for its turn (needs --fleet)
+    --redis-timeout DURATION time limit of each Redis call; past it this process
+                             decides alone (default 20ms)
   Command:
     --on-exit-codes CODES    exit codes worth a retry, e.g. 1,75 (default any non-zero)
     --stdin-file FILE        give FILE as stdin to every attempt
@@ -86,14 +96,30 @@ OPTIONS
     Precedence: defaults (or --profile) < --config < flags; an explicit 0
     for --deadline or --attempt-timeout means none, whatever the profile says.
 
+FLEET
+    Processes on many machines (CI jobs, workers) that call one API share
+    its quota: with --redis and --fleet, every retry process of the fleet
+    keeps one retry budget (retries at most 20 %% of the fleet's requests
+    over 10 s), honours one cooldown (a server's Retry-After or RetryInfo
+    seen by any of them pauses all of them, up to 60s), and with --quota
+    paces every attempt, the first included, so that the fleet stays under
+    RATE. A wait that would end after --deadline is not begun: retry gives
+    up at once. The fleet's budget replaces a profile's per-process one.
+    Redis is a helper: if it is down, slow or refuses the password, the
+    command runs all the same, decided by this process alone (one log
+    line), and the fleet is used again when Redis answers. A password in the
+    URL is never printed; a config file keeps it off the command line.
+
 CONFIG FILE
     A JSON object with the Gen AI SDK's HttpRetryOptions names, durations in
     seconds (or strings like "250ms"). Keys are case-sensitive and may appear
     once; snake_case and the JS SDK's camelCase are both accepted:
         %s
     A key set to null, an unknown key, or a value out of range is an error
-    naming the file and the key.
+    naming the file and the key. redis, fleet, quota and redis_timeout are
+    the fleet flags.
         {"attempts": 8, "initial_delay": 0.5, "max_delay": 30, "deadline": 300}
+        {"redis": "redis://ci-redis:6379/0", "fleet": "gemini-flash", "quota": "600/1m"}
 
 EXIT STATUS
     the command's last exit code (0 once it succeeds)
@@ -109,6 +135,7 @@ EXAMPLES
     retry --deadline 300s --attempts 8 -- ./deploy.sh
     retry --on-exit-codes 1,75 --attempt-timeout 30s -- make test
     retry --foreground -- ssh host uptime
+    retry --redis redis://127.0.0.1:6379/0 --fleet gemini --quota 600/1m -- ./ask.sh
 `
 
 // printCommandHelp prints the manual of the command mode.
@@ -249,6 +276,13 @@ OPTIONS
     --seed N                 seed of the jitter (default random)
     --log-format FORMAT      text (default) or json: one JSON object per line on stderr
     --quiet                  no retry log (the error is still printed)
+  Fleet (see 'retry --help', FLEET):
+    --redis URL              the Redis server the fleet shares, e.g. redis://127.0.0.1:6379/0
+    --fleet NAME             the fleet's key: one retry budget and one cooldown (a
+                             429's Retry-After or RetryInfo pauses every process)
+    --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every attempt of
+                             every process waits for its turn (needs --fleet)
+    --redis-timeout DURATION time limit of each Redis call (default 20ms)
 
     DURATION is Go syntax (1.5s, 250ms) or a number of seconds. Combined
     one-letter flags work as in curl (-fsSL, -XPOST); flags may come after
@@ -280,6 +314,7 @@ EXAMPLES
     retry http -fsS -H "x-goog-api-key: $KEY" https://host/v1/models
     retry http --json @req.json --idempotency-key auto -w '%%{http_code} %%{num_retries}\n' URL
     retry http -L --attempts 8 --deadline 60s -o out.bin https://host/file
+    retry http --redis redis://127.0.0.1:6379/0 --fleet gemini --quota 600/1m URL
 `
 
 // printHTTPHelp prints the manual of retry http.

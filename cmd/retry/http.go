@@ -282,6 +282,12 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		return log.fail(err)
 	}
 	defer base.CloseIdleConnections()
+	fl, err := openFleet(h.pf.fleet, log)
+	if err != nil {
+		return log.fail(err)
+	}
+	defer fl.close()
+	fl.apply(&p, log)
 	var rt http.RoundTripper = base
 	if h.verbose {
 		rt = &verboseTransport{rt: base, log: log}

@@ -24,6 +24,7 @@ type attemptInfo struct {
 	What       string // one phrase for the text log: "exit code 3", "503 Service Unavailable"
 	Error      string // the error text for the JSON log ("" when Status or ExitCode say it all)
 	WhyStop    string // for a permanent failure: why it is not retried
+	Refusal    string // why the fleet's pacer refused the next attempt, if it did
 	Start      bool   // command mode: the command could not be started
 }
 
@@ -65,6 +66,9 @@ type eventLog struct {
 	keepGiveUp bool
 	describe   func(error) attemptInfo
 	now        func() time.Time
+	// refusal, when set, says why a pacer (the fleet's quota or cooldown)
+	// refused the attempt the loop gave up before, "" if none did.
+	refusal func() string
 
 	gaveUp bool // a give-up line was printed
 }
@@ -82,6 +86,9 @@ func (l *eventLog) event(e retry.Event) {
 	var info attemptInfo
 	if e.Err != nil {
 		info = l.describe(e.Err)
+	}
+	if e.Kind == retry.EventGiveUp && (e.Reason == retry.ReasonDeadline || e.Reason == retry.ReasonThrottled) && l.refusal != nil {
+		info.Refusal = l.refusal()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -211,6 +218,9 @@ func (l *eventLog) writeJSON(e retry.Event, info attemptInfo) {
 		if info.WhyStop != "" && e.Reason == retry.ReasonPermanent {
 			r.Error = strings.TrimSpace(r.Error + " (" + info.WhyStop + ")")
 		}
+		if info.Refusal != "" {
+			r.Message = info.Refusal
+		}
 	}
 	l.encode(r)
 }
@@ -227,6 +237,9 @@ func (l *eventLog) encode(r logRecord) {
 
 // reasonText says in words why the loop gave up.
 func reasonText(r retry.Reason, info attemptInfo) string {
+	if info.Refusal != "" {
+		return info.Refusal
+	}
 	switch r {
 	case retry.ReasonAttempts:
 		return "no attempts left"

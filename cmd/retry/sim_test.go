@@ -281,3 +281,69 @@ func TestSimContentionReport(t *testing.T) {
 		}
 	}
 }
+
+func TestSimFleet(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"fleet", "--processes", "4", "--clients", "5", "--jobs", "20", "--quota", "60/10s", "--json", "--plot", dir}
+	code, out, errs := runSimArgs(args...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d lines, want 6 strategies:\n%s", len(lines), out)
+	}
+	rows := map[string]map[string]any{}
+	for _, l := range lines {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("bad JSON %q: %v", l, err)
+		}
+		for _, k := range []string{"strategy", "processes", "clients", "jobs", "share_429", "amplification", "goodput", "fairness", "drain_s", "max_window"} {
+			if _, ok := row[k]; !ok {
+				t.Errorf("row lacks %q: %s", k, l)
+			}
+		}
+		rows[row["strategy"].(string)] = row
+	}
+	if rows["fleet"]["share_429"].(float64) != 0 || rows["local"]["share_429"].(float64) == 0 || rows["fleet"]["jobs"].(float64) != 400 {
+		t.Errorf("429 shares: fleet %v, local %v", rows["fleet"]["share_429"], rows["local"]["share_429"])
+	}
+	checkSVG(t, filepath.Join(dir, "fleet-load.svg"), 7) // 6 strategies + the quota
+	checkSVG(t, filepath.Join(dir, "fleet-429.svg"), 6)
+	checkSVG(t, filepath.Join(dir, "fleet-backlog.svg"), 7)
+	if _, again, _ := runSimArgs(args...); again != out {
+		t.Error("same flags printed different JSON")
+	}
+
+	code, out, errs = runSimArgs("fleet", "--processes", "3", "--clients", "2:4:2", "--jobs", "10", "--quota", "20/5s", "--retry-info", "none", "--strategies", "local,fleet")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{"3 processes × 2 clients, backlog 60 calls", "3 processes × 4 clients, backlog 120 calls", "quota 20/5s (4/s)",
+		"429 with no RetryInfo", "share_429      share of them answered 429", "Conclusion: local had "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"fleet", "--quota", "fast"}, `invalid value "fast" for flag --quota: want COUNT/PERIOD`},
+		{[]string{"fleet", "--quota", "0/1s"}, "the count must be a whole number > 0"},
+		{[]string{"fleet", "--quota", "99999999999/1s"}, "at most 2147483647 requests per window"},
+		{[]string{"fleet", "--retry-info", "0"}, "want reset, none or a duration above 0"},
+		{[]string{"fleet", "--retry-info", "-3s"}, "must not be negative"},
+		{[]string{"fleet", "--processes", "0"}, "processes = 0"},
+		{[]string{"fleet", "--jobs", "0"}, "jobs = 0"},
+		{[]string{"fleet", "--strategies", "local,bogus"}, `unknown fleet strategy "bogus"`},
+		{[]string{"fleet", "--strategies", ""}, "--strategies is empty"},
+		{[]string{"fleet", "--horizon", "0s"}, "horizon = 0s"},
+	} {
+		code, out, errs := runSimArgs(tc.args...)
+		if code != exitUsage || out != "" || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}

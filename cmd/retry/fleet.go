@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/redisretry"
+	"github.com/redis/go-redis/v9"
+)
+
+// This file holds --redis, --fleet, --quota and --redis-timeout: the fleet's
+// limits shared through Redis by every retry process that names the same
+// fleet (package redisretry). The CLI only configures them; the limiters,
+// their leases and their fallback when Redis fails are redisretry's.
+
+// fleetSpec is what the flags and the config file ask of the fleet, checked
+// but not connected: an empty url means no fleet. A config file's "redis",
+// "fleet", "quota" and "redis_timeout" fill one too.
+type fleetSpec struct {
+	url     string           // the Redis URL as given (it may hold a password)
+	name    string           // the fleet's key
+	quota   redisretry.Limit // Rate 0: no quota
+	timeout time.Duration    // each Redis call's bound; 0: redisretry's default
+}
+
+// fleetQuotaLease is the most requests' worth of the fleet's schedule one
+// retry process takes per Redis round trip: 1, because a retry process makes
+// few attempts and lives briefly. A round trip per attempt costs nothing
+// next to starting a command or a connection, and a larger lease would hold
+// slots the other processes wait behind, then give back only what no later
+// reservation overtook.
+const fleetQuotaLease = 1
+
+// fleetWaitLogged is the shortest wait for the fleet's quota or cooldown
+// that gets a log line: the retry lines show the backoff, not these waits.
+const fleetWaitLogged = time.Second
+
+// addFleetFlags registers the fleet flags on fs.
+func (pf *policyFlags) addFleetFlags() {
+	fs, ff := pf.fs, &pf.fleetFlags
+	fs.Func("redis", "share the --fleet limits through the Redis server at `URL`, e.g. redis://127.0.0.1:6379/0", func(s string) error {
+		ff.url = s // checked by build: the flag package would quote a password in its error
+		pf.set("redis", "redis")
+		return nil
+	})
+	fs.Func("fleet", "`NAME` of the fleet: every process with the same --fleet and --redis shares one retry budget and one cooldown (and --quota)", func(s string) error {
+		if err := checkFleetName(s); err != nil {
+			return err
+		}
+		ff.name = s
+		pf.set("fleet", "fleet")
+		return nil
+	})
+	fs.Func("quota", "the fleet's quota `RATE`, e.g. 40/1s or 600/1m: every attempt of every process waits for its turn", func(s string) error {
+		l, err := parseQuota(s)
+		if err != nil {
+			return err
+		}
+		ff.quota = l
+		pf.set("quota", "quota")
+		return nil
+	})
+	pf.durFlag(&ff.timeout, "redis-timeout", "redis-timeout", "time limit of each Redis call; past it this process decides alone (default 20ms)")
+}
+
+// checkFleetName checks a fleet's name, which becomes the key (and the
+// Cluster hash tag) of its Redis keys.
+func checkFleetName(s string) error {
+	switch {
+	case s == "":
+		return errors.New("empty name (want the key the processes share, e.g. myproject:gemini-2.5-flash)")
+	case strings.ContainsAny(s, "{}"):
+		return errors.New("must not contain { or } (the name is the Redis Cluster hash tag of the fleet's keys)")
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return errors.New("must not contain control characters")
+	}
+	return nil
+}
+
+// parseQuota parses a quota rate ("40/1s", "600/1m", "600 per 1m") with
+// redisretry's parser, keeping its reason without its prefix.
+func parseQuota(s string) (redisretry.Limit, error) {
+	l, err := redisretry.ParseLimit(s)
+	if err != nil {
+		return l, errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("redisretry: invalid rate %q: ", s)))
+	}
+	return l, nil
+}
+
+// checkRedisURL checks a Redis URL without connecting: the error never
+// shows the password.
+func checkRedisURL(raw string) error {
+	if strings.TrimSpace(raw) == "" {
+		return errors.New("empty URL (want e.g. redis://127.0.0.1:6379/0)")
+	}
+	c, err := redisretry.NewClient(raw)
+	if err != nil {
+		return errors.New(redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), raw))
+	}
+	c.Close()
+	return nil
+}
+
+// redactPassword removes the password of the URL raw from msg.
+func redactPassword(msg, raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// redactedURL is raw with its password replaced, for messages.
+func redactedURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "(a URL that does not parse)"
+}
+
+// buildFleet merges the config file's fleet settings and the flags (flags
+// win) into pf.fleet and checks that they fit together.
+func (pf *policyFlags) buildFleet(cfg config) error {
+	ff := pf.fleetFlags
+	s := cfg.Fleet
+	in := func(key string) string { return "--config " + pf.configPath + ": " + cfg.Keys[key] }
+	from := map[string]string{"redis": in("redis"), "fleet": in("fleet"), "quota": in("quota"), "redis_timeout": in("redis_timeout")}
+	given := pf.given
+	if _, ok := given["redis"]; ok {
+		s.url, from["redis"] = ff.url, "--redis"
+		if err := checkRedisURL(ff.url); err != nil {
+			return usagef("--redis: %v", err)
+		}
+	}
+	if _, ok := given["fleet"]; ok {
+		s.name, from["fleet"] = ff.name, "--fleet"
+	}
+	if _, ok := given["quota"]; ok {
+		s.quota, from["quota"] = ff.quota, "--quota"
+	}
+	if _, ok := given["redis-timeout"]; ok {
+		s.timeout, from["redis_timeout"] = ff.timeout, "--redis-timeout"
+	}
+	switch {
+	case s.url == "" && s.name != "":
+		return usagef("%s needs --redis URL (the Redis the processes share)", from["fleet"])
+	case s.url == "" && s.quota.Rate != 0:
+		return usagef("%s needs --redis URL and --fleet NAME (the Redis and the key the processes share)", from["quota"])
+	case s.url == "" && s.timeout != 0:
+		return usagef("%s needs --redis URL", from["redis_timeout"])
+	case s.url != "" && s.name == "":
+		return usagef("%s needs --fleet NAME (the key the processes share)", from["redis"])
+	}
+	pf.fleet = s
+	return nil
+}
+
+// fleet holds the limiters of one run on one Redis client: a budget and a
+// cooldown keyed by the fleet's name, and a quota when one is given.
+type fleet struct {
+	client   *redis.Client
+	budget   *redisretry.Budget
+	cooldown *redisretry.Cooldown
+	quota    *redisretry.Quota
+}
+
+// openFleet makes the limiters of s (no network call yet: they connect on
+// first use) and reports their state changes and long waits on log. A nil
+// fleet and no error mean no fleet.
+func openFleet(s fleetSpec, log *eventLog) (*fleet, error) {
+	if s.url == "" {
+		return nil, nil
+	}
+	client, err := redisretry.NewClient(s.url)
+	if err != nil { // checked by build
+		return nil, usagef("--redis: %s", redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), s.url))
+	}
+	silenceRedis.Do(func() { redis.SetLogger(discardRedisLog{}) })
+	fl := &fleet{client: client}
+	obs := &fleetLog{log: log, name: s.name, quota: s.quota, url: s.url}
+	// redisretry's own lines would go to slog's default logger, in another
+	// format: fleetLog says the same in the CLI's.
+	quiet := slog.New(slog.DiscardHandler)
+	fl.budget, err = redisretry.NewBudget(client, redisretry.BudgetConfig{
+		Key: s.name, Timeout: s.timeout, Logger: quiet, Observer: obs.event,
+	})
+	if err == nil {
+		fl.cooldown, err = redisretry.NewCooldown(client, redisretry.CooldownConfig{
+			Key: s.name, Timeout: s.timeout, Logger: quiet, Observer: obs.event,
+		})
+	}
+	if err == nil && s.quota.Rate > 0 {
+		fl.quota, err = redisretry.NewQuota(client, redisretry.QuotaConfig{
+			Key: s.name, Limit: s.quota, Lease: fleetQuotaLease, Timeout: s.timeout, Logger: quiet, Observer: obs.event,
+		})
+	}
+	if err != nil {
+		fl.close()
+		return nil, usagef("--fleet: %s", strings.TrimPrefix(err.Error(), "redisretry: "))
+	}
+	return fl, nil
+}
+
+// silenceRedis keeps go-redis's own log lines (each failed dial, in its
+// format) off stderr, once per process: what matters is in fleetLog's line.
+var silenceRedis sync.Once
+
+type discardRedisLog struct{}
+
+func (discardRedisLog) Printf(context.Context, string, ...any) {}
+
+// apply puts the fleet's limiters on p: the fleet's budget replaces any
+// per-process one (a profile's), and every attempt waits for the cooldown,
+// then for the quota (the cooldown takes nothing, so it goes first). log's
+// give-up line then says why the fleet refused an attempt.
+func (f *fleet) apply(p *retry.Policy, log *eventLog) {
+	if f == nil {
+		return
+	}
+	p.Budget = f.budget
+	pacers := []retry.Pacer{p.Pacer, f.cooldown}
+	if f.quota != nil {
+		pacers = append(pacers, f.quota)
+	}
+	np := &notingPacer{Pacer: retry.Pacers(pacers...)}
+	p.Pacer = np
+	log.refusal = np.refusal
+}
+
+// notingPacer keeps why its pacer last refused an attempt (a wait past the
+// deadline, or Redis unavailable): the loop's give-up event does not say.
+type notingPacer struct {
+	retry.Pacer
+	last atomic.Pointer[string]
+}
+
+func (n *notingPacer) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
+	t, err := n.Pacer.Reserve(ctx, earliest, deadline)
+	if err != nil && ctx.Err() == nil {
+		msg := strings.TrimPrefix(err.Error(), "redisretry: ")
+		msg = strings.TrimSuffix(msg, ": "+retry.ErrPastDeadline.Error())
+		n.last.Store(&msg)
+	}
+	return t, err
+}
+
+func (n *notingPacer) refusal() string {
+	if s := n.last.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// close counts this process's requests in the fleet's budget, gives back
+// the quota it did not use (each one Redis call, bounded by the timeout,
+// none while Redis is down), and closes the client.
+func (f *fleet) close() {
+	if f == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	if f.budget != nil {
+		wg.Go(func() { f.budget.Close() })
+	}
+	if f.quota != nil {
+		wg.Go(func() { f.quota.Close() })
+	}
+	if f.cooldown != nil {
+		wg.Go(func() { f.cooldown.Close() })
+	}
+	wg.Wait()
+	f.client.Close()
+}
+
+// fleetLog turns the limiters' events into the CLI's log lines: one line
+// when the first of them loses Redis and one when the last gets it back
+// (not one per limiter), and the waits the retry lines do not show.
+type fleetLog struct {
+	log   *eventLog
+	name  string
+	quota redisretry.Limit
+	url   string
+
+	mu   sync.Mutex
+	down map[string]bool // limiters deciding without Redis
+}
+
+func (l *fleetLog) event(e redisretry.Event) {
+	switch e.Kind {
+	case redisretry.EventFallback, redisretry.EventRecovered:
+		l.mu.Lock()
+		defer l.mu.Unlock() // one line per change of the whole fleet's state, in order
+		if l.down == nil {
+			l.down = map[string]bool{}
+		}
+		was := len(l.down) > 0
+		if e.Kind == redisretry.EventFallback {
+			l.down[e.Limiter] = true
+		} else {
+			delete(l.down, e.Limiter)
+		}
+		switch now := len(l.down) > 0; {
+		case now && !was:
+			reason := "no answer"
+			if e.Err != nil {
+				reason = redactPassword(strings.TrimPrefix(e.Err.Error(), "redisretry: "), l.url)
+			}
+			l.log.note("fleet", fmt.Sprintf("Redis at %s unavailable (%s): fleet %s's limits are decided by this process alone until it answers",
+				redactedURL(l.url), oneLine(reason), l.name))
+		case was && !now:
+			l.log.note("fleet", fmt.Sprintf("Redis at %s available again: fleet %s's limits are shared again", redactedURL(l.url), l.name))
+		}
+	case redisretry.EventQuotaWait:
+		if e.Wait >= fleetWaitLogged {
+			l.log.note("fleet", fmt.Sprintf("waiting %v for fleet %s's quota (%d/%v)", roundDur(e.Wait), l.name, l.quota.Rate, l.quota.Period))
+		}
+	case redisretry.EventCooldownWait:
+		if e.Wait >= fleetWaitLogged {
+			l.log.note("fleet", fmt.Sprintf("waiting %v: a server asked fleet %s to pause", roundDur(e.Wait), l.name))
+		}
+	}
+}

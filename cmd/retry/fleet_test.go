@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/redisretry"
+)
+
+// TestFleetBadInput: a bad or incomplete fleet setting, as a flag or in the
+// config file, exits 2 with one line that names it as the user wrote it and
+// never shows a Redis password.
+func TestFleetBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(s), 0o644)
+		return p
+	}
+	fleetOnly := write("fleet.json", `{"fleet": "ci"}`)
+	badQuota := write("quota.json", `{"redis": "redis://127.0.0.1:1/0", "fleet": "ci", "quota": "fast"}`)
+	redisNumber := write("redis.json", `{"redis": 6379, "fleet": "ci"}`)
+	secretURL := write("secret.json", `{"redis": "redis://user:s3cret@127.0.0.1:notaport/0", "fleet": "ci"}`)
+	badName := write("name.json", `{"redis": "redis://127.0.0.1:1/0", "fleet": "a{b}"}`)
+	camel := write("camel.json", `{"redisTimeout": "-1s"}`)
+	const r = "redis://127.0.0.1:1/0"
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"fleet without redis", []string{"--fleet", "ci", "--", "true"}, "--fleet needs --redis URL"},
+		{"quota without redis", []string{"--quota", "40/1s", "--", "true"}, "--quota needs --redis URL and --fleet NAME"},
+		{"quota without fleet", []string{"--redis", r, "--quota", "40/1s", "--", "true"}, "--redis needs --fleet NAME"},
+		{"redis without fleet", []string{"--redis", r, "--", "true"}, "--redis needs --fleet NAME"},
+		{"timeout without redis", []string{"--redis-timeout", "50ms", "--", "true"}, "--redis-timeout needs --redis URL"},
+		{"empty redis", []string{"--redis", "", "--fleet", "ci", "--", "true"}, "--redis: empty URL"},
+		{"redis scheme", []string{"--redis", "http://127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL"},
+		{"redis password", []string{"--redis", "redis://user:s3cret@127.0.0.1:6379/notadb", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL redis://user:xxxxx@127.0.0.1:6379/notadb: redis: invalid database number"},
+		{"empty fleet", []string{"--redis", r, "--fleet", "", "--", "true"}, `invalid value "" for flag --fleet: empty name`},
+		{"fleet braces", []string{"--redis", r, "--fleet", "a{b}", "--", "true"}, "--fleet: must not contain { or }"},
+		{"fleet newline", []string{"--redis", r, "--fleet", "a\nb", "--", "true"}, "--fleet: must not contain control characters"},
+		{"quota no period", []string{"--redis", r, "--fleet", "ci", "--quota", "40", "--", "true"}, `invalid value "40" for flag --quota: want COUNT/PERIOD`},
+		{"quota zero", []string{"--redis", r, "--fleet", "ci", "--quota", "0/1s", "--", "true"}, "--quota: the count must be a whole number > 0"},
+		{"quota negative", []string{"--redis", r, "--fleet", "ci", "--quota", "-5/1s", "--", "true"}, "--quota: the count must be a whole number > 0"},
+		{"quota overflow", []string{"--redis", r, "--fleet", "ci", "--quota", "99999999999999999999/1s", "--", "true"}, "--quota: the count must be a whole number > 0"},
+		{"quota short period", []string{"--redis", r, "--fleet", "ci", "--quota", "5/10us", "--", "true"}, "--quota: the period must be a duration of at least 1ms"},
+		{"quota zero period", []string{"--redis", r, "--fleet", "ci", "--quota", "5/0s", "--", "true"}, "--quota: the period must be"},
+		{"redis timeout", []string{"--redis", r, "--fleet", "ci", "--redis-timeout", "soon", "--", "true"}, `invalid value "soon" for flag --redis-timeout`},
+		{"config fleet without redis", []string{"--config", fleetOnly, "--", "true"}, "--config " + fleetOnly + ": fleet needs --redis URL"},
+		{"config quota", []string{"--config", badQuota, "--", "true"}, "--config " + badQuota + `: quota: "fast": want COUNT/PERIOD`},
+		{"config redis type", []string{"--config", redisNumber, "--", "true"}, "--config " + redisNumber + ": redis: want a string"},
+		{"config redis unparsable", []string{"--config", secretURL, "--", "true"}, "redis: invalid Redis URL: it does not parse"},
+		{"config fleet name", []string{"--config", badName, "--", "true"}, `fleet: "a{b}": must not contain { or }`},
+		{"config timeout", []string{"--config", camel, "--", "true"}, "redisTimeout: duration \"-1s\" must not be negative"},
+		{"http quota without fleet", []string{"http", "--redis", r, "--quota", "5/1s", "http://127.0.0.1:1/"}, "--redis needs --fleet NAME"},
+		{"http bad quota", []string{"http", "--redis", r, "--fleet", "ci", "--quota", "5/x", "http://127.0.0.1:1/"}, "--quota: the period must be"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runRetry(t, "", nil, tc.args...)
+			if r.code != exitUsage {
+				t.Errorf("exit code = %d, want 2; stderr %q", r.code, r.stderr)
+			}
+			if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "retry") {
+				t.Errorf("want one line on stderr, got %q", r.stderr)
+			}
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr %q lacks %q", r.stderr, tc.want)
+			}
+			if strings.Contains(r.stderr, "s3cret") {
+				t.Errorf("stderr shows the password: %q", r.stderr)
+			}
+		})
+	}
+}
+
+// TestFleetPrecedence: the config file's fleet settings apply, and a flag
+// overrides its key.
+func TestFleetPrecedence(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(cfg, []byte(`{"redis": "redis://127.0.0.1:1/0", "fleet": "from-config", "quota": "600/1m", "redis_timeout": 0.05}`), 0o644)
+	build := func(args ...string) fleetSpec {
+		t.Helper()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		pf := addPolicyFlags(fs, false)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pf.build(); err != nil {
+			t.Fatal(err)
+		}
+		return pf.fleet
+	}
+	if s := build(); s != (fleetSpec{}) {
+		t.Errorf("no fleet flags: %+v, want none", s)
+	}
+	want := fleetSpec{url: "redis://127.0.0.1:1/0", name: "from-config", quota: redisretry.PerMinute(600), timeout: 50 * time.Millisecond}
+	if s := build("--config", cfg); s != want {
+		t.Errorf("config: %+v, want %+v", s, want)
+	}
+	want = fleetSpec{url: "redis://127.0.0.1:2/0", name: "from-flag", quota: redisretry.PerSecond(40), timeout: time.Second}
+	if s := build("--config", cfg, "--redis", want.url, "--fleet", "from-flag", "--quota", "40/1s", "--redis-timeout", "1s"); s != want {
+		t.Errorf("flags over config: %+v, want %+v", s, want)
+	}
+}
+
+// windowCounter is a loopback server that counts the requests of each
+// fixed window of one second and answers 429 beyond quota in a window, 503
+// (retryable) otherwise.
+type windowCounter struct {
+	quota int
+	start time.Time
+
+	mu      sync.Mutex
+	windows map[int64]int
+	times   []time.Duration // of every request, from start
+	total   int
+	n429    int
+}
+
+func (s *windowCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	at := time.Since(s.start)
+	s.times = append(s.times, at)
+	i := int64(at / time.Second)
+	s.windows[i]++
+	s.total++
+	over := s.windows[i] > s.quota
+	if over {
+		s.n429++
+	}
+	s.mu.Unlock()
+	if over {
+		http.Error(w, "quota exceeded", http.StatusTooManyRequests)
+		return
+	}
+	http.Error(w, "busy", http.StatusServiceUnavailable)
+}
+
+// busiest returns the most requests seen in one window, and the totals.
+func (s *windowCounter) busiest() (most, total, n429 int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.windows {
+		most = max(most, n)
+	}
+	return most, s.total, s.n429
+}
+
+// sliding returns the most requests seen in any second, wherever it
+// starts (at least the busiest fixed window).
+func (s *windowCounter) sliding() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	most := 0
+	for i, t := range s.times { // times are in order: the handler appends under the lock
+		n := 0
+		for _, u := range s.times[i:] {
+			if u-t >= time.Second {
+				break
+			}
+			n++
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// TestFleetQuotaSharedByProcesses runs two retry http processes at once,
+// each making 40 attempts against a server that answers 429 beyond 40
+// requests a second: with one --quota 40/1s between them the server sees
+// at most its quota (+5 %) in any second and answers no 429; the same
+// processes without the fleet go far over it (the check can fail).
+func TestFleetQuotaSharedByProcesses(t *testing.T) {
+	srv := startRedis(t)
+	const quota, attempts = 40, 40
+	run := func(fleet []string) *windowCounter {
+		t.Helper()
+		wc := &windowCounter{quota: quota, windows: map[int64]int{}, start: time.Now()}
+		ts := httptest.NewServer(wc)
+		defer ts.Close()
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				r := runRetry(t, "", nil, args([]string{"http", "-sS", "--attempts", "40", "--initial-delay", "1ms", "--max-delay", "1ms", "--jitter", "0"}, fleet, []string{ts.URL})...)
+				if r.code != exitGaveUp || strings.Contains(r.stderr, "Redis") {
+					t.Errorf("exit %d, want 1 (gave up on 503s); stderr:\n%s", r.code, r.stderr)
+				}
+			})
+		}
+		wg.Wait()
+		return wc
+	}
+	// A 2 s Redis timeout: the sharing is under test here, not the bound
+	// (a busy machine running -race may take more than 20 ms to connect,
+	// and a process that falls back paces at the whole quota by itself).
+	name := fleetName(t)
+	shared := run([]string{"--redis", srv.url(), "--fleet", name, "--quota", "40/1s", "--redis-timeout", "2s"})
+	most, total, n429 := shared.busiest()
+	t.Logf("with --quota: %d requests, at most %d in a second, %d answered 429", total, most, n429)
+	if total != 2*attempts {
+		t.Errorf("the server saw %d requests, want %d", total, 2*attempts)
+	}
+	if most > quota+quota/20 || n429 != 0 {
+		t.Errorf("with --quota %d/1s: at most %d requests in a second and %d answered 429; want <= %d and none", quota, most, n429, quota+quota/20)
+	}
+	if n := hashSum(t, srv.client(t, ""), "{"+name+"}:budget:requests"); n != 2 {
+		t.Errorf("the fleet's budget counted %d requests, want 2 (one per process, flushed on exit)", n)
+	}
+
+	alone := run(nil)
+	_, total, n429 = alone.busiest()
+	most = alone.sliding()
+	t.Logf("without: %d requests, at most %d in a second, %d answered 429", total, most, n429)
+	if most <= quota+quota/20 {
+		t.Errorf("without --quota the server saw at most %d requests in any second (%d answered 429): the check cannot fail", most, n429)
+	}
+}
+
+// TestFleetRedisDown: with nothing listening at --redis, the command runs
+// as it would alone (the limiters decide locally) and retry logs one line
+// for the whole fleet, however many limiters and attempts.
+func TestFleetRedisDown(t *testing.T) {
+	url := "redis://user:s3cret@127.0.0.1:" + strconv.Itoa(freePort(t)) + "/0"
+	count := filepath.Join(t.TempDir(), "count")
+	r := runRetry(t, "", []string{"COUNT=" + count}, args([]string{"--redis", url, "--fleet", fleetName(t), "--quota", "100/1s", "--attempts", "3"},
+		fast, []string{"--", "sh", "-c", `echo x >> "$COUNT"; exit 3`})...)
+	if r.code != 3 || countLines(t, count) != 3 {
+		t.Errorf("exit %d after %d attempts, want 3 and 3; stderr:\n%s", r.code, countLines(t, count), r.stderr)
+	}
+	if got := lines(r.stderr, "Redis"); len(got) != 1 || !strings.Contains(got[0], "unavailable") || !strings.Contains(got[0], "decided by this process alone") {
+		t.Errorf("want one line saying Redis is unavailable:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "s3cret") || strings.Contains(r.stderr, "pool.go") {
+		t.Errorf("stderr shows the password or go-redis's own log:\n%s", r.stderr)
+	}
+
+	r = runRetry(t, "", nil, "--redis", url, "--fleet", "down", "--log-format", "json", "--", "true")
+	var fleet []map[string]any
+	for _, rec := range jsonLines(t, r.stderr) {
+		if rec["event"] == "fleet" {
+			fleet = append(fleet, rec)
+		}
+	}
+	if r.code != 0 || len(fleet) != 1 || !strings.Contains(fleet[0]["message"].(string), "unavailable") {
+		t.Errorf("--log-format json: exit %d, fleet records %v; stderr:\n%s", r.code, fleet, r.stderr)
+	}
+}
+
+// TestFleetPassword: a server that wants a password gets it from the URL;
+// a wrong one is a fallback like an outage, and never printed.
+func TestFleetPassword(t *testing.T) {
+	srv := startRedis(t, "--requirepass", "s3cret")
+	name := fleetName(t)
+	good := "redis://:s3cret@" + srv.addr() + "/0"
+	r := runRetry(t, "", nil, "--redis", good, "--fleet", name, "--quota", "10/1s", "--redis-timeout", "2s", "--", "true")
+	if r.code != 0 || r.stderr != "" {
+		t.Errorf("right password: exit %d, stderr %q", r.code, r.stderr)
+	}
+	c := srv.client(t, "s3cret")
+	if ttl := c.PTTL(context.Background(), "{"+name+"}:quota").Val(); ttl <= 0 {
+		t.Errorf("the quota's schedule is not in Redis (PTTL %v)", ttl)
+	}
+	r = runRetry(t, "", nil, "--redis", "redis://:wrong-pw@"+srv.addr()+"/0", "--fleet", name, "--", "true")
+	if r.code != 0 || len(lines(r.stderr, "unavailable")) != 1 || strings.Contains(r.stderr, "wrong-pw") || strings.Contains(r.stderr, "s3cret") {
+		t.Errorf("wrong password: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestFleetCooldownShared: a 429 with Retry-After (3 s) seen by one process
+// pauses another process of the fleet: within a deadline it gives up
+// before running its command; without one it waits, says so, then runs.
+func TestFleetCooldownShared(t *testing.T) {
+	srv := startRedis(t)
+	name := fleetName(t)
+	// A 2 s Redis timeout: the sharing is under test, not the bound (a busy
+	// machine running -race may take more than 20 ms for a process's first
+	// call, and a hint that Redis did not take in time stays local).
+	fleet := []string{"--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s"}
+	s := &scripted{statuses: []int{429}, headers: map[int]http.Header{0: {"Retry-After": {"3"}}}}
+	url := serve(t, s)
+	r := runRetry(t, "", nil, args([]string{"http", "-sS", "--attempts", "1"}, fleet, []string{url})...)
+	if r.code != exitGaveUp || s.count() != 1 {
+		t.Fatalf("first process: exit %d after %d requests; stderr:\n%s", r.code, s.count(), r.stderr)
+	}
+	published := time.Now()
+	if ttl := srv.client(t, "").PTTL(context.Background(), "{"+name+"}:cooldown").Val(); ttl <= 0 {
+		t.Fatalf("no cooldown in Redis after a 429 with Retry-After: 3 (PTTL %v)", ttl)
+	}
+
+	dir := t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	r = runRetry(t, "", []string{"RAN=" + ran}, args(fleet, []string{"--deadline", "1s", "--", "sh", "-c", `echo x >> "$RAN"`})...)
+	if r.code != exitGaveUp || countLines(t, ran) != 0 || !strings.Contains(r.stderr, "giving up before the first attempt (the fleet cooldown would need a wait of ") {
+		t.Errorf("--deadline 1s inside a 3 s cooldown: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
+	}
+
+	r = runRetry(t, "", []string{"RAN=" + ran}, args(fleet, []string{"--", "sh", "-c", `echo x >> "$RAN"`})...)
+	waited := time.Since(published)
+	if r.code != 0 || countLines(t, ran) != 1 {
+		t.Errorf("no deadline: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
+	}
+	if got := lines(r.stderr, "a server asked fleet "+name+" to pause"); len(got) != 1 || !strings.HasPrefix(got[0], "retry: waiting ") {
+		t.Errorf("want one line about the wait:\n%s", r.stderr)
+	}
+	if waited < time.Second {
+		t.Errorf("the third process ran %v after the hint of 3 s was published", waited)
+	}
+}
+
+// TestFleetLeavesNoGoroutines runs both modes in-process with a fleet, on a
+// live Redis and on a dead one: the limiters' Redis calls, probes and the
+// client's connections are gone once run returns.
+func TestFleetLeavesNoGoroutines(t *testing.T) {
+	srv := startRedis(t)
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "0")
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	}))
+	defer web.Close()
+	notifySignals(make(chan os.Signal, 1))() // os/signal's goroutine stays for good
+	before := chaos.SnapshotGoroutines()
+	dead := "redis://127.0.0.1:" + strconv.Itoa(freePort(t)) + "/0"
+	for _, url := range []string{srv.url(), dead} {
+		fleet := []string{"--redis", url, "--fleet", fleetName(t), "--quota", "1000/1s", "--quiet"}
+		run(args(fleet, []string{"--attempts", "2", "--initial-delay", "1ms", "--jitter", "0", "--", "sh", "-c", "exit 3"}), nil, io.Discard, io.Discard)
+		run(args([]string{"http"}, fleet, []string{"--attempts", "2", "--initial-delay", "1ms", "--jitter", "0", web.URL}), nil, io.Discard, io.Discard)
+	}
+	web.CloseClientConnections()
+	if leaked := before.Leaked(5 * time.Second); len(leaked) > 0 {
+		t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+	}
+}

@@ -1,0 +1,510 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/backoffkit/retry"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultBudgetLease is the most retry permits a Budget takes per Redis round
+// trip, used when BudgetConfig.Lease is 0.
+const DefaultBudgetLease = 10
+
+// budgetSlots is the number of slots of the window, as in retry.RatioBudget.
+const budgetSlots = 20
+
+// BudgetConfig configures a [Budget]. Key is required; every other field's
+// zero value is the documented default. Ratio, Window and MinPerSecond mean
+// what they mean in [retry.RatioBudgetConfig], for the whole fleet.
+type BudgetConfig struct {
+	// Key names the fleet's budget: every process that uses the same Key
+	// (and Redis) shares it. Redis keys are "{Key}:budget:requests" and
+	// "{Key}:budget:retries".
+	Key string
+
+	// Ratio is the number of retries the fleet may make per request made
+	// in the window. 0 means 0.2.
+	Ratio float64
+
+	// Window is how long a request or a retry is remembered. 0 means 10 s.
+	// It slides in steps of Window/20, whole milliseconds.
+	Window time.Duration
+
+	// MinPerSecond is a floor of retries per second of Window for the
+	// whole fleet, allowed whatever the traffic. 0 means 10; a negative
+	// value means no floor. In fallback each process keeps this floor for
+	// itself.
+	MinPerSecond float64
+
+	// Lease is the most retry permits taken per Redis round trip. A
+	// process uses them within one slot (Window/20) and gives back what it
+	// did not use. The size adapts to this process's retries, up to Lease.
+	// 0 means 10.
+	Lease int64
+
+	// FlushInterval is how often this process's requests are counted in
+	// Redis, in one batch. 0 means a slot (Window/20).
+	FlushInterval time.Duration
+
+	// Timeout bounds each Redis call. 0 means 20 ms.
+	Timeout time.Duration
+
+	// ProbeInterval is how often a Budget that fell back tries Redis again.
+	// 0 means 1 s.
+	ProbeInterval time.Duration
+
+	// OnFailure says what to do while Redis is unavailable. The zero value
+	// is FailLocal: a retry.RatioBudget of this configuration decides.
+	OnFailure FailureMode
+
+	// Logger receives one line per change of state. nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// Observer receives state changes and refills. nil means none.
+	Observer Observer
+
+	// Now returns the current time. nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate reports the first invalid field of c, naming it and its value.
+func (c BudgetConfig) Validate() error {
+	if err := checkCommon("BudgetConfig", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure); err != nil {
+		return err
+	}
+	if err := c.local().Validate(); err != nil {
+		return fmt.Errorf("redisretry: invalid BudgetConfig: %w", err)
+	}
+	switch {
+	case c.Lease < 0:
+		return fmt.Errorf("redisretry: invalid BudgetConfig.Lease = %d: must not be negative (0 means %d)", c.Lease, DefaultBudgetLease)
+	case c.FlushInterval < 0:
+		return fmt.Errorf("redisretry: invalid BudgetConfig.FlushInterval = %v: must not be negative (0 means Window/20)", c.FlushInterval)
+	}
+	return nil
+}
+
+func (c BudgetConfig) local() retry.RatioBudgetConfig {
+	return retry.RatioBudgetConfig{Ratio: c.Ratio, Window: c.Window, MinPerSecond: c.MinPerSecond, Now: c.Now}
+}
+
+func (c BudgetConfig) resolve() BudgetConfig {
+	if c.Ratio == 0 {
+		c.Ratio = retry.DefaultBudgetRatio
+	}
+	if c.Window == 0 {
+		c.Window = retry.DefaultBudgetWindow
+	}
+	if c.MinPerSecond == 0 {
+		c.MinPerSecond = retry.DefaultBudgetMinPerSecond
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultBudgetLease
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = c.slot()
+	}
+	return c
+}
+
+// slot is the width of a slot, whole milliseconds (at least 1).
+func (c BudgetConfig) slot() time.Duration {
+	return max((c.Window / budgetSlots).Truncate(time.Millisecond), time.Millisecond)
+}
+
+func (c BudgetConfig) floor() float64 {
+	return max(c.MinPerSecond, 0) * c.Window.Seconds()
+}
+
+// Budget is a retry budget for a whole fleet: retries are allowed while the
+// fleet's retries stay within Ratio of the fleet's requests over a sliding
+// window (with a floor), the rule of [retry.RatioBudget], counted in Redis.
+// When Redis says the budget is exhausted, retries are refused locally for a
+// slot (Window/20) before it is asked again.
+// It implements [retry.Limiter] for [retry.Policy.Budget]; first attempts are
+// never refused.
+//
+// Requests are counted locally and flushed in one batch per FlushInterval;
+// retry permits are taken in blocks (leases), refilled in the background
+// before they run out, and given back when unused. So a request costs a few
+// atomic operations and a retry rarely waits for Redis, never longer than
+// Timeout.
+//
+// A [retry.RatioBudget] of the same configuration counts this process's
+// requests and retries all along; while Redis is unavailable it decides (by
+// default: see [FailureMode]). A Budget is safe for concurrent use: counters
+// are atomic, the lease is behind one mutex.
+type Budget struct {
+	g      guard
+	be     backend
+	keys   budgetKeys
+	local  *retry.RatioBudget
+	args   budgetArgs // the window's parameters
+	lease  int64
+	ttl    time.Duration // how long a lease's permits may be used: a slot
+	every  time.Duration // FlushInterval
+	pend   atomic.Int64  // requests not yet counted in Redis
+	flushT atomic.Int64  // UnixNano of the next flush
+
+	mu        sync.Mutex
+	leases    []permits
+	want      int64
+	used      int64
+	back      []permits // unused permits to give back, one epoch each
+	closing   bool      // Close was called: no round trip starts
+	lastEpoch int64     // the epoch of the lease the last permit came from
+	dry       time.Time // the fleet's budget was exhausted: refuse locally until then
+	inflight  *flight   // the round trip in flight; nil if none
+}
+
+// permits is a lease of retry permits granted in a slot.
+type permits struct {
+	n       int64
+	epoch   int64
+	expires time.Time
+}
+
+// NewBudget returns a Budget on client (a *redis.Client, ClusterClient, Ring
+// or any redis.Scripter) configured by c. It makes no network call. It
+// returns c's validation error, or an error if client is nil.
+func NewBudget(client redis.Scripter, c BudgetConfig) (*Budget, error) {
+	if client == nil {
+		return nil, errors.New("redisretry: NewBudget: nil client")
+	}
+	return newBudget(scriptBackend{client}, c)
+}
+
+func newBudget(be backend, c BudgetConfig) (*Budget, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	local := retry.NewRatioBudget(c.local()) // validated above: no panic
+	c = c.resolve()
+	b := &Budget{
+		be: be, keys: newBudgetKeys(c.Key), local: local, lease: c.Lease, ttl: c.slot(), every: c.FlushInterval,
+		args: budgetArgs{slotMS: int64(c.slot() / time.Millisecond), slots: budgetSlots, ratio: c.Ratio, floor: c.floor()},
+		want: 1,
+	}
+	b.g.common = newCommon("budget", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, c.Now)
+	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
+	return b, nil
+}
+
+// Admit implements [retry.Limiter]. A first attempt (retry false) is counted
+// and admitted. A retry is admitted if this process holds a permit of the
+// fleet's budget, or gets one from Redis within Timeout; while Redis is
+// unavailable, as the FailureMode says.
+func (b *Budget) Admit(retry bool) bool {
+	if !retry {
+		b.local.Admit(false)
+		if b.g.healthy() {
+			b.pend.Add(1)
+			if t, now := b.flushT.Load(), b.g.now().UnixNano(); now >= t && b.flushT.CompareAndSwap(t, now+int64(b.every)) {
+				b.mu.Lock()
+				if b.inflight == nil {
+					b.startLocked(false)
+				}
+				b.mu.Unlock()
+			}
+		}
+		return true
+	}
+	limit := b.g.now().Add(b.g.timeout)
+	for {
+		if !b.g.healthy() {
+			b.g.probe(b.flush)
+			return b.decideLocally()
+		}
+		now := b.g.now()
+		b.mu.Lock()
+		if now.Before(b.dry) && b.leftLocked(now) == 0 {
+			// Redis said no a moment ago: do not ask again per retry.
+			b.mu.Unlock()
+			b.g.refused.Add(1)
+			return false
+		}
+		if b.takeLocked(now) {
+			if b.inflight == nil && b.leftLocked(now)*4 < b.want {
+				b.startLocked(true)
+			}
+			b.mu.Unlock()
+			b.local.Admit(true) // keep the local budget's count warm for a fallback
+			return true
+		}
+		f := b.inflight
+		mine := f == nil
+		if mine {
+			f = b.startLocked(true)
+		}
+		b.mu.Unlock()
+		if f == nil {
+			return b.decideLocally() // closed
+		}
+		// Wait for the round trip, but never past this call's limit.
+		if err := f.wait(context.Background(), limit.Sub(now)); err != nil {
+			return b.decideLocally() // Redis is slow for this call
+		}
+		if mine && f.err == nil && f.granted == 0 {
+			b.g.refused.Add(1)
+			return false // the fleet's budget is exhausted
+		}
+	}
+}
+
+// Record implements [retry.Limiter]: it tells the local budget (a
+// RatioBudget counts attempts, not outcomes).
+func (b *Budget) Record(ok bool) { b.local.Record(ok) }
+
+// Cancel takes back an admission whose attempt was not made after all (see
+// [retry.Limiter]: the loop calls it when a pacer refused the attempt, the
+// deadline came first or the context ended): the permit of a retry goes back
+// to this process's lease (or back to the fleet with the next round trip if
+// its lease has expired), the count of a first attempt comes off the
+// requests not yet flushed, and the local budget forgets either. A request
+// already counted in Redis stays counted (the next flush subtracts it from
+// this process's new requests).
+func (b *Budget) Cancel(retry bool) {
+	healthy := b.g.healthy()
+	if healthy || b.g.mode == FailLocal || !retry {
+		b.local.Cancel(retry)
+	}
+	if !healthy {
+		return
+	}
+	if !retry {
+		b.pend.Add(-1)
+		return
+	}
+	now := b.g.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.leases {
+		if l := &b.leases[i]; l.epoch == b.lastEpoch && now.Before(l.expires) {
+			l.n++
+			b.used--
+			return
+		}
+	}
+	b.giveBackLocked(permits{n: 1, epoch: b.lastEpoch})
+}
+
+// giveBackLocked keeps unused permits to give back with the next round trip.
+func (b *Budget) giveBackLocked(p permits) {
+	for i := range b.back {
+		if b.back[i].epoch == p.epoch {
+			b.back[i].n += p.n
+			return
+		}
+	}
+	b.back = append(b.back, permits{n: p.n, epoch: p.epoch})
+}
+
+// pending takes the requests to count in Redis: those admitted since the last
+// flush, less those cancelled (a negative remainder waits for the next one).
+func (b *Budget) pending() int64 {
+	n := b.pend.Swap(0)
+	if n < 0 {
+		b.pend.Add(n)
+		return 0
+	}
+	return n
+}
+
+// Stats returns the Budget's counters.
+func (b *Budget) Stats() Stats { return b.g.stats() }
+
+// State returns whether the Budget decides with Redis now.
+func (b *Budget) State() State { return State(b.g.state.Load()) }
+
+// Close counts the requests not yet flushed and gives back the unused
+// permits (a Redis call per slot they were granted in, at most two, each
+// bounded by the timeout), after the round trip in flight. Admit then
+// decides with the local budget. Close is idempotent.
+func (b *Budget) Close() error {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closing = true // no round trip starts now
+	f := b.inflight
+	b.mu.Unlock()
+	if f != nil {
+		<-f.done // bounded by the timeout
+	}
+	now := b.g.now()
+	b.mu.Lock()
+	for _, l := range b.leases {
+		if l.n > 0 && now.Before(l.expires) {
+			b.giveBackLocked(l)
+		}
+	}
+	b.leases = nil
+	back := b.back
+	b.back = nil
+	b.mu.Unlock()
+	var errs []error
+	add := b.pending()
+	for i := 0; (i < len(back) || add > 0) && b.g.healthy(); i++ {
+		a := b.args
+		a.add, add = add, 0
+		if i < len(back) {
+			a.back, a.backEpoch = back[i].n, back[i].epoch
+		}
+		_, err := roundTrip(&b.g, context.Background(), b.g.timeout, func(ctx context.Context) (budgetReply, error) {
+			return b.be.budget(ctx, b.keys, a)
+		})
+		errs = append(errs, err)
+	}
+	b.g.close()
+	return errors.Join(errs...)
+}
+
+// takeLocked takes a permit from an unexpired lease; expired ones are kept
+// for giving back.
+func (b *Budget) takeLocked(now time.Time) bool {
+	for len(b.leases) > 0 && (b.leases[0].n == 0 || !now.Before(b.leases[0].expires)) {
+		if b.leases[0].n > 0 {
+			b.giveBackLocked(b.leases[0])
+		}
+		b.leases = b.leases[1:]
+	}
+	if len(b.leases) == 0 {
+		return false
+	}
+	b.leases[0].n--
+	b.used++
+	b.lastEpoch = b.leases[0].epoch
+	return true
+}
+
+func (b *Budget) leftLocked(now time.Time) int64 {
+	var n int64
+	for _, l := range b.leases {
+		if now.Before(l.expires) {
+			n += l.n
+		}
+	}
+	return n
+}
+
+// startLocked starts a round trip in the background: it counts the pending
+// requests, gives back unused permits (of one epoch) and, if permit is true,
+// asks for a lease. It returns nil if the Budget is closed.
+func (b *Budget) startLocked(permit bool) *flight {
+	a := b.args
+	if permit {
+		w := b.want
+		if b.used*4 >= w*3 {
+			w *= 2
+		} else {
+			w = b.used
+		}
+		a.want = min(max(w, 1), b.lease)
+	}
+	if b.closing {
+		return nil
+	}
+	if len(b.back) > 0 {
+		a.back, a.backEpoch = b.back[0].n, b.back[0].epoch
+	}
+	f := &flight{done: make(chan struct{})}
+	if !b.g.goroutine(func() { b.roundTrip(f, a) }) {
+		return nil
+	}
+	if len(b.back) > 0 {
+		b.back = b.back[1:]
+	}
+	b.inflight = f
+	return f
+}
+
+// roundTrip makes the call of f with the arguments a (but the requests
+// pending now) and adds the permits granted to the lease.
+func (b *Budget) roundTrip(f *flight, a budgetArgs) {
+	a.add = b.pending()
+	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
+	r, err := inline(&b.g, b.g.timeout, func(ctx context.Context) (budgetReply, error) {
+		return b.be.budget(ctx, b.keys, a)
+	})
+	// On an error the requests are not counted: the budget errs on the
+	// strict side.
+	b.mu.Lock()
+	b.inflight = nil
+	f.err = err
+	if err == nil && a.want > 0 && r.Granted == 0 {
+		b.dry = b.g.now().Add(b.ttl)
+	}
+	if err == nil && r.Granted > 0 {
+		f.granted = r.Granted
+		b.want, b.used = a.want, 0
+		b.leases = append(b.leases, permits{n: r.Granted, epoch: r.Epoch, expires: b.g.now().Add(b.ttl)})
+	}
+	b.mu.Unlock()
+	close(f.done)
+	if f.granted > 0 {
+		b.g.refills.Add(1)
+		b.g.emit(Event{Kind: EventRefill, Units: r.Granted})
+	}
+}
+
+// flush is the probe of a Budget in fallback: it counts the pending requests.
+func (b *Budget) flush(ctx context.Context) error {
+	a := b.args
+	a.add = b.pending()
+	_, err := b.be.budget(ctx, b.keys, a)
+	return err
+}
+
+func (b *Budget) decideLocally() bool {
+	b.g.local.Add(1)
+	ok := true
+	switch b.g.mode {
+	case FailLocal:
+		ok = b.local.Admit(true)
+	case FailClosed:
+		ok = false
+	}
+	if !ok {
+		b.g.refused.Add(1)
+	}
+	return ok
+}
+
+// flight is a Budget's Redis round trip in flight: done is closed when it
+// ends, then err holds its error and granted the permits it got.
+type flight struct {
+	done    chan struct{}
+	err     error
+	granted int64
+}
+
+// wait waits for the flight to end, at most d, or until ctx ends.
+func (f *flight) wait(ctx context.Context, d time.Duration) error {
+	select {
+	case <-f.done:
+		return nil
+	default:
+	}
+	if d <= 0 {
+		return errSlow
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-f.done:
+		return nil
+	case <-t.C:
+		return errSlow
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

@@ -1,0 +1,302 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/backoffkit/retry"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of a [CooldownConfig].
+const (
+	// DefaultCooldownMax caps a hint, as retry.Policy.MaxRetryAfter does
+	// by default (its MaxDelay, 60 s).
+	DefaultCooldownMax = retry.DefaultMaxDelay
+	// DefaultCooldownCache is how long a Cooldown trusts what it last read
+	// from Redis.
+	DefaultCooldownCache = time.Second
+	// DefaultCooldownJitter spreads the fleet's restart after a cooldown.
+	DefaultCooldownJitter = time.Second
+)
+
+// CooldownConfig configures a [Cooldown]. Key is required; every other
+// field's zero value is the documented default.
+type CooldownConfig struct {
+	// Key names what the cooldown pauses, e.g. an endpoint and a model:
+	// "myproject:gemini-2.5-pro:us-central1". One Cooldown per key. The
+	// Redis key is "{Key}:cooldown".
+	Key string
+
+	// Max caps a hint: a server asking for more gets Max, and so does what
+	// is read from Redis (another process may have a larger Max). Keep it
+	// short: a cooldown parked too long (a daily limit taken for a
+	// per-minute one) stalls every process. 0 means 60 s.
+	Max time.Duration
+
+	// Cache is how long what was read from Redis is trusted: a cooldown
+	// published by another process is seen within Cache (plus a round
+	// trip). 0 means 1 s.
+	Cache time.Duration
+
+	// Jitter is the upper bound of a random extra wait after a cooldown,
+	// drawn per attempt, so that the fleet does not restart all at once.
+	// 0 means 1 s; a negative value means none.
+	Jitter time.Duration
+
+	// Rand returns a uniform random number in [0, 1), safe for concurrent
+	// use. nil means math/rand/v2's Float64.
+	Rand func() float64
+
+	// Timeout bounds each Redis call. 0 means 20 ms.
+	Timeout time.Duration
+
+	// ProbeInterval is how often a Cooldown that fell back tries Redis
+	// again. 0 means 1 s.
+	ProbeInterval time.Duration
+
+	// OnFailure says what to do while Redis is unavailable. The zero value
+	// is FailLocal: honour what this process knows.
+	OnFailure FailureMode
+
+	// Logger receives one line per change of state. nil means
+	// slog.Default().
+	Logger *slog.Logger
+
+	// Observer receives state changes, published hints and waits. nil
+	// means none.
+	Observer Observer
+
+	// Now returns the current time. nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate reports the first invalid field of c, naming it and its value.
+func (c CooldownConfig) Validate() error {
+	if err := checkCommon("CooldownConfig", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure); err != nil {
+		return err
+	}
+	switch {
+	case c.Max < 0:
+		return fmt.Errorf("redisretry: invalid CooldownConfig.Max = %v: must not be negative (0 means %v)", c.Max, DefaultCooldownMax)
+	case c.Max > 0 && c.Max < time.Millisecond:
+		return fmt.Errorf("redisretry: invalid CooldownConfig.Max = %v: must be at least 1ms", c.Max)
+	case c.Cache < 0:
+		return fmt.Errorf("redisretry: invalid CooldownConfig.Cache = %v: must not be negative (0 means %v)", c.Cache, DefaultCooldownCache)
+	}
+	return nil
+}
+
+// Cooldown shares a server's "retry after" hints with a fleet: when any
+// process gets a hint (a 429 or 503 with Retry-After or RetryInfo, see
+// [retry.After]), it is published as an absolute time, keeping the later one,
+// and every process waits for it before its next attempt on the same key. One
+// "retry in 25 s" pauses the fleet for that model, not only the process that
+// got it. Hints are capped by CooldownConfig.Max.
+//
+// Cooldown implements [retry.Pacer]: set it as [retry.Policy.Pacer], before
+// a [Quota] with [retry.Pacers] (it takes nothing, so it goes first). The
+// loop's deadline rule applies: an attempt that could only start after its
+// deadline gives up at once with an error wrapping [retry.ErrPastDeadline].
+//
+// What Redis holds is cached for CooldownConfig.Cache, so an attempt costs a
+// round trip at most once per Cache. A Cooldown is safe for concurrent use:
+// its state is atomic.
+type Cooldown struct {
+	g      guard
+	be     backend
+	key    string
+	max    time.Duration
+	cache  time.Duration
+	jitter time.Duration
+	rand   func() float64
+
+	until    atomic.Int64 // UnixNano of the local end of the cooldown; 0 if none
+	fetched  atomic.Int64 // UnixNano of the last read from Redis
+	fetching atomic.Bool
+	mu       sync.Mutex // serialises publishing
+}
+
+// NewCooldown returns a Cooldown on client (a *redis.Client, ClusterClient,
+// Ring or any redis.Scripter) configured by c. It makes no network call. It
+// returns c's validation error, or an error if client is nil.
+func NewCooldown(client redis.Scripter, c CooldownConfig) (*Cooldown, error) {
+	if client == nil {
+		return nil, errors.New("redisretry: NewCooldown: nil client")
+	}
+	return newCooldown(scriptBackend{client}, c)
+}
+
+func newCooldown(be backend, c CooldownConfig) (*Cooldown, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Cooldown{be: be, key: cooldownKey(c.Key), max: c.Max, cache: c.Cache, jitter: c.Jitter, rand: c.Rand}
+	d.g.common = newCommon("cooldown", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, c.Now)
+	if d.max == 0 {
+		d.max = DefaultCooldownMax
+	}
+	d.max = min(d.max, maxSchedule) // times stay far from overflowing
+	if d.cache == 0 {
+		d.cache = DefaultCooldownCache
+	}
+	switch {
+	case d.jitter == 0:
+		d.jitter = DefaultCooldownJitter
+	case d.jitter < 0:
+		d.jitter = 0
+	}
+	if d.rand == nil {
+		d.rand = rand.Float64
+	}
+	return d, nil
+}
+
+// Reserve implements [retry.Pacer]: it returns earliest, or the end of the
+// fleet's cooldown for this key (plus jitter) if that is later. When that
+// would not be before deadline it returns an error wrapping
+// [retry.ErrPastDeadline] that says how long the cooldown lasts. It takes
+// nothing. It reads Redis (bounded by the timeout) only when the cached value
+// is older than CooldownConfig.Cache.
+func (d *Cooldown) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
+	if ctx.Err() != nil {
+		return time.Time{}, context.Cause(ctx)
+	}
+	if d.g.healthy() {
+		if now := d.g.now(); now.UnixNano()-d.fetched.Load() >= int64(d.cache) && d.fetching.CompareAndSwap(false, true) {
+			roundTrip(&d.g, ctx, d.g.timeout, func(ctx context.Context) (struct{}, error) {
+				return struct{}{}, d.read(ctx)
+			})
+			d.fetching.Store(false)
+		}
+	}
+	switch State(d.g.state.Load()) {
+	case StateClosed:
+		return time.Time{}, ErrClosed
+	case StateFallback:
+		d.g.probe(d.read)
+		d.g.local.Add(1)
+		switch d.g.mode {
+		case FailOpen:
+			return earliest, nil
+		case FailClosed:
+			d.g.refused.Add(1)
+			return time.Time{}, ErrUnavailable
+		}
+	}
+	now := d.g.now()
+	u := d.until.Load()
+	if u == 0 || u <= earliest.UnixNano() {
+		return earliest, nil
+	}
+	t := time.Unix(0, u)
+	if d.jitter > 0 {
+		t = t.Add(time.Duration(d.rand() * float64(d.jitter)))
+	}
+	if !deadline.IsZero() && !t.Before(deadline) {
+		d.g.refused.Add(1)
+		return time.Time{}, pastDeadline("cooldown", t.Sub(now))
+	}
+	d.g.waits.Add(1)
+	d.g.emit(Event{Kind: EventCooldownWait, Wait: t.Sub(earliest)})
+	return t, nil
+}
+
+// Record implements [retry.Pacer]: an error carrying a server's hint
+// ([retry.RetryAfter]) of more than 0 is capped by CooldownConfig.Max and
+// published for the fleet (one Redis call, bounded by the timeout; while Redis
+// is unavailable it is kept locally only).
+func (d *Cooldown) Record(err error) {
+	if err == nil {
+		return
+	}
+	hint, ok := retry.RetryAfter(err)
+	if !ok || hint <= 0 {
+		return
+	}
+	d.Publish(context.Background(), hint)
+}
+
+// Publish pauses the fleet for d (capped by CooldownConfig.Max) from now, or
+// until the current cooldown ends if that is later. Record calls it for
+// hints; call it directly for a pause learned some other way.
+func (d *Cooldown) Publish(ctx context.Context, hint time.Duration) {
+	hint = min(hint, d.max)
+	if hint <= 0 || State(d.g.state.Load()) == StateClosed {
+		return
+	}
+	now := d.g.now()
+	d.raise(now.Add(hint).UnixNano())
+	d.g.emit(Event{Kind: EventHint, Wait: hint})
+	if !d.g.healthy() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ms := max(int64(hint/time.Millisecond), 1)
+	r, err := roundTrip(&d.g, ctx, d.g.timeout, func(ctx context.Context) (cooldownReply, error) {
+		return d.be.cooldown(ctx, d.key, ms)
+	})
+	if err == nil {
+		d.learn(r)
+	}
+}
+
+// Until returns the end of the cooldown as this process knows it (the zero
+// Time if none), without calling Redis.
+func (d *Cooldown) Until() time.Time {
+	if u := d.until.Load(); u != 0 {
+		return time.Unix(0, u)
+	}
+	return time.Time{}
+}
+
+// Stats returns the Cooldown's counters.
+func (d *Cooldown) Stats() Stats { return d.g.stats() }
+
+// State returns whether the Cooldown decides with Redis now.
+func (d *Cooldown) State() State { return State(d.g.state.Load()) }
+
+// Close waits for the Redis calls in flight. Reserve then returns
+// [ErrClosed].
+func (d *Cooldown) Close() error {
+	d.g.close()
+	return nil
+}
+
+// read fetches the fleet's cooldown (and is the probe in fallback).
+func (d *Cooldown) read(ctx context.Context) error {
+	r, err := d.be.cooldown(ctx, d.key, 0)
+	if err == nil {
+		d.learn(r)
+	}
+	return err
+}
+
+// learn takes a reply's remaining time, from the reply's arrival, capped by
+// Max: a process with a larger Max (or a server whose clock went back, or
+// that lies) cannot park this one longer.
+func (d *Cooldown) learn(r cooldownReply) {
+	now := d.g.now()
+	d.fetched.Store(now.UnixNano())
+	if r.remaining > 0 {
+		left := min(r.remaining, int64(d.max/time.Millisecond))
+		d.raise(now.Add(time.Duration(left) * time.Millisecond).UnixNano())
+	}
+}
+
+// raise moves the local end of the cooldown to u if that is later.
+func (d *Cooldown) raise(u int64) {
+	for {
+		old := d.until.Load()
+		if u <= old || d.until.CompareAndSwap(old, u) {
+			return
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package redisretry_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"time"
+
+	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
+	"github.com/backoffkit/retry/redisretry"
+)
+
+// Every process of a deployment runs this: one quota, one retry budget and
+// one cooldown for the whole fleet. (It needs a Redis server on
+// 127.0.0.1:6379; the limiters decide locally when there is none.)
+func Example() {
+	client, err := redisretry.NewClient("redis://127.0.0.1:6379/0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	key := "myproject:gemini-2.5-flash:us-central1"
+	quota, err := redisretry.NewQuota(client, redisretry.QuotaConfig{Key: key, Limit: redisretry.PerMinute(600)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer quota.Close()
+	budget, err := redisretry.NewBudget(client, redisretry.BudgetConfig{Key: key})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer budget.Close()
+	cooldown, err := redisretry.NewCooldown(client, redisretry.CooldownConfig{Key: key})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cooldown.Close()
+
+	p := retry.Policy{
+		Pacer:  retry.Pacers(cooldown, quota), // the cooldown takes nothing: first
+		Budget: budget,
+	}
+	httpClient, err := httpretry.NewClient(p)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = httpClient // genai.NewClient(ctx, &genai.ClientConfig{HTTPClient: httpClient})
+}
+
+func ExampleQuota_Wait() {
+	client, _ := redisretry.NewClient("redis://127.0.0.1:6379/0")
+	defer client.Close()
+	quota, err := redisretry.NewQuota(client, redisretry.QuotaConfig{Key: "batch-job", Limit: redisretry.PerSecond(40)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer quota.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		// Wait returns at once with an error wrapping retry.ErrPastDeadline
+		// when the quota has no slot before ctx's deadline.
+		if err := quota.Wait(ctx); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("request", i)
+	}
+}
+
+// A tokens-per-minute quota: each request is charged its estimated tokens.
+func ExampleWithCost() {
+	client, _ := redisretry.NewClient("redis://127.0.0.1:6379/0")
+	defer client.Close()
+	tpm, _ := redisretry.NewQuota(client, redisretry.QuotaConfig{Key: "tpm:gemini", Limit: redisretry.PerMinute(1_000_000)})
+	defer tpm.Close()
+	ctx := redisretry.WithCost(context.Background(), 2500) // e.g. from countTokens
+	err := retry.Run(ctx, retry.Policy{Pacer: tpm}, func(ctx context.Context) error {
+		return nil // the request
+	})
+	fmt.Println(err)
+}
+
+func ExampleCooldown_Record() {
+	client, _ := redisretry.NewClient("redis://127.0.0.1:6379/0")
+	defer client.Close()
+	cd, _ := redisretry.NewCooldown(client, redisretry.CooldownConfig{Key: "gemini"})
+	defer cd.Close()
+	// The loop calls Record with every attempt's error; a 429 with
+	// Retry-After or RetryInfo carries the hint (httpretry attaches it).
+	cd.Record(retry.After(fmt.Errorf("429 Too Many Requests"), 25*time.Second))
+	fmt.Println(time.Until(cd.Until()).Round(time.Second) <= 25*time.Second)
+}
+
+func ExampleParseLimit() {
+	l, err := redisretry.ParseLimit("600/1m")
+	fmt.Println(l, err, l.Interval(1))
+	_, err = redisretry.ParseLimit("600")
+	fmt.Println(err)
+	// Output:
+	// 600/1m0s <nil> 100ms
+	// redisretry: invalid rate "600": want COUNT/PERIOD, e.g. 600/1m or 40/1s
+}
+
+func ExampleGCRA() {
+	// The simulator's model of the quota's script: 2 per second, a request
+	// arriving while the schedule is busy for 300 ms more.
+	l := redisretry.PerSecond(2)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := redisretry.GCRA(now.Add(300*time.Millisecond), now, l.Interval(1), l.Tolerance(1), time.Second)
+	fmt.Println(r.OK, r.Wait, r.To.Sub(now))
+	// Output: true 300ms 800ms
+}
+
+func ExampleNewClient() {
+	_, err := redisretry.NewClient("redis://user:s3cret@host:notaport/0")
+	fmt.Println(err != nil)
+	_ = http.StatusOK
+	// Output: true
+}

@@ -1,0 +1,395 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the fields every config has.
+const (
+	// DefaultTimeout bounds every Redis call (Envoy's rate-limit filter
+	// uses 20 ms too).
+	DefaultTimeout = 20 * time.Millisecond
+	// DefaultProbeInterval is how often a limiter that fell back tries
+	// Redis again.
+	DefaultProbeInterval = time.Second
+)
+
+// FailureMode says what a limiter does while Redis is unavailable (down,
+// slower than the timeout, or answering errors).
+type FailureMode uint8
+
+const (
+	// FailLocal, the default, decides with the local equivalent: the
+	// budget with a [retry.RatioBudget] of the same configuration, the
+	// quota with a local pacer at this process's share of the quota, the
+	// cooldown with what this process knows (its own hints and the last one
+	// read from Redis).
+	FailLocal FailureMode = iota
+	// FailOpen lets every attempt go: no budget, no pacing, no cooldown
+	// (Envoy's default, failure_mode_deny: false).
+	FailOpen
+	// FailClosed refuses: the budget refuses every retry (first attempts
+	// are never refused by a budget), the quota and the cooldown refuse
+	// every attempt with an error wrapping [ErrUnavailable].
+	FailClosed
+)
+
+var failureModeNames = [...]string{"local", "open", "closed"}
+
+// String returns "local", "open" or "closed".
+func (m FailureMode) String() string {
+	if int(m) < len(failureModeNames) {
+		return failureModeNames[m]
+	}
+	return fmt.Sprintf("FailureMode(%d)", uint8(m))
+}
+
+// State is a limiter's health: whether it decides with Redis or on its own.
+type State uint8
+
+const (
+	// StateRedis: Redis answers; the fleet's state decides.
+	StateRedis State = iota
+	// StateFallback: Redis failed; the limiter decides by its FailureMode
+	// and probes Redis every ProbeInterval.
+	StateFallback
+	// StateClosed: Close was called.
+	StateClosed
+)
+
+var stateNames = [...]string{"redis", "fallback", "closed"}
+
+// String returns "redis", "fallback" or "closed".
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// ErrUnavailable is wrapped by the error a fail-closed quota or cooldown
+// returns while Redis is unavailable.
+var ErrUnavailable = errors.New("redisretry: Redis unavailable (fail-closed)")
+
+// ErrClosed is returned by a Quota or a Cooldown used after Close.
+var ErrClosed = errors.New("redisretry: limiter closed")
+
+// EventKind says what an [Event] reports.
+type EventKind uint8
+
+const (
+	// EventFallback: a Redis call failed or timed out; the limiter now
+	// decides by its FailureMode. Event.Err is the error.
+	EventFallback EventKind = iota + 1
+	// EventRecovered: Redis answered again; the fleet's state decides.
+	EventRecovered
+	// EventRefill: one Redis round trip refilled a lease (quota units,
+	// budget permits); Event.Units is the amount granted.
+	EventRefill
+	// EventQuotaWait: an attempt was given a start Event.Wait later than it
+	// could have started, to stay within the quota.
+	EventQuotaWait
+	// EventCooldownWait: an attempt was made to wait Event.Wait for a
+	// cooldown.
+	EventCooldownWait
+	// EventHint: a server hint was published as a cooldown for the fleet;
+	// Event.Wait is the capped hint.
+	EventHint
+)
+
+var eventNames = [...]string{"", "fallback", "recovered", "refill", "quota-wait", "cooldown-wait", "hint"}
+
+// String returns the kind's name ("fallback", "recovered", ...).
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && k != 0 {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event is what an [Observer] receives.
+type Event struct {
+	Kind    EventKind
+	Limiter string        // "quota", "budget" or "cooldown"
+	Key     string        // the limiter's Key
+	Err     error         // EventFallback: the Redis error
+	Wait    time.Duration // EventQuotaWait, EventCooldownWait, EventHint
+	Units   int64         // EventRefill: units or permits granted
+}
+
+// Observer receives a limiter's events: state changes (one per change, never
+// one per call), lease refills and waits. It runs on the goroutine that
+// caused the event, sometimes a background one, and must be quick and safe
+// for concurrent use. For metrics, count events, or read the limiter's
+// Stats.
+type Observer func(Event)
+
+// Stats are a limiter's counters since it was made. Fields that do not
+// apply to a limiter stay 0.
+type Stats struct {
+	State      State // now
+	Fallbacks  int64 // changes to StateFallback
+	RoundTrips int64 // Redis calls made (refills, flushes, probes, reads)
+	Errors     int64 // Redis calls that failed or timed out
+	Refills    int64 // lease refills (quota blocks, budget permit blocks)
+	Waits      int64 // attempts made to wait (quota, cooldown)
+	Refused    int64 // attempts refused (a wait past the deadline, the budget exhausted, fail-closed)
+	Local      int64 // decisions made without Redis (FailureMode, or Redis too slow for one call)
+}
+
+// common holds the fields every config has, resolved.
+type common struct {
+	limiter, key  string
+	timeout       time.Duration
+	probeInterval time.Duration
+	mode          FailureMode
+	logger        *slog.Logger // nil: slog.Default() at each use
+	observer      Observer
+	now           func() time.Time
+}
+
+func checkCommon(config, key string, timeout, probe time.Duration, mode FailureMode) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("redisretry: invalid %s.Key = \"\": must name the fleet's shared state (e.g. the project and model)", config)
+	case containsAny(key, "{}"):
+		return fmt.Errorf("redisretry: invalid %s.Key = %q: must not contain { or } (every Redis key is {Key}:..., a Cluster hash tag)", config, key)
+	case timeout < 0:
+		return fmt.Errorf("redisretry: invalid %s.Timeout = %v: must not be negative (0 means %v)", config, timeout, DefaultTimeout)
+	case probe < 0:
+		return fmt.Errorf("redisretry: invalid %s.ProbeInterval = %v: must not be negative (0 means %v)", config, probe, DefaultProbeInterval)
+	case mode > FailClosed:
+		return fmt.Errorf("redisretry: invalid %s.OnFailure = %v: must be FailLocal, FailOpen or FailClosed", config, mode)
+	}
+	return nil
+}
+
+func containsAny(s, chars string) bool {
+	for _, r := range s {
+		for _, c := range chars {
+			if r == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func newCommon(limiter, key string, timeout, probe time.Duration, mode FailureMode, l *slog.Logger, o Observer, now func() time.Time) common {
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	if probe == 0 {
+		probe = DefaultProbeInterval
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return common{limiter, key, timeout, probe, mode, l, o, now}
+}
+
+// guard runs a limiter's Redis calls, each bounded by the timeout whatever the
+// client's own settings, and keeps the health state: one log line and one
+// event per change.
+type guard struct {
+	common
+	state     atomic.Uint32 // a State
+	nextProbe atomic.Int64  // UnixNano: when a fallback limiter may try Redis
+	probing   atomic.Bool
+
+	mu     sync.Mutex     // guards closed and the start of goroutines
+	closed bool           // Close was called: no goroutine starts
+	wg     sync.WaitGroup // Redis calls and probes in flight
+
+	fallbacks, roundTrips, errs, refills, waits, refused, local atomic.Int64
+}
+
+func (g *guard) healthy() bool { return State(g.state.Load()) == StateRedis }
+
+func (g *guard) stats() Stats {
+	return Stats{
+		State: State(g.state.Load()), Fallbacks: g.fallbacks.Load(), RoundTrips: g.roundTrips.Load(),
+		Errors: g.errs.Load(), Refills: g.refills.Load(), Waits: g.waits.Load(),
+		Refused: g.refused.Load(), Local: g.local.Load(),
+	}
+}
+
+func (g *guard) emit(e Event) {
+	if g.observer != nil {
+		e.Limiter, e.Key = g.limiter, g.key
+		g.observer(e)
+	}
+}
+
+func (g *guard) log() *slog.Logger {
+	if g.logger != nil {
+		return g.logger
+	}
+	return slog.Default()
+}
+
+// failed records a failed Redis call: the first one since Redis last
+// answered turns the limiter to StateFallback.
+func (g *guard) failed(err error) {
+	g.errs.Add(1)
+	g.nextProbe.Store(g.now().Add(g.probeInterval).UnixNano())
+	if g.state.CompareAndSwap(uint32(StateRedis), uint32(StateFallback)) {
+		g.fallbacks.Add(1)
+		g.log().Warn("redisretry: Redis unavailable, deciding without it",
+			"limiter", g.limiter, "key", g.key, "on_failure", g.mode.String(), "error", err.Error())
+		g.emit(Event{Kind: EventFallback, Err: err})
+	}
+}
+
+// succeeded records a Redis answer: a limiter in StateFallback goes back to
+// StateRedis.
+func (g *guard) succeeded() {
+	if g.state.CompareAndSwap(uint32(StateFallback), uint32(StateRedis)) {
+		g.log().Info("redisretry: Redis available again", "limiter", g.limiter, "key", g.key)
+		g.emit(Event{Kind: EventRecovered})
+	}
+}
+
+// errTimeout is the error of a Redis call that did not answer in time.
+type errTimeout struct{ d time.Duration }
+
+func (e errTimeout) Error() string {
+	return fmt.Sprintf("redisretry: Redis did not answer within %v", e.d)
+}
+func (e errTimeout) Timeout() bool   { return true }
+func (e errTimeout) Is(t error) bool { return t == context.DeadlineExceeded }
+
+// roundTrip runs one Redis call in its own goroutine and waits for it at most
+// timeout (or until ctx ends): a client that ignores context deadlines (the
+// go-redis default) still cannot hold the caller longer. A call that outlives
+// the wait finishes in the background; Close waits for it. The health state
+// follows the outcome, except when ctx ended first (the caller gave up, Redis
+// did not fail).
+func roundTrip[T any](g *guard, ctx context.Context, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	var zero T
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	ch := make(chan result, 1)
+	if !g.goroutine(func() {
+		defer cancel()
+		v, err := fn(cctx)
+		ch <- result{v, err}
+	}) {
+		cancel()
+		return zero, ErrClosed
+	}
+	g.roundTrips.Add(1)
+	reply := func(r result) (T, error) {
+		if r.err != nil {
+			g.failed(r.err)
+			return zero, r.err
+		}
+		g.succeeded()
+		return r.v, nil
+	}
+	select {
+	case r := <-ch:
+		return reply(r)
+	case <-cctx.Done():
+		// The goroutine sends its result before it cancels cctx, so a
+		// reply and a closed Done can be ready together: the reply wins
+		// (a select would pick one of them at random).
+		select {
+		case r := <-ch:
+			return reply(r)
+		default:
+		}
+		err := error(errTimeout{timeout})
+		g.failed(err)
+		return zero, err
+	case <-ctx.Done():
+		return zero, context.Cause(ctx)
+	}
+}
+
+// inline is roundTrip for a call made on a background goroutine (a refill, a
+// flush, a probe), where no caller waits for it but with a bound of its own:
+// it runs fn on the calling goroutine (a goroutine less than roundTrip) with
+// a context that ends at the timeout. If the timeout passes before fn
+// returns (a client that ignores context deadlines), Redis is marked failed
+// right then, not when fn returns, and the call's result is a timeout.
+func inline[T any](g *guard, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	cctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	late := context.AfterFunc(cctx, func() {
+		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			g.failed(errTimeout{timeout})
+		}
+	})
+	g.roundTrips.Add(1)
+	v, err := fn(cctx)
+	if !late() {
+		return zero, errTimeout{timeout} // marked failed at the deadline
+	}
+	if err != nil {
+		g.failed(err)
+		return zero, err
+	}
+	g.succeeded()
+	return v, nil
+}
+
+// probeDue reports whether a limiter in fallback should try Redis now, for
+// one caller at a time.
+func (g *guard) probeDue() bool {
+	if g.probing.Load() || g.now().UnixNano() < g.nextProbe.Load() {
+		return false
+	}
+	return g.probing.CompareAndSwap(false, true)
+}
+
+// probe runs fn (one Redis call) in the background when a probe is due; its
+// success turns the limiter back to StateRedis.
+func (g *guard) probe(fn func(context.Context) error) {
+	if State(g.state.Load()) != StateFallback || !g.probeDue() {
+		return
+	}
+	if !g.goroutine(func() {
+		defer g.probing.Store(false)
+		inline(g, g.timeout, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, fn(ctx)
+		})
+	}) {
+		g.probing.Store(false)
+	}
+}
+
+// goroutine runs fn in a goroutine that Close waits for, unless the limiter
+// is closed (then it returns false).
+func (g *guard) goroutine(fn func()) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// close marks the limiter closed and waits for its Redis calls to end.
+func (g *guard) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.state.Store(uint32(StateClosed))
+	g.wg.Wait()
+}

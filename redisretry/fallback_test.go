@@ -1,0 +1,375 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+var errTestDown = errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+
+func TestQuotaFallbackAndRecovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		leaks := noLeaks(t)
+		mem := newMem()
+		logs := &logCounter{}
+		ev := &events{}
+		cfg := QuotaConfig{Key: "k", Limit: PerSecond(100), Logger: slog.New(logs), Observer: ev.observe}
+		// Two processes, so each one's share is 50 per second.
+		other, _ := newQuota(mem, cfg)
+		if err := other.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		q, _ := newQuota(mem, cfg)
+		if err := q.Wait(t.Context()); err != nil || q.State() != StateRedis {
+			t.Fatal(err, q.State())
+		}
+
+		mem.setFail(errTestDown)
+		time.Sleep(time.Second) // the lease runs out
+		begin := time.Now()
+		n := 0
+		for time.Since(begin) < 2*time.Second {
+			if err := q.Wait(t.Context()); err != nil {
+				t.Fatalf("a failed Redis must not fail the call: %v", err)
+			}
+			n++
+		}
+		// The local share: 50 per second for 2 s.
+		if n < 99 || n > 102 || q.State() != StateFallback {
+			t.Fatalf("%d waits in 2 s in state %v, want about 100 (the share of 2 processes) in fallback", n, q.State())
+		}
+		if l := logs.lines(); len(l) != 1 || !strings.Contains(l[0], "unavailable") {
+			t.Fatalf("log lines %q, want one for the change", l)
+		}
+		if ev.count(EventFallback) != 1 {
+			t.Fatalf("%d fallback events", ev.count(EventFallback))
+		}
+		calls := mem.calls.Load()
+
+		mem.setFail(nil)
+		time.Sleep(time.Second) // the probe interval
+		q.Wait(t.Context())     // starts a probe
+		time.Sleep(time.Millisecond)
+		if q.State() != StateRedis {
+			t.Fatalf("state %v after Redis came back", q.State())
+		}
+		if l := logs.lines(); len(l) != 2 || !strings.Contains(l[1], "available again") || ev.count(EventRecovered) != 1 {
+			t.Fatalf("log lines %q, %d recovered events", l, ev.count(EventRecovered))
+		}
+		// While down, Redis was probed about once per second, not per call.
+		if probes := mem.calls.Load() - calls; probes > 4 {
+			t.Fatalf("%d Redis calls during the fallback", probes)
+		}
+		s := q.Stats()
+		if s.Fallbacks != 1 || s.Local < 99 || s.State != StateRedis {
+			t.Fatalf("stats %+v", s)
+		}
+		q.Close()
+		other.Close()
+		leaks() // probes, refills and their calls are over
+	})
+}
+
+func TestCallsBoundedByTimeout(t *testing.T) {
+	// A server that stalls (SIGSTOP, a full network buffer) never holds a
+	// caller longer than the timeout: the calls decide locally after it.
+	synctest.Test(t, func(t *testing.T) {
+		leaks := noLeaks(t)
+		mem := newMem()
+		release := mem.setHang()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard})
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard})
+		d, _ := newCooldown(mem, CooldownConfig{Key: "k", Logger: discard})
+		for _, call := range []func() error{
+			func() error { _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); return err },
+			func() error { b.Admit(true); return nil },
+			func() error { _, err := d.Reserve(t.Context(), time.Now(), time.Time{}); return err },
+		} {
+			begin := time.Now()
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+			if el := time.Since(begin); el != DefaultTimeout {
+				t.Fatalf("a call took %v with Redis stalled, want the timeout %v", el, DefaultTimeout)
+			}
+		}
+		// Now in fallback: no call waits at all.
+		begin := time.Now()
+		q.Reserve(t.Context(), time.Now(), time.Time{})
+		b.Admit(true)
+		d.Reserve(t.Context(), time.Now(), time.Time{})
+		if time.Since(begin) != 0 {
+			t.Fatalf("calls in fallback waited %v", time.Since(begin))
+		}
+		release()
+		for _, c := range []interface{ Close() error }{q, b, d} {
+			c.Close()
+		}
+		leaks() // the stalled calls ended with the release; Close waited for them
+	})
+}
+
+func TestQuotaFailureModes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		mem.setFail(errTestDown)
+		open, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1), OnFailure: FailOpen, Logger: discard})
+		closed, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1), OnFailure: FailClosed, Logger: discard})
+		now := time.Now()
+		for range 5 {
+			if s, err := open.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
+				t.Fatalf("fail-open: %v %v", s, err)
+			}
+		}
+		_, err := closed.Reserve(t.Context(), now, time.Time{})
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errTestDown) {
+			t.Fatalf("fail-closed: %v", err)
+		}
+		// Through the loop: a refused attempt gives up as throttled.
+		err = retry.Run(t.Context(), retry.Policy{Pacer: closed}, func(context.Context) error { return nil })
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonThrottled || !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Run: %v", err)
+		}
+		open.Close()
+		closed.Close()
+		if _, err := closed.Reserve(t.Context(), now, time.Time{}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("after Close: %v", err)
+		}
+	})
+}
+
+func TestConfigValidation(t *testing.T) {
+	q := func(c QuotaConfig) error { _, err := newQuota(newMem(), c); return err }
+	b := func(c BudgetConfig) error { _, err := newBudget(newMem(), c); return err }
+	d := func(c CooldownConfig) error { _, err := newCooldown(newMem(), c); return err }
+	ok := PerSecond(1)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{q(QuotaConfig{Limit: ok}), "QuotaConfig.Key"},
+		{q(QuotaConfig{Key: "a{b}", Limit: ok}), "QuotaConfig.Key"},
+		{q(QuotaConfig{Key: "k"}), "QuotaConfig.Limit.Rate = 0"},
+		{q(QuotaConfig{Key: "k", Limit: Limit{Rate: -5, Period: time.Second}}), "Limit.Rate = -5"},
+		{q(QuotaConfig{Key: "k", Limit: Limit{Rate: 5}}), "Limit.Period = 0s"},
+		{q(QuotaConfig{Key: "k", Limit: Limit{Rate: 5, Period: time.Second, Burst: -1}}), "Limit.Burst = -1"},
+		{q(QuotaConfig{Key: "k", Limit: ok, Lease: -1}), "QuotaConfig.Lease = -1"},
+		{q(QuotaConfig{Key: "k", Limit: ok, FleetSize: -2}), "QuotaConfig.FleetSize = -2"},
+		{q(QuotaConfig{Key: "k", Limit: ok, Timeout: -time.Second}), "QuotaConfig.Timeout = -1s"},
+		{q(QuotaConfig{Key: "k", Limit: ok, OnFailure: 7}), "QuotaConfig.OnFailure"},
+		{q(QuotaConfig{Key: "k", Limit: ok, Slack: time.Second}), "QuotaConfig.Slack = 1s"},
+		{q(QuotaConfig{Key: "k", Limit: ok, ProbeInterval: -1}), "QuotaConfig.ProbeInterval = -1ns"},
+		{b(BudgetConfig{Key: "k", MinPerSecond: math.NaN()}), "MinPerSecond = NaN"},
+		{b(BudgetConfig{Key: "k", Ratio: math.Inf(1)}), "Ratio = +Inf"},
+		{b(BudgetConfig{Key: "k", FlushInterval: -time.Second}), "BudgetConfig.FlushInterval = -1s"},
+		{d(CooldownConfig{Key: "k", Max: time.Microsecond}), "CooldownConfig.Max = 1µs"},
+		{d(CooldownConfig{Key: "k", Timeout: -time.Second}), "CooldownConfig.Timeout = -1s"},
+		{b(BudgetConfig{}), "BudgetConfig.Key"},
+		{b(BudgetConfig{Key: "k", Window: time.Millisecond}), "Window = 1ms"},
+		{b(BudgetConfig{Key: "k", Ratio: -1}), "Ratio = -1"},
+		{b(BudgetConfig{Key: "k", Lease: -3}), "BudgetConfig.Lease = -3"},
+		{d(CooldownConfig{}), "CooldownConfig.Key"},
+		{d(CooldownConfig{Key: "k", Max: -time.Second}), "CooldownConfig.Max = -1s"},
+		{d(CooldownConfig{Key: "k", Cache: -time.Second}), "CooldownConfig.Cache = -1s"},
+	} {
+		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) || !strings.HasPrefix(tc.err.Error(), "redisretry: ") {
+			t.Errorf("error %v, want one naming %q", tc.err, tc.want)
+		}
+	}
+	if _, err := NewQuota(nil, QuotaConfig{Key: "k", Limit: ok}); err == nil {
+		t.Error("nil client accepted")
+	}
+	if _, err := NewBudget(nil, BudgetConfig{Key: "k"}); err == nil {
+		t.Error("nil client accepted")
+	}
+	if _, err := NewCooldown(nil, CooldownConfig{Key: "k"}); err == nil {
+		t.Error("nil client accepted")
+	}
+}
+
+func TestParseLimit(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Limit
+		err  bool
+	}{
+		{in: "600/1m", want: PerMinute(600)},
+		{in: "40/1s", want: PerSecond(40)},
+		{in: "600 per 1m", want: PerMinute(600)},
+		{in: "100000/m", want: PerMinute(100000)},
+		{in: " 5/h ", want: Limit{Rate: 5, Period: time.Hour}},
+		{in: "5/250ms", want: Limit{Rate: 5, Period: 250 * time.Millisecond}},
+		{in: "", err: true},
+		{in: "600", err: true},
+		{in: "0/1s", err: true},
+		{in: "-3/1s", err: true},
+		{in: "x/1s", err: true},
+		{in: "5/0s", err: true},
+		{in: "5/1us", err: true},
+		{in: "5/banana", err: true},
+		{in: "99999999999999999999/1s", err: true},
+	} {
+		got, err := ParseLimit(tc.in)
+		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
+			t.Errorf("ParseLimit(%q) = %v, %v", tc.in, got, err)
+		}
+	}
+}
+
+func TestLimitInterval(t *testing.T) {
+	for _, tc := range []struct {
+		l     Limit
+		units int64
+		inc   time.Duration
+		tol   time.Duration
+	}{
+		{PerMinute(600), 1, 100 * time.Millisecond, 0},
+		{PerSecond(7), 1, 142858 * time.Microsecond, 0},        // rounded up: never above the rate
+		{PerSecond(7), 7, time.Second, 0},                      // exact for whole periods
+		{PerMinute(40_000_000), 2000, 3 * time.Millisecond, 0}, // 1.5 µs per token
+		{Limit{Rate: 10, Period: time.Second, Burst: 5}, 1, 100 * time.Millisecond, 400 * time.Millisecond},
+		{Limit{Rate: 10, Period: time.Second, Burst: 5}, 9, 900 * time.Millisecond, 0}, // cost above the burst
+		{Limit{Rate: 1, Period: time.Hour}, 1 << 40, maxSchedule, 0},                   // saturates, no overflow
+		{PerSecond(1), 0, 0, 0},
+		{PerSecond(1), -5, 0, 0},
+	} {
+		if got := tc.l.Interval(tc.units); got != tc.inc {
+			t.Errorf("%v.Interval(%d) = %v, want %v", tc.l, tc.units, got, tc.inc)
+		}
+		if got := tc.l.Tolerance(tc.units); got != tc.tol {
+			t.Errorf("%v.Tolerance(%d) = %v, want %v", tc.l, tc.units, got, tc.tol)
+		}
+	}
+}
+
+func TestRoundTripReplyIsNeverATimeout(t *testing.T) {
+	// The goroutine of a Redis call sends its reply and then cancels the
+	// call's context. A waiter that reached its select only after both
+	// picked one of the two ready cases at random, so a healthy, instant
+	// reply was taken for a timeout now and then (more often under -race
+	// on a busy machine): the limiter fell back and decided locally. In a
+	// bubble no time passes here, so no call may time out.
+	synctest.Test(t, func(t *testing.T) {
+		var g guard
+		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, nil)
+		var wg sync.WaitGroup
+		var misread atomic.Int64
+		for range 8 {
+			wg.Go(func() {
+				for range 2500 {
+					v, err := roundTrip(&g, t.Context(), g.timeout, func(context.Context) (int, error) { return 7, nil })
+					if err != nil || v != 7 {
+						misread.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		g.close()
+		if n := misread.Load(); n != 0 || g.fallbacks.Load() != 0 {
+			t.Fatalf("%d of 20000 instant replies were taken for timeouts (%d fallbacks)", n, g.fallbacks.Load())
+		}
+	})
+}
+
+func TestCloseRacesCalls(t *testing.T) {
+	// Close while goroutines call every limiter and round trips are in
+	// flight (each takes 5 ms): every call returns, with a decision or
+	// ErrClosed; Close returns; no goroutine is left.
+	synctest.Test(t, func(t *testing.T) {
+		leaks := noLeaks(t)
+		mem := newMem()
+		mem.latency = func() (time.Duration, time.Duration) { return 2 * time.Millisecond, 3 * time.Millisecond }
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1000), Logger: discard})
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard})
+		d, _ := newCooldown(mem, CooldownConfig{Key: "k", Logger: discard, Cache: time.Millisecond})
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		var closedSeen atomic.Int64
+		for i := range 12 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					var err error
+					switch i % 3 {
+					case 0:
+						_, err = q.Reserve(t.Context(), time.Now(), time.Time{})
+					case 1:
+						b.Admit(false)
+						b.Admit(true)
+						time.Sleep(time.Millisecond)
+					case 2:
+						_, err = d.Reserve(t.Context(), time.Now(), time.Time{})
+						d.Record(retry.After(errors.New("429"), time.Millisecond))
+						time.Sleep(time.Millisecond)
+					}
+					switch {
+					case errors.Is(err, ErrClosed):
+						closedSeen.Add(1)
+						time.Sleep(time.Millisecond)
+					case err != nil:
+						t.Errorf("call %d: %v", i, err)
+						return
+					}
+				}
+			})
+		}
+		time.Sleep(50 * time.Millisecond)
+		var cwg sync.WaitGroup
+		for _, c := range []interface{ Close() error }{q, b, d} {
+			cwg.Go(func() { c.Close() })
+		}
+		cwg.Wait()
+		time.Sleep(10 * time.Millisecond)
+		close(stop)
+		wg.Wait()
+		if closedSeen.Load() == 0 {
+			t.Error("no call saw ErrClosed after Close")
+		}
+		leaks()
+	})
+}
+
+func TestInlineCallMarksFailureAtTheDeadline(t *testing.T) {
+	// A background call (refill, flush, probe) to a client that ignores
+	// context deadlines: Redis is marked failed when the timeout passes,
+	// not when the call returns seconds later, so callers fall back at once.
+	synctest.Test(t, func(t *testing.T) {
+		var g guard
+		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, nil)
+		release := make(chan struct{})
+		done := make(chan error)
+		go func() {
+			_, err := inline(&g, g.timeout, func(context.Context) (int, error) { <-release; return 1, nil })
+			done <- err
+		}()
+		time.Sleep(DefaultTimeout + time.Millisecond)
+		synctest.Wait()
+		if g.stats().State != StateFallback {
+			t.Fatalf("state %v %v after the call began, with the call still running", g.stats().State, DefaultTimeout+time.Millisecond)
+		}
+		close(release)
+		if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a reply after the timeout: %v, want a timeout", err)
+		}
+		// An answer in time is a success.
+		if v, err := inline(&g, g.timeout, func(context.Context) (int, error) { return 7, nil }); v != 7 || err != nil || g.stats().State != StateRedis {
+			t.Fatalf("%v %v in state %v", v, err, g.stats().State)
+		}
+	})
+}

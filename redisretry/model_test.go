@@ -1,0 +1,370 @@
+package redisretry
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The shared tables: each case runs on the script (a real server) and on its
+// Go model, at the server's time that the script reports; every output must
+// be equal. The state is set relative to the server's clock just before.
+
+type gcraCase struct {
+	name     string
+	tat      time.Duration // from now; absent when noKey
+	back     time.Duration // the server's clock went back this much since tat was written
+	noKey    bool
+	inc, tol time.Duration
+	maxWait  time.Duration // -1: none
+	wantOK   bool
+}
+
+var gcraCases = []gcraCase{
+	{name: "empty key", noKey: true, inc: 100 * time.Millisecond, maxWait: -1, wantOK: true},
+	{name: "tat in the past", tat: -time.Second, inc: 100 * time.Millisecond, maxWait: -1, wantOK: true},
+	{name: "wait for the schedule", tat: 500 * time.Millisecond, inc: 100 * time.Millisecond, maxWait: -1, wantOK: true},
+	{name: "burst tolerance covers it", tat: 50 * time.Millisecond, inc: 100 * time.Millisecond, tol: 400 * time.Millisecond, maxWait: -1, wantOK: true},
+	{name: "burst tolerance partly", tat: 900 * time.Millisecond, inc: 100 * time.Millisecond, tol: 400 * time.Millisecond, maxWait: -1, wantOK: true},
+	{name: "wait fits", tat: 300 * time.Millisecond, inc: time.Second, maxWait: 10 * time.Second, wantOK: true},
+	{name: "wait past the deadline", tat: 5 * time.Second, inc: time.Second, maxWait: time.Second, wantOK: false},
+	{name: "zero max wait on a free schedule", noKey: true, inc: time.Second, maxWait: 0, wantOK: false},
+	{name: "probe reserves nothing", tat: 2 * time.Second, inc: 0, maxWait: -1, wantOK: true},
+	{name: "large block", tat: time.Second, inc: 90 * time.Minute, maxWait: -1, wantOK: true},
+	{name: "the clock went back 10 s", tat: 10500 * time.Millisecond, back: 10 * time.Second, inc: 100 * time.Millisecond, maxWait: -1, wantOK: true},
+	{name: "the clock went back an hour", tat: time.Hour, back: time.Hour, inc: 100 * time.Millisecond, maxWait: time.Millisecond, wantOK: true},
+}
+
+func serverMicros(t *testing.T, c *redis.Client) int64 {
+	tm, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm.UnixMicro()
+}
+
+func TestGCRAScriptMatchesModel(t *testing.T) {
+	srv := startRedis(t)
+	c := srv.client(t)
+	be := scriptBackend{c}
+	for _, tc := range gcraCases {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := newQuotaKeys(testKey(t))
+			var tat, at int64
+			if !tc.noKey {
+				now := serverMicros(t, c)
+				tat, at = now+int64(tc.tat/time.Microsecond), now+int64(tc.back/time.Microsecond)
+				if err := c.HSet(context.Background(), keys.tat, "tat", tat, "at", at).Err(); err != nil {
+					t.Fatal(err)
+				}
+				c.Expire(context.Background(), keys.tat, 2*time.Hour)
+			}
+			a := gcraArgs{inc: us(tc.inc), tol: us(tc.tol), maxWait: usWait(tc.maxWait), member: "m1", memberTTL: 30000}
+			r, err := be.gcra(context.Background(), keys, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tatTime time.Time // the model takes the TAT as of now
+			if !tc.noKey {
+				tatTime = time.UnixMicro(tat - max(at-r.now, 0))
+			}
+			m := GCRA(tatTime, time.UnixMicro(r.now), tc.inc, tc.tol, tc.maxWait)
+			got := GCRAResult{OK: r.ok, Wait: time.Duration(r.wait) * time.Microsecond, From: time.UnixMicro(r.from), To: time.UnixMicro(r.to)}
+			if got != m {
+				t.Fatalf("script %+v, model %+v", got, m)
+			}
+			if r.ok != tc.wantOK {
+				t.Fatalf("ok = %v, want %v (%+v)", r.ok, tc.wantOK, got)
+			}
+			if r.members != 1 {
+				t.Fatalf("members = %d, want 1", r.members)
+			}
+			stored, err := c.HGet(context.Background(), keys.tat, "tat").Int64()
+			switch {
+			case r.ok && tc.inc > 0:
+				if err != nil || stored != r.to {
+					t.Fatalf("stored TAT %d (%v), want %d", stored, err, r.to)
+				}
+				if ttl := c.PTTL(context.Background(), keys.tat).Val(); ttl <= 0 {
+					t.Fatalf("TAT key without expiry (PTTL %v)", ttl)
+				}
+			case tc.noKey:
+				if err != redis.Nil {
+					t.Fatalf("a refused or empty reservation wrote the key: %d %v", stored, err)
+				}
+			}
+		})
+	}
+}
+
+type budgetCase struct {
+	name              string
+	requests, retries map[int64]int64 // epoch offset from now -> count
+	ratio, floor      float64
+	call              BudgetCall // GiveBackEpoch is an offset
+}
+
+var budgetCases = []budgetCase{
+	{name: "empty: the floor", ratio: 0.2, floor: 100, call: BudgetCall{Want: 10}},
+	{name: "empty: no floor", ratio: 0.2, floor: 0, call: BudgetCall{Want: 10}},
+	{name: "ratio of the requests", ratio: 0.2, floor: 0, requests: map[int64]int64{0: 30, -3: 20}, call: BudgetCall{Add: 50, Want: 50}},
+	{name: "retries already used", ratio: 0.2, floor: 5, requests: map[int64]int64{-1: 100}, retries: map[int64]int64{-1: 18}, call: BudgetCall{Want: 10}},
+	{name: "exhausted", ratio: 0.2, floor: 0, requests: map[int64]int64{-1: 100}, retries: map[int64]int64{-2: 20}, call: BudgetCall{Want: 1}},
+	{name: "old slots leave the window", ratio: 0.5, floor: 0, requests: map[int64]int64{-19: 10, -20: 1000, -40: 7}, retries: map[int64]int64{-20: 500}, call: BudgetCall{Want: 100}},
+	{name: "give back into its slot", ratio: 0.2, floor: 0, requests: map[int64]int64{-2: 100}, retries: map[int64]int64{-2: 20}, call: BudgetCall{GiveBack: 5, GiveBackEpoch: -2, Want: 3}},
+	{name: "give back more than counted", ratio: 0.2, floor: 0, requests: map[int64]int64{-2: 100}, retries: map[int64]int64{-2: 4}, call: BudgetCall{GiveBack: 9, GiveBackEpoch: -2}},
+	{name: "give back to a slot out of the window", ratio: 0.2, floor: 0, retries: map[int64]int64{-25: 4, -1: 3}, call: BudgetCall{GiveBack: 2, GiveBackEpoch: -25}},
+	{name: "fractional ratio and floor", ratio: 0.15, floor: 2.5, requests: map[int64]int64{0: 7}, call: BudgetCall{Want: 4}},
+	{name: "flush only", ratio: 0.2, floor: 10, call: BudgetCall{Add: 12345}},
+}
+
+func TestBudgetScriptMatchesModel(t *testing.T) {
+	srv := startRedis(t)
+	c := srv.client(t)
+	be := scriptBackend{c}
+	const slot = 500 * time.Millisecond
+	for _, tc := range budgetCases {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := newBudgetKeys(testKey(t))
+			epoch := floorDiv(serverMicros(t, c)/1000, int64(slot/time.Millisecond))
+			w := &BudgetWindow{Slot: slot, Slots: budgetSlots, Ratio: tc.ratio, Floor: tc.floor,
+				requests: map[int64]int64{}, retries: map[int64]int64{}}
+			for _, kv := range []struct {
+				key string
+				m   map[int64]int64
+				dst map[int64]int64
+			}{{keys.requests, tc.requests, w.requests}, {keys.retries, tc.retries, w.retries}} {
+				for off, n := range kv.m {
+					kv.dst[epoch+off] = n
+					c.HSet(context.Background(), kv.key, strconv.FormatInt(epoch+off, 10), n)
+				}
+			}
+			call := tc.call
+			call.GiveBackEpoch += epoch
+			r, err := be.budget(context.Background(), keys, budgetArgs{
+				slotMS: int64(slot / time.Millisecond), slots: budgetSlots, ratio: tc.ratio, floor: tc.floor,
+				add: call.Add, want: call.Want, back: call.GiveBack, backEpoch: call.GiveBackEpoch,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := w.Apply(time.UnixMilli(r.now), call)
+			if r.BudgetReply != m {
+				t.Fatalf("script %+v, model %+v", r.BudgetReply, m)
+			}
+			for _, kv := range []struct {
+				key string
+				m   map[int64]int64
+			}{{keys.requests, w.requests}, {keys.retries, w.retries}} {
+				got := map[int64]int64{}
+				for f, v := range c.HGetAll(context.Background(), kv.key).Val() {
+					e, _ := strconv.ParseInt(f, 10, 64)
+					got[e], _ = strconv.ParseInt(v, 10, 64)
+				}
+				if !maps.Equal(got, kv.m) {
+					t.Fatalf("%s holds %v, the model %v", kv.key, got, kv.m)
+				}
+			}
+		})
+	}
+}
+
+type cooldownCase struct {
+	name  string
+	until time.Duration // from now; absent when noKey
+	noKey bool
+	hint  time.Duration
+}
+
+var cooldownCases = []cooldownCase{
+	{name: "read nothing", noKey: true},
+	{name: "publish on nothing", noKey: true, hint: 25 * time.Second},
+	{name: "a later one stays", until: 50 * time.Second, hint: 5 * time.Second},
+	{name: "an earlier one is raised", until: 2 * time.Second, hint: 30 * time.Second},
+	{name: "read a running one", until: 10 * time.Second},
+	{name: "one that ended", until: -time.Second},
+	{name: "one that ended, raised", until: -time.Second, hint: time.Second},
+}
+
+func TestCooldownScriptMatchesModel(t *testing.T) {
+	srv := startRedis(t)
+	c := srv.client(t)
+	be := scriptBackend{c}
+	for _, tc := range cooldownCases {
+		t.Run(tc.name, func(t *testing.T) {
+			key := cooldownKey(testKey(t))
+			var until time.Time
+			if !tc.noKey {
+				ms := serverMicros(t, c)/1000 + int64(tc.until/time.Millisecond)
+				until = time.UnixMilli(ms)
+				c.Set(context.Background(), key, ms, time.Hour)
+			}
+			r, err := be.cooldown(context.Background(), key, int64(tc.hint/time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.UnixMilli(r.now)
+			m := CooldownUntil(until, now, tc.hint)
+			var want int64
+			if m.After(now) {
+				want = m.Sub(now).Milliseconds()
+			}
+			if r.remaining != want {
+				t.Fatalf("script: %d ms left, model: %d ms (model until %v, now %v)", r.remaining, want, m, now)
+			}
+			if tc.hint > 0 {
+				stored, err := c.Get(context.Background(), key).Int64()
+				if err != nil || stored != m.UnixMilli() {
+					t.Fatalf("stored %d (%v), model %d", stored, err, m.UnixMilli())
+				}
+			}
+		})
+	}
+}
+
+// lyingScripter answers every script with reply: a server (or a proxy) that
+// answers garbage.
+type lyingScripter struct{ reply any }
+
+func (l lyingScripter) cmd(ctx context.Context) *redis.Cmd {
+	c := redis.NewCmd(ctx)
+	c.SetVal(l.reply)
+	return c
+}
+func (l lyingScripter) Eval(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return l.cmd(ctx)
+}
+func (l lyingScripter) EvalSha(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return l.cmd(ctx)
+}
+func (l lyingScripter) EvalRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return l.cmd(ctx)
+}
+func (l lyingScripter) EvalShaRO(ctx context.Context, _ string, _ []string, _ ...any) *redis.Cmd {
+	return l.cmd(ctx)
+}
+func (l lyingScripter) ScriptExists(ctx context.Context, _ ...string) *redis.BoolSliceCmd {
+	return redis.NewBoolSliceCmd(ctx)
+}
+func (l lyingScripter) ScriptLoad(ctx context.Context, _ string) *redis.StringCmd {
+	return redis.NewStringCmd(ctx)
+}
+
+func TestScriptRepliesChecked(t *testing.T) {
+	// A reply the script cannot give (wrong types, a short array, values
+	// out of range or inconsistent with the call) is an error naming the
+	// script, never a panic (redis_rate's unchecked values[0].(int64)
+	// panicked on Dragonfly) nor a block placed at an absurd time.
+	ctx := context.Background()
+	const now = int64(1_800_000_000_000_000) // µs
+	const inc = int64(100_000)
+	i := func(v ...int64) []any {
+		out := make([]any, len(v))
+		for k, x := range v {
+			out[k] = x
+		}
+		return out
+	}
+	ga := gcraArgs{inc: inc, maxWait: -1, member: "m", memberTTL: 30000}
+	for _, tc := range []struct {
+		name  string
+		reply any
+		ok    bool
+	}{
+		{"valid", i(1, 0, now, now+inc, now, 1), true},
+		{"valid refusal", i(0, 0, now, now, now, 1), true},
+		{"nil", nil, false},
+		{"a string", "OK", false},
+		{"empty", []any{}, false},
+		{"short", i(1, 0, now), false},
+		{"strings", []any{"1", "0", "1", "2", "3", "1"}, false},
+		{"ok is 2", i(2, 0, now, now+inc, now, 1), false},
+		{"negative wait", i(1, -5, now, now+inc, now, 1), false},
+		{"wait inconsistent", i(1, 999, now, now+inc, now, 1), false},
+		{"block before now", i(1, 0, now-1, now-1+inc, now, 1), false},
+		{"block of another size", i(1, 0, now, now+5, now, 1), false},
+		{"refused but a block", i(0, 0, now, now+inc, now, 1), false},
+		{"beyond 2^53", i(1, 0, 1<<60, 1<<60+inc, 1<<60, 1), false},
+		{"no time", i(1, 0, 0, inc, 0, 1), false},
+		{"negative members", i(1, 0, now, now+inc, now, -1), false},
+	} {
+		_, err := scriptBackend{lyingScripter{tc.reply}}.gcra(ctx, newQuotaKeys("k"), ga)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: gcra.lua: unexpected reply")) {
+			t.Errorf("gcra %s: %v", tc.name, err)
+		}
+	}
+	ba := budgetArgs{slotMS: 500, slots: 20, ratio: 0.2, want: 3}
+	nowMS := now / 1000
+	for _, tc := range []struct {
+		name  string
+		reply any
+		ok    bool
+	}{
+		{"valid", i(2, nowMS/500, 10, 2, nowMS), true},
+		{"more than asked for", i(4, nowMS/500, 10, 4, nowMS), false},
+		{"negative grant", i(-1, nowMS/500, 10, 2, nowMS), false},
+		{"negative requests", i(2, nowMS/500, -10, 2, nowMS), false},
+		{"epoch of another time", i(2, 7, 10, 2, nowMS), false},
+		{"no time", i(2, 0, 10, 2, 0), false},
+		{"short", i(2, 0), false},
+	} {
+		_, err := scriptBackend{lyingScripter{tc.reply}}.budget(ctx, newBudgetKeys("k"), ba)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: budget.lua: unexpected reply")) {
+			t.Errorf("budget %s: %v", tc.name, err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		reply any
+		ok    bool
+	}{
+		{"valid", i(5, nowMS), true},
+		{"negative", i(-5, nowMS), false},
+		{"no time", i(5, 0), false},
+		{"a float", []any{1.5, nowMS}, false},
+	} {
+		_, err := scriptBackend{lyingScripter{tc.reply}}.cooldown(ctx, cooldownKey("k"), 0)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: cooldown.lua: unexpected reply")) {
+			t.Errorf("cooldown %s: %v", tc.name, err)
+		}
+	}
+}
+
+func TestLyingServerFallsBack(t *testing.T) {
+	// Through the limiters: a server that answers garbage is a failed
+	// Redis (one log line, local decisions), never a failed call.
+	logs := &logCounter{}
+	l := slog.New(logs)
+	liar := lyingScripter{[]any{"garbage"}}
+	q, _ := NewQuota(liar, QuotaConfig{Key: "k", Limit: PerSecond(1000), Logger: l})
+	b, _ := NewBudget(liar, BudgetConfig{Key: "k", Logger: l})
+	d, _ := NewCooldown(liar, CooldownConfig{Key: "k", Logger: l})
+	for range 20 {
+		if _, err := q.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		b.Admit(false)
+		b.Admit(true)
+		if _, err := d.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, x := range []interface{ Close() error }{q, b, d} {
+		x.Close()
+	}
+	lines := logs.lines()
+	if len(lines) != 3 {
+		t.Fatalf("log lines %q, want one per limiter", lines)
+	}
+	for _, line := range lines {
+		if !strings.Contains(line, "unexpected reply") {
+			t.Errorf("log line %q does not say what went wrong", line)
+		}
+	}
+}

@@ -1,0 +1,437 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+// maxInWindow returns the most starts in any window of width w.
+func maxInWindow(starts []time.Time, w time.Duration) int {
+	s := append([]time.Time(nil), starts...)
+	sort.Slice(s, func(i, j int) bool { return s[i].Before(s[j]) })
+	best, j := 0, 0
+	for i := range s {
+		for s[i].Sub(s[j]) >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+func jain(xs []int) float64 {
+	var sum, sq float64
+	for _, x := range xs {
+		sum += float64(x)
+		sq += float64(x) * float64(x)
+	}
+	return sum * sum / (float64(len(xs)) * sq)
+}
+
+// runFleet runs procs Quotas (processes) on one backend, each with clients
+// goroutines calling Wait in a loop for d, and returns every start, the starts
+// per process and the round trips. Redis never fails here: a decision made
+// without it is an error.
+func runFleet(t *testing.T, mem *memBackend, cfg QuotaConfig, procs, clients int, d time.Duration) ([]time.Time, []int, int64) {
+	var mu sync.Mutex
+	var starts []time.Time
+	var trace []string
+	per := make([]int, procs)
+	var wg sync.WaitGroup
+	begin := time.Now()
+	end := begin.Add(d)
+	for p := range procs {
+		q, err := newQuota(mem, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			st := q.Stats()
+			t.Logf("proc %d: %+v", p, st)
+			if st.Local != 0 || st.Fallbacks != 0 {
+				t.Errorf("proc %d decided %d times without Redis (%d fallbacks), which answered every call in time", p, st.Local, st.Fallbacks)
+			}
+			q.Close()
+		}()
+		for range clients {
+			wg.Go(func() {
+				for {
+					ctx, cancel := context.WithDeadline(context.Background(), end)
+					err := q.Wait(ctx)
+					cancel()
+					if err != nil {
+						if !errors.Is(err, retry.ErrPastDeadline) && !errors.Is(err, context.DeadlineExceeded) {
+							t.Errorf("Wait: %v", err)
+						}
+						return
+					}
+					mu.Lock()
+					trace = append(trace, fmt.Sprintf("%d@%v", p, time.Now().Sub(begin)))
+					starts = append(starts, time.Now())
+					per[p]++
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	lastTrace = strings.Join(trace, " ")
+	return starts, per, mem.calls.Load()
+}
+
+func TestQuotaFleetStaysUnderQuota(t *testing.T) {
+	for _, tc := range []struct {
+		procs, clients int
+		limit          Limit
+	}{
+		{1, 1, PerSecond(50)},
+		{1, 20, PerSecond(50)},
+		{4, 5, PerSecond(50)},
+		{8, 3, PerMinute(600)},
+		{3, 4, Limit{Rate: 100, Period: time.Second, Burst: 10}},
+	} {
+		t.Run(fmt.Sprintf("%dx%d-%v", tc.procs, tc.clients, tc.limit), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				leaks := noLeaks(t)
+				mem := newMem()
+				d := 20 * tc.limit.Period
+				starts, per, rts := runFleet(t, mem, QuotaConfig{Key: "k", Limit: tc.limit, Logger: discard}, tc.procs, tc.clients, d)
+				leaks() // every Quota is closed
+				quota := int(tc.limit.Rate)
+				// Any window of one Period: the quota, the burst, and Slack's
+				// 2 % share for slots used late.
+				allowed := int(math.Ceil(float64(quota)*1.02)) + int(tc.limit.burst())
+				if got := maxInWindow(starts, tc.limit.Period); got > allowed {
+					t.Errorf("%d starts in one window of %v, quota %d (allowed %d)", got, tc.limit.Period, quota, allowed)
+					t.Log(lastTrace)
+				}
+				total := len(starts)
+				ideal := int(d / tc.limit.Period * time.Duration(quota))
+				if total < ideal*9/10 {
+					t.Errorf("%d starts in %v, want at least 90 %% of the quota's %d", total, d, ideal)
+				}
+				perRT := float64(total) / float64(rts)
+				t.Logf("%d starts (ideal %d), %d round trips: %.1f attempts per round trip; per process %v, Jain %.3f",
+					total, ideal, rts, perRT, per, jain(per))
+				if tc.clients > 1 && perRT < 10 {
+					t.Errorf("%.1f attempts per round trip: the lease should amortise (target 20)", perRT)
+				}
+				if tc.procs > 1 && jain(per) < 0.9 {
+					t.Errorf("unfair: per process %v (Jain %.3f)", per, jain(per))
+				}
+			})
+		})
+	}
+}
+
+var lastTrace string
+
+var discard = slog.New(slog.DiscardHandler)
+
+func TestQuotaDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1), Logger: discard})
+		defer q.Close()
+		now := time.Now()
+		// The first slot is free now, the next one a second later.
+		if s, err := q.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
+			t.Fatalf("first: %v %v", s, err)
+		}
+		_, err := q.Reserve(t.Context(), now, now.Add(500*time.Millisecond))
+		if !errors.Is(err, retry.ErrPastDeadline) || !strings.Contains(err.Error(), "1s") {
+			t.Fatalf("a slot 1s away with a 500ms deadline: %v", err)
+		}
+		// Nothing was taken: the slot is still the next one.
+		if s, err := q.Reserve(t.Context(), now, now.Add(2*time.Second)); err != nil || !s.Equal(now.Add(time.Second)) {
+			t.Fatalf("next: %v %v, want %v", s, err, now.Add(time.Second))
+		}
+		// A cancelled context takes nothing either.
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cancel(errors.New("caller left"))
+		if _, err := q.Reserve(ctx, now, time.Time{}); err == nil || err.Error() != "caller left" {
+			t.Fatalf("cancelled: %v", err)
+		}
+		// WaitN under a deadline it cannot meet returns at once.
+		dctx, dcancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer dcancel()
+		begin := time.Now()
+		if err := q.WaitN(dctx, 1); !errors.Is(err, retry.ErrPastDeadline) || time.Since(begin) != 0 {
+			t.Fatalf("WaitN: %v after %v", err, time.Since(begin))
+		}
+	})
+}
+
+func TestQuotaWaitCancelledGivesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1), Logger: discard})
+		defer q.Close()
+		if err := q.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			cancel()
+		}()
+		if err := q.Wait(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait: %v", err)
+		}
+		// The cancelled slot (at 1 s) was given back: the next Wait gets it.
+		begin := time.Now()
+		if err := q.Wait(t.Context()); err != nil || time.Since(begin) != 700*time.Millisecond {
+			t.Fatalf("next Wait after %v: %v, want the given-back slot at 1s", time.Since(begin), err)
+		}
+	})
+}
+
+func TestQuotaCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 6000 tokens per minute: a 1000-token request takes 10 s of it.
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerMinute(6000), Logger: discard})
+		defer q.Close()
+		ctx := WithCost(t.Context(), 1000)
+		begin := time.Now()
+		var at []time.Duration
+		for range 3 {
+			if err := q.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			at = append(at, time.Since(begin))
+		}
+		if want := []time.Duration{0, 10 * time.Second, 20 * time.Second}; fmt.Sprint(at) != fmt.Sprint(want) {
+			t.Fatalf("starts %v, want %v", at, want)
+		}
+	})
+}
+
+func TestQuotaWaitsForEarliest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// An attempt that can start only in 30 s (a pacer before the quota
+		// made it wait) takes its slot then, not now: the first attempt
+		// of another call is not delayed by it, and the slot is counted
+		// when the attempt is sent.
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard})
+		defer q.Close()
+		now := time.Now()
+		done := make(chan time.Time)
+		go func() {
+			s, err := q.Reserve(t.Context(), now.Add(30*time.Second), time.Time{})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- s
+		}()
+		synctest.Wait()
+		if s, err := q.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
+			t.Fatalf("a first attempt meanwhile: %v %v, want now", s, err)
+		}
+		if s := <-done; !s.Equal(now.Add(30 * time.Second)) {
+			t.Fatalf("the later attempt starts at %v, want 30s", s.Sub(now))
+		}
+		if d := time.Since(now); d != 30*time.Second {
+			t.Fatalf("Reserve returned after %v, want after the 30 s it waited for", d)
+		}
+		// An earliest at or past the deadline takes nothing and waits for
+		// nothing.
+		begin := time.Now()
+		_, err := q.Reserve(t.Context(), begin.Add(time.Minute), begin.Add(time.Second))
+		if !errors.Is(err, retry.ErrPastDeadline) || time.Since(begin) != 0 {
+			t.Fatalf("past the deadline: %v after %v", err, time.Since(begin))
+		}
+		// A context that ends during that wait ends it.
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if _, err := q.Reserve(ctx, time.Now().Add(time.Minute), time.Time{}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("cancelled during the wait: %v", err)
+		}
+	})
+}
+
+func TestQuotaAfterCooldownIsPaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 30 calls held by a fleet cooldown of 10 s, behind a quota of 10
+		// per second: when the cooldown ends they start at the quota's
+		// pace, not all at once (their slots are taken when they are sent,
+		// not while they wait).
+		mem := newMem()
+		d, _ := newCooldown(mem, CooldownConfig{Key: "m", Jitter: -1, Logger: discard})
+		defer d.Close()
+		q, _ := newQuota(mem, QuotaConfig{Key: "m", Limit: PerSecond(10), Logger: discard})
+		defer q.Close()
+		d.Publish(t.Context(), 10*time.Second)
+		p := retry.Policy{Pacer: retry.Pacers(d, q)}
+		begin := time.Now()
+		var mu sync.Mutex
+		var starts []time.Time
+		var wg sync.WaitGroup
+		for range 30 {
+			wg.Go(func() {
+				err := retry.Run(t.Context(), p, func(context.Context) error {
+					mu.Lock()
+					starts = append(starts, time.Now())
+					mu.Unlock()
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		slices.SortFunc(starts, time.Time.Compare)
+		if first := starts[0].Sub(begin); first < 10*time.Second {
+			t.Fatalf("first start at %v, inside the cooldown", first)
+		}
+		if got := maxInWindow(starts, time.Second); got > 11 {
+			t.Fatalf("%d starts in one second after the cooldown (quota 10): they were charged while waiting", got)
+		}
+		if last := starts[len(starts)-1].Sub(begin); last > 13500*time.Millisecond {
+			t.Fatalf("last start at %v, want about 13 s (30 at 10 per second after 10 s)", last)
+		}
+	})
+}
+
+func TestQuotaWithRetryDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(2), Logger: discard})
+		defer q.Close()
+		p := retry.Policy{Pacer: q, Jitter: retry.Zero, InitialDelay: 100 * time.Millisecond}
+		var starts []time.Duration
+		begin := time.Now()
+		n := 0
+		err := retry.Run(t.Context(), p, func(context.Context) error {
+			starts = append(starts, time.Since(begin))
+			if n++; n < 3 {
+				return errors.New("flaky")
+			}
+			return nil
+		})
+		// 2 per second: attempts at 0, 0.5 s, 1 s (the quota, not the 100 ms backoff).
+		if want := []time.Duration{0, 500 * time.Millisecond, time.Second}; err != nil || fmt.Sprint(starts) != fmt.Sprint(want) {
+			t.Fatalf("err %v, starts %v, want %v", err, starts, want)
+		}
+		// A deadline the quota cannot meet: the loop gives up at once.
+		for range 10 {
+			q.Reserve(t.Context(), time.Now(), time.Time{}) // a backlog of 5 s
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		calls := 0
+		err = retry.Run(ctx, p, func(context.Context) error { calls++; return nil })
+		var re *retry.Error
+		if !errors.As(err, &re) || re.Reason != retry.ReasonDeadline || calls != 0 || !errors.Is(err, retry.ErrPastDeadline) {
+			t.Fatalf("calls %d, err %v: want an immediate deadline give-up", calls, err)
+		}
+	})
+}
+
+func TestQuotaFleetLateReplies(t *testing.T) {
+	// Replies that take 0 to 100 ms each way (a loaded machine under -race,
+	// a distant Redis) must not make blocks of two processes overlap: a
+	// block is placed in local time by what the round trips say of the
+	// server's clock, never by one reply's arrival alone.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		rng := rand.New(rand.NewPCG(1, 2))
+		var mu sync.Mutex
+		mem.latency = func() (time.Duration, time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			return time.Duration(rng.IntN(100)) * time.Millisecond, time.Duration(rng.IntN(100)) * time.Millisecond
+		}
+		limit := PerSecond(40)
+		cfg := QuotaConfig{Key: "k", Limit: limit, Logger: discard, Timeout: 400 * time.Millisecond}
+		leaks := noLeaks(t)
+		starts, per, rts := runFleet(t, mem, cfg, 4, 8, 20*time.Second)
+		leaks() // every Quota is closed, no reply still on its way
+		allowed := int(math.Ceil(40*1.02)) + 1
+		got := maxInWindow(starts, time.Second)
+		t.Logf("%d starts, at most %d in one second (allowed %d), %d round trips, per process %v", len(starts), got, allowed, rts, per)
+		if got > allowed {
+			t.Errorf("%d starts in one window of 1s, quota 40 (allowed %d): late replies shifted blocks onto each other", got, allowed)
+		}
+		if len(starts) < 20*40*85/100 {
+			t.Errorf("%d starts in 20 s, want at least 85 %% of the quota's 800", len(starts))
+		}
+	})
+}
+
+func TestQuotaCloseGivesBackTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Process a leases 4 slots (0, 100, 200, 300 ms), uses one and
+		// closes: the 3 it did not use go back to the fleet, so b's first
+		// slot is at 100 ms, not 400 ms. A second Close does nothing.
+		mem := newMem()
+		cfg := QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard}
+		a, _ := newQuota(mem, cfg)
+		now := time.Now()
+		if s, err := a.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
+			t.Fatal(s, err)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		calls := mem.calls.Load()
+		if err := a.Close(); err != nil || mem.calls.Load() != calls {
+			t.Fatalf("a second Close: %v, %d Redis calls", err, mem.calls.Load()-calls)
+		}
+		if _, err := a.Reserve(t.Context(), now, time.Time{}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Reserve after Close: %v", err)
+		}
+		b, _ := newQuota(mem, cfg)
+		defer b.Close()
+		if s, err := b.Reserve(t.Context(), now, time.Time{}); err != nil || s.Sub(now) != 100*time.Millisecond {
+			t.Fatalf("b's first slot at %v (%v), want 100ms", s.Sub(now), err)
+		}
+	})
+}
+
+func TestQuotaCostBeyondTheQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A cost above the quota's Rate could never fit in a Period: it is
+		// refused, and above all it takes nothing (reserving 2^62 tokens'
+		// worth of a 6000-per-minute schedule would hold up the fleet for
+		// a century).
+		mem := newMem()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerMinute(6000), Logger: discard})
+		defer q.Close()
+		for _, n := range []int64{6001, 1 << 40, 1 << 62, math.MaxInt64} {
+			_, err := q.Reserve(WithCost(t.Context(), n), time.Now(), time.Time{})
+			if err == nil || !strings.Contains(err.Error(), "exceeds the fleet quota of 6000/1m0s") {
+				t.Fatalf("cost %d: %v", n, err)
+			}
+			if err := q.WaitN(t.Context(), n); err == nil {
+				t.Fatalf("WaitN(%d) succeeded", n)
+			}
+		}
+		// The whole quota in one request fits; zero and negative costs
+		// count 1.
+		begin := time.Now()
+		for _, n := range []int64{6000, 0, -5} {
+			if err := q.WaitN(t.Context(), n); err != nil {
+				t.Fatalf("WaitN(%d): %v", n, err)
+			}
+		}
+		if d := time.Since(begin); d != time.Minute+10*time.Millisecond {
+			t.Fatalf("a request of the whole quota, then two of 1: done after %v, want 1m0.01s", d)
+		}
+	})
+}
