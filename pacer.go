@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -50,11 +51,14 @@ type Pacer interface {
 // Reserve in that case, saying how long the wait would have been.
 var ErrPastDeadline = errors.New("retry: the wait would end after the deadline")
 
-// Pacers returns a Pacer that asks each non-nil pacer in turn: the time one
-// returns is the earliest time passed to the next, so the attempt waits for
-// all of them. Put pacers that take nothing (a cooldown) before those that
-// take a slot (a quota): a slot taken before a later pacer refuses is not
-// given back. Record reports to each of them.
+// Pacers returns a Pacer that asks each non-nil pacer in turn, so the
+// attempt waits for all of them. When one returns a time ahead, Pacers waits
+// until then before it asks the next (its Reserve returns late, by design):
+// like the loop, it never asks a pacer for a time ahead of now, and it gives
+// up at once, with [ErrPastDeadline], when that time is not before the
+// deadline. Put pacers that take nothing (a cooldown) before those that take
+// a slot (a quota): a slot taken before a later pacer refuses is not given
+// back. Record reports to each of them.
 func Pacers(ps ...Pacer) Pacer {
 	var list pacers
 	for _, p := range ps {
@@ -67,12 +71,27 @@ func Pacers(ps ...Pacer) Pacer {
 
 type pacers []Pacer
 
-func (ps pacers) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
-	t := earliest
-	for _, p := range ps {
-		var err error
-		if t, err = p.Reserve(ctx, t, deadline); err != nil {
+func (ps pacers) Reserve(ctx context.Context, now, deadline time.Time) (time.Time, error) {
+	t := now
+	for i, p := range ps {
+		if i > 0 && t.After(now) {
+			if !deadline.IsZero() && !t.Before(deadline) {
+				return time.Time{}, fmt.Errorf("%w: a pacer's start is %v away, the deadline %v",
+					ErrPastDeadline, time.Until(t).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
+			}
+			var timer *time.Timer
+			if r, err := sleepUntil(ctx, &timer, t); r != ReasonNone {
+				return time.Time{}, err
+			}
+			now = time.Now()
+		}
+		next, err := p.Reserve(ctx, now, deadline)
+		if err != nil {
 			return time.Time{}, err
+		}
+		t = next
+		if t.Before(now) {
+			t = now
 		}
 	}
 	return t, nil

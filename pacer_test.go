@@ -180,17 +180,37 @@ func TestPacersChain(t *testing.T) {
 		cool := &fakePacer{}
 		cool.next = time.Now().Add(25 * time.Second) // a server asked for 25 s
 		quota := &fakePacer{interval: time.Second}
+		var asked time.Duration
 		begin := time.Now()
+		watch := pacerFunc(func(_ context.Context, now, _ time.Time) (time.Time, error) {
+			asked = now.Sub(begin)
+			if !now.Equal(time.Now()) {
+				t.Errorf("the second pacer was asked for %v at %v", now.Sub(begin), time.Since(begin))
+			}
+			return now, nil
+		})
 		var at time.Duration
-		err := Run(t.Context(), Policy{Pacer: Pacers(cool, nil, quota)}, func(context.Context) error {
+		err := Run(t.Context(), Policy{Pacer: Pacers(cool, nil, watch, quota)}, func(context.Context) error {
 			at = time.Since(begin)
 			return nil
 		})
-		if err != nil || at != 25*time.Second || quota.next.Sub(begin) != 26*time.Second {
-			t.Fatalf("err %v, attempt at %v, quota's next slot at %v", err, at, quota.next.Sub(begin))
+		// The quota was asked at 25 s, when the cooldown ended: its slot is
+		// then, not 25 s ahead of everybody else's.
+		if err != nil || at != 25*time.Second || asked != 25*time.Second || quota.next.Sub(begin) != 26*time.Second {
+			t.Fatalf("err %v, attempt at %v, second pacer asked at %v, quota's next slot at %v", err, at, asked, quota.next.Sub(begin))
 		}
 		if len(cool.outcomes) != 1 || len(quota.outcomes) != 1 {
 			t.Fatalf("outcomes %v %v", cool.outcomes, quota.outcomes)
+		}
+
+		// A first pacer's time past the deadline: no wait, no slot taken.
+		cool.next = time.Now().Add(time.Hour)
+		quota2 := &fakePacer{interval: time.Second}
+		start := time.Now()
+		err = Run(t.Context(), Policy{Pacer: Pacers(cool, quota2), Deadline: time.Minute}, func(context.Context) error { return nil })
+		var re *Error
+		if !errors.As(err, &re) || re.Reason != ReasonDeadline || !errors.Is(err, ErrPastDeadline) || time.Since(start) != 0 || quota2.reserved != 0 {
+			t.Fatalf("err %v after %v, %d slots taken: want an immediate deadline give-up", err, time.Since(start), quota2.reserved)
 		}
 	})
 }

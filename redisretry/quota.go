@@ -247,11 +247,11 @@ func costFrom(ctx context.Context) int64 {
 // unavailable returns an error wrapping [ErrUnavailable]. Reserve waits for
 // Redis at most QuotaConfig.Timeout.
 //
-// The loop calls it right before each attempt, with earliest now. An
-// earliest in the future (a [Cooldown] before the Quota in [retry.Pacers])
-// is waited for first, on the caller's goroutine, so that the slot is taken
-// when the attempt is sent: a slot taken now for an attempt sent later would
-// let every attempt held by a cooldown start at once when it ends.
+// The loop, and [retry.Pacers] after a [Cooldown], call it right before the
+// attempt, with earliest now. A caller that passes an earliest in the future
+// has it waited for first, on the caller's goroutine, so that the slot is
+// taken when the attempt is sent: a slot taken now for an attempt sent later
+// would let every attempt held back start at once at that time.
 func (q *Quota) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
 	return q.reserve(ctx, costFrom(ctx), earliest, deadline)
 }

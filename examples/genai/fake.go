@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/backoffkit/retry/internal/chaos"
 )
 
 // error429 is Google's RESOURCE_EXHAUSTED error body with a RetryInfo
@@ -29,30 +34,95 @@ const okResponse = `{
   "modelVersion": "gemini-2.5-flash"
 }`
 
-// reply is one scripted answer of the fake endpoint.
+// chunks are the texts of the chunks of a good streamed answer.
+var chunks = []string{"Hello", " from", " the fake", " Gemini."}
+
+// reply is one scripted answer of the fake endpoint: a status and a body,
+// or a streamed answer.
 type reply struct {
 	status     int
 	retryAfter string // the Retry-After header, if any
 	body       string
+
+	// A streamed answer, as streamGenerateContent?alt=sse sends it: 200,
+	// text/event-stream, then each of events (one line of JSON each) as an
+	// SSE event "data: <json>\r\n\r\n", flushed one at a time. Then, if
+	// reset, the connection is reset; if stall, the fake sends nothing more
+	// until the client leaves.
+	stream bool
+	events []string
+	reset  bool
+	stall  bool
 }
 
 var (
 	reply429 = reply{status: http.StatusTooManyRequests, body: string(error429)}
 	reply503 = reply{status: http.StatusServiceUnavailable, retryAfter: "1", body: error503}
 	replyOK  = reply{status: http.StatusOK, body: okResponse}
+
+	// streamQuota is a stream whose first and only event is the 429 with
+	// RetryInfo: a quota that ran out after the stream began.
+	streamQuota = streamOf(oneLine(error429))
+	// streamReset sends the stream's headers, then resets the connection
+	// before any event.
+	streamReset = reply{stream: true, reset: true}
+	// streamOK is a good stream of the chunks.
+	streamOK = streamOf(chunkEvents(chunks)...)
+	// streamCut sends the first chunk, then the 429 with RetryInfo: an
+	// error after the stream began, which must reach the caller.
+	streamCut = streamOf(chunkEvents(chunks)[0], oneLine(error429))
 )
+
+// streamOf returns a streamed reply of events.
+func streamOf(events ...string) reply {
+	return reply{stream: true, events: events}
+}
+
+// oneLine returns the JSON body b compacted to one line, as an SSE data
+// field carries it.
+func oneLine(b []byte) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		panic(err) // an embedded body that is not JSON
+	}
+	return buf.String()
+}
+
+// chunkEvents returns the streamGenerateContent chunks of texts: each a
+// GenerateContentResponse with one text part, the last one with the finish
+// reason and the usage.
+func chunkEvents(texts []string) []string {
+	out := make([]string, len(texts))
+	for i, t := range texts {
+		cand := map[string]any{"content": map[string]any{"role": "model", "parts": []any{map[string]any{"text": t}}}, "index": 0}
+		chunk := map[string]any{"candidates": []any{cand}, "modelVersion": model, "responseId": "fake-stream-1"}
+		if i == len(texts)-1 {
+			cand["finishReason"] = "STOP"
+			chunk["usageMetadata"] = map[string]any{"promptTokenCount": 3, "candidatesTokenCount": len(texts), "totalTokenCount": 3 + len(texts)}
+		}
+		b, err := json.Marshal(chunk)
+		if err != nil {
+			panic(err)
+		}
+		out[i] = string(b)
+	}
+	return out
+}
 
 // hit is what the fake saw of one request.
 type hit struct {
 	method, path string
+	query        string // the raw query: alt=sse for a stream
 	apiKey       string // the x-goog-api-key header, kept to prove it was sent
 	status       int
+	events       int // the events of a stream written and flushed
 }
 
-// fakeGemini is a local stand-in for the Gemini API's generateContent
-// endpoint: it checks the request like the real one would (method, path,
-// API key, JSON body with contents) and answers with the next reply of its
-// script, the last one repeating.
+// fakeGemini is a local stand-in for the Gemini API's generateContent and
+// streamGenerateContent endpoints: it checks the request like the real one
+// would (method, path, alt=sse for a stream, API key, JSON body with
+// contents) and answers with the next reply of its script, the last one
+// repeating.
 type fakeGemini struct {
 	mu     sync.Mutex
 	script []reply
@@ -64,17 +134,29 @@ func newFakeGemini(script ...reply) *fakeGemini {
 }
 
 func (f *fakeGemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := hit{method: r.Method, path: r.URL.Path, apiKey: r.Header.Get("x-goog-api-key")}
+	h := hit{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, apiKey: r.Header.Get("x-goog-api-key")}
 	rep := f.check(r)
 	f.mu.Lock()
-	if rep.status == 0 {
+	if rep.status == 0 && !rep.stream {
 		i := min(len(f.hits), len(f.script)-1)
 		rep = f.script[i]
+		if rep.stream != strings.HasSuffix(r.URL.Path, ":streamGenerateContent") {
+			rep = badReply(http.StatusBadRequest, fmt.Sprintf("fake: the script's reply %d does not fit %s", i+1, r.URL.Path))
+		}
 	}
-	h.status = rep.status
+	if rep.stream {
+		h.status = http.StatusOK
+	} else {
+		h.status = rep.status
+	}
+	i := len(f.hits)
 	f.hits = append(f.hits, h)
 	f.mu.Unlock()
 
+	if rep.stream {
+		f.serveStream(w, r, i, rep)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	if rep.retryAfter != "" {
 		w.Header().Set("Retry-After", rep.retryAfter)
@@ -83,16 +165,65 @@ func (f *fakeGemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, rep.body)
 }
 
+// serveStream writes the streamed reply rep to the i-th request.
+func (f *fakeGemini) serveStream(w http.ResponseWriter, r *http.Request, i int, rep reply) {
+	w.Header().Set("Content-Type", chaos.StreamContentType(chaos.StreamSSE))
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	payloads := make([][]byte, len(rep.events))
+	for j, ev := range rep.events {
+		payloads[j] = []byte(ev)
+	}
+	for _, ev := range chaos.FrameEvents(chaos.StreamSSE, payloads) {
+		if _, err := w.Write(ev); err != nil || rc.Flush() != nil {
+			return // the client left
+		}
+		f.mu.Lock()
+		f.hits[i].events++
+		f.mu.Unlock()
+	}
+	switch {
+	case rep.reset:
+		reset(w)
+	case rep.stall:
+		<-r.Context().Done()
+	}
+}
+
+// reset cuts the connection of w: a TCP reset (the connection is hijacked
+// and closed with SO_LINGER 0), a plain close on other connections.
+func reset(w http.ResponseWriter) {
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler) // HTTP/2: the stream is reset
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+// badReply is an error answer of the real API's shape.
+func badReply(status int, msg string) reply {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": status, "message": msg}})
+	return reply{status: status, body: string(b)}
+}
+
 // check returns an error reply for a request the real API would refuse, or
 // the zero reply.
 func (f *fakeGemini) check(r *http.Request) reply {
-	bad := func(status int, msg string) reply {
-		b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": status, "message": msg}})
-		return reply{status: status, body: string(b)}
-	}
+	bad := badReply
+	method, _ := strings.CutPrefix(r.URL.Path, "/v1beta/models/")
+	_, method, _ = strings.Cut(method, ":")
 	switch {
-	case r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1beta/models/") || !strings.HasSuffix(r.URL.Path, ":generateContent"):
+	case r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1beta/models/") ||
+		(method != "generateContent" && method != "streamGenerateContent"):
 		return bad(http.StatusNotFound, "not found: "+r.Method+" "+r.URL.Path)
+	case method == "streamGenerateContent" && r.URL.Query().Get("alt") != "sse":
+		return bad(http.StatusBadRequest, "this fake streams with alt=sse only")
 	case r.Header.Get("x-goog-api-key") == "":
 		return bad(http.StatusUnauthorized, "API key missing")
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
+	"github.com/backoffkit/retry/internal/chaos"
 	"google.golang.org/genai"
 )
 
@@ -332,17 +333,45 @@ func TestNotMarkedIdempotent(t *testing.T) {
 	}
 }
 
-// TestRun runs the command's code path.
+// TestRun runs the command's code path, on real loopback connections: the
+// retried generateContent, the stream retried before its first event (a
+// 429 event with RetryInfo, then a TCP reset), the stream cut after its
+// first chunk (not retried). Its log has one record per retry, the API key
+// in none, and no goroutine is left behind.
 func TestRun(t *testing.T) {
+	global := captureLogs(t)
+	before := chaos.SnapshotGoroutines()
 	var out, logs syncBuffer
 	if err := run(&out, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 		t.Fatal(err)
 	}
 	b := out.String()
-	if !strings.Contains(b, "model says: "+wantText) || !strings.Contains(b, "server hits: 3") {
-		t.Errorf("output:\n%s", b)
+	for _, want := range []string{
+		"model says: " + wantText + "\n",
+		"server hits: 3,",
+		`stream chunks: ["Hello" " from" " the fake" " Gemini."]` + "\n",
+		"stream server hits: 3,",
+		`cut stream chunks: ["Hello"], then error 429 RESOURCE_EXHAUSTED` + "\n",
+		"cut stream server hits: 1,",
+	} {
+		if !strings.Contains(b, want) {
+			t.Errorf("output lacks %q:\n%s", want, b)
+		}
 	}
-	if n := strings.Count(logs.String(), `msg="httpretry: retry"`); n != 2 || strings.Contains(logs.String(), demoAPIKey) {
-		t.Errorf("logs (%d retries):\n%s", n, logs.String())
+	l := logs.String()
+	if n := strings.Count(l, `msg="httpretry: retry"`); n != 4 {
+		t.Errorf("%d retries logged, want 4:\n%s", n, l)
+	}
+	for _, want := range []string{
+		"status=429 class=stream-error", "hint=300ms hint_source=retryinfo",
+		"class=reset error=\"the stream failed before its first event",
+	} {
+		if !strings.Contains(l, want) {
+			t.Errorf("the log lacks %q:\n%s", want, l)
+		}
+	}
+	checkNoKey(t, map[string]*syncBuffer{"transport log": &logs, "default loggers": global})
+	if leaked := before.Leaked(2 * time.Second); len(leaked) > 0 {
+		t.Errorf("%d goroutines left behind:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}
 }

@@ -9,6 +9,16 @@
 // Retry-After: 1, the third with a valid response. The log shows each retry
 // with the server's hint, and no API key.
 //
+// Then it streams, with the SDK's GenerateContentStream
+// (streamGenerateContent?alt=sse, answered 200 with text/event-stream): the
+// first stream's only event is the same 429 with RetryInfo, the second
+// connection is reset after the headers, before any event, the third
+// stream is good. The transport holds each stream until its first event is
+// complete, so it retries the first two and the range loop gets every chunk
+// of the third exactly once, and no error. Last, a stream that fails after
+// its first chunk: that one is never retried (a retry would repeat the
+// chunk), so the loop gets the chunk, then the error, from one request.
+//
 // What we recommend, and why:
 //
 //   - Plug httpretry into genai.ClientConfig.HTTPClient and leave
@@ -23,11 +33,14 @@
 //   - Mark generateContent calls as safe to retry with httpretry.Idempotent:
 //     they are POSTs, which httpretry does not retry by default, but they change
 //     no server state. Do not mark calls that create resources (tuning jobs,
-//     file uploads, caches).
+//     file uploads, caches). Mark streamed calls too: an unmarked stream is
+//     handed to the SDK as soon as its headers arrive, so a quota error sent
+//     as its first event reaches the range loop.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -88,6 +101,28 @@ func generate(ctx context.Context, c *genai.Client) (string, error) {
 	return resp.Text(), nil
 }
 
+// stream asks the model for a greeting, streamed, and returns the text of
+// each chunk in the order received, and the error that ended the stream, if
+// any (after the chunks it ended).
+//
+// The context is marked idempotent: streamGenerateContent is a POST, which
+// httpretry never sends twice unless told, but it changes no server state,
+// so sending it again is safe. The mark is also what lets the transport
+// peek: it holds the answer until its first event, retries the request if
+// that event is a retryable error (a 429 with RetryInfo, waiting at least
+// the hint) or if the connection fails before it, and never retries once
+// the first event has been handed to the SDK.
+func stream(ctx context.Context, c *genai.Client) ([]string, error) {
+	var texts []string
+	for chunk, err := range c.Models.GenerateContentStream(httpretry.Idempotent(ctx), model, genai.Text("Say hello."), nil) {
+		if err != nil {
+			return texts, err
+		}
+		texts = append(texts, chunk.Text())
+	}
+	return texts, nil
+}
+
 func main() {
 	if err := run(os.Stdout, slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
 		fmt.Fprintln(os.Stderr, "genai example:", err)
@@ -96,25 +131,67 @@ func main() {
 }
 
 func run(out io.Writer, logger *slog.Logger) error {
-	fake := newFakeGemini(reply429, reply503, replyOK)
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-
-	ctx := context.Background()
 	hc, err := httpretry.NewClient(demoPolicy(), httpretry.WithLogger(logger))
 	if err != nil {
 		return err
 	}
+	defer hc.CloseIdleConnections()
+	ctx := context.Background()
+
+	// generateContent: a 429 with RetryInfo, a 503 with Retry-After, a 200.
+	err = withFake(ctx, hc, []reply{reply429, reply503, replyOK}, func(c *genai.Client) error {
+		text, err := generate(ctx, c)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "model says: %s\n", text)
+		return nil
+	}, out, "server hits")
+	if err != nil {
+		return err
+	}
+
+	// streamGenerateContent: the 429 as the first event, a reset before the
+	// first event, a good stream.
+	err = withFake(ctx, hc, []reply{streamQuota, streamReset, streamOK}, func(c *genai.Client) error {
+		texts, err := stream(ctx, c)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "stream chunks: %q\n", texts)
+		return nil
+	}, out, "stream server hits")
+	if err != nil {
+		return err
+	}
+
+	// A stream that fails after its first chunk: not retried.
+	return withFake(ctx, hc, []reply{streamCut}, func(c *genai.Client) error {
+		texts, err := stream(ctx, c)
+		var apiErr genai.APIError
+		if !errors.As(err, &apiErr) {
+			return fmt.Errorf("stream cut after its first chunk: got %q, %v; want the chunk and the API error", texts, err)
+		}
+		fmt.Fprintf(out, "cut stream chunks: %q, then error %d %s\n", texts, apiErr.Code, apiErr.Status)
+		return nil
+	}, out, "cut stream server hits")
+}
+
+// withFake starts a fake Gemini on loopback answering script, runs call
+// with a client of it, and prints the number of requests the fake saw and
+// the time taken.
+func withFake(ctx context.Context, hc *http.Client, script []reply, call func(*genai.Client) error, out io.Writer, label string) error {
+	fake := newFakeGemini(script...)
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
 	c, err := newClient(ctx, srv.URL, hc, nil)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	text, err := generate(ctx, c)
-	if err != nil {
+	if err := call(c); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "model says: %s\n", text)
-	fmt.Fprintf(out, "server hits: %d, took %v\n", len(fake.Hits()), time.Since(start).Round(10*time.Millisecond))
+	fmt.Fprintf(out, "%s: %d, took %v\n", label, len(fake.Hits()), time.Since(start).Round(10*time.Millisecond))
 	return nil
 }
