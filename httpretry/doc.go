@@ -117,8 +117,9 @@
 // the deadline used up, the caller's context, an error that is not
 // retried (a TLS error, a request body that failed: Reason
 // retry.ReasonPermanent) or a skipped retry (ReasonPermanent too). Its Last
-// error holds the last attempt's [*AttemptError], and errors.Is reaches
-// the causes through it: the transport error (syscall.ECONNRESET, ...),
+// error holds the last attempt's [*AttemptError] (or, when the caller's
+// context ended that attempt, the base transport's error as it came), and
+// errors.Is reaches the causes through it: the transport error (syscall.ECONNRESET, ...),
 // [ErrNotIdempotent] or [ErrBodyNotReplayable] for a skipped retry,
 // GetBody's error, the request body's error, the context's error. (An
 // invalid Transport, or a request body that fails while it is buffered
