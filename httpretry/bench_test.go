@@ -139,7 +139,7 @@ func BenchmarkOverhead(b *testing.B) {
 	const ev = "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Hello from the model\"}], \"role\": \"model\"}, \"index\": 0}], \"usageMetadata\": {\"promptTokenCount\": 3, \"candidatesTokenCount\": 5, \"totalTokenCount\": 8}, \"modelVersion\": \"gemini-2.5-flash\"}\r\n\r\n"
 	stream := strings.Repeat(ev, 3)
 	var sr strings.Reader
-	sseResp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}}
+	sseResp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, ContentLength: -1}
 	sseBase := rtFunc(func(*http.Request) (*http.Response, error) {
 		sr.Reset(stream)
 		sseResp.Body = io.NopCloser(&sr)
@@ -254,4 +254,39 @@ func BenchmarkStream(b *testing.B) {
 		b.ReportMetric(mon, "ours-total-ns")
 		b.ReportMetric(mon/mbn, "total-ratio")
 	})
+}
+
+// BenchmarkFirstEventTrickle feeds the first-event scanner one first event
+// of 16 or 64 KiB one byte at a time, as a stream trickled byte by byte
+// arrives: each byte is searched for a line end once, so the cost per byte
+// stays the same whatever the size (a scanner that searched the current
+// line again on each read would cost 4 times more per byte at 64 KiB than
+// at 16).
+func BenchmarkFirstEventTrickle(b *testing.B) {
+	for _, size := range []int{16 << 10, 64 << 10} {
+		x := strings.Repeat("x", size-12)
+		for _, tc := range []struct {
+			name   string
+			format int
+			ev     string
+		}{
+			{"sse", streamSSE, "data: \"" + x + "\"\n\n"},
+			{"ndjson", streamLines, "\"" + x + "\"\n"},
+			{"json", streamArray, "[\"" + x + "\"]"},
+		} {
+			b.Run(fmt.Sprintf("%s/%dKiB", tc.name, size>>10), func(b *testing.B) {
+				buf := []byte(tc.ev)
+				b.SetBytes(int64(len(buf)))
+				b.ReportAllocs()
+				for b.Loop() {
+					f := firstEvent{format: tc.format}
+					for i := 1; i <= len(buf) && !f.feed(buf[:i], false); i++ {
+					}
+					if !f.done || f.notEvent {
+						b.Fatal("no first event")
+					}
+				}
+			})
+		}
+	}
 }

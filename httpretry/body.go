@@ -1,12 +1,17 @@
 package httpretry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -45,14 +50,24 @@ func (b *writerBody) CloseWrite() error {
 	return fmt.Errorf("CloseWrite: %w", http.ErrNotSupported)
 }
 
-// prefixBody reads prefix, then err if set, then rc; Close closes rc.
+// prefixBody reads prefix, then err if set, then rc; Close closes rc. After
+// Close, Read fails as net/http's bodies do, the prefix left unread
+// included.
 type prefixBody struct {
 	prefix []byte
 	rc     io.ReadCloser
 	err    error
+	closed atomic.Bool
 }
 
+// errReadOnClosed is what a read of a response body after its Close
+// returns (the message of net/http's own error).
+var errReadOnClosed = errors.New("http: read on closed response body")
+
 func (b *prefixBody) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, errReadOnClosed
+	}
 	if len(b.prefix) > 0 {
 		n := copy(p, b.prefix)
 		b.prefix = b.prefix[n:]
@@ -64,7 +79,10 @@ func (b *prefixBody) Read(p []byte) (int, error) {
 	return b.rc.Read(p)
 }
 
-func (b *prefixBody) Close() error { return b.rc.Close() }
+func (b *prefixBody) Close() error {
+	b.closed.Store(true)
+	return b.rc.Close()
+}
 
 // cancelBody ends an attempt's context when its body is closed or read to
 // its end.
@@ -282,3 +300,119 @@ func (v *bodyView) Close() error {
 }
 
 var errReadAfterClose = errors.New("httpretry: read of a closed request body")
+
+// sentBody is the request body of one attempt as the base transport reads
+// it. It records the body's own failure, so that the attempt's error can be
+// told from a network failure (ClassBody): a read error other than io.EOF
+// while the body is open (a read that fails because the transport closed
+// the body is not the body's fault), or a length other than the request's
+// ContentLength. Close closes the body it wraps.
+type sentBody struct {
+	rc   io.ReadCloser
+	want int64 // the request's ContentLength; 0 or less: unknown
+
+	mu     sync.Mutex
+	n      int64 // bytes read
+	err    error // the body's failure, the first one
+	closed bool
+}
+
+// watchSent returns body wrapped in a sentBody, or nil when it needs none:
+// no body, or one that cannot fail (an in-memory reader whose length is
+// the ContentLength cl, or unknown), or a file (the base transport sends
+// one with sendfile, which a wrapper would prevent).
+func watchSent(body io.ReadCloser, cl int64) *sentBody {
+	if body == nil || body == http.NoBody {
+		return nil
+	}
+	var r io.Reader = body
+	if u, ok := unwrapNopCloser(body); ok {
+		r = u
+	}
+	var n int
+	switch m := r.(type) {
+	case *bytes.Reader:
+		n = m.Len()
+	case *strings.Reader:
+		n = m.Len()
+	case *bytes.Buffer:
+		n = m.Len()
+	case syscall.Conn: // an *os.File
+		return nil
+	default:
+		return &sentBody{rc: body, want: cl}
+	}
+	if cl <= 0 || int64(n) == cl {
+		return nil
+	}
+	return &sentBody{rc: body, want: cl}
+}
+
+var (
+	nopCloserType         = reflect.TypeOf(io.NopCloser(nil))
+	nopCloserWriterToType = reflect.TypeOf(io.NopCloser(struct {
+		io.Reader
+		io.WriterTo
+	}{}))
+)
+
+// unwrapNopCloser returns the reader inside an io.NopCloser, as net/http
+// does to see an in-memory body.
+func unwrapNopCloser(r io.Reader) (io.Reader, bool) {
+	switch reflect.TypeOf(r) {
+	case nopCloserType, nopCloserWriterToType:
+		u, ok := reflect.ValueOf(r).Field(0).Interface().(io.Reader)
+		return u, ok && u != nil
+	}
+	return nil, false
+}
+
+func (b *sentBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.mu.Lock()
+	if !b.closed && b.err == nil {
+		b.n += int64(n)
+		switch {
+		case err != nil && err != io.EOF: // io.Reader returns io.EOF itself, never wrapped
+			b.err = err
+		case b.want > 0 && (b.n > b.want || err == io.EOF && b.n < b.want):
+			b.err = &bodyLengthError{n: b.n, want: b.want}
+		}
+	}
+	b.mu.Unlock()
+	return n, err
+}
+
+func (b *sentBody) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	return b.rc.Close()
+}
+
+// failure returns the body's failure, nil if none.
+func (b *sentBody) failure() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
+}
+
+// bodyLengthError is the failure of a request body longer or shorter than
+// its ContentLength.
+type bodyLengthError struct{ n, want int64 }
+
+func (e *bodyLengthError) Error() string {
+	if e.n > e.want {
+		return fmt.Sprintf("httpretry: the request body is longer than its ContentLength of %d bytes", e.want)
+	}
+	return fmt.Sprintf("httpretry: the request body ended after %d of its ContentLength's %d bytes", e.n, e.want)
+}
+
+// bodyError is a transport error caused by the failure of the request
+// body, when the transport error does not hold that failure itself.
+type bodyError struct{ err, body error }
+
+func (e *bodyError) Error() string {
+	return e.err.Error() + " (reading the request body: " + e.body.Error() + ")"
+}
+func (e *bodyError) Unwrap() []error { return []error{e.err, e.body} }

@@ -23,6 +23,21 @@
 // above the transport, so "too many redirects" never reaches it.)
 // Policy.Retryable, when set, can only narrow this set further.
 //
+// An attempt that fails because the request body does (its Read returns an
+// error other than io.EOF, or it yields more or fewer bytes than the
+// request's ContentLength) is never retried, not even with
+// [RetryAllErrors]: its [*AttemptError] has Class [ClassBody], and the
+// body's error stays in the error's chain (errors.Is). The body is the
+// caller's: a replay would read it again from GetBody, which fails the
+// same way, and a body whose length is not its ContentLength is a bug that
+// no retry fixes. (A read that fails because the transport closed the body
+// is not the body's failure. A body shorter than its ContentLength fails
+// the attempt on HTTP/1.1 only: HTTP/2 sends it and leaves the server to
+// refuse it. A body that is a file or a network connection is handed to
+// the base transport as it is, so that the kernel can copy it with
+// sendfile or splice: its read errors are classified like any transport
+// error.)
+//
 // # Idempotency
 //
 // Following RFC 9110 section 9.2.2, GET, HEAD, OPTIONS, TRACE, PUT and DELETE
@@ -46,13 +61,17 @@
 //
 // When a retry is skipped because of idempotency, the policy's Observer gets
 // a give-up event whose Err matches [ErrNotIdempotent] (errors.Is) and holds
-// the [*AttemptError] (errors.As); RoundTrip returns the response (or error)
-// of the one attempt made.
+// the [*AttemptError] (errors.As); RoundTrip returns the response of the
+// one attempt made, or a [*retry.Error] that holds its error (see Errors).
 //
 // # Request bodies
 //
 // A body is replayed with Request.GetBody when it is set (http.NewRequest
-// sets it for bytes, strings and bytes.Reader bodies). Otherwise, when the
+// sets it for bytes, strings and bytes.Reader bodies). GetBody is called
+// for the next attempt as soon as the failed one is known to be retried,
+// before the wait: when it fails (or returns a nil body) the call ends at
+// once with the failed attempt's error, as a skipped retry (see below),
+// and the retry is never sent without its body. Otherwise, when the
 // request may be retried after it was sent (it is idempotent, see above,
 // and has more than one attempt), the body is read into memory up to
 // [MaxBufferedBody] (default 1 MiB) and replayed from there.
@@ -70,6 +89,7 @@
 // (connection refused, for example) and only if the transport had not read
 // any of it; otherwise the retry is skipped and the give-up event's Err
 // matches [ErrBodyNotReplayable]. A partial or doubled body is never sent.
+// [MaxBufferedBody](math.MaxInt64) buffers without a limit.
 // The caller's request body is closed exactly once, and the caller's
 // *http.Request is never modified (attempts that need a different body,
 // URL, header or context use a copy).
@@ -80,15 +100,31 @@
 // headers arrive (a stream, as soon as its first event is complete, see
 // below); the rest of its body is never read or buffered. A response that
 // is retried is drained (at most 64 KiB) and closed before the next
-// attempt, so the attempts share one connection. Reading the body of a
+// attempt, so the attempts share one HTTP/1 connection (an HTTP/2 response
+// is closed at once: that resets its stream only; so is a stream whose
+// first event failed, see below). Reading the body of a
 // retryable response (this drain, and the peek for RetryInfo below) takes
 // at most 1 s, and never longer than the attempt's deadline or the caller's
 // context: a body that stalls is closed, with its connection, and the retry
 // goes ahead. When the transport gives up on a retryable status (attempts
 // used up, deadline, budget) it returns the last response, status and body
-// intact, with a nil error, as net/http callers expect. When it gives up on
-// a transport error it returns the [*retry.Error], which keeps the last
-// error (an [*AttemptError]) and the attempt count.
+// intact, with a nil error, as net/http callers expect.
+//
+// # Errors
+//
+// Every error RoundTrip returns after at least one attempt is a
+// [*retry.Error] (errors.As), whatever stopped the loop: the attempts or
+// the deadline used up, the caller's context, an error that is not
+// retried (a TLS error, a request body that failed: Reason
+// retry.ReasonPermanent) or a skipped retry (ReasonPermanent too). Its Last
+// error holds the last attempt's [*AttemptError] (or, when the caller's
+// context ended that attempt, the base transport's error as it came), and
+// errors.Is reaches the causes through it: the transport error (syscall.ECONNRESET, ...),
+// [ErrNotIdempotent] or [ErrBodyNotReplayable] for a skipped retry,
+// GetBody's error, the request body's error, the context's error. (An
+// invalid Transport, or a request body that fails while it is buffered
+// before the first attempt, returns its own error: no attempt was made.)
+// http.Client wraps each in a *url.Error, as it does any transport's.
 //
 // # Streams
 //
@@ -102,8 +138,23 @@
 // transport may repeat (idempotent, its body replayable, an attempt left),
 // the transport reads the body up to the end of its first event: in SSE,
 // the blank line after an event with data (comments and data-less blocks
-// are skipped); in NDJSON, the first line that is not blank; in a JSON
-// array, its first element. The attempt fails as retryable when:
+// are skipped; lines end at LF, CRLF or a bare CR, and the event is
+// complete at the CR or LF that ends its blank line, without waiting for
+// another byte; a UTF-8 byte order mark in front is skipped); in NDJSON,
+// the first line that is not blank; in a JSON array, its first element.
+//
+// text/event-stream and application/x-ndjson say by their type that they
+// are streams, whatever the request. An application/json answer is taken
+// for a stream only when the request looks like one: one of Google's
+// streaming methods, whose URL path's last segment holds ":stream" (as in
+// /v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=json), or a
+// request whose context asks for it with [StreamPeek](ctx, true). Any
+// other JSON answer (an object, a watch that sends nothing for minutes) is
+// handed over with its headers, unpeeked. So is an empty answer: a
+// Content-Length of 0 (http.NoBody stays http.NoBody), or a JSON body
+// that ends before its '['.
+//
+// The attempt fails as retryable when:
 //
 //   - the first event is an error object, {"error": {...}}, whose "code"
 //     (an HTTP status, or a google.rpc.Code number) or else "status"
@@ -113,13 +164,17 @@
 //     [*AttemptError] has Class [ClassStreamError] and that Status;
 //   - or the body fails or ends before the first event is complete (a
 //     reset, an EOF, the attempt timeout or deadline): the error's class
-//     says which.
+//     says which (ClassTimeout only when the attempt's time was up). An
+//     SSE event whose blank line never came is incomplete at the end of
+//     the stream, and discarded, as the SSE format says: a stream that
+//     ends so before its first event has failed.
 //
 // Otherwise the caller gets the response at once, its body unchanged: the
 // bytes read are put back in front of it, byte for byte, and the rest
 // flows as it comes, without a copy. A first event longer than 64 KiB is
 // handed over as it is. Once the first event has been handed over nothing
-// is retried: a later failure reaches the caller as it happened. When the
+// is retried: a later failure reaches the caller as it happened. A stream
+// that is retried is closed before the next attempt, not drained. When the
 // loop gives up after a failed stream (attempts, deadline, budget), the
 // caller gets that last response, its body as the server sent it. Reading
 // the first event takes no time of its own: the caller could read nothing
@@ -137,8 +192,11 @@
 // hint: the next wait is at least the hint, plus jitter, capped by the
 // policy's MaxRetryAfter (default MaxDelay). The body is peeked (at most
 // 16 KiB and 1 s, only for a retryable status with a JSON or missing
-// Content-Type) and handed back unchanged if the response is returned (a
-// body that stalled yields the bytes read, then a timeout error). A hinted
+// Content-Type: a media type holding "json", in any case, such as
+// Application/JSON or application/problem+json) and handed back unchanged
+// if the response is returned (a body that stalled yields the bytes read,
+// then a timeout error). A body the transport peeked at fails every Read
+// after its Close, as net/http's do. A hinted
 // wait that would end after the policy's or the context's deadline ends the
 // loop at once and the response is returned.
 //
@@ -170,10 +228,12 @@
 // to slog.Default at Debug level (or to the logger given with [WithLogger],
 // at Info): method, host, path, endpoint, status or error class, attempt,
 // wait, hint and hint source. Secrets never appear: URLs are written with
-// [Redact] (the key, access_token and token query values are replaced by
-// REDACTED, user info is removed) and headers are never logged (use
-// [RedactHeader] to log them yourself). [*AttemptError] messages are
-// redacted too.
+// [Redact] (the values of key, access_token, token, signed URLs'
+// signatures and credentials and other secret parameters, in the query or
+// the fragment, are replaced by REDACTED, user info is removed) and
+// headers are never logged (use [RedactHeader] to log them yourself).
+// [*AttemptError] messages are redacted too, with [RedactText], which
+// applies the same rules to URLs quoted in text.
 //
 // # Endpoint fallback
 //

@@ -18,7 +18,8 @@ var ErrNotIdempotent = errors.New("httpretry: not retried: the request is not id
 // ErrBodyNotReplayable says a retry was skipped because the request body
 // cannot be sent again: it has no GetBody, was not buffered (longer than
 // [MaxBufferedBody], or a request that is not idempotent) and had already
-// been read, or GetBody failed. It is reachable like [ErrNotIdempotent].
+// been read, or GetBody failed (its error is in the chain too) or returned
+// no body. It is reachable like [ErrNotIdempotent].
 var ErrBodyNotReplayable = errors.New("httpretry: not retried: the request body cannot be replayed (no GetBody, not buffered, already sent)")
 
 // Classes of [AttemptError].
@@ -36,7 +37,7 @@ const (
 	ClassGoAway        = "goaway"         // HTTP/2 GOAWAY
 	ClassRefusedStream = "refused-stream" // HTTP/2 REFUSED_STREAM (never sent)
 	ClassTLS           = "tls"            // a TLS certificate or handshake error (not retried)
-	ClassBody          = "body"           // reading the request body failed (not retried)
+	ClassBody          = "body"           // the request body failed: a read error, or a length other than its ContentLength (never retried)
 	ClassOther         = "other"          // any other error (not retried)
 )
 
@@ -48,8 +49,9 @@ const (
 
 // AttemptError describes one failed HTTP attempt. It is what
 // retry.Event.Err carries for each attempt (find it with errors.As), and what
-// the [*retry.Error] returned on giving up after transport errors keeps as
-// its Last error. Its message is redacted (see [Redact]).
+// the [*retry.Error] RoundTrip returns on giving up keeps in its Last error
+// (see "Errors" in the package documentation). Its message is redacted (see
+// [Redact]).
 type AttemptError struct {
 	Method string // the request method
 	URL    string // the attempt's URL, redacted

@@ -219,6 +219,8 @@ func FuzzStreamPeek(f *testing.F) {
 	f.Add(uint8(2), []byte(" [ \"a\\\"]\" , 1 ]"), uint8(0), false)
 	f.Add(uint8(2), []byte("{\"error\":{\"code\":503}}"), uint8(0), false)
 	f.Add(uint8(3), []byte("data: {\"error\":{\"code\":429}}\n\n"), uint8(0), false)
+	f.Add(uint8(0), []byte("\ufeffdata: {\"error\":{\"code\":429}}\r\r"), uint8(1), false)
+	f.Add(uint8(2), []byte(""), uint8(0), false)
 	f.Fuzz(func(t *testing.T, kind uint8, body []byte, chunk uint8, reset bool) {
 		if len(body) > 100<<10 {
 			return
@@ -244,7 +246,7 @@ func FuzzStreamPeek(f *testing.F) {
 					return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(rd), ContentLength: -1, Request: r}, nil
 				})
 				p := retry.Policy{Attempts: 2, InitialDelay: time.Millisecond, Jitter: retry.Zero, MaxRetryAfter: time.Second}
-				req, _ := http.NewRequest(http.MethodGet, "http://fuzz.example/x", nil)
+				req, _ := http.NewRequest(http.MethodGet, "http://fuzz.example/v1/m:streamGenerateContent", nil) // a stream path: JSON is peeked
 				resp, err := httpretry.NewTransport(base, p).RoundTrip(req)
 				if err != nil {
 					t.Fatalf("error %v, want a response", err)

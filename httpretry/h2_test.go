@@ -15,15 +15,16 @@ import (
 // h2GoAwayServer is a minimal HTTP/2 (cleartext, prior knowledge) server on
 // loopback: on each connection it answers the first request with GOAWAY and
 // closes the connection, for the first `fail` connections; later ones get a
-// 200 response with no body.
-func h2GoAwayServer(t *testing.T, fail int32) (addr string, conns *atomic.Int32) {
+// 200 response with no body. It counts the connections and the requests
+// (HEADERS frames).
+func h2GoAwayServer(t *testing.T, fail int32) (addr string, conns, reqs *atomic.Int32) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	conns = new(atomic.Int32)
+	conns, reqs = new(atomic.Int32), new(atomic.Int32)
 	frame := func(typ, flags byte, stream uint32, payload []byte) []byte {
 		b := make([]byte, 9, 9+len(payload))
 		b[0], b[1], b[2] = byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
@@ -61,6 +62,7 @@ func h2GoAwayServer(t *testing.T, fail int32) (addr string, conns *atomic.Int32)
 					if typ != 0x1 { // not HEADERS
 						continue
 					}
+					reqs.Add(1)
 					if goAway {
 						payload := make([]byte, 8)
 						binary.BigEndian.PutUint32(payload, stream)  // last stream: maybe processed
@@ -74,13 +76,13 @@ func h2GoAwayServer(t *testing.T, fail int32) (addr string, conns *atomic.Int32)
 			}(c, n <= fail)
 		}
 	}()
-	return ln.Addr().String(), conns
+	return ln.Addr().String(), conns, reqs
 }
 
 // TestGoAway checks the GOAWAY classification against net/http's real
 // (unexported) HTTP/2 error type.
 func TestGoAway(t *testing.T) {
-	addr, conns := h2GoAwayServer(t, 1)
+	addr, conns, reqs := h2GoAwayServer(t, 1)
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	defer tr.CloseIdleConnections()
@@ -93,8 +95,11 @@ func TestGoAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || conns.Load() != 2 {
-		t.Fatalf("got %d over HTTP/%d after %d connections, want 200 over HTTP/2 after 2", resp.StatusCode, resp.ProtoMajor, conns.Load())
+	// Two requests, the second on a new connection. (net/http may dial one
+	// more that it never uses: 1 run in about 400 under load did.)
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || reqs.Load() != 2 || conns.Load() < 2 {
+		t.Fatalf("got %d over HTTP/%d after %d requests on %d connections, want 200 over HTTP/2 after 2 requests on 2 or more",
+			resp.StatusCode, resp.ProtoMajor, reqs.Load(), conns.Load())
 	}
 	var ae *AttemptError
 	r := ev.byKind(retry.EventRetry)
@@ -103,7 +108,7 @@ func TestGoAway(t *testing.T) {
 	}
 
 	// A POST is not retried after GOAWAY: the server may have processed it.
-	addr, _ = h2GoAwayServer(t, 1)
+	addr, _, _ = h2GoAwayServer(t, 1)
 	req, _ = http.NewRequest(http.MethodPost, "http://"+addr+"/", nil)
 	_, err = NewTransport(tr, p).RoundTrip(req)
 	if !errors.Is(err, ErrNotIdempotent) || !errors.As(err, &ae) || ae.Class != ClassGoAway {

@@ -126,6 +126,10 @@ func TestHints(t *testing.T) {
 		{"on 500 too", reply(500, "", "Retry-After", "3"), retry.Policy{}, 3 * time.Second, 3 * time.Second, HintRetryAfter},
 		{"retryinfo", reply(429, string(spec), "Content-Type", "application/json; charset=UTF-8"), retry.Policy{}, 25 * time.Second, 25 * time.Second, HintRetryInfo},
 		{"retryinfo without content type", reply(429, string(spec)), retry.Policy{}, 25 * time.Second, 25 * time.Second, HintRetryInfo},
+		{"retryinfo, content type in capitals", reply(429, string(spec), "Content-Type", "Application/JSON"), retry.Policy{}, 25 * time.Second, 25 * time.Second, HintRetryInfo},
+		{"retryinfo, content type in capitals with a charset", reply(429, string(spec), "Content-Type", "APPLICATION/JSON; charset=UTF-8"), retry.Policy{}, 25 * time.Second, 25 * time.Second, HintRetryInfo},
+		{"retryinfo, problem+json", reply(429, string(spec), "Content-Type", "application/problem+json"), retry.Policy{}, 25 * time.Second, 25 * time.Second, HintRetryInfo},
+		{"retryinfo, json only in a parameter", reply(429, string(spec), "Content-Type", "text/plain; profile=json"), retry.Policy{}, time.Second, 0, ""},
 		{"retryinfo in html ignored", reply(429, string(spec), "Content-Type", "text/html"), retry.Policy{}, time.Second, 0, ""},
 		{"header wins over body", reply(429, string(spec), "Retry-After", "2"), retry.Policy{}, 2 * time.Second, 2 * time.Second, HintRetryAfter},
 	}

@@ -42,9 +42,10 @@ func (c *config) errorf(format string, args ...any) {
 // --retry-all-errors does: a failed DNS lookup (a name not found included),
 // a TLS handshake or certificate error, and errors of no known class are
 // retried like a connection reset, still under the idempotency and body
-// rules. An error reading the request body is never retried. Use it when a
-// name or certificate is expected to become valid soon (a service being
-// deployed).
+// rules. A failure of the request body itself ([ClassBody]: a read error,
+// a length other than its ContentLength) is never retried: the body would
+// fail again. Use it when a name or certificate is expected to become
+// valid soon (a service being deployed).
 func RetryAllErrors() Option {
 	return func(c *config) { c.retryAllErrors = true }
 }
@@ -71,7 +72,7 @@ func AddIdempotencyKey() Option {
 // bodies" in the package documentation for the latency this costs). A
 // longer body is streamed and not retried once sent (see
 // [ErrBodyNotReplayable]). n = 0 means such bodies are never buffered, nor
-// read ahead; a negative n is an error.
+// read ahead; math.MaxInt64 means no limit; a negative n is an error.
 func MaxBufferedBody(n int64) Option {
 	return func(c *config) {
 		if n < 0 {
@@ -181,8 +182,10 @@ func checkEndpoint(s string) error {
 }
 
 // WithStreamPeek turns first-event peeking on (the default) or off for
-// every request: see "Streams" in the package documentation. [StreamPeek]
-// overrides it for one request.
+// every request: see "Streams" in the package documentation. On, it peeks
+// at SSE and NDJSON answers, and at application/json answers to Google's
+// streaming methods (":stream..." in the path). [StreamPeek] overrides it
+// for one request.
 func WithStreamPeek(on bool) Option {
 	return func(c *config) { c.noStreamPeek = !on }
 }
@@ -194,7 +197,10 @@ type peekKey struct{}
 // StreamPeek returns a copy of ctx that turns first-event peeking on or off
 // for the requests made with it, whatever the transport's [WithStreamPeek]
 // says: for example off for a stream whose first event the caller must see
-// as soon as its bytes arrive, even when incomplete.
+// as soon as its bytes arrive, even when incomplete. On, it also takes any
+// application/json answer that begins with '[' for a stream (its first
+// element is peeked), whatever the URL: use it for a JSON array streamed
+// by a method whose path does not say ":stream".
 func StreamPeek(ctx context.Context, on bool) context.Context {
 	return context.WithValue(ctx, peekKey{}, on)
 }

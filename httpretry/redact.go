@@ -10,31 +10,103 @@ import (
 // Redacted is the value written in place of a secret.
 const Redacted = "REDACTED"
 
-// secretParams are the query parameters whose values Redact and RedactText
-// hide (compared without regard to case): API keys, OAuth tokens and the
-// signatures of signed URLs.
+// secretParams are the names of the parameters whose values Redact and
+// RedactText hide (compared after percent-decoding, without regard to
+// case): API keys, OAuth tokens, the signatures and credentials of signed
+// URLs (Google Cloud Storage, Amazon S3, Azure SAS).
 var secretParams = []string{
-	"key", "api_key", "apikey", "access_token", "token", "id_token", "refresh_token",
+	"key", "api_key", "apikey", "x-goog-api-key", "access_token", "token", "id_token", "refresh_token",
 	"client_secret", "password", "sig", "signature", "x-goog-signature", "x-goog-credential",
-	"awsaccesskeyid", "x-amz-signature", "x-amz-credential",
+	"awsaccesskeyid", "x-amz-signature", "x-amz-credential", "x-amz-security-token",
 }
 
-// secretParamRE finds "name=value" pairs of secret query parameters in free
-// text (error messages quote URLs); userinfoRE finds URLs' user info.
-var (
-	secretParamRE = regexp.MustCompile(`(?i)([?&;](?:` + strings.Join(secretParams, "|") + `)=)[^&;\s"']*`)
-	userinfoRE    = regexp.MustCompile(`(://)[^/@\s"']+@`)
-)
+// userinfoRE finds URLs' user info in free text.
+var userinfoRE = regexp.MustCompile(`(://)[^/@\s"']+@`)
 
 // RedactText returns s with the credentials of any URL quoted in it removed:
-// the values of the query parameters Redact hides, and user info. Use it on
-// error messages (a *url.Error quotes the request's URL).
+// the values of the parameters Redact hides, in a query or a fragment
+// (name=value after '?', '&', ';' or '#', the name percent-decoded), and
+// user info. Use it on error messages (a *url.Error quotes the request's
+// URL).
 func RedactText(s string) string {
 	if !strings.ContainsAny(s, "=@") {
 		return s
 	}
-	s = secretParamRE.ReplaceAllString(s, "${1}"+Redacted)
+	s = redactPairs(s, false)
 	return userinfoRE.ReplaceAllString(s, "${1}"+Redacted+"@")
+}
+
+// isSecretParam reports whether name, percent-encoded as in a URL, is one
+// of secretParams. The one rule of Redact and RedactText.
+func isSecretParam(name string) bool {
+	if strings.IndexByte(name, '%') >= 0 || strings.IndexByte(name, '+') >= 0 {
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+	}
+	for _, s := range secretParams {
+		if strings.EqualFold(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactPairs returns s with the value of every secret name=value pair
+// replaced by Redacted, s itself (no copy) when there is none. In a query
+// or a fragment (query true) pairs are separated by '&' or ';', the first
+// starts at the beginning, and a secret name without a value gets one. In
+// free text a pair starts after '?', '&', ';' or '#', and its name and
+// value also end at white space and quotes.
+func redactPairs(s string, query bool) string {
+	var (
+		out  []byte // nil until a secret is found
+		last int    // s[:last] is in out
+	)
+	end := func(b byte, name bool) bool {
+		switch b {
+		case '&', ';':
+			return true
+		case '=':
+			return name
+		case '?', '#', ' ', '\t', '\n', '\r', '"', '\'', '<', '>':
+			return !query
+		}
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if query {
+			if i > 0 && s[i-1] != '&' && s[i-1] != ';' {
+				continue
+			}
+		} else if i == 0 || !strings.ContainsRune("?&;#", rune(s[i-1])) {
+			continue
+		}
+		j := i // the end of the name
+		for j < len(s) && !end(s[j], true) {
+			j++
+		}
+		hasValue := j < len(s) && s[j] == '='
+		if j == i || (!hasValue && !query) || !isSecretParam(s[i:j]) {
+			continue
+		}
+		k := j // the end of the value
+		if hasValue {
+			for k = j + 1; k < len(s) && !end(s[k], false); k++ {
+			}
+		}
+		if hasValue && s[j+1:k] == Redacted {
+			continue
+		}
+		out = append(out, s[last:j]...)
+		out = append(out, "="+Redacted...)
+		last = k
+		i = k - 1
+	}
+	if out == nil {
+		return s
+	}
+	return string(append(out, s[last:]...))
 }
 
 // secretHeaders are the headers whose values RedactHeader hides.
@@ -49,60 +121,30 @@ var secretHeaders = []string{
 }
 
 // Redact returns u as a string that is safe to log: user info (user name and
-// password) is removed and the values of secret query parameters (key,
-// api_key, access_token, token, signatures of signed URLs, ...) are replaced
-// by REDACTED. The other parameters and their order
-// are kept as they are. u is not modified. Redact(nil) is "".
+// password) is removed and the values of secret parameters (key, api_key,
+// access_token, token, the signatures and credentials of signed URLs, ...)
+// in its query and its fragment (an OAuth implicit grant returns
+// #access_token=...) are replaced by REDACTED; query parameters are
+// separated by '&' or ';'. The other parameters and their order are kept as
+// they are. u is not modified. Redact(nil) is "".
 func Redact(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
-	if u.User == nil && !hasSecretParam(u.RawQuery) {
+	q := redactPairs(u.RawQuery, true)
+	frag := u.EscapedFragment()
+	rf := redactPairs(frag, true)
+	if u.User == nil && q == u.RawQuery && rf == frag {
 		return u.String()
 	}
 	c := *u
 	c.User = nil
-	c.RawQuery = redactQuery(u.RawQuery)
-	return c.String()
-}
-
-func hasSecretParam(q string) bool {
-	if q == "" {
-		return false
+	c.RawQuery = q
+	if rf == frag {
+		return c.String()
 	}
-	for part := range strings.SplitSeq(q, "&") {
-		if isSecretParam(part) {
-			return true
-		}
-	}
-	return false
-}
-
-func isSecretParam(part string) bool {
-	name, _, _ := strings.Cut(part, "=")
-	if n, err := url.QueryUnescape(name); err == nil {
-		name = n
-	}
-	for _, s := range secretParams {
-		if strings.EqualFold(name, s) {
-			return true
-		}
-	}
-	return false
-}
-
-func redactQuery(q string) string {
-	if q == "" {
-		return ""
-	}
-	parts := strings.Split(q, "&")
-	for i, part := range parts {
-		if isSecretParam(part) {
-			name, _, _ := strings.Cut(part, "=")
-			parts[i] = name + "=" + Redacted
-		}
-	}
-	return strings.Join(parts, "&")
+	c.Fragment, c.RawFragment = "", ""
+	return c.String() + "#" + rf
 }
 
 // RedactHeader returns a copy of h that is safe to log: every value of

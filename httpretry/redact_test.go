@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,16 @@ func TestRedact(t *testing.T) {
 		{"https://example.com/?key=a&key=b", "https://example.com/?key=REDACTED&key=REDACTED"},
 		{"https://user:SECRET@example.com/x", "https://example.com/x"},
 		{"https://user@example.com/x?monkey=1", "https://example.com/x?monkey=1"},
+		// Amazon S3's temporary credentials
+		{"https://b.s3.amazonaws.com/o?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F&X-Amz-Security-Token=SESSION&X-Amz-Signature=abc",
+			"https://b.s3.amazonaws.com/o?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=REDACTED&X-Amz-Security-Token=REDACTED&X-Amz-Signature=REDACTED"},
+		// ';' separates parameters too (RawQuery keeps it)
+		{"https://h/p?alt=sse;key=SEMI;x=1", "https://h/p?alt=sse;key=REDACTED;x=1"},
+		// a fragment: the OAuth implicit grant's redirect
+		{"https://h/cb#access_token=FRAG&state=1", "https://h/cb#access_token=REDACTED&state=1"},
+		{"https://h/cb?code=1#state=x;token=FRAG", "https://h/cb?code=1#state=x;token=REDACTED"},
+		{"https://h/p#section-2", "https://h/p#section-2"},
+		{"https://h/p?x-goog-api-key=HDR", "https://h/p?x-goog-api-key=REDACTED"},
 	}
 	for _, tt := range tests {
 		u, err := url.Parse(tt.in)
@@ -190,6 +201,12 @@ func TestRedactText(t *testing.T) {
 		{`Get "https://b/o?X-Goog-Signature=abc123&x=1"`, `Get "https://b/o?X-Goog-Signature=REDACTED&x=1"`, "abc123"},
 		{`Get "https://user:pa55@h/x": timeout`, `Get "https://REDACTED@h/x": timeout`, "pa55"},
 		{`Get "http://h/x?monkey=banana"`, `Get "http://h/x?monkey=banana"`, ""},
+		{`Get "https://h/p?%6Bey=ENCSECRET": EOF`, `Get "https://h/p?%6Bey=REDACTED": EOF`, "ENCSECRET"},
+		{`Get "https://h/cb#access_token=FRAGSECRET&state=1"`, `Get "https://h/cb#access_token=REDACTED&state=1"`, "FRAGSECRET"},
+		{`Get "https://b/o?X-Amz-Security-Token=SESSIONSECRET"`, `Get "https://b/o?X-Amz-Security-Token=REDACTED"`, "SESSIONSECRET"},
+		{`Get "https://h/p?alt=sse;key=SEMISECRET": EOF`, `Get "https://h/p?alt=sse;key=REDACTED": EOF`, "SEMISECRET"},
+		{`Get "https://h/p?key=A&key=B"`, `Get "https://h/p?key=REDACTED&key=REDACTED"`, ""},
+		{`key=A at the start of text is no parameter`, `key=A at the start of text is no parameter`, ""},
 		{"no url here", "no url here", ""},
 	}
 	for _, tt := range tests {
@@ -201,4 +218,81 @@ func TestRedactText(t *testing.T) {
 			t.Errorf("secret %q leaked: %q", tt.secret, got)
 		}
 	}
+}
+
+// TestRedactAgrees: Redact and RedactText hide the same secrets (one rule
+// set): for each URL, no secret value survives either, and every other
+// value survives both.
+func TestRedactAgrees(t *testing.T) {
+	for _, raw := range []string{
+		"https://h/p?key=S1&alt=sse",
+		"https://h/p?ke%79=S1&Token=S2&pageToken=keep1",
+		"https://h/p?a=keep1;sig=S1;b=keep2",
+		"https://h/p?X-Amz-Security-Token=S1&X-Amz-Date=keep1",
+		"https://h/cb?state=keep1#access_token=S1&token_type=keep2",
+		"https://h/p?apiKey=S1&API_KEY=S2&client_secret=S3&password=S4&id_token=S5&refresh_token=S6&keep1=keep2",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, out := range []string{Redact(u), RedactText(`Get "` + raw + `": EOF`)} {
+			for i := 1; i <= 6; i++ {
+				if strings.Contains(out, "S"+strconv.Itoa(i)) {
+					t.Errorf("%s: secret S%d left in %s", raw, i, out)
+				}
+			}
+			for _, keep := range []string{"keep1", "keep2"} {
+				if strings.Contains(raw, keep) && !strings.Contains(out, keep) {
+					t.Errorf("%s: %s lost in %s", raw, keep, out)
+				}
+			}
+		}
+	}
+}
+
+// FuzzRedact: whatever the value of a secret parameter and wherever it
+// sits (in the query or the fragment, after '&' or ';', its name in any
+// case or percent-encoded), neither Redact nor RedactText lets it through,
+// and the other parameters survive both.
+func FuzzRedact(f *testing.F) {
+	f.Add(uint8(0), "AIzaSyA-secret", uint8(0), false, false, uint8(0))
+	f.Add(uint8(17), "FQoGZXIvYXdzEJr", uint8(1), true, true, uint8(5))
+	f.Fuzz(func(t *testing.T, which uint8, value string, sep uint8, frag, encode bool, upper uint8) {
+		if len(value) < 6 || strings.Contains("REDACTED", value) || strings.Contains(value, "keep") {
+			return
+		}
+		for _, r := range value {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._~", r)) {
+				return
+			}
+		}
+		name := []byte(secretParams[int(which)%len(secretParams)])
+		if i := int(upper) % (len(name) + 1); i < len(name) && name[i] >= 'a' && name[i] <= 'z' {
+			name[i] -= 'a' - 'A'
+		}
+		n := string(name)
+		if encode {
+			n = "%" + strings.ToUpper(strconv.FormatInt(int64(n[0]), 16)) + n[1:]
+		}
+		s := [...]string{"&", ";"}[sep%2]
+		raw := "https://h.example/p?a=keep1" + s + n + "=" + value + s + "b=keep2"
+		if frag {
+			raw = "https://h.example/p?a=keep1#c=keep3" + s + n + "=" + value + s + "b=keep2"
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Skip()
+		}
+		for _, out := range []string{Redact(u), RedactText(`Get "` + raw + `": EOF`)} {
+			if strings.Contains(out, value) {
+				t.Fatalf("%s: the value of %s left in %s", raw, n, out)
+			}
+			for _, keep := range []string{"keep1", "keep2"} {
+				if !strings.Contains(out, keep) {
+					t.Fatalf("%s: %s lost in %s", raw, keep, out)
+				}
+			}
+		}
+	})
 }

@@ -6,12 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/backoffkit/retry"
 )
 
 // maxStreamPeek is how much of a streamed response the transport reads
@@ -44,15 +43,32 @@ func streamFormat(contentType string) int {
 	return streamNone
 }
 
+// isJSON reports whether a Content-Type names JSON: its media type
+// (parameters ignored, compared without regard to case) contains "json",
+// as application/json, application/problem+json and application/x-ndjson
+// do. It allocates nothing.
+func isJSON(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	for i := 0; i+4 <= len(mt); i++ {
+		if strings.EqualFold(mt[i:i+4], "json") {
+			return true
+		}
+	}
+	return false
+}
+
 // firstEvent finds the end of a stream's first event, reading incrementally:
 // feed it the bytes read so far; it keeps its place between calls, so that a
 // stream trickled byte by byte is scanned once.
 type firstEvent struct {
 	format int
 
-	pos     int  // the next byte to look at
+	pos     int  // the next byte to look at (SSE, NDJSON: the start of the current line)
+	scan    int  // SSE, NDJSON: bytes before it hold no line end after pos
 	started int  // start of the event (its first line, or its value)
 	sawData bool // SSE: the current block has a data field
+	afterCR bool // SSE: the last line ended with a CR: an LF right after it belongs to it
+	bomDone bool // a leading UTF-8 byte order mark was looked for (and skipped)
 
 	// array: where the scanner is, and inside the first element
 	phase    int // arrayStart, arrayOpen, arrayValue
@@ -78,10 +94,21 @@ const (
 // and reports whether it is done: the first event is complete, or the
 // stream proved to have none to look at.
 func (f *firstEvent) feed(buf []byte, eof bool) bool {
+	if !f.done && !f.bomDone {
+		// A UTF-8 byte order mark at the start is not part of the stream
+		// (the SSE format says to ignore it; JSON parsers may).
+		if len(buf) < len(bom) && !eof && bytes.HasPrefix(bom, buf) {
+			return false // maybe the start of one
+		}
+		f.bomDone = true
+		if bytes.HasPrefix(buf, bom) {
+			f.pos, f.scan, f.started = len(bom), len(bom), len(bom)
+		}
+	}
 	if !f.done {
 		switch f.format {
 		case streamSSE:
-			f.feedSSE(buf, eof)
+			f.feedSSE(buf)
 		case streamLines:
 			f.feedLines(buf, eof)
 		case streamArray:
@@ -93,24 +120,40 @@ func (f *firstEvent) feed(buf []byte, eof bool) bool {
 
 // feedSSE: lines end at CR, LF or CRLF; an event is dispatched at a blank
 // line when its block had a data field (comments and other blocks are not
-// events). A CR at the end of buf waits for the next byte (it may be CRLF).
-func (f *firstEvent) feedSSE(buf []byte, eof bool) {
+// events). A line ends at its CR at once (the blank line that completes an
+// event included): an LF that comes next is skipped as the rest of a CRLF.
+// Each byte is searched for a line end once, however the stream is split
+// into reads.
+func (f *firstEvent) feedSSE(buf []byte) {
 	for f.pos < len(buf) {
-		i := lineEnd(buf[f.pos:])
+		if f.afterCR {
+			f.afterCR = false
+			if buf[f.pos] == '\n' {
+				if f.started == f.pos {
+					f.started++
+				}
+				f.pos++
+				f.scan = f.pos
+				continue
+			}
+		}
+		i := lineEnd(buf[f.scan:])
 		if i < 0 {
+			f.scan = len(buf)
 			return
 		}
-		lineEnd := f.pos + i
-		next := lineEnd + 1
-		if buf[lineEnd] == '\r' {
-			if next == len(buf) && !eof {
-				return
-			}
-			if next < len(buf) && buf[next] == '\n' {
+		end := f.scan + i
+		next := end + 1
+		if buf[end] == '\r' {
+			switch {
+			case next == len(buf):
+				f.afterCR = true
+			case buf[next] == '\n':
 				next++
 			}
 		}
-		line := buf[f.pos:lineEnd]
+		line := buf[f.pos:end]
+		f.pos, f.scan = next, next
 		switch {
 		case len(line) == 0:
 			if f.sawData {
@@ -124,32 +167,33 @@ func (f *firstEvent) feedSSE(buf []byte, eof bool) {
 				f.sawData = true
 			}
 		}
-		f.pos = next
 	}
 }
 
 // feedLines: the first line that is not blank; at EOF, what is left.
 func (f *firstEvent) feedLines(buf []byte, eof bool) {
 	for f.pos < len(buf) {
-		i := bytes.IndexByte(buf[f.pos:], '\n')
+		i := bytes.IndexByte(buf[f.scan:], '\n')
 		if i < 0 {
+			f.scan = len(buf) // searched: no line end before it
 			break
 		}
-		if len(bytes.TrimSpace(buf[f.pos:f.pos+i])) > 0 {
-			f.done, f.started, f.end = true, f.pos, f.pos+i
+		end := f.scan + i
+		if len(bytes.TrimSpace(buf[f.pos:end])) > 0 {
+			f.done, f.started, f.end = true, f.pos, end
 			return
 		}
-		f.pos += i + 1
+		f.pos, f.scan = end+1, end+1
 	}
 	if eof && len(bytes.TrimSpace(buf[f.pos:])) > 0 {
 		f.done, f.started, f.end = true, f.pos, len(buf)
 	}
 }
 
-// feedArray: white space, then '[' (anything else: not a stream), then the
-// first element, scanned as JSON: an object, array or string ends at its
-// closing byte, a number or literal at the next delimiter. "[]" has no
-// event.
+// feedArray: white space, then '[' (anything else, or the end of the body:
+// not a stream), then the first element, scanned as JSON: an object, array
+// or string ends at its closing byte, a number or literal at the next
+// delimiter. "[]" has no event.
 func (f *firstEvent) feedArray(buf []byte, eof bool) {
 	for ; f.pos < len(buf); f.pos++ {
 		b := buf[f.pos]
@@ -205,7 +249,13 @@ func (f *firstEvent) feedArray(buf []byte, eof bool) {
 			}
 		}
 	}
-	if eof && f.phase == arrayValue && f.scalar {
+	switch {
+	case !eof:
+	case f.phase == arrayStart:
+		// Nothing but white space, or nothing at all (an empty answer):
+		// not a stream, nothing failed.
+		f.done, f.notEvent = true, true
+	case f.phase == arrayValue && f.scalar:
 		f.done, f.end = true, len(buf)
 	}
 }
@@ -225,6 +275,9 @@ func lineEnd(b []byte) int {
 	}
 	return i
 }
+
+// bom is the UTF-8 encoding of U+FEFF, the byte order mark.
+var bom = []byte{0xEF, 0xBB, 0xBF}
 
 func isJSONSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
 
@@ -399,19 +452,41 @@ func peekFirstEvent(body io.ReadCloser, format int, ctx context.Context, dl time
 }
 
 // peekable reports whether the first event of resp should be peeked: a
-// successful streamed answer, not compressed, to a request that may be sent
-// again, with peeking on.
+// successful streamed answer, not compressed, not declared empty, to a
+// request that may be sent again, with peeking on. An application/json
+// answer is a stream only to a request that looks like one (see
+// streamMethod) or asks for a peek with StreamPeek(ctx, true): other JSON
+// answers (an object, a watch that sends nothing for minutes) are handed
+// over with their headers.
 func (c *call) peekable(resp *http.Response) int {
 	if !c.peek || resp.StatusCode < 200 || resp.StatusCode > 299 ||
 		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusResetContent ||
-		resp.Body == nil || resp.Body == http.NoBody || c.req.Method == http.MethodHead ||
-		c.n >= c.max || !c.idempotent || !c.replayable() {
+		resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 ||
+		c.req.Method == http.MethodHead || c.n >= c.max || !c.idempotent || !c.replayable() {
 		return streamNone
 	}
 	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		return streamNone // bytes the scanner cannot read
 	}
-	return streamFormat(resp.Header.Get("Content-Type"))
+	f := streamFormat(resp.Header.Get("Content-Type"))
+	if f == streamArray && !c.peekJSON && !streamMethod(c.req.URL) {
+		return streamNone
+	}
+	return f
+}
+
+// streamMethod reports whether u names one of Google's streaming methods:
+// the last segment of its path holds ":stream", as in
+// /v1beta/models/gemini-2.5-flash:streamGenerateContent.
+func streamMethod(u *url.URL) bool {
+	if u == nil {
+		return false
+	}
+	p := u.Path
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		p = p[i+1:]
+	}
+	return strings.Contains(p, ":stream")
 }
 
 // peekStream reads the first event of a streamed answer (see "Streams" in
@@ -426,8 +501,9 @@ func (c *call) peekStream(resp *http.Response, format int, rctx context.Context,
 	orig := resp.Body
 	r := peekFirstEvent(orig, format, c.ctx, deadline(rctx))
 	rest := orig
+	done := c.callerDone()
 	if r.closed { // closed once, not again
-		why := context.DeadlineExceeded // the attempt's
+		why := context.DeadlineExceeded // the attempt's, or the caller's
 		if c.ctx.Err() != nil {
 			why = context.Cause(c.ctx)
 		}
@@ -436,18 +512,22 @@ func (c *call) peekStream(resp *http.Response, format int, rctx context.Context,
 	resp.Body = keepWriter(orig, &prefixBody{prefix: r.prefix, rc: rest, err: r.err})
 
 	if r.failed {
-		if c.ctx.Err() != nil {
+		if done {
 			resp.Body.Close()
 			return r.err // the caller's own cancel or deadline: the loop stops
 		}
-		cl := classify(r.err, r.closed || rctx.Err() != nil)
+		// A timeout when the body was closed at the attempt's deadline or
+		// that deadline has passed: not when the attempt's context ended
+		// (the transport ends it itself when the body reaches its end).
+		dl := deadline(rctx)
+		cl, err := c.classify(r.err, r.closed || (!dl.IsZero() && !time.Now().Before(dl)))
 		c.recordAnswer(resp.StatusCode, false)
-		if !cl.retryable && !c.t.cfg.retryAllErrors {
+		if !c.retries(cl) {
 			c.resp = resp // as it happened
 			return nil
 		}
-		c.last = resp
-		return c.attemptError(u, 0, cl.class, &beforeFirstEvent{r.err})
+		c.last, c.lastStream = resp, true
+		return c.failed(c.attemptError(u, 0, cl.class, &beforeFirstEvent{err}), false, nil)
 	}
 	var (
 		data []byte
@@ -468,13 +548,14 @@ func (c *call) peekStream(resp *http.Response, format int, rctx context.Context,
 		return nil
 	}
 	c.recordAnswer(code, true)
-	c.last = resp
+	c.last, c.lastStream = resp, true
 	ae := c.attemptError(u, code, ClassStreamError, &streamError{status: st, message: msg})
-	if d, ok := ParseRetryInfo(data); ok {
-		ae.HintSource = HintRetryInfo
-		return retry.After(ae, d)
-	}
-	return ae
+	return c.failed(ae, false, func() (time.Duration, string) {
+		if d, ok := ParseRetryInfo(data); ok {
+			return d, HintRetryInfo
+		}
+		return 0, ""
+	})
 }
 
 // retriesStatus reports whether code is one of the policy's retryable

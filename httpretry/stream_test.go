@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -33,28 +34,50 @@ func TestFirstEventScanner(t *testing.T) {
 		notEvent bool
 		data     string // the event's JSON when done
 		end      int    // -1: len(in)
+		split    int    // where it ends when fed byte by byte, if not at end
 	}{
-		{"sse LF", streamSSE, "data: {\"a\":1}\n\ndata: {\"b\":2}\n\n", false, true, false, `{"a":1}`, 15},
-		{"sse CRLF", streamSSE, "data: {\"a\":1}\r\n\r\ndata: x", false, true, false, `{"a":1}`, 17},
-		{"sse CR", streamSSE, "data: {\"a\":1}\r\rdata: x", false, true, false, `{"a":1}`, 15},
-		{"sse CR at the end waits", streamSSE, "data: {\"a\":1}\r", false, false, false, "", 0},
-		{"sse CR at EOF", streamSSE, "data: {\"a\":1}\r\r", true, true, false, `{"a":1}`, -1},
-		{"sse no blank line yet", streamSSE, "data: {\"a\":1}\n", false, false, false, "", 0},
-		{"sse comments and a data-less block first", streamSSE, ": keep-alive\n\nevent: ping\n\ndata: {\"a\":1}\n\n", false, true, false, `{"a":1}`, -1},
-		{"sse two data lines", streamSSE, "event: x\ndata: [1,\ndata: 2]\nid: 7\n\n", false, true, false, "[1,\n2]", -1},
-		{"sse data without space", streamSSE, "data:{\"a\":1}\n\n", false, true, false, `{"a":1}`, -1},
-		{"sse field data only as a name", streamSSE, "database: x\n\n", false, false, false, "", 0},
-		{"sse EOF before the event", streamSSE, "data: {\"a\":1}\n", true, false, false, "", 0},
-		{"ndjson", streamLines, "\n  \n{\"a\":1}\n{\"b\":2}\n", false, true, false, `{"a":1}`, 11},
-		{"ndjson incomplete", streamLines, "{\"a\":1", false, false, false, "", 0},
-		{"ndjson last line at EOF", streamLines, "{\"a\":1}", true, true, false, `{"a":1}`, -1},
-		{"array", streamArray, " [{\"a\":[1,{\"b\":\"}]\\\"\"}]}\n,{\"c\":3}]", false, true, false, `{"a":[1,{"b":"}]\""}]}`, 24},
-		{"array incomplete", streamArray, "[{\"a\":\"]}", false, false, false, "", 0},
-		{"array of strings", streamArray, "[\"x,]\\\"y\", \"z\"]", false, true, false, `"x,]\"y"`, 9},
-		{"array of numbers", streamArray, "[12, 3]", false, true, false, "12", 3},
-		{"array of one number at EOF", streamArray, "[12", true, true, false, "12", -1},
-		{"empty array", streamArray, " [ ] ", false, true, true, "", 0},
-		{"an object is no stream", streamArray, " {\"error\":{\"code\":503}}", false, true, true, "", 0},
+		{"sse LF", streamSSE, "data: {\"a\":1}\n\ndata: {\"b\":2}\n\n", false, true, false, `{"a":1}`, 15, 0},
+		// Byte by byte, the event ends at the CR of its blank line: the
+		// LF is not there yet, and nothing waits for it.
+		{"sse CRLF", streamSSE, "data: {\"a\":1}\r\n\r\ndata: x", false, true, false, `{"a":1}`, 17, 16},
+		{"sse CR", streamSSE, "data: {\"a\":1}\r\rdata: x", false, true, false, `{"a":1}`, 15, 0},
+		{"sse CR at the end waits", streamSSE, "data: {\"a\":1}\r", false, false, false, "", 0, 0},
+		{"sse CR at EOF", streamSSE, "data: {\"a\":1}\r\r", true, true, false, `{"a":1}`, -1, 0},
+		{"sse no blank line yet", streamSSE, "data: {\"a\":1}\n", false, false, false, "", 0, 0},
+		{"sse comments and a data-less block first", streamSSE, ": keep-alive\n\nevent: ping\n\ndata: {\"a\":1}\n\n", false, true, false, `{"a":1}`, -1, 0},
+		{"sse two data lines", streamSSE, "event: x\ndata: [1,\ndata: 2]\nid: 7\n\n", false, true, false, "[1,\n2]", -1, 0},
+		{"sse data without space", streamSSE, "data:{\"a\":1}\n\n", false, true, false, `{"a":1}`, -1, 0},
+		{"sse field data only as a name", streamSSE, "database: x\n\n", false, false, false, "", 0, 0},
+		{"sse EOF before the event", streamSSE, "data: {\"a\":1}\n", true, false, false, "", 0, 0},
+		{"ndjson", streamLines, "\n  \n{\"a\":1}\n{\"b\":2}\n", false, true, false, `{"a":1}`, 11, 0},
+		{"ndjson incomplete", streamLines, "{\"a\":1", false, false, false, "", 0, 0},
+		{"ndjson last line at EOF", streamLines, "{\"a\":1}", true, true, false, `{"a":1}`, -1, 0},
+		{"array", streamArray, " [{\"a\":[1,{\"b\":\"}]\\\"\"}]}\n,{\"c\":3}]", false, true, false, `{"a":[1,{"b":"}]\""}]}`, 24, 0},
+		{"array incomplete", streamArray, "[{\"a\":\"]}", false, false, false, "", 0, 0},
+		{"array of strings", streamArray, "[\"x,]\\\"y\", \"z\"]", false, true, false, `"x,]\"y"`, 9, 0},
+		{"array of numbers", streamArray, "[12, 3]", false, true, false, "12", 3, 0},
+		{"array of one number at EOF", streamArray, "[12", true, true, false, "12", -1, 0},
+		{"empty array", streamArray, " [ ] ", false, true, true, "", 0, 0},
+		{"an object is no stream", streamArray, " {\"error\":{\"code\":503}}", false, true, true, "", 0, 0},
+		// An empty answer, or only white space, is no stream either: not a
+		// stream that failed before its first element.
+		{"json empty body", streamArray, "", true, true, true, "", 0, 0},
+		{"json white space only", streamArray, " \r\n ", true, true, true, "", 0, 0},
+		{"json '[' then the end", streamArray, "[ ", true, false, false, "", 0, 0},
+		// A bare CR ends a line at once, also the blank line that completes
+		// the event: nothing waits for the next byte.
+		{"sse CR completes the event", streamSSE, "data: {\"a\":1}\r\r", false, true, false, `{"a":1}`, -1, 0},
+		{"sse CR lines", streamSSE, "event: x\rdata: 1\rdata: 2\r\r", false, true, false, "1\n2", -1, 0},
+		{"sse CRLF lines", streamSSE, "data: 1\r\ndata: 2\r\n\r\n", false, true, false, "1\n2", -1, 19},
+		{"sse CR block without data, then LF", streamSSE, ": c\r\n\r\ndata: 1\r\n\r\n", false, true, false, "1", -1, 17},
+		// A UTF-8 byte order mark at the start is skipped (the SSE format
+		// says to ignore it); only at the start.
+		{"sse BOM", streamSSE, "\ufeffdata: {\"a\":1}\n\n", false, true, false, `{"a":1}`, -1, 0},
+		{"sse BOM only at the start", streamSSE, "data: 1\n\n", false, true, false, "1", -1, 0},
+		{"sse BOM alone", streamSSE, "\ufeff", true, false, false, "", 0, 0},
+		{"sse BOM then CR", streamSSE, "\ufeff: c\r\rdata: 2\r\r", false, true, false, "2", -1, 0},
+		{"ndjson BOM", streamLines, "\ufeff{\"a\":1}\n", false, true, false, `{"a":1}`, 10, 0},
+		{"json BOM", streamArray, "\ufeff[{\"a\":1}]", false, true, false, `{"a":1}`, 11, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,6 +87,10 @@ func TestFirstEventScanner(t *testing.T) {
 			}
 			check := func(how string, f *firstEvent) {
 				t.Helper()
+				end := end
+				if how == "byte by byte" && tt.split != 0 {
+					end = tt.split
+				}
 				if f.done != tt.done || f.notEvent != tt.notEvent {
 					t.Fatalf("%s: done %v notEvent %v, want %v %v", how, f.done, f.notEvent, tt.done, tt.notEvent)
 				}
@@ -80,7 +107,7 @@ func TestFirstEventScanner(t *testing.T) {
 			f.feed([]byte(tt.in), tt.eof)
 			check("at once", f)
 			g := &firstEvent{format: tt.format}
-			for i := 1; i <= len(tt.in) && !g.done; i++ {
+			for i := min(1, len(tt.in)); i <= len(tt.in) && !g.done; i++ {
 				g.feed([]byte(tt.in[:i]), tt.eof && i == len(tt.in))
 			}
 			check("byte by byte", g)
@@ -199,6 +226,10 @@ func TestStreamFirstEvent(t *testing.T) {
 		{name: "non-retryable error first", first: streamReply(ctSSE, nil, sseOf(invalid)), want: sseOf(invalid), hits: 1},
 		{name: "over-long first event", first: streamReply(ctSSE, nil, "data: "+strings.Repeat("x", 70<<10)+"\r\n\r\n"),
 			want: "data: " + strings.Repeat("x", 70<<10) + "\r\n\r\n", hits: 1},
+		{name: "quota error first after a byte order mark", first: streamReply(ctSSE, nil, "\ufeff"+sseOf(quota429)), want: good, hits: 2,
+			wait: 25 * time.Second, class: ClassStreamError, status: 429, hint: HintRetryInfo},
+		{name: "quota error first, bare CR line ends", first: streamReply(ctSSE, nil, "data: "+quota429+"\r\r"), want: good, hits: 2,
+			wait: 25 * time.Second, class: ClassStreamError, status: 429, hint: HintRetryInfo},
 		{name: "ndjson quota error first", first: streamReply(ctNDJSON, nil, quota429+"\n"), want: good, hits: 2, wait: 25 * time.Second,
 			class: ClassStreamError, status: 429, hint: HintRetryInfo},
 		{name: "json array quota error first", first: streamReply(ctJSON, nil, "[", quota429[:50], quota429[50:], "]"), want: good, hits: 2,
@@ -340,7 +371,7 @@ func TestStreamNoAddedLatency(t *testing.T) {
 		pr, pw := io.Pipe()
 		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
 			resp := response(r, 200, "", "Content-Type", ctSSE)
-			resp.Body = pr
+			resp.Body, resp.ContentLength = pr, -1
 			return resp, nil
 		}), retry.Policy{})
 		go func() {
@@ -455,7 +486,7 @@ func TestStreamCallerCancelDuringPeek(t *testing.T) {
 		b := newBlockingBody()
 		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
 			resp := response(r, 200, "", "Content-Type", ctSSE)
-			resp.Body = b
+			resp.Body, resp.ContentLength = b, -1
 			return resp, nil
 		}), retry.Policy{})
 		ctx, cancel := context.WithCancel(context.Background())
@@ -525,7 +556,7 @@ func TestStreamStallCustomTransport(t *testing.T) {
 		rt := NewTransport(sequence(&calls,
 			func(r *http.Request) (*http.Response, error) {
 				resp := response(r, 200, "", "Content-Type", ctSSE)
-				resp.Body = stalled
+				resp.Body, resp.ContentLength = stalled, -1
 				return resp, nil
 			},
 			streamReply(ctSSE, nil, sseOf(chunk1))), retry.Policy{Jitter: retry.Zero, Observer: ev.observe}, WithAttemptTimeout(5*time.Second))
@@ -536,6 +567,361 @@ func TestStreamStallCustomTransport(t *testing.T) {
 		var ae *AttemptError
 		if r := ev.byKind(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout || stalled.n.Load() != 1 {
 			t.Fatalf("retries %+v, body closed %d times; want one timeout, closed once", r, stalled.n.Load())
+		}
+	})
+}
+
+// TestFirstEventScansEachByteOnce: the SSE and NDJSON scanners search each
+// byte for a line end once, however the stream is split into reads, so
+// that a first event trickled byte by byte costs linear time (see
+// BenchmarkFirstEventTrickle), not quadratic. The probe: between two
+// feeds, the bytes already searched are overwritten with a complete event;
+// a scanner that searched them again would report it.
+func TestFirstEventScansEachByteOnce(t *testing.T) {
+	for _, tc := range []struct {
+		format int
+		probe  string
+	}{
+		{streamSSE, "data: 1\n\n"},
+		{streamSSE, "data: 1\r\r"},
+		{streamLines, "{}\n"},
+	} {
+		f := &firstEvent{format: tc.format}
+		buf := []byte("data: {\"text\":\"" + strings.Repeat("x", 100))
+		if f.feed(buf, false) {
+			t.Fatal("done before a line end")
+		}
+		copy(buf, tc.probe)
+		if f.feed(append(buf, `yz`...), false) {
+			t.Errorf("format %d: bytes searched before were searched again (%q found)", tc.format, tc.probe)
+		}
+	}
+}
+
+// TestStreamHandedOverAtOnce: the caller gets a stream as soon as its
+// first event is complete, with bare CR line ends too (the CR that ends
+// the blank line completes the event: nothing waits for the next byte),
+// and a UTF-8 byte order mark in front.
+func TestStreamHandedOverAtOnce(t *testing.T) {
+	for _, first := range []string{
+		"data: {\"a\":1}\n\n",
+		"data: {\"a\":1}\r\n\r\n",
+		"data: {\"a\":1}\r\r",
+		"\ufeffdata: {\"a\":1}\r\r",
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+				resp := response(r, 200, "", "Content-Type", ctSSE)
+				resp.Body, resp.ContentLength = pr, -1
+				return resp, nil
+			}), retry.Policy{})
+			go func() {
+				io.WriteString(pw, first)
+				time.Sleep(10 * time.Second)
+				io.WriteString(pw, "data: {\"b\":2}\n\n")
+				pw.Close()
+			}()
+			start := time.Now()
+			resp := get(t, rt, streamURL)
+			if at := time.Since(start); at != 0 {
+				t.Errorf("%q: the response came after %v, want at once", first, at)
+			}
+			if b := readAll(t, resp); b != first+"data: {\"b\":2}\n\n" {
+				t.Errorf("the caller read %q", b)
+			}
+		})
+	}
+}
+
+// TestStreamEmptyAnswer: a 2xx streamed answer with an empty body (a
+// Content-Length of 0, HTTP/2's empty body, a chunked body without a byte)
+// is handed over as it is, at the first attempt, with an attempt timeout
+// or a deadline too: an empty JSON answer is not a stream that failed.
+// http.NoBody stays http.NoBody, so that the caller can tell.
+func TestStreamEmptyAnswer(t *testing.T) {
+	bodies := []struct {
+		name string
+		ct   string
+		make func(*http.Response)
+	}{
+		{"json, Content-Length 0 (http.NoBody)", ctJSON, func(r *http.Response) { r.Body, r.ContentLength = http.NoBody, 0 }},
+		{"json, HTTP/2 empty body", ctJSON, func(r *http.Response) {
+			r.Body, r.ContentLength, r.ProtoMajor = io.NopCloser(bytes.NewReader(nil)), 0, 2
+		}},
+		{"json, chunked, empty", ctJSON, func(r *http.Response) { r.Body, r.ContentLength = io.NopCloser(strings.NewReader("")), -1 }},
+		{"json, chunked, white space", ctJSON, func(r *http.Response) { r.Body, r.ContentLength = io.NopCloser(strings.NewReader("\r\n")), -1 }},
+		{"sse, Content-Length 0 (http.NoBody)", ctSSE, func(r *http.Response) { r.Body, r.ContentLength = http.NoBody, 0 }},
+	}
+	policies := []struct {
+		name string
+		p    retry.Policy
+		opts []Option
+	}{
+		{"no timeout", retry.Policy{}, nil},
+		{"WithAttemptTimeout", retry.Policy{}, []Option{WithAttemptTimeout(10 * time.Second)}},
+		{"Policy.Deadline", retry.Policy{Deadline: time.Minute}, nil},
+	}
+	for _, b := range bodies {
+		for _, pc := range policies {
+			t.Run(b.name+"/"+pc.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var calls []time.Time
+					rt := NewTransport(sequence(&calls, func(r *http.Request) (*http.Response, error) {
+						resp := response(r, 200, "", "Content-Type", b.ct)
+						b.make(resp)
+						return resp, nil
+					}), pc.p, pc.opts...)
+					start := time.Now()
+					resp := get(t, rt, streamURL)
+					noBody := resp.Body == http.NoBody
+					if body := readAll(t, resp); body != "" && body != "\r\n" || len(calls) != 1 || time.Since(start) != 0 {
+						t.Fatalf("got %d %q after %d attempts in %v, want the empty answer at once", resp.StatusCode, body, len(calls), time.Since(start))
+					}
+					if strings.Contains(b.name, "http.NoBody") && !noBody {
+						t.Errorf("resp.Body is a %T, want http.NoBody", resp.Body)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestStreamEmptyAnswerLoopback: the same over real connections: net/http's
+// empty bodies for HTTP/1.1 (Content-Length: 0, and chunked) and HTTP/2.
+func TestStreamEmptyAnswerLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		h2      bool
+		chunked bool
+	}{{"HTTP/1.1 Content-Length 0", false, false}, {"HTTP/1.1 chunked", false, true}, {"HTTP/2", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hits atomic.Int32
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(200)
+				if tc.chunked {
+					w.(http.Flusher).Flush()
+				}
+			}))
+			if tc.h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			rt := NewTransport(srv.Client().Transport, fast, WithAttemptTimeout(time.Minute))
+			resp := get(t, rt, srv.URL+"/v1/models/m:streamGenerateContent")
+			if b := readAll(t, resp); b != "" || hits.Load() != 1 || resp.StatusCode != 200 {
+				t.Fatalf("%s: got %d %q after %d requests, want the empty 200 after 1", resp.Proto, resp.StatusCode, b, hits.Load())
+			}
+		})
+	}
+}
+
+// TestJSONPeekedOnlyForStreams: an application/json answer is peeked only
+// when the request looks like a stream (a Google streaming method, the
+// path's last segment holding ":stream") or asks for it with
+// StreamPeek(ctx, true); any other JSON answer (an object, a watch that
+// sends nothing for a while) is handed over with its headers. SSE and
+// NDJSON say they are streams by their type: peeked whatever the path.
+func TestJSONPeekedOnlyForStreams(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		url    string
+		ct     string
+		ctx    func(context.Context) context.Context
+		opts   []Option
+		peeked bool
+	}{
+		{name: "json, plain path", url: "https://example.com/v1/watch", ct: ctJSON},
+		{name: "json, generateContent", url: "https://example.com/v1/models/m:generateContent", ct: ctJSON},
+		{name: "json, plain path, WithStreamPeek(true)", url: "https://example.com/v1/watch", ct: ctJSON, opts: []Option{WithStreamPeek(true)}},
+		{name: "json, streamGenerateContent", url: "https://example.com/v1beta/models/m:streamGenerateContent?alt=json", ct: ctJSON, peeked: true},
+		{name: "json, streamRawPredict", url: "https://example.com/v1/projects/p/endpoints/e:streamRawPredict", ct: ctJSON, peeked: true},
+		{name: "json, plain path, StreamPeek(ctx, true)", url: "https://example.com/v1/watch", ct: ctJSON,
+			ctx: func(c context.Context) context.Context { return StreamPeek(c, true) }, peeked: true},
+		{name: "json, streamGenerateContent, StreamPeek(ctx, false)", url: "https://example.com/v1/models/m:streamGenerateContent", ct: ctJSON,
+			ctx: func(c context.Context) context.Context { return StreamPeek(c, false) }},
+		{name: "sse, plain path", url: "https://example.com/v1/events", ct: ctSSE, peeked: true},
+		{name: "ndjson, plain path", url: "https://example.com/v1/events", ct: ctNDJSON, peeked: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pr, pw := io.Pipe()
+				rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+					resp := response(r, 200, "", "Content-Type", tc.ct)
+					resp.Body, resp.ContentLength = pr, -1
+					return resp, nil
+				}), retry.Policy{}, tc.opts...)
+				body := map[string]string{ctJSON: `[{"a":1}]`, ctSSE: sseOf(`{"a":1}`), ctNDJSON: "{\"a\":1}\n"}[tc.ct]
+				go func() {
+					time.Sleep(time.Second) // the body comes after its headers
+					io.WriteString(pw, body)
+					pw.Close()
+				}()
+				ctx := context.Background()
+				if tc.ctx != nil {
+					ctx = tc.ctx(ctx)
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tc.url, nil)
+				start := time.Now()
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := time.Duration(0)
+				if tc.peeked {
+					want = time.Second
+				}
+				if at := time.Since(start); at != want {
+					t.Errorf("the response came after %v, want %v (peeked: %v)", at, want, tc.peeked)
+				}
+				if b := readAll(t, resp); b != body {
+					t.Errorf("the caller read %q, want %q", b, body)
+				}
+			})
+		})
+	}
+}
+
+// TestStreamEOFIsNoTimeout: a stream that ends before its first event is
+// retried as an EOF, not as a timeout, also when an attempt timeout or a
+// deadline is set (the transport ends the attempt's context itself when a
+// body reaches its end: that is no timeout).
+func TestStreamEOFIsNoTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    retry.Policy
+		opts []Option
+	}{
+		{"no timeout", retry.Policy{}, nil},
+		{"WithAttemptTimeout", retry.Policy{}, []Option{WithAttemptTimeout(10 * time.Second)}},
+		{"Policy.Deadline", retry.Policy{Deadline: time.Minute}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var calls []time.Time
+				var ev events
+				p := tc.p
+				p.Jitter, p.Observer = retry.Zero, ev.observe
+				rt := NewTransport(sequence(&calls, streamReply(ctSSE, nil, ": only a comment\n\n"), streamReply(ctSSE, nil, sseOf(chunk1))), p, tc.opts...)
+				readAll(t, get(t, rt, streamURL))
+				var ae *AttemptError
+				r := ev.byKind(retry.EventRetry)
+				if len(r) != 1 || !errors.As(r[0].Err, &ae) {
+					t.Fatalf("retries %+v", r)
+				}
+				if ae.Class != ClassEOF || ae.Timeout() {
+					t.Errorf("class %q, Timeout() %v; want %q, false", ae.Class, ae.Timeout(), ClassEOF)
+				}
+			})
+		})
+	}
+}
+
+// blockAfter is a body that yields s, then blocks until it is closed.
+func blockAfter(s string) (io.ReadCloser, *blockingBody) {
+	b := newBlockingBody()
+	return struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(strings.NewReader(s), b), b}, b
+}
+
+// TestRetriedStreamClosedAtOnce: a stream whose first event failed is
+// closed before the retry, not drained (it may go on for long: draining
+// would hold the retry for up to a second); so is an HTTP/2 answer with a
+// retryable status (closing it resets its stream, not its connection).
+func TestRetriedStreamClosedAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first func(r *http.Request, body io.ReadCloser) *http.Response
+	}{
+		{"stream error event, HTTP/1.1", func(r *http.Request, body io.ReadCloser) *http.Response {
+			resp := response(r, 200, "", "Content-Type", ctSSE)
+			resp.Body, resp.ContentLength = body, -1
+			return resp
+		}},
+		{"503, HTTP/2", func(r *http.Request, body io.ReadCloser) *http.Response {
+			resp := response(r, 503, "", "Content-Type", "text/plain")
+			resp.Body, resp.ContentLength, resp.ProtoMajor = body, -1, 2
+			return resp
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				body, b := blockAfter(sseOf(`{"error":{"code":503,"status":"UNAVAILABLE"}}`))
+				var calls []time.Time
+				rt := NewTransport(sequence(&calls, func(r *http.Request) (*http.Response, error) { return tc.first(r, body), nil },
+					streamReply(ctSSE, nil, sseOf(chunk1))), fast)
+				if got := readAll(t, get(t, rt, streamURL)); got != sseOf(chunk1) || len(calls) != 2 {
+					t.Fatalf("got %q after %d attempts", got, len(calls))
+				}
+				if w := calls[1].Sub(calls[0]); w != 0 || b.n.Load() != 1 {
+					t.Errorf("the retry came %v after the first attempt, its body closed %d times; want at once, closed once", w, b.n.Load())
+				}
+			})
+		})
+	}
+}
+
+// TestPeekedBodyReadAfterClose: a body whose first bytes the transport
+// peeked at reads like net/http's after Close: an error, none of the
+// bytes put back.
+func TestPeekedBodyReadAfterClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, resp := range []*http.Response{
+			// a stream, peeked to its first event
+			get(t, NewTransport(rtFunc(streamReply(ctSSE, nil, sseOf(chunk1, chunk2))), retry.Policy{}), streamURL),
+			// a 429 whose RetryInfo was read, returned on giving up (the
+			// hint passes the deadline)
+			get(t, NewTransport(rtFunc(reply(429, quota429, "Content-Type", ctJSON)), retry.Policy{Deadline: 10 * time.Second}), streamURL),
+		} {
+			if _, ok := resp.Body.(*prefixBody); !ok {
+				t.Fatalf("the body is a %T, not peeked", resp.Body)
+			}
+			resp.Body.Close()
+			if n, err := resp.Body.Read(make([]byte, 10)); n != 0 || err == nil {
+				t.Errorf("Read after Close = %d, %v; want 0 and an error", n, err)
+			}
+		}
+	})
+}
+
+// pastDeadline is a context whose deadline has passed by the clock while
+// its Done has not closed yet: the moment between a deadline and the timer
+// that ends the context, which a busy machine stretches.
+type pastDeadline struct {
+	context.Context
+	dl time.Time
+}
+
+func (c pastDeadline) Deadline() (time.Time, bool) { return c.dl, true }
+
+// TestStreamCallerDeadlineDuringPeek: when the caller's deadline passes
+// while the first event is awaited, the call ends with an error matching
+// context.DeadlineExceeded, even in the moment before the caller's context
+// says so itself; never with a response whose first event never came.
+func TestStreamCallerDeadlineDuringPeek(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBlockingBody()
+		var calls []time.Time
+		rt := NewTransport(sequence(&calls, func(r *http.Request) (*http.Response, error) {
+			resp := response(r, 200, "", "Content-Type", ctSSE)
+			resp.Body, resp.ContentLength = b, -1
+			return resp, nil
+		}), fast)
+		ctx := pastDeadline{context.Background(), time.Now().Add(2 * time.Second)}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, streamURL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if resp != nil || !errors.Is(err, context.DeadlineExceeded) || len(calls) != 1 || b.n.Load() != 1 {
+			t.Fatalf("response %v, err %v after %d attempts, body closed %d times; want a deadline error after 1, closed once", resp != nil, err, len(calls), b.n.Load())
 		}
 	})
 }

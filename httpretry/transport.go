@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -123,15 +123,19 @@ type call struct {
 	idempotent bool
 	header     http.Header // the request's header with an added Idempotency-Key, else nil
 	peek       bool        // peek at the first event of a streamed answer
+	peekJSON   bool        // ... also of any application/json answer (StreamPeek(ctx, true))
 
 	bodyKind int
 	buf      []byte
-	stream   *streamBody // bodyStreamed
-	bodyUsed bool        // req.Body was handed to the base transport (or closed)
+	stream   *streamBody   // bodyStreamed
+	bodyUsed bool          // req.Body was handed to the base transport (or closed)
+	next     io.ReadCloser // bodyGetBody: the next attempt's body, from GetBody
+	sent     *sentBody     // the body the current attempt sends, when it can fail
 
-	n    int            // attempts made
-	resp *http.Response // the successful response
-	last *http.Response // the last response with a retryable status, until the next attempt
+	n          int            // attempts made
+	resp       *http.Response // the successful response
+	last       *http.Response // the last response with a retryable status, until the next attempt
+	lastStream bool           // last is a stream that failed: closed, not drained
 
 	ep   int  // current endpoint, -1 without endpoints
 	move bool // the last attempt saw an overload signal: the next one moves on
@@ -141,8 +145,9 @@ type call struct {
 
 // RoundTrip sends req, retrying it as the policy says. It follows the
 // RoundTripper rules: req is never modified, its body is closed exactly once
-// (even on errors), and its context bounds every attempt and wait. See the
-// package documentation.
+// (even on errors), and its context bounds every attempt and wait. An error
+// after an attempt is a [*retry.Error] holding the last attempt's
+// [*AttemptError]. See the package documentation.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.err != nil {
 		closeBody(req)
@@ -168,7 +173,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.idempotent = t.idempotent(req, ctx, &c)
 	c.peek = !t.cfg.noStreamPeek
 	if on, ok := ctx.Value(peekKey{}).(bool); ok {
-		c.peek = on
+		c.peek, c.peekJSON = on, on
 	}
 	if t.eps != nil {
 		c.ep = t.eps.start()
@@ -177,9 +182,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 
+	// The loop returns an error that stopped it as it is: Elapsed for the
+	// *retry.Error made of it below. (One clock read, about 20 to 60 ns; a
+	// per-call Observer that kept the give-up's Elapsed instead moved the
+	// call to the heap: 2 allocations.)
+	start := time.Now()
 	err := retry.Run(ctx, p, c.attempt)
 	if c.stream != nil {
 		c.stream.end()
+	}
+	if c.next != nil { // fetched for a retry that did not happen
+		c.next.Close()
 	}
 	if err == nil {
 		return c.resp, nil
@@ -187,13 +200,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c.last != nil {
 		// Giving up on a retryable status: the caller gets the last
 		// response, as net/http callers expect, unless they gave up first.
-		if ctx.Err() == nil {
+		if !c.callerDone() {
 			return c.last, nil
 		}
-		discard(c.last, ctx)
+		c.discardLast()
 	}
 	if !c.bodyUsed {
 		closeBody(req)
+	}
+	if _, ok := err.(*retry.Error); !ok && c.n > 0 {
+		// The loop returns an error that stopped it as it is (a TLS
+		// error, a skipped retry): every give-up after an attempt is a
+		// *retry.Error all the same, whose Last is that error.
+		err = &retry.Error{Attempts: c.n, Elapsed: time.Since(start), Reason: retry.ReasonPermanent, Last: err}
 	}
 	return nil, err
 }
@@ -269,7 +288,11 @@ func (c *call) prepareBody() error {
 		c.bodyKind, c.stream, c.bodyUsed = bodyStreamed, &streamBody{rc: req.Body}, true
 		return nil
 	}
-	buf, closed, err := readBody(c.ctx, req.Body, limit+1)
+	n := limit
+	if n < math.MaxInt64 {
+		n++ // one byte more tells a body longer than the limit
+	}
+	buf, closed, err := readBody(c.ctx, req.Body, n)
 	if err != nil {
 		c.bodyUsed = true
 		if !closed {
@@ -300,22 +323,26 @@ func (c *call) replayable() bool {
 }
 
 // nextBody returns the body of the next attempt; changed is false when the
-// request's own Body is to be sent.
+// request's own Body is to be sent as it is.
 func (c *call) nextBody() (body io.ReadCloser, changed bool, err error) {
 	switch c.bodyKind {
 	case bodyNone:
-		return nil, false, nil
+		return c.req.Body, false, nil
 	case bodyDirect:
 		c.bodyUsed = true
-		return nil, false, nil
+		return c.req.Body, false, nil
 	case bodyGetBody:
 		if c.n == 1 {
 			c.bodyUsed = true
-			return nil, false, nil
+			return c.req.Body, false, nil
 		}
-		b, err := c.req.GetBody()
-		if err != nil {
-			return nil, false, err
+		b := c.next
+		c.next = nil
+		if b == nil { // not fetched by the attempt that failed (never so)
+			if err := c.fetchBody(); err != nil {
+				return nil, false, err
+			}
+			b, c.next = c.next, nil
 		}
 		return b, true, nil
 	case bodyBuffered:
@@ -328,6 +355,30 @@ func (c *call) nextBody() (body io.ReadCloser, changed bool, err error) {
 	}
 }
 
+// fetchBody gets the next attempt's body from GetBody (bodyGetBody) as soon
+// as the attempt that failed knows a retry may follow, so that a GetBody
+// that fails ends the call on that attempt's error, at once.
+func (c *call) fetchBody() error {
+	if c.bodyKind != bodyGetBody {
+		return nil
+	}
+	if c.next != nil {
+		c.next.Close()
+		c.next = nil
+	}
+	b, err := c.req.GetBody()
+	switch {
+	case err != nil:
+		return err
+	case b == nil: // a retry would send no body: never lose one
+		return errNilGetBody
+	}
+	c.next = b
+	return nil
+}
+
+var errNilGetBody = errors.New("httpretry: GetBody returned a nil body and no error")
+
 // attempt is the function the retry loop calls: one HTTP attempt. Its error
 // is an *AttemptError (with a hint when the server gave one), marked
 // retry.Permanent when the failure is not retryable, and retry.Unretryable
@@ -337,9 +388,10 @@ func (c *call) attempt(actx context.Context) error {
 	c.n++
 	body, newBody, err := c.nextBody()
 	if err != nil {
-		// GetBody failed: keep the previous response for the caller. The
-		// call ends on the transient failure of the previous attempt, which
-		// the limiters must count as such (Unretryable, not Permanent).
+		// GetBody failed (never so: the attempt that failed fetched the
+		// body): keep the previous response for the caller. The call ends
+		// on a transient failure, which the limiters must count as such
+		// (Unretryable, not Permanent).
 		ae := c.attemptError(c.req.URL, 0, ClassBody, nil)
 		if c.last != nil {
 			ae.Status, ae.Class = c.last.StatusCode, ClassStatus
@@ -347,8 +399,11 @@ func (c *call) attempt(actx context.Context) error {
 		return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae, cause: err})
 	}
 	if c.last != nil {
-		discard(c.last, c.ctx)
-		c.last = nil
+		c.discardLast()
+	}
+	c.sent = nil
+	if sb := watchSent(body, c.req.ContentLength); sb != nil {
+		body, newBody, c.sent = sb, true, sb
 	}
 	if c.ep >= 0 && c.move {
 		c.ep = c.t.eps.next(c.ep)
@@ -390,31 +445,26 @@ func (c *call) attempt(actx context.Context) error {
 		if cancel != nil {
 			cancel()
 		}
-		if c.ctx.Err() != nil {
+		if c.callerDone() {
 			return err // the caller's own cancel or deadline: the loop stops
 		}
-		cl := classify(err, timedOut)
+		cl, err := c.classify(err, timedOut)
 		ae := c.attemptError(req.URL, 0, cl.class, err)
 		if c.ep >= 0 {
 			overload := cl.class == ClassRefused
 			c.t.eps.record(c.ep, overload, false)
 			c.move = overload
 		}
-		switch {
-		case !cl.retryable && !(c.t.cfg.retryAllErrors && cl.class != ClassBody):
+		if !c.retries(cl) {
 			return retry.Permanent(ae)
-		case c.n >= c.max:
-			return ae // the last attempt: the loop gives up
-		case !c.idempotent && !cl.neverSent:
-			return retry.Unretryable(&skipError{reason: ErrNotIdempotent, err: ae})
-		case !c.replayable():
-			return retry.Unretryable(&skipError{reason: ErrBodyNotReplayable, err: ae})
 		}
-		return ae
+		return c.failed(ae, cl.neverSent, nil)
 	}
 	if cancel != nil {
 		switch {
-		case resp.Body == nil:
+		case resp.Body == nil, resp.Body == http.NoBody:
+			// Nothing to read: the attempt is over (and the caller can
+			// still tell an empty body by resp.Body == http.NoBody).
 			cancel()
 		case resp.StatusCode == http.StatusSwitchingProtocols:
 			// The upgrade ends the attempt: its body is the connection
@@ -442,32 +492,85 @@ func (c *call) attempt(actx context.Context) error {
 		c.resp = resp
 		return nil
 	}
-	c.last = resp
+	c.last, c.lastStream = resp, false
 	ae := c.attemptError(req.URL, code, ClassStatus, nil)
-	var skip error // why the loop must not retry the request, nil if it may
-	switch {
-	case c.n >= c.max: // the last attempt: the loop gives up anyway
-	case !c.idempotent:
-		skip = ErrNotIdempotent
-	case !c.replayable():
-		skip = ErrBodyNotReplayable
+	return c.failed(ae, false, func() (time.Duration, string) { return hint(resp, c.ctx, deadline(rctx)) })
+}
+
+// failed returns the loop's error for an attempt that failed in a way
+// that is retried (ae; neverSent says the request provably never reached
+// the server). The loop retries it unless this was the last attempt, or
+// the retry is skipped: the request is not idempotent (and may have been
+// sent), or its body cannot be sent again (not replayable, or GetBody
+// fails: the next attempt's body is fetched here, so that the call ends on
+// this attempt's error at once). A skipped retry is Unretryable, a
+// *skipError holding ae. hint, when set, returns the server's hint for the
+// next wait; it is asked only when the hint matters: for a retry, or for
+// the policy's Pacer (a fleet's shared cooldown learns it from every
+// attempt, the last one included).
+func (c *call) failed(ae *AttemptError, neverSent bool, hint func() (time.Duration, string)) error {
+	var skip, cause error // why the loop must not retry the request, nil if it may
+	if c.n < c.max {
+		switch {
+		case !c.idempotent && !neverSent:
+			skip = ErrNotIdempotent
+		case !c.replayable():
+			skip = ErrBodyNotReplayable
+		default:
+			if cause = c.fetchBody(); cause != nil {
+				skip = ErrBodyNotReplayable
+			}
+		}
 	}
-	var aerr error = ae
+	var err error = ae
 	if skip != nil {
-		aerr = &skipError{reason: skip, err: ae}
+		err = &skipError{reason: skip, err: ae, cause: cause}
 	}
-	// The loop needs the hint for a retry only; a Pacer (a fleet's shared
-	// cooldown) learns it from every attempt, the last one included.
-	if (c.n < c.max && skip == nil) || c.pacer {
-		if d, src := hint(resp, c.ctx, deadline(rctx)); src != "" {
+	if hint != nil && ((c.n < c.max && skip == nil) || c.pacer) {
+		if d, src := hint(); src != "" {
 			ae.HintSource = src
-			aerr = retry.After(aerr, d)
+			err = retry.After(err, d)
 		}
 	}
 	if skip != nil {
-		return retry.Unretryable(aerr)
+		return retry.Unretryable(err)
 	}
-	return aerr
+	return err
+}
+
+// retries reports whether a transport error of class cl is retried: a
+// retryable class, or any class but ClassBody with RetryAllErrors.
+func (c *call) retries(cl classification) bool {
+	return cl.retryable || (c.t.cfg.retryAllErrors && cl.class != ClassBody)
+}
+
+// classify classifies err, the transport error of the current attempt
+// (timedOut: its deadline passed), and returns the error its AttemptError
+// keeps. A failure of the request body the attempt sent (a read error, or
+// a length other than its ContentLength) is ClassBody, whatever error the
+// base transport made of it.
+func (c *call) classify(err error, timedOut bool) (classification, error) {
+	if c.sent != nil {
+		if berr := c.sent.failure(); berr != nil {
+			if _, short := berr.(*bodyLengthError); !short && !errors.Is(err, berr) {
+				err = &bodyError{err: err, body: berr}
+			}
+			return classification{class: ClassBody}, err
+		}
+	}
+	return classify(err, timedOut), err
+}
+
+// callerDone reports whether the caller's context has ended, or its
+// deadline has passed by the clock: a context's Err says so only once its
+// timer has run, a moment later (stretched on a busy machine), and the
+// transport's own timers may see the deadline first.
+func (c *call) callerDone() bool {
+	if c.ctx.Err() != nil {
+		return true
+	}
+	dl, ok := c.ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // attemptContext returns the context of one HTTP attempt. It derives from the
@@ -540,7 +643,7 @@ func hint(resp *http.Response, ctx context.Context, dl time.Time) (time.Duration
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return 0, ""
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "" && !strings.Contains(ct, "json") {
+	if ct := resp.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 		return 0, ""
 	}
 	var (
@@ -561,12 +664,30 @@ func hint(resp *http.Response, ctx context.Context, dl time.Time) (time.Duration
 	return 0, ""
 }
 
+// discardLast discards c.last, the response of the previous attempt.
+func (c *call) discardLast() {
+	if c.lastStream {
+		// A stream is not drained: it may go on for long, and its
+		// first event already said it failed.
+		c.last.Body.Close()
+	} else {
+		discard(c.last, c.ctx)
+	}
+	c.last, c.lastStream = nil, false
+}
+
 // discard drains (at most maxDrain bytes, for at most maxBodyWait, not past
 // its attempt's deadline nor the caller's ctx) and closes a response that is
-// not handed to the caller, so that its connection can be reused; a body
-// not drained in time is closed with its connection.
+// not handed to the caller, so that its HTTP/1 connection can be reused; a
+// body not drained in time is closed with its connection. An HTTP/2
+// response is closed at once: that resets its stream only, its connection
+// stays.
 func discard(resp *http.Response, ctx context.Context) {
 	if resp.Body == nil {
+		return
+	}
+	if resp.ProtoMajor >= 2 {
+		resp.Body.Close()
 		return
 	}
 	var dl time.Time
