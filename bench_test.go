@@ -47,13 +47,26 @@ func BenchmarkDo(b *testing.B) {
 		{"success/deadline-after-ctx", short, Policy{Deadline: 2 * time.Hour}},
 		{"success/pacer", ctx, Policy{Pacer: nopPacer{}}},
 		{"success/pacers", ctx, Policy{Pacer: Pacers(nopPacer{}, nopPacer{})}},
-		{"success/profile=flex", ctx, mustProfile(b, "flex")},
-		{"success/profile=realtime", ctx, mustProfile(b, "realtime")},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := Do(c.ctx, c.p, bare); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	// Every profile: those with a Deadline or AttemptTimeout allocate.
+	for _, name := range profileNames {
+		p, err := Profile(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("success/profile="+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Do(ctx, p, bare); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -84,15 +97,6 @@ func BenchmarkDo(b *testing.B) {
 			}
 		})
 	}
-}
-
-// mustProfile is Profile(name) for a benchmark.
-func mustProfile(b *testing.B, name string) Policy {
-	p, err := Profile(name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return p
 }
 
 // nopPacer lets every attempt start at once.
