@@ -28,62 +28,74 @@ import (
 // write curl's outputs: combined short flags, request bodies, -w, headers.
 
 // expandShortFlags splits combined one-letter flags as curl reads them:
-// "-fsSL" is "-f -s -S -L", and "-XPOST" or "-sXPOST" give -X the rest of
-// the word. A word that names a flag (Go's "-attempts") and the values of
-// flags are left alone; everything after "--" too.
-func expandShortFlags(fs *flag.FlagSet, args []string) []string {
+// "-fsSL" is "-f -s -S -L", and "-XPOST", "-sXPOST" or "-d'a=1'" give the
+// flag that takes a value the rest of the word, '=' included ("-d=foo"
+// sends "=foo", as in curl). "name=value" is read only in "--name=value"
+// and in Go's one-dash spelling of a long flag ("-attempts=3"). The values
+// of flags are left alone; everything after "--" too. A later letter that
+// is no flag is an error naming it in the word as typed ("-Z (in
+// -fsSLZ)"); a word whose first letter is none is left for the flag
+// package to report ("-nope").
+func expandShortFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	out := make([]string, 0, len(args))
 	takesValue := func(f *flag.Flag) bool {
 		b, ok := f.Value.(interface{ IsBoolFlag() bool })
 		return !ok || !b.IsBoolFlag()
 	}
+	// whole passes a word on as the flag package reads it, with the next
+	// argument as its value if it needs one.
+	whole := func(i int, f *flag.Flag, hasValue bool) int {
+		out = append(out, args[i])
+		if f != nil && takesValue(f) && !hasValue && i+1 < len(args) {
+			i++
+			out = append(out, args[i]) // its value, whatever it looks like
+		}
+		return i
+	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			return append(out, args[i:]...)
+			return append(out, args[i:]...), nil
 		}
 		if !strings.HasPrefix(a, "-") || a == "-" {
 			out = append(out, a)
 			continue
 		}
-		name := strings.TrimLeft(a, "-")
-		name, _, hasValue := strings.Cut(name, "=")
-		if f := fs.Lookup(name); f != nil || strings.HasPrefix(a, "--") || len(a) == 2 || hasValue {
-			out = append(out, a)
-			if f != nil && takesValue(f) && !hasValue && i+1 < len(args) {
-				i++
-				out = append(out, args[i]) // its value, whatever it looks like
-			}
+		if strings.HasPrefix(a, "--") {
+			name, _, hasValue := strings.Cut(a[2:], "=")
+			i = whole(i, fs.Lookup(name), hasValue)
 			continue
 		}
-		// -abc: one-letter flags, the last one (or one taking a value) ends it.
+		if name, _, hasValue := strings.Cut(a[1:], "="); len([]rune(name)) > 1 {
+			if f := fs.Lookup(name); f != nil { // Go's -attempts or -attempts=3
+				i = whole(i, f, hasValue)
+				continue
+			}
+		}
+		// -abc: one-letter flags; one that takes a value takes the rest.
 		letters := []rune(a[1:])
-		var split []string
-		ok := true
 		for j, r := range letters {
 			f := fs.Lookup(string(r))
 			if f == nil {
-				ok = false
-				break
+				if j == 0 { // no flag at all: the flag package reports it
+					out = append(out, a)
+					break
+				}
+				return nil, usagef("flag provided but not defined: -%c (in %s)", r, a)
 			}
-			split = append(split, "-"+string(r))
+			out = append(out, "-"+string(r))
 			if takesValue(f) {
 				if rest := string(letters[j+1:]); rest != "" {
-					split = append(split, rest)
+					out = append(out, rest)
 				} else if i+1 < len(args) {
 					i++
-					split = append(split, args[i])
+					out = append(out, args[i])
 				}
 				break
 			}
 		}
-		if !ok {
-			out = append(out, a) // the flag package reports it
-			continue
-		}
-		out = append(out, split...)
 	}
-	return out
+	return out, nil
 }
 
 // readDataArg returns the data of one -d, --data-binary or --json: the
@@ -131,7 +143,7 @@ func multipartBody(fields []string) ([]byte, string, error) {
 				filename = v
 			case "":
 			default:
-				return nil, "", usagef("-F %s: unknown parameter %q (want type= or filename=)", field, k)
+				return nil, "", usagef("-F %s: unknown parameter %q (want type= or filename=)", name, k)
 			}
 		}
 		h := textproto.MIMEHeader{}
@@ -428,15 +440,15 @@ func (v *verboseTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		host = u.Host
 	}
 	lines := []string{fmt.Sprintf("> %s %s HTTP/1.1", req.Method, target), "> Host: " + host}
-	lines = append(lines, headerLines("> ", httpretry.RedactHeader(req.Header))...)
+	lines = append(lines, headerLines("> ", redactHeaders(req.Header))...)
 	v.log.verbose("request", append(lines, ">"))
 	resp, err := v.rt.RoundTrip(req)
 	if err != nil {
-		v.log.verbose("error", []string{"* " + redactURLError(err).Error()})
+		v.log.verbose("error", []string{"* " + httpretry.RedactText(redactURLError(err).Error())})
 		return resp, err
 	}
 	lines = []string{"< " + statusLine(resp)}
-	lines = append(lines, headerLines("< ", httpretry.RedactHeader(resp.Header))...)
+	lines = append(lines, headerLines("< ", redactHeaders(resp.Header))...)
 	v.log.verbose("response", append(lines, "<"))
 	return resp, nil
 }

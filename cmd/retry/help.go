@@ -199,9 +199,12 @@ DESCRIPTION
     Idempotency-Key header): repeating them could run them twice.
 
     The body goes to stdout (or -o FILE); one line per retry goes to stderr.
-    Secrets are never logged (not with -v either): Authorization, Cookie and
-    x-goog-api-key headers and key=, token= and similar query values are
-    shown as REDACTED. A URL without a scheme is an http:// URL.
+    Secrets are never logged (not with -v either): Authorization, Cookie,
+    API-key and token headers (x-goog-api-key, api-key, X-Auth-Token, ...),
+    user info and key=, token= and similar query values are shown as
+    REDACTED. A URL without a scheme is an http:// URL; one with a space or
+    a control character is refused (exit 3). As in curl, no Referer is sent
+    on a redirect.
 
     For curl users, three flags differ: curl's --retry N is --attempts N+1
     here (attempts count the first one), --retry-delay is --initial-delay
@@ -233,7 +236,10 @@ OPTIONS
     --connect-timeout DURATION
                              time limit to connect (TCP and TLS), per attempt
     -m, --max-time DURATION  time limit of each attempt (as --attempt-timeout)
-    -L, --location           follow redirects (each one retried on its own)
+    -L, --location           follow redirects (each one retried on its own);
+                             credentials (-u, Authorization, Cookie, API-key
+                             headers) go only to the URL's scheme, host and port
+    --location-trusted       -L, and send the credentials to every host
     --max-redirs N           follow at most N redirects (default 50; -1 for no limit)
   Output:
     -o, --output FILE        write the body to FILE ("-" for stdout)
@@ -294,8 +300,10 @@ EXIT STATUS
     0    a response came (with -f: and its status is below 400)
     1    gave up: the final answer was a status in --codes and the attempts,
          --deadline or the retry budget ran out (or the request was not
-         repeatable); the log's last line says why
+         repeatable); the log's last line says why; or the URL's protocol
+         is not http or https
     2    bad usage or config
+    3    the URL is malformed (a space or control character, a bad port)
     6    the host name could not be resolved (not retried without --retry-all-errors)
     7    could not connect
     18   the response body ended early

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
 )
 
 // attemptInfo describes a failed (or successful) attempt for the log. Each
@@ -86,6 +87,8 @@ func (l *eventLog) event(e retry.Event) {
 	var info attemptInfo
 	if e.Err != nil {
 		info = l.describe(e.Err)
+		// Whatever an error quotes, no URL credential reaches the log.
+		info.What, info.Error = httpretry.RedactText(info.What), httpretry.RedactText(info.Error)
 	}
 	if e.Kind == retry.EventGiveUp && (e.Reason == retry.ReasonDeadline || e.Reason == retry.ReasonThrottled) && l.refusal != nil {
 		info.Refusal = l.refusal()
@@ -146,12 +149,17 @@ func (l *eventLog) note(kind, msg string) {
 
 // fail prints the one closing line for err (a usage error, or a failure that
 // sent no give-up event) and returns the exit status for it: 2 for usage
-// errors, 1 otherwise. Usage errors are printed even with --quiet.
+// errors, an *exitError's own, 1 otherwise. Usage errors are printed even
+// with --quiet.
 func (l *eventLog) fail(err error) int {
 	code := exitGaveUp
 	var ue *usageError
-	if errors.As(err, &ue) {
+	var ee *exitError
+	switch {
+	case errors.As(err, &ue):
 		code = exitUsage
+	case errors.As(err, &ee):
+		code = ee.code
 	}
 	l.failCode(err, code)
 	return code
@@ -164,7 +172,7 @@ func (l *eventLog) failCode(err error, code int) {
 	if l.silent && code != exitUsage {
 		return
 	}
-	msg := oneLine(err.Error())
+	msg := httpretry.RedactText(oneLine(err.Error()))
 	if l.json {
 		event := "error"
 		if code == exitUsage {
