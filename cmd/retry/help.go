@@ -220,6 +220,8 @@ OPTIONS
                              -d are joined with &; @FILE reads a file without its
                              newlines, @- reads stdin
     --data-binary DATA       like -d, but @FILE is sent as is
+    --data-urlencode DATA    like -d, URL-encoded: CONTENT, =CONTENT, NAME=CONTENT,
+                             @FILE or NAME@FILE (only CONTENT is encoded)
     --json DATA              JSON body (Content-Type and Accept application/json);
                              repeated --json are concatenated
     -F, --form NAME=VALUE    multipart/form-data field; NAME=@FILE uploads a file,
@@ -242,16 +244,22 @@ OPTIONS
     --location-trusted       -L, and send the credentials to every host
     --max-redirs N           follow at most N redirects (default 50; -1 for no limit)
   Output:
-    -o, --output FILE        write the body to FILE ("-" for stdout)
-    -i, --include            write the response headers before the body
+    -o, --output FILE        write the body to FILE ("-" for stdout); FILE is
+                             created at the first byte (-f on an error keeps it);
+                             a binary body is not written to a terminal
+                             without -o (exit 23)
+    -i, --include            write the response headers before the body (sorted,
+                             in net/http's canonical case: it keeps no order)
     -I, --head               send HEAD and write the headers
     -D, --dump-header FILE   write the response headers to FILE ("-" for stdout)
     -w, --write-out FORMAT   write FORMAT to stdout at the end; @FILE reads it;
                              variables %%{http_code} %%{response_code} %%{time_total}
                              %%{num_retries} %%{num_redirects} %%{url_effective}
                              %%{method} %%{size_download} %%{content_type}
-                             %%{exitcode}; \n \t \r \\ and %%%% escapes
-    -f, --fail               exit 22 on a final status of 400 or above, without the body
+                             %%{exitcode}; \n \t \r \\ and %%%% escapes; an unknown
+                             variable is a warning and prints nothing
+    -f, --fail               exit 22 on a final status of 400 or above, without the
+                             body (-i and -I still write the headers)
     --fail-with-body         exit 22 on such a status, with the body
     -s, --silent             no retry log, no error message
     -S, --show-error         with -s, still print the error
@@ -309,7 +317,7 @@ EXIT STATUS
     18   the response body ended early
     22   -f/--fail: the final status is 400 or above (and not one that was retried)
     23   the output could not be written (-o, -D)
-    26   the request body could not be read
+    26   a request body file (-d @FILE, -F NAME=@FILE, ...) could not be read
     28   timed out (--max-time, --connect-timeout, --deadline)
     35   TLS handshake or certificate error (not retried without --retry-all-errors)
     47   too many redirects (-L, --max-redirs)

@@ -104,7 +104,7 @@ func newHTTPFlags() *httpFlags {
 		}
 	}
 	str(&h.method, "request `METHOD`", "X", "request")
-	for _, n := range []string{"d", "data", "data-binary", "json"} {
+	for _, n := range []string{"d", "data", "data-binary", "data-urlencode", "json"} {
 		name := n
 		fs.Func(n, "request body `DATA`", func(s string) error {
 			h.data = append(h.data, dataPart{name, s})
@@ -247,6 +247,9 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return log.fail(err)
 	}
+	for _, w := range x.warnings {
+		log.warn(w)
+	}
 	p, err := h.pf.build()
 	if err != nil {
 		return log.fail(err)
@@ -323,6 +326,9 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
+		if n := len(hops.resps); n > 0 {
+			res.resp = hops.resps[n-1] // -w: the last answer (a redirect), as curl
+		}
 		if code := sig.exitCode(); code != 0 {
 			res.exit = code
 			return code
@@ -348,57 +354,64 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 	status := resp.StatusCode
 	retryable := p.RetriesStatus(status)
 	httpError := status >= 400 && (h.fail || h.failBody)
-
-	if h.dumpHeader != "" {
-		w, closeFn, err := openOutput(h.dumpHeader, stdout)
-		if err != nil {
-			log.failCode(fmt.Errorf("-D %s: %v", h.dumpHeader, unwrapPath(err)), curlWrite)
-			return curlWrite
+	// writeFailed reports a write error (exit 23) and whether there was one.
+	writeFailed := func(err error) int {
+		var we *writeError
+		if errors.As(err, &we) {
+			err = we.err
 		}
-		for _, r := range hops.resps {
-			writeHead(w, r)
-		}
-		if err := closeFn(); err != nil {
-			log.failCode(fmt.Errorf("-D %s: %v", h.dumpHeader, unwrapPath(err)), curlWrite)
-			return curlWrite
-		}
-	}
-	out, closeOut, err := openOutput(h.output, stdout)
-	if err != nil {
-		log.failCode(fmt.Errorf("-o %s: %v", h.output, unwrapPath(err)), curlWrite)
+		log.failCode(err, curlWrite)
 		return curlWrite
 	}
-	quietError := httpError && h.fail && !h.failBody // -f: no output for an HTTP error
-	if (h.include || h.head) && !quietError {
+
+	if h.dumpHeader != "" {
+		d := newOutput("-D", h.dumpHeader, stdout)
 		for _, r := range hops.resps {
-			writeHead(out, r)
+			if err := writeHead(d, r); err != nil {
+				d.close(false)
+				return writeFailed(err)
+			}
+		}
+		if err := d.close(true); err != nil {
+			return writeFailed(err)
 		}
 	}
-	if !quietError && !h.head {
+	out := newOutput("-o", h.output, stdout)
+	out.binaryCheck = h.output == "" && isTerminal(stdout)
+	// -f: no body for an HTTP error (curl 7.88 still writes -i's headers).
+	noBody := h.head || httpError && h.fail && !h.failBody
+	if h.include || h.head {
+		for _, r := range hops.resps {
+			if err := writeHead(out, r); err != nil {
+				out.close(false)
+				return writeFailed(err)
+			}
+		}
+	}
+	if !noBody {
 		var body io.Reader = resp.Body
+		var err error
 		if h.compressed {
 			body, err = decompress(resp)
 			if err != nil {
-				closeOut()
+				out.close(false)
 				log.failCode(fmt.Errorf("%s %s: %v", res.method, httpretry.Redact(resp.Request.URL), err), curlRecv)
 				return curlRecv
 			}
 		}
 		if _, err := io.Copy(countWriter{out, &res.size}, body); err != nil {
-			closeOut()
+			out.close(false)
 			var we *writeError
 			if errors.As(err, &we) {
-				log.failCode(fmt.Errorf("writing the body: %v", unwrapPath(we.err)), curlWrite)
-				return curlWrite
+				return writeFailed(err)
 			}
 			code := bodyExitCode(err)
 			log.failCode(fmt.Errorf("reading the body of %s %s: %v", res.method, httpretry.Redact(resp.Request.URL), redactURLError(err)), code)
 			return code
 		}
 	}
-	if err := closeOut(); err != nil {
-		log.failCode(fmt.Errorf("-o %s: %v", h.output, unwrapPath(err)), curlWrite)
-		return curlWrite
+	if err := out.close(!noBody || h.include || h.head); err != nil {
+		return writeFailed(err)
 	}
 	switch {
 	case retryable && log.gaveUp:
@@ -425,6 +438,7 @@ type request struct {
 	header   http.Header
 	body     []byte // nil for none
 	writeOut string
+	warnings []string // about -w, printed even with -s (as curl)
 }
 
 // prepare builds the request from the flags and the URL argument.
@@ -530,7 +544,7 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 		x.host = v
 	}
 	x.header.Del("Host")
-	x.writeOut, err = readWriteOut(h.writeOut)
+	x.writeOut, x.warnings, err = readWriteOut(h.writeOut)
 	if err != nil {
 		return nil, err
 	}
@@ -851,7 +865,8 @@ func redactHeaders(h http.Header) http.Header {
 
 // redactURLError drops the URL that *url.Error puts in its message (ours is
 // printed redacted instead), and the "httpretry: METHOD URL: " of an
-// attempt's error.
+// attempt's error; what is left loses the credentials of any URL it quotes
+// (a Location that did not parse, a proxy's).
 func redactURLError(err error) error {
 	var ae *httpretry.AttemptError
 	if errors.As(err, &ae) {
@@ -859,20 +874,20 @@ func redactURLError(err error) error {
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err
+		err = ue.Err
 	}
-	return err
+	return errors.New(httpretry.RedactText(err.Error()))
 }
 
 // attemptText is an attempt error without its "httpretry: METHOD URL: "
-// prefix: the class and the cause ("refused (dial tcp ...: connection
-// refused)").
+// prefix, the credentials of any URL it quotes redacted: the class and the
+// cause ("refused (dial tcp ...: connection refused)").
 func attemptText(ae *httpretry.AttemptError) string {
 	msg := ae.Error()
 	if _, rest, ok := strings.Cut(msg, ae.URL+": "); ok {
-		return rest
+		return httpretry.RedactText(rest)
 	}
-	return strings.TrimPrefix(msg, "httpretry: ")
+	return httpretry.RedactText(strings.TrimPrefix(msg, "httpretry: "))
 }
 
 // describeHTTP turns an httpretry attempt error into log fields.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
-	"github.com/backoffkit/retry/httpretry"
 )
 
 // attemptInfo describes a failed (or successful) attempt for the log. Each
@@ -87,8 +86,6 @@ func (l *eventLog) event(e retry.Event) {
 	var info attemptInfo
 	if e.Err != nil {
 		info = l.describe(e.Err)
-		// Whatever an error quotes, no URL credential reaches the log.
-		info.What, info.Error = httpretry.RedactText(info.What), httpretry.RedactText(info.Error)
 	}
 	if e.Kind == retry.EventGiveUp && (e.Reason == retry.ReasonDeadline || e.Reason == retry.ReasonThrottled) && l.refusal != nil {
 		info.Refusal = l.refusal()
@@ -147,6 +144,18 @@ func (l *eventLog) note(kind, msg string) {
 	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
 }
 
+// warn prints a warning of retry's own, even with --quiet or -s (as
+// curl's warnings about -w): as text, or as {"event": "warning", ...}.
+func (l *eventLog) warn(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.json {
+		l.encode(logRecord{Event: "warning", Message: msg})
+		return
+	}
+	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
+}
+
 // fail prints the one closing line for err (a usage error, or a failure that
 // sent no give-up event) and returns the exit status for it: 2 for usage
 // errors, an *exitError's own, 1 otherwise. Usage errors are printed even
@@ -172,7 +181,7 @@ func (l *eventLog) failCode(err error, code int) {
 	if l.silent && code != exitUsage {
 		return
 	}
-	msg := httpretry.RedactText(oneLine(err.Error()))
+	msg := oneLine(err.Error())
 	if l.json {
 		event := "error"
 		if code == exitUsage {

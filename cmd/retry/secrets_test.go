@@ -128,7 +128,7 @@ func TestShortFlagValuesWithEquals(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q", tc.args, r.code, r.stderr)
 			continue
 		}
-		if s := <-got; s != tc.want || r.stdout != tc.out {
+		if s := received(got); s != tc.want || r.stdout != tc.out {
 			t.Errorf("%q: server saw %+v, stdout %q; want %+v, %q", tc.args, s, r.stdout, tc.want, tc.out)
 		}
 	}
@@ -306,6 +306,11 @@ func TestSameOrigin(t *testing.T) {
 // parameters, whatever the flag package would quote.
 func TestSecretsNeverPrinted(t *testing.T) {
 	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/badloc" {
+			w.Header().Set("Location", "http://u:SECRET5@[::1/?key=SECRET6")
+			w.WriteHeader(http.StatusFound)
+			return
+		}
 		if r.URL.Path == "/loc" {
 			w.Header().Set("Location", "/echo?key=SECRET1&token=SECRET2")
 			w.Header().Set("Link", "<https://u:SECRET3@h/?access_token=SECRET4>; rel=next")
@@ -320,6 +325,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	}{
 		{"-v Location", []string{"http", "-v", url + "/loc"}},
 		{"-v -L", []string{"http", "-v", "-L", url + "/loc"}},
+		{"a Location that does not parse", []string{"http", "-L", url + "/badloc"}},
 		{"-v json", []string{"http", "-v", "--log-format", "json", "-L", url + "/loc"}},
 		{"-v credential-like headers", []string{"http", "-v", "-H", "api-key: SECRET1", "-H", "X-Amz-Security-Token: SECRET2", "-H", "Ocp-Apim-Subscription-Key: SECRET3", "-H", "X-Auth-Token: SECRET4", url}},
 		{"-H without a colon", []string{"http", "-H", "Authorization Bearer SECRET1", url}},
