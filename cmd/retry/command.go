@@ -50,7 +50,7 @@ func newCommandFlags() *commandFlags {
 		return err
 	})
 	fs.StringVar(&c.stdinFile, "stdin-file", "", "`FILE` given as stdin to every attempt (replayable), instead of passing stdin through once")
-	fs.Func("signal", "`SIG` sent to a timed-out attempt: TERM, INT, HUP, KILL, ... or a number (default TERM)", func(s string) error {
+	fs.Func("signal", "`SIG` sent to a timed-out attempt: a name of kill -l (TERM, INT, HUP, KILL, ...) or a number (default TERM)", func(s string) error {
 		sig, err := parseSignal(s)
 		c.stopSig = sig
 		return err
@@ -158,19 +158,23 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return r.exitCode(err)
 }
 
-// parseSignal parses a signal name (TERM, SIGTERM, term) or number.
+// parseSignal parses a signal as timeout -s does: any name of the
+// platform's signals (TERM, SIGTERM, term, WINCH, RTMIN+1) or number.
 func parseSignal(s string) (syscall.Signal, error) {
 	if n, err := strconv.Atoi(s); err == nil {
-		if n < 1 || n > 64 {
-			return 0, errors.New("signal number outside 1-64")
+		if !validSignal(n) {
+			return 0, fmt.Errorf("no signal %d here", n)
 		}
 		return syscall.Signal(n), nil
 	}
-	name := strings.TrimPrefix(strings.ToUpper(s), "SIG")
-	if sig, ok := signalNames[name]; ok {
+	name := strings.ToUpper(s)
+	if rest, ok := strings.CutPrefix(name, "SIG"); ok && rest != "" {
+		name = rest
+	}
+	if sig, ok := signalByName(name); ok && name != "" {
 		return sig, nil
 	}
-	return 0, errors.New("unknown signal (want e.g. TERM, INT, HUP, KILL, USR1 or a number)")
+	return 0, errors.New("unknown signal (want a name of kill -l, e.g. TERM, INT, HUP, KILL, USR1, or a number)")
 }
 
 // cmdRunner runs the attempts of one command and forwards signals to the
@@ -364,10 +368,8 @@ wait:
 
 // signalName returns "TERM" for SIGTERM, else the signal's number.
 func signalName(s syscall.Signal) string {
-	for name, v := range signalNames {
-		if v == s {
-			return name
-		}
+	if name := platformSignalName(s); name != "" {
+		return name
 	}
 	return strconv.Itoa(int(s))
 }

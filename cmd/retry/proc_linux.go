@@ -11,3 +11,10 @@ const prSetChildSubreaper = 36 // PR_SET_CHILD_SUBREAPER, <linux/prctl.h>
 func becomeSubreaper() {
 	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 }
+
+// sigRTMin and sigRTMax are the real-time signals as C programs and kill -l
+// number them (glibc keeps 32 and 33 for itself).
+const sigRTMin, sigRTMax = 34, 64
+
+// signalAliases are the other names Linux's signals have.
+var signalAliases = map[string]syscall.Signal{"IOT": syscall.SIGABRT, "CLD": syscall.SIGCHLD, "POLL": syscall.SIGIO}

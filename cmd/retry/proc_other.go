@@ -34,4 +34,21 @@ var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 
 func fromTerminal(s os.Signal) bool { return s == os.Interrupt }
 
+// signalNames are the signals that can be sent here.
 var signalNames = map[string]syscall.Signal{"INT": syscall.SIGINT, "KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM}
+
+func signalByName(name string) (syscall.Signal, bool) {
+	s, ok := signalNames[name]
+	return s, ok
+}
+
+func validSignal(n int) bool { return platformSignalName(syscall.Signal(n)) != "" }
+
+func platformSignalName(s syscall.Signal) string {
+	for name, v := range signalNames {
+		if v == s {
+			return name
+		}
+	}
+	return ""
+}

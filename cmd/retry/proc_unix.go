@@ -5,9 +5,13 @@ package main
 import (
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // process is one running attempt. In its own process group (the default),
@@ -96,9 +100,72 @@ func fromTerminal(s os.Signal) bool {
 	return s == syscall.SIGINT || s == syscall.SIGHUP || s == syscall.SIGQUIT
 }
 
-// signalNames are the names --signal accepts (with or without "SIG").
-var signalNames = map[string]syscall.Signal{
-	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "ABRT": syscall.SIGABRT,
-	"KILL": syscall.SIGKILL, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "PIPE": syscall.SIGPIPE,
-	"ALRM": syscall.SIGALRM, "TERM": syscall.SIGTERM,
+// signalByName returns the signal of the platform called name (upper
+// case, without "SIG"): every name kill -l lists, as timeout -s takes them.
+func signalByName(name string) (syscall.Signal, bool) {
+	if s := unix.SignalNum("SIG" + name); s != 0 {
+		return s, true
+	}
+	if s, ok := signalAliases[name]; ok {
+		return s, true
+	}
+	return rtSignalByName(name)
+}
+
+// validSignal reports whether n is a signal number of the platform.
+func validSignal(n int) bool {
+	return n > 0 && (unix.SignalName(syscall.Signal(n)) != "" || (n >= sigRTMin && n <= sigRTMax))
+}
+
+// platformSignalName returns the name of s without "SIG" (TERM,
+// RTMIN+2), or "" if s has none.
+func platformSignalName(s syscall.Signal) string {
+	if name := unix.SignalName(s); name != "" {
+		return strings.TrimPrefix(name, "SIG")
+	}
+	n := int(s)
+	switch {
+	case n < sigRTMin || n > sigRTMax:
+		return ""
+	case n == sigRTMin:
+		return "RTMIN"
+	case n == sigRTMax:
+		return "RTMAX"
+	case n <= (sigRTMin+sigRTMax)/2: // as kill -l splits them
+		return "RTMIN+" + strconv.Itoa(n-sigRTMin)
+	}
+	return "RTMAX-" + strconv.Itoa(sigRTMax-n)
+}
+
+// rtSignalByName parses RTMIN, RTMAX, RTMIN+N and RTMAX-N.
+func rtSignalByName(name string) (syscall.Signal, bool) {
+	if sigRTMin > sigRTMax {
+		return 0, false
+	}
+	base, sign, off := name, 1, "0"
+	if b, o, ok := strings.Cut(name, "+"); ok {
+		base, off = b, o
+	} else if b, o, ok := strings.Cut(name, "-"); ok {
+		base, sign, off = b, -1, o
+	}
+	if off == "" || strings.Trim(off, "0123456789") != "" {
+		return 0, false
+	}
+	k, err := strconv.Atoi(off)
+	if err != nil {
+		return 0, false
+	}
+	var n int
+	switch {
+	case base == "RTMIN" && sign > 0:
+		n = sigRTMin + k
+	case base == "RTMAX" && (sign < 0 || k == 0):
+		n = sigRTMax - k
+	default:
+		return 0, false
+	}
+	if n < sigRTMin || n > sigRTMax {
+		return 0, false
+	}
+	return syscall.Signal(n), true
 }
