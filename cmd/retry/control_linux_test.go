@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,39 +33,15 @@ func TestSIGQUITForwarded(t *testing.T) {
 	}
 }
 
-// zombiesOf returns the zombie children of pid.
-func zombiesOf(t *testing.T, pid int) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(pid) {
-			out = append(out, child)
-		}
-	}
-	return out
-}
-
 // TestOrphansReaped: the orphans an attempt leaves (retry adopts them as
-// the subreaper) are reaped as they exit, not only after a timeout, and
-// the command's own exit status is kept.
+// the subreaper) are reaped as they exit, while the attempt still runs,
+// not only after a timeout or when retry exits; and the attempts' own exit
+// statuses are never taken by that reaping.
 func TestOrphansReaped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "--attempts", "1", "--", "sh", "-c",
-		`for i in 1 2 3 4 5; do (sh -c 'exit 0' &); done; echo ready; read x; exit 7`)
+		`for i in 1 2 3 4 5; do (sh -c 'echo $$' &); done; echo ready; read x; exit 7`)
 	stdin, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	var errb bytes.Buffer
@@ -72,21 +49,46 @@ func TestOrphansReaped(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "ready\n" {
-		t.Fatalf("read %q, %v", l, err)
+	// Five orphans say their pid and exit; the attempt says ready (in any
+	// order) and waits for stdin.
+	var orphans []int
+	ready := false
+	for br := bufio.NewReader(out); len(orphans) < 5 || !ready; {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read %q, %v; stderr:\n%s", l, err, errb.String())
+		}
+		if l == "ready\n" {
+			ready = true
+		} else if pid, err := strconv.Atoi(strings.TrimSpace(l)); err == nil {
+			orphans = append(orphans, pid)
+		}
 	}
-	// Wait (bounded) for retry to reap the five orphans.
-	var z []int
-	for z = zombiesOf(t, cmd.Process.Pid); len(z) > 0 && ctx.Err() == nil; z = zombiesOf(t, cmd.Process.Pid) {
-		time.Sleep(10 * time.Millisecond) // polling the process table; the bound is ctx
-	}
-	if len(z) > 0 {
-		t.Errorf("zombies of retry left: %v", z)
+	// Each is gone from the process table once reaped (a zombie stays in
+	// it). No event tells when another process reaps: poll, bounded by ctx.
+	for _, pid := range orphans {
+		for {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the orphan %d was never reaped while the attempt ran", pid)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 	stdin.Close()
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
 		t.Errorf("exit: %v, want 7 (the command's); stderr:\n%s", err, errb.String())
+	}
+
+	// Orphans exit as their attempt does, again and again: every attempt's
+	// status must reach retry (else "no child processes", exit 1).
+	r := runRetry(t, "", nil, "--attempts", "30", "--initial-delay", "1ms", "--max-delay", "1ms", "--jitter", "0",
+		"--", "sh", "-c", "(true &); (true &); exit 7")
+	if n := len(lines(r.stderr, "failed: exit code 7;")); r.code != 7 || n != 30 {
+		t.Errorf("exit %d, %d of 30 attempts reported exit code 7; stderr:\n%s", r.code, n, r.stderr)
 	}
 }
 

@@ -48,6 +48,7 @@ const (
 )
 
 func main() {
+	wholeProcess = true
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

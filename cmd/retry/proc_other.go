@@ -3,6 +3,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"syscall"
@@ -29,6 +30,11 @@ func (p *process) signal(s syscall.Signal) {
 func (p *process) cleanGroup(time.Time) bool { return false }
 
 func terminalForeground() bool { return false }
+
+// shell: none here (no fallback for ENOEXEC).
+const shell = ""
+
+func closedPipe(io.Writer) bool { return false }
 
 var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 

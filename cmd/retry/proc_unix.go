@@ -3,6 +3,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -93,7 +94,31 @@ func terminalForeground() bool {
 }
 
 // forwardedSignals are the signals retry relays to the running attempt.
-var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// shell runs an executable file that the kernel cannot (ENOEXEC: a script
+// without "#!"), as execvp does.
+const shell = "/bin/sh"
+
+// closedPipe reports whether w is a file nobody reads any more: a pipe or
+// socket whose reading end is closed, a terminal that hung up.
+func closedPipe(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(fds, 0)
+		closed = err == nil && n == 1 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0
+	})
+	return closed
+}
 
 // fromTerminal reports whether a terminal sends s to its foreground group.
 func fromTerminal(s os.Signal) bool {
