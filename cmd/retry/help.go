@@ -43,9 +43,9 @@ PROCESS CONTROL
     it. A deadline is a deadline: retry ends by --deadline, grace included
     (the signal comes --kill-after, at most half the deadline, before it).
 
-    Ctrl-C (SIGINT), SIGTERM and SIGHUP are passed on to the attempt once,
-    and no further attempt starts; a second one kills the attempt with
-    SIGKILL and retry exits at once (130 after Ctrl-C).
+    Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), SIGTERM and SIGHUP go to the
+    attempt once, and no further attempt starts; a second one kills the
+    attempt with SIGKILL and retry exits at once (130 after Ctrl-C).
 
     A command that reads the terminal (an editor, a password prompt) needs
     --foreground: it then runs in retry's own process group, gets the
@@ -83,6 +83,7 @@ OPTIONS
     --signal SIG             signal for a stopped attempt: TERM, INT, HUP, KILL, USR1, ...
                              or a number (default TERM)
     --kill-after DURATION    SIGKILL what still runs this long after --signal (default 1s)
+                             0: never, as timeout -k 0
     --foreground             run in retry's process group, for commands that read the
                              terminal (see PROCESS CONTROL)
   Output:
@@ -124,12 +125,16 @@ CONFIG FILE
 EXIT STATUS
     the command's last exit code (0 once it succeeds)
     2      bad usage or config (a command may also exit 2)
-    124    the last attempt was stopped by --attempt-timeout or --deadline
+    124    the last attempt was stopped by --attempt-timeout or --deadline,
+           or the --deadline passed before the first (nothing was run)
     126    the command could not be run (permission denied); not retried
     127    the command was not found; not retried
     128+N  the last attempt was killed by signal N; 137 when retry had to
-           SIGKILL a stopped attempt after --kill-after
-    130    interrupted by Ctrl-C (SIGINT); 143 by SIGTERM, 129 by SIGHUP
+           SIGKILL a stopped attempt (--kill-after, --signal KILL); 141 for
+           SIGPIPE, not retried, nor any failure once retry's stdout is a
+           closed pipe (retry -- yes | head -1)
+    130    interrupted by Ctrl-C (SIGINT); 143 by SIGTERM, 129 by SIGHUP,
+           131 by SIGQUIT
 
 EXAMPLES
     retry --deadline 300s --attempts 8 -- ./deploy.sh
