@@ -128,6 +128,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		grace := min(*killAfter, d/2)
 		p.Deadline = d - grace
 		r.hardDeadline = time.Now().Add(d)
+		r.loopDeadline = time.Now().Add(p.Deadline)
 	}
 	log.describe = r.describe
 	log.hint(resolved)
@@ -195,6 +196,7 @@ type cmdRunner struct {
 	stopSig        syscall.Signal  // --signal
 	killAfter      time.Duration   // --kill-after
 	hardDeadline   time.Time       // --deadline from the start; zero if none
+	loopDeadline   time.Time       // the loop's: hardDeadline less the grace of --kill-after
 	group          bool            // each attempt in its own process group
 	termSignals    bool            // --foreground in the terminal's foreground group: the terminal signals the command itself
 	onInterrupt    func(os.Signal) // called once the first signal has been passed on to a running attempt
@@ -540,8 +542,11 @@ func (r *cmdRunner) exitCode(err error) int {
 		return 128 + int(syscall.SIGINT)
 	}
 	var re *retry.Error
-	if errors.As(err, &re) && re.Attempts == 0 && re.Reason == retry.ReasonDeadline {
-		return exitTimeout // the --deadline passed before the first attempt, as a timeout
+	if errors.As(err, &re) && re.Attempts == 0 && re.Reason == retry.ReasonDeadline &&
+		!r.loopDeadline.IsZero() && !time.Now().Before(r.loopDeadline) {
+		// The --deadline passed before the first attempt: a timeout. (One
+		// that only would pass, in a fleet cooldown, is a give-up: 1.)
+		return exitTimeout
 	}
 	var ce *cmdError
 	if errors.As(err, &ce) {

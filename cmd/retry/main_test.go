@@ -287,7 +287,7 @@ func TestJSONLogEveryLine(t *testing.T) {
 		code   int
 		events []string
 	}{
-		{"hint, retry, give-up", []string{"--log-format", "json", "--attempts", "2", "--initial-delay", "1ms", "--", "sh", "-c", "exit 4"}, 4, []string{"hint", "retry", "give-up"}},
+		{"retry, hint, give-up", []string{"--log-format", "json", "--attempts", "2", "--initial-delay", "1ms", "--", "sh", "-c", "exit 4"}, 4, []string{"retry", "hint", "give-up"}},
 		{"not found", []string{"--log-format", "json", "--", "no-such-command-xyz"}, exitNotFound, []string{"give-up"}},
 		{"bad config", []string{"--log-format", "json", "--config", "/nonexistent.json", "--", "true"}, exitUsage, []string{"usage-error"}},
 		{"bad flag", []string{"--log-format", "json", "--attempts", "0", "--", "true"}, exitUsage, []string{"usage-error"}},
