@@ -152,28 +152,44 @@ func TestSignalNames(t *testing.T) {
 }
 
 // TestStopsWhenStdoutIsClosed: "retry -- yes | head -1": once retry's own
-// stdout is a closed pipe, an attempt that failed (killed by SIGPIPE) is
-// not retried: no further attempt could write anything.
+// stdout is a closed pipe, an attempt that failed (killed by SIGPIPE, or
+// exiting on EPIPE) is not retried: no further attempt could write
+// anything. A command killed by SIGPIPE is not retried either.
 func TestStopsWhenStdoutIsClosed(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args(fast, []string{"--", "yes"})...)
-	out, _ := cmd.StdoutPipe()
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name    string
+		command []string
+		code    int
+	}{
+		{"killed by SIGPIPE", []string{"yes"}, 128 + int(syscall.SIGPIPE)},
+		{"exits on EPIPE", []string{"sh", "-c", `trap "" PIPE; exec yes`}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, args(fast, []string{"--"}, tc.command)...)
+			out, _ := cmd.StdoutPipe()
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "y\n" {
+				t.Fatalf("read %q, %v", l, err)
+			}
+			out.Close() // as head -1 exits
+			err := cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != tc.code {
+				t.Errorf("exit: %v, want %d; stderr:\n%s", err, tc.code, errb.String())
+			}
+			if n := len(lines(errb.String(), "retrying in")); n != 0 || !strings.Contains(errb.String(), "not retried: retry's stdout is a closed pipe") {
+				t.Errorf("%d retries, want none and a line saying why:\n%s", n, errb.String())
+			}
+		})
 	}
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "y\n" {
-		t.Fatalf("read %q, %v", l, err)
-	}
-	out.Close() // as head -1 exits
-	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 128+int(syscall.SIGPIPE) {
-		t.Errorf("exit: %v, want 141; stderr:\n%s", err, errb.String())
-	}
-	if n := len(lines(errb.String(), "retrying in")); n != 0 || !strings.Contains(errb.String(), "stdout is a closed pipe") {
-		t.Errorf("%d retries, want none and a line saying why:\n%s", n, errb.String())
+	r := runRetry(t, "", nil, args(fast, []string{"--", "sh", "-c", "kill -PIPE $$"})...)
+	if n := len(lines(r.stderr, "retrying in")); r.code != 141 || n != 0 || !strings.Contains(r.stderr, "killed by signal PIPE; giving up") {
+		t.Errorf("killed by SIGPIPE, stdout open: exit %d after %d retries, want 141 and none; stderr:\n%s", r.code, n, r.stderr)
 	}
 }
 
