@@ -465,7 +465,7 @@ wait:
 	case closedPipe(r.stdout):
 		ce.whyStop = "retry's stdout is a closed pipe"
 		return retry.Permanent(ce)
-	case ok && ws.Signaled() && ws.Signal() == syscall.SIGPIPE:
+	case ok && ws.Signaled() && ws.Signal() == syscall.SIGPIPE && !containsInt(r.onExit, ce.code):
 		ce.whyStop = "SIGPIPE: what reads its output has gone"
 		return retry.Permanent(ce)
 	}

@@ -191,6 +191,11 @@ func TestStopsWhenStdoutIsClosed(t *testing.T) {
 	if n := len(lines(r.stderr, "retrying in")); r.code != 141 || n != 0 || !strings.Contains(r.stderr, "killed by signal PIPE; giving up") {
 		t.Errorf("killed by SIGPIPE, stdout open: exit %d after %d retries, want 141 and none; stderr:\n%s", r.code, n, r.stderr)
 	}
+	// Unless --on-exit-codes asks for it.
+	r = runRetry(t, "", nil, args(fast, []string{"--attempts", "2", "--on-exit-codes", "141", "--", "sh", "-c", "kill -PIPE $$"})...)
+	if n := len(lines(r.stderr, "retrying in")); r.code != 141 || n != 1 {
+		t.Errorf("--on-exit-codes 141: exit %d after %d retries, want 141 and 1; stderr:\n%s", r.code, n, r.stderr)
+	}
 }
 
 // TestStdinFileAndPastDeadline: --stdin-file naming a directory is a usage
