@@ -81,6 +81,13 @@ func classify(err error, timedOut bool) classification {
 		return classification{class: ClassGoAway, retryable: true}
 	}
 
+	// Not retryable: the address itself is wrong (a port above 65535 in a
+	// URL or a redirect's Location): every attempt would fail the same way.
+	var addrErr *net.AddrError
+	if errors.As(err, &addrErr) {
+		return classification{class: ClassDial, neverSent: true}
+	}
+
 	var opErr *net.OpError
 	dial := errors.As(err, &opErr) && (opErr.Op == "dial" || opErr.Op == "proxyconnect")
 	switch {

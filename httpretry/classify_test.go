@@ -64,6 +64,8 @@ func TestClassify(t *testing.T) {
 		{"dial unreachable", op("dial", os.NewSyscallError("connect", syscall.EHOSTUNREACH)), false, classification{ClassDial, true, true}},
 		{"dial timeout", op("dial", timeoutErr{}), false, classification{ClassTimeout, true, true}},
 		{"proxyconnect", op("proxyconnect", errors.New("x")), false, classification{ClassDial, true, true}},
+		{"invalid port", op("dial", &net.AddrError{Err: "invalid port", Addr: "99999"}), false, classification{ClassDial, false, true}},
+		{"too many colons", op("dial", &net.AddrError{Err: "too many colons in address", Addr: "a:b:c"}), false, classification{ClassDial, false, true}},
 		{"reset", op("read", os.NewSyscallError("read", syscall.ECONNRESET)), false, classification{ClassReset, true, false}},
 		{"aborted", op("read", os.NewSyscallError("read", syscall.ECONNABORTED)), false, classification{ClassReset, true, false}},
 		{"broken pipe", op("write", os.NewSyscallError("write", syscall.EPIPE)), false, classification{ClassBrokenPipe, true, false}},

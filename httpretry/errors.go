@@ -27,7 +27,7 @@ const (
 	ClassStatus        = "status"         // a response with a retryable status code
 	ClassStreamError   = "stream-error"   // a streamed answer whose first event is an error with a retryable status
 	ClassRefused       = "refused"        // connection refused (never sent)
-	ClassDial          = "dial"           // another dial failure (never sent)
+	ClassDial          = "dial"           // another dial failure (never sent); not retried when the address is invalid (a port above 65535)
 	ClassDNS           = "dns"            // a host name lookup failure (never sent)
 	ClassReset         = "reset"          // connection reset or aborted
 	ClassBrokenPipe    = "broken-pipe"    // broken pipe while sending

@@ -116,6 +116,9 @@ var secretHeaders = []string{
 	"X-Goog-Api-Key",
 	"X-Goog-Iam-Authorization-Token",
 	"X-Api-Key",
+	"Api-Key",                   // Azure OpenAI
+	"Ocp-Apim-Subscription-Key", // Azure API Management
+	"X-Amz-Security-Token",      // S3 temporary credentials
 	"Cookie",
 	"Set-Cookie",
 }
@@ -149,8 +152,9 @@ func Redact(u *url.URL) string {
 
 // RedactHeader returns a copy of h that is safe to log: every value of
 // Authorization, Proxy-Authorization, X-Goog-Api-Key,
-// X-Goog-Iam-Authorization-Token, X-Api-Key, Cookie and Set-Cookie (matched
-// without regard to case) is replaced by REDACTED. h is not modified.
+// X-Goog-Iam-Authorization-Token, X-Api-Key, Api-Key,
+// Ocp-Apim-Subscription-Key, X-Amz-Security-Token, Cookie and Set-Cookie
+// (matched without regard to case) is replaced by REDACTED. h is not modified.
 // RedactHeader(nil) is nil.
 func RedactHeader(h http.Header) http.Header {
 	if h == nil {

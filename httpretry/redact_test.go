@@ -57,13 +57,16 @@ func TestRedact(t *testing.T) {
 
 func TestRedactHeader(t *testing.T) {
 	h := http.Header{
-		"Authorization":       {"Bearer SECRET"},
-		"Proxy-Authorization": {"Basic SECRET"},
-		"X-Goog-Api-Key":      {"SECRET"},
-		"x-goog-api-key":      {"SECRET"}, // not canonical
-		"Cookie":              {"a=SECRET", "b=SECRET"},
-		"Set-Cookie":          {"sid=SECRET"},
-		"Content-Type":        {"application/json"},
+		"Authorization":             {"Bearer SECRET"},
+		"Proxy-Authorization":       {"Basic SECRET"},
+		"X-Goog-Api-Key":            {"SECRET"},
+		"x-goog-api-key":            {"SECRET"}, // not canonical
+		"Cookie":                    {"a=SECRET", "b=SECRET"},
+		"Set-Cookie":                {"sid=SECRET"},
+		"Api-Key":                   {"SECRET"}, // Azure OpenAI
+		"X-Amz-Security-Token":      {"SECRET"},
+		"Ocp-Apim-Subscription-Key": {"SECRET"},
+		"Content-Type":              {"application/json"},
 	}
 	got := RedactHeader(h)
 	for name, vals := range got {

@@ -50,7 +50,7 @@ func newCommandFlags() *commandFlags {
 		return err
 	})
 	fs.StringVar(&c.stdinFile, "stdin-file", "", "`FILE` given as stdin to every attempt (replayable), instead of passing stdin through once")
-	fs.Func("signal", "`SIG` sent to a timed-out attempt: TERM, INT, HUP, KILL, ... or a number (default TERM)", func(s string) error {
+	fs.Func("signal", "`SIG` sent to a timed-out attempt: a name of kill -l (TERM, INT, HUP, KILL, ...) or a number (default TERM)", func(s string) error {
 		sig, err := parseSignal(s)
 		c.stopSig = sig
 		return err
@@ -99,7 +99,11 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if err != nil {
 			return log.fail(usagef("--stdin-file %s: cannot read: %v", *stdinFile, unwrapPath(err)))
 		}
+		fi, err := f.Stat()
 		f.Close()
+		if err == nil && fi.IsDir() {
+			return log.fail(usagef("--stdin-file %s: is a directory", *stdinFile))
+		}
 	}
 
 	resolved := p.Resolved()
@@ -112,8 +116,10 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if *foreground {
 		r.termSignals = terminalForeground()
-	} else {
-		becomeSubreaper()
+	} else if becomeSubreaper() && wholeProcess {
+		// Reap the orphans retry adopts as they exit, not when it exits.
+		r.children.reap = true
+		defer watchChildren(&r.children)()
 	}
 	// A deadline is a deadline: the grace between --signal and SIGKILL
 	// counts inside it. The loop's deadline comes --kill-after (at most half
@@ -122,6 +128,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		grace := min(*killAfter, d/2)
 		p.Deadline = d - grace
 		r.hardDeadline = time.Now().Add(d)
+		r.loopDeadline = time.Now().Add(p.Deadline)
 	}
 	log.describe = r.describe
 	log.hint(resolved)
@@ -158,19 +165,23 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return r.exitCode(err)
 }
 
-// parseSignal parses a signal name (TERM, SIGTERM, term) or number.
+// parseSignal parses a signal as timeout -s does: any name of the
+// platform's signals (TERM, SIGTERM, term, WINCH, RTMIN+1) or number.
 func parseSignal(s string) (syscall.Signal, error) {
 	if n, err := strconv.Atoi(s); err == nil {
-		if n < 1 || n > 64 {
-			return 0, errors.New("signal number outside 1-64")
+		if !validSignal(n) {
+			return 0, fmt.Errorf("no signal %d here", n)
 		}
 		return syscall.Signal(n), nil
 	}
-	name := strings.TrimPrefix(strings.ToUpper(s), "SIG")
-	if sig, ok := signalNames[name]; ok {
+	name := strings.ToUpper(s)
+	if rest, ok := strings.CutPrefix(name, "SIG"); ok && rest != "" {
+		name = rest
+	}
+	if sig, ok := signalByName(name); ok && name != "" {
 		return sig, nil
 	}
-	return 0, errors.New("unknown signal (want e.g. TERM, INT, HUP, KILL, USR1 or a number)")
+	return 0, errors.New("unknown signal (want a name of kill -l, e.g. TERM, INT, HUP, KILL, USR1, or a number)")
 }
 
 // cmdRunner runs the attempts of one command and forwards signals to the
@@ -185,9 +196,12 @@ type cmdRunner struct {
 	stopSig        syscall.Signal  // --signal
 	killAfter      time.Duration   // --kill-after
 	hardDeadline   time.Time       // --deadline from the start; zero if none
+	loopDeadline   time.Time       // the loop's: hardDeadline less the grace of --kill-after
 	group          bool            // each attempt in its own process group
 	termSignals    bool            // --foreground in the terminal's foreground group: the terminal signals the command itself
 	onInterrupt    func(os.Signal) // called once the first signal has been passed on to a running attempt
+
+	children children
 
 	mu       sync.Mutex
 	proc     *process  // the running attempt, nil between attempts
@@ -196,12 +210,64 @@ type cmdRunner struct {
 	attempts int
 }
 
+// wholeProcess is true when retry is the whole process (set by main): the
+// children it did not start itself are then the orphans it adopted as a
+// subreaper, which it may reap. (In a test binary, other code starts
+// children that their own Wait must reap.)
+var wholeProcess bool
+
+// children are the attempts retry started and has not waited for yet. With
+// reap set, the other zombie children, orphans that retry adopted (see
+// becomeSubreaper), are reaped as they exit, and never an attempt before
+// its own Wait (whose exit status would be lost).
+type children struct {
+	mu   sync.Mutex
+	pids map[int]bool
+	reap bool
+}
+
+// start starts cmd as a child the reaper leaves to cmd.Wait.
+func (c *children) start(cmd *exec.Cmd) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if c.pids == nil {
+		c.pids = make(map[int]bool)
+	}
+	c.pids[cmd.Process.Pid] = true
+	return nil
+}
+
+// wait waits for cmd, started by start, then reaps the orphans that exited
+// meanwhile.
+func (c *children) wait(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	c.mu.Lock()
+	delete(c.pids, cmd.Process.Pid)
+	c.mu.Unlock()
+	c.reapOrphans()
+	return err
+}
+
+// reapOrphans reaps the zombie children that are not attempts (see reap).
+func (c *children) reapOrphans() {
+	if !c.reap {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	reapZombies(func(pid int) bool { return c.pids[pid] })
+}
+
 // cmdError is a failed attempt.
 type cmdError struct {
 	code     int    // the exit status to report for it
 	what     string // "exit code 3", "timed out after 2s (--attempt-timeout)"
 	timedOut bool   // stopped by us at --attempt-timeout or --deadline
 	start    bool   // the command could not be started
+	whyStop  string // why it is not retried, if not for its exit code
 	err      error
 }
 
@@ -245,12 +311,31 @@ func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done
 	}
 }
 
-// attempt runs the command once.
-func (r *cmdRunner) attempt(ctx context.Context) error {
-	cmd := exec.Command(r.argv[0], r.argv[1:]...)
-	cmd.Stdout, cmd.Stderr = r.stdout, r.stderr
+// command returns the exec.Cmd of one attempt of argv.
+func (r *cmdRunner) command(argv []string, stdin io.Reader) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, r.stdout, r.stderr
 	cmd.WaitDelay = time.Second // bounds the copy of output left open by orphans
 	prepare(cmd, r.group)
+	return cmd
+}
+
+// start starts an attempt of the command, and runs a file that is not an
+// executable (a script without "#!") with the shell, as execvp and
+// timeout(1) do.
+func (r *cmdRunner) start(stdin io.Reader) (*exec.Cmd, error) {
+	cmd := r.command(r.argv, stdin)
+	err := r.children.start(cmd)
+	if errors.Is(err, syscall.ENOEXEC) && shell != "" && cmd.Path != "" {
+		cmd = r.command(append([]string{shell, cmd.Path}, r.argv[1:]...), stdin)
+		err = r.children.start(cmd)
+	}
+	return cmd, err
+}
+
+// attempt runs the command once.
+func (r *cmdRunner) attempt(ctx context.Context) error {
+	var stdin io.Reader
 	switch {
 	case r.stdinFile != "":
 		f, err := os.Open(r.stdinFile)
@@ -258,9 +343,9 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 			return retry.Permanent(&cmdError{code: exitNoExec, start: true, what: fmt.Sprintf("cannot open --stdin-file: %v", err), err: err})
 		}
 		defer f.Close()
-		cmd.Stdin = f
+		stdin = f
 	case r.attempts == 0:
-		cmd.Stdin = r.stdin
+		stdin = r.stdin
 	}
 
 	r.mu.Lock()
@@ -269,7 +354,7 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 		return context.Canceled
 	}
 	r.attempts++
-	err := cmd.Start()
+	cmd, err := r.start(stdin)
 	proc := &process{cmd: cmd, group: r.group}
 	if err == nil {
 		r.proc = proc
@@ -284,11 +369,11 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 	}
 
 	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	go func() { waited <- r.children.wait(cmd) }()
 	var (
 		timedOut, killed bool
 		stoppedAt        time.Time // when --signal was sent
-		killAt           time.Time
+		killAt           time.Time // zero: never (--kill-after 0)
 		killTimer        *time.Timer
 		killC            <-chan time.Time
 		ctxDone          = ctx.Done()
@@ -303,10 +388,18 @@ wait:
 			if r.interrupted() {
 				continue // the relay has forwarded the signal: let the attempt end
 			}
-			// The attempt's time is up: stop it, and kill it if it lingers.
+			// The attempt's time is up: stop it, and kill it if it lingers
+			// (unless --kill-after 0 said never, as timeout -k 0).
 			timedOut = true
 			proc.signal(r.stopSig)
 			stoppedAt = time.Now()
+			if r.stopSig == syscall.SIGKILL {
+				killed = true // exit 137, as timeout -s KILL
+				continue
+			}
+			if r.killAfter == 0 {
+				continue
+			}
 			killAt = stoppedAt.Add(r.killAfter)
 			if !r.hardDeadline.IsZero() && r.hardDeadline.Before(killAt) {
 				killAt = r.hardDeadline
@@ -324,15 +417,18 @@ wait:
 	r.proc = nil
 	forced := r.forced
 	r.mu.Unlock()
-	// Stopped by retry: what the command started goes with it.
+	// Stopped by retry: what the command started goes with it (with
+	// --kill-after 0, what ignored the signal is left running).
 	switch {
 	case forced:
 		proc.cleanGroup(time.Time{})
-	case timedOut:
+	case timedOut && r.stopSig == syscall.SIGKILL:
+		proc.cleanGroup(time.Time{})
+	case timedOut && !killAt.IsZero():
 		if proc.cleanGroup(killAt) {
 			killed = true
 		}
-	case r.interrupted():
+	case r.interrupted() && r.killAfter > 0:
 		proc.cleanGroup(time.Now().Add(r.killAfter))
 	}
 
@@ -345,7 +441,11 @@ wait:
 			what = fmt.Sprintf("timed out after %v (--attempt-timeout)", r.attemptTimeout)
 		}
 		code := exitTimeout
-		if killed {
+		switch {
+		case killed && r.stopSig == syscall.SIGKILL:
+			what += "; killed with SIGKILL (--signal)"
+			code = 128 + int(syscall.SIGKILL)
+		case killed:
 			what += fmt.Sprintf("; still running %v after SIG%s: killed with SIGKILL", roundDur(max(killAt.Sub(stoppedAt), 0)), signalName(r.stopSig))
 			code = 128 + int(syscall.SIGKILL)
 		}
@@ -355,19 +455,27 @@ wait:
 	if !errors.As(err, &ee) {
 		return &cmdError{code: exitGaveUp, what: err.Error(), err: err}
 	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return &cmdError{code: 128 + int(ws.Signal()), what: "killed by signal " + signalName(ws.Signal()), err: err}
+	ce := &cmdError{code: ee.ExitCode(), what: fmt.Sprintf("exit code %d", ee.ExitCode()), err: err}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		ce.code, ce.what = 128+int(ws.Signal()), "killed by signal "+signalName(ws.Signal())
 	}
-	code := ee.ExitCode()
-	return &cmdError{code: code, what: fmt.Sprintf("exit code %d", code), err: err}
+	// Output nobody reads any more: a shell loop would end here.
+	switch {
+	case closedPipe(r.stdout):
+		ce.whyStop = "retry's stdout is a closed pipe"
+		return retry.Permanent(ce)
+	case ok && ws.Signaled() && ws.Signal() == syscall.SIGPIPE && !containsInt(r.onExit, ce.code):
+		ce.whyStop = "SIGPIPE: what reads its output has gone"
+		return retry.Permanent(ce)
+	}
+	return ce
 }
 
 // signalName returns "TERM" for SIGTERM, else the signal's number.
 func signalName(s syscall.Signal) string {
-	for name, v := range signalNames {
-		if v == s {
-			return name
-		}
+	if name := platformSignalName(s); name != "" {
+		return name
 	}
 	return strconv.Itoa(int(s))
 }
@@ -410,7 +518,9 @@ func (r *cmdRunner) describe(err error) attemptInfo {
 		if strings.HasPrefix(ce.what, "killed") {
 			info.Error = ce.what
 		}
-		if r.onExit != nil && !containsInt(r.onExit, code) {
+		if ce.whyStop != "" {
+			info.WhyStop = ce.whyStop
+		} else if r.onExit != nil && !containsInt(r.onExit, code) {
 			info.WhyStop = fmt.Sprintf("exit code %d is not in --on-exit-codes", code)
 		}
 	}
@@ -430,6 +540,13 @@ func (r *cmdRunner) exitCode(err error) int {
 			return 128 + int(s)
 		}
 		return 128 + int(syscall.SIGINT)
+	}
+	var re *retry.Error
+	if errors.As(err, &re) && re.Attempts == 0 && re.Reason == retry.ReasonDeadline &&
+		!r.loopDeadline.IsZero() && !time.Now().Before(r.loopDeadline) {
+		// The --deadline passed before the first attempt: a timeout. (One
+		// that only would pass, in a fleet cooldown, is a give-up: 1.)
+		return exitTimeout
 	}
 	var ce *cmdError
 	if errors.As(err, &ce) {

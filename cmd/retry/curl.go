@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,7 +20,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/backoffkit/retry/httpretry"
@@ -28,87 +29,151 @@ import (
 // write curl's outputs: combined short flags, request bodies, -w, headers.
 
 // expandShortFlags splits combined one-letter flags as curl reads them:
-// "-fsSL" is "-f -s -S -L", and "-XPOST" or "-sXPOST" give -X the rest of
-// the word. A word that names a flag (Go's "-attempts") and the values of
-// flags are left alone; everything after "--" too.
-func expandShortFlags(fs *flag.FlagSet, args []string) []string {
+// "-fsSL" is "-f -s -S -L", and "-XPOST", "-sXPOST" or "-d'a=1'" give the
+// flag that takes a value the rest of the word, '=' included ("-d=foo"
+// sends "=foo", as in curl). "name=value" is read only in "--name=value"
+// and in Go's one-dash spelling of a long flag ("-attempts=3"). The values
+// of flags are left alone; everything after "--" too. A later letter that
+// is no flag is an error naming it in the word as typed ("-Z (in
+// -fsSLZ)"); a word whose first letter is none is left for the flag
+// package to report ("-nope").
+func expandShortFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	out := make([]string, 0, len(args))
 	takesValue := func(f *flag.Flag) bool {
 		b, ok := f.Value.(interface{ IsBoolFlag() bool })
 		return !ok || !b.IsBoolFlag()
 	}
+	// whole passes a word on as the flag package reads it, with the next
+	// argument as its value if it needs one.
+	whole := func(i int, f *flag.Flag, hasValue bool) int {
+		out = append(out, args[i])
+		if f != nil && takesValue(f) && !hasValue && i+1 < len(args) {
+			i++
+			out = append(out, args[i]) // its value, whatever it looks like
+		}
+		return i
+	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			return append(out, args[i:]...)
+			return append(out, args[i:]...), nil
 		}
 		if !strings.HasPrefix(a, "-") || a == "-" {
 			out = append(out, a)
 			continue
 		}
-		name := strings.TrimLeft(a, "-")
-		name, _, hasValue := strings.Cut(name, "=")
-		if f := fs.Lookup(name); f != nil || strings.HasPrefix(a, "--") || len(a) == 2 || hasValue {
-			out = append(out, a)
-			if f != nil && takesValue(f) && !hasValue && i+1 < len(args) {
-				i++
-				out = append(out, args[i]) // its value, whatever it looks like
-			}
+		if strings.HasPrefix(a, "--") {
+			name, _, hasValue := strings.Cut(a[2:], "=")
+			i = whole(i, fs.Lookup(name), hasValue)
 			continue
 		}
-		// -abc: one-letter flags, the last one (or one taking a value) ends it.
+		if name, _, hasValue := strings.Cut(a[1:], "="); len([]rune(name)) > 1 {
+			if f := fs.Lookup(name); f != nil { // Go's -attempts or -attempts=3
+				i = whole(i, f, hasValue)
+				continue
+			}
+		}
+		// -abc: one-letter flags; one that takes a value takes the rest.
 		letters := []rune(a[1:])
-		var split []string
-		ok := true
 		for j, r := range letters {
 			f := fs.Lookup(string(r))
 			if f == nil {
-				ok = false
-				break
+				if j == 0 { // no flag at all: the flag package reports it
+					out = append(out, a)
+					break
+				}
+				return nil, usagef("flag provided but not defined: -%c (in %s)", r, a)
 			}
-			split = append(split, "-"+string(r))
+			out = append(out, "-"+string(r))
 			if takesValue(f) {
 				if rest := string(letters[j+1:]); rest != "" {
-					split = append(split, rest)
+					out = append(out, rest)
 				} else if i+1 < len(args) {
 					i++
-					split = append(split, args[i])
+					out = append(out, args[i])
 				}
 				break
 			}
 		}
-		if !ok {
-			out = append(out, a) // the flag package reports it
-			continue
-		}
-		out = append(out, split...)
 	}
-	return out
+	return out, nil
 }
 
-// readDataArg returns the data of one -d, --data-binary or --json: the
-// text itself, or the content of @FILE (@- for stdin). -d strips carriage
-// returns and newlines from a file, as curl does; --data-binary and --json
-// keep them.
+// readDataArg returns the data of one -d, --data-binary, --json or
+// --data-urlencode: the text itself, or the content of @FILE (@- for
+// stdin). -d strips carriage returns and newlines from a file, as curl
+// does; --data-binary and --json keep them. A file that cannot be read is
+// exit 26, as in curl (which sends an empty body for -d with a warning:
+// retry refuses to send what was not meant).
 func readDataArg(d dataPart) (string, error) {
+	if d.flag == "data-urlencode" {
+		return urlEncodeArg(d.value)
+	}
 	name, ok := strings.CutPrefix(d.value, "@")
 	if !ok {
 		return d.value, nil
 	}
-	var b []byte
-	var err error
-	if name == "-" {
-		b, err = io.ReadAll(os.Stdin)
-	} else {
-		b, err = os.ReadFile(name)
-	}
+	b, err := readFileArg(name)
 	if err != nil {
-		return "", usagef("%s @%s: cannot read: %v", dashName(d.flag), name, unwrapPath(err))
+		return "", exitErrorf(curlRead, "%s @%s: cannot read: %v", dashName(d.flag), name, unwrapPath(err))
 	}
 	if d.flag == "d" || d.flag == "data" {
 		b = bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("\r"), nil), []byte("\n"), nil)
 	}
 	return string(b), nil
+}
+
+// readFileArg reads a FILE named in an argument, "-" for stdin.
+func readFileArg(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(name)
+}
+
+// urlEncodeArg reads one --data-urlencode as curl 7.88 does: "content",
+// "=content", "name=content" (the first '=' ends the name), else
+// "@file" or "name@file" (the file read whole); the content is
+// URL-encoded (see urlEncode), the name sent as given.
+func urlEncodeArg(arg string) (string, error) {
+	name, content, sep := "", arg, byte(0)
+	if i := strings.IndexByte(arg, '='); i >= 0 {
+		name, content, sep = arg[:i], arg[i+1:], '='
+	} else if i := strings.IndexByte(arg, '@'); i >= 0 {
+		name, content, sep = arg[:i], arg[i+1:], '@'
+	}
+	if sep == '@' {
+		b, err := readFileArg(content)
+		if err != nil {
+			return "", exitErrorf(curlRead, "--data-urlencode %s@%s: cannot read: %v", name, content, unwrapPath(err))
+		}
+		content = string(b)
+	}
+	if name == "" {
+		return urlEncode(content), nil
+	}
+	return name + "=" + urlEncode(content), nil
+}
+
+// urlEncode percent-encodes s as curl's --data-urlencode: letters, digits
+// and "-._~" stay, a space becomes '+', every other byte %XX.
+func urlEncode(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '.', c == '_', c == '~':
+			b.WriteByte(c)
+		case c == ' ':
+			b.WriteByte('+')
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		}
+	}
+	return b.String()
 }
 
 // multipartBody builds a multipart/form-data body from -F fields:
@@ -131,7 +196,7 @@ func multipartBody(fields []string) ([]byte, string, error) {
 				filename = v
 			case "":
 			default:
-				return nil, "", usagef("-F %s: unknown parameter %q (want type= or filename=)", field, k)
+				return nil, "", usagef("-F %s: unknown parameter %q (want type= or filename=)", name, k)
 			}
 		}
 		h := textproto.MIMEHeader{}
@@ -141,7 +206,7 @@ func multipartBody(fields []string) ([]byte, string, error) {
 			path := value[1:]
 			b, err := os.ReadFile(path)
 			if err != nil {
-				return nil, "", usagef("-F %s: cannot read %s: %v", name, path, unwrapPath(err))
+				return nil, "", exitErrorf(curlRead, "-F %s: cannot read %s: %v", name, path, unwrapPath(err))
 			}
 			content = b
 			if value[0] == '@' {
@@ -223,19 +288,14 @@ func (t *transfer) status() int {
 	return t.resp.StatusCode
 }
 
-// readWriteOut reads a -w format (@FILE reads it from a file) and checks
-// its variables.
-func readWriteOut(s string) (string, error) {
+// readWriteOut reads a -w format (@FILE reads it from a file) and returns
+// it with a warning for each unknown variable (curl warns, prints nothing
+// in its place and goes on).
+func readWriteOut(s string) (format string, warnings []string, err error) {
 	if name, ok := strings.CutPrefix(s, "@"); ok {
-		var b []byte
-		var err error
-		if name == "-" {
-			b, err = io.ReadAll(os.Stdin)
-		} else {
-			b, err = os.ReadFile(name)
-		}
+		b, err := readFileArg(name)
 		if err != nil {
-			return "", usagef("-w @%s: cannot read: %v", name, unwrapPath(err))
+			return "", nil, usagef("-w @%s: cannot read: %v", name, unwrapPath(err))
 		}
 		s = string(b)
 	}
@@ -243,19 +303,14 @@ func readWriteOut(s string) (string, error) {
 	for {
 		i := strings.Index(rest, "%{")
 		if i < 0 {
-			return s, nil
+			return s, warnings, nil
 		}
 		name, after, ok := strings.Cut(rest[i+2:], "}")
 		if !ok {
-			return "", usagef("-w %q: unclosed %%{", s)
+			return s, warnings, nil // printed as it is
 		}
 		if _, known := writeOutVars[name]; !known {
-			names := make([]string, 0, len(writeOutVars))
-			for n := range writeOutVars {
-				names = append(names, n)
-			}
-			sort.Strings(names)
-			return "", usagef("-w: unknown variable %%{%s} (known: %s)", name, strings.Join(names, ", "))
+			warnings = append(warnings, fmt.Sprintf("unknown --write-out variable: '%s'", name))
 		}
 		rest = after
 	}
@@ -267,7 +322,7 @@ func expandWriteOut(format string, t *transfer) string {
 	for i := 0; i < len(format); i++ {
 		c := format[i]
 		switch {
-		case c == '%' && strings.HasPrefix(format[i:], "%{"):
+		case c == '%' && strings.HasPrefix(format[i:], "%{") && strings.Contains(format[i:], "}"):
 			name, _, _ := strings.Cut(format[i+2:], "}")
 			if f, ok := writeOutVars[name]; ok {
 				b.WriteString(f(t))
@@ -298,35 +353,86 @@ func expandWriteOut(format string, t *transfer) string {
 	return b.String()
 }
 
-// openOutput opens -o/-D's FILE ("-" or "" is stdout). Writes that fail are
-// reported as a *writeError, to tell them from errors reading the body.
-func openOutput(name string, stdout io.Writer) (io.Writer, func() error, error) {
+// output is where -o or -D writes: stdout ("" or "-"), or a FILE created
+// at the first write (or by close), so that an answer that writes nothing
+// (-f on an HTTP error) leaves an existing FILE as it was, as in curl.
+// Write errors (the file's creation included) are *writeError, to tell
+// them from errors reading the body.
+type output struct {
+	flag, name string    // "-o", "out.bin"
+	w          io.Writer // stdout, or the file once created
+	f          *os.File
+	// binaryCheck: stdout is a terminal that was not asked for ("-o -"):
+	// refuse output that holds a NUL byte, as curl does.
+	binaryCheck bool
+}
+
+// newOutput returns the output of -o or -D (flag) named name.
+func newOutput(flag, name string, stdout io.Writer) *output {
+	o := &output{flag: flag, name: name}
 	if name == "" || name == "-" {
-		return writeErrors{stdout}, func() error { return nil }, nil
+		o.w = stdout
 	}
-	f, err := os.Create(name)
+	return o
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	if o.w == nil {
+		if err := o.create(); err != nil {
+			return 0, err
+		}
+	}
+	if o.binaryCheck && bytes.IndexByte(p, 0) >= 0 {
+		return 0, &writeError{errBinaryToTerminal}
+	}
+	n, err := o.w.Write(p)
 	if err != nil {
-		return nil, nil, err
+		err = &writeError{fmt.Errorf("%s %s: %v", o.flag, o.displayName(), unwrapPath(err))}
 	}
-	var once sync.Once
-	var cerr error
-	return writeErrors{f}, func() error { once.Do(func() { cerr = f.Close() }); return cerr }, nil
+	return n, err
+}
+
+var errBinaryToTerminal = errors.New(`binary output can mess up your terminal; use "-o -" to write it there anyway, or "-o FILE" to save it`)
+
+func (o *output) displayName() string {
+	if o.f == nil && (o.name == "" || o.name == "-") {
+		return "(stdout)"
+	}
+	return o.name
+}
+
+func (o *output) create() error {
+	f, err := os.Create(o.name)
+	if err != nil {
+		return &writeError{fmt.Errorf("%s %s: %v", o.flag, o.name, unwrapPath(err))}
+	}
+	o.f, o.w = f, f
+	return nil
+}
+
+// close closes the file, creating it first (empty) if nothing was written
+// and create is set (curl creates FILE for an empty answer).
+func (o *output) close(create bool) error {
+	if o.w == nil && create {
+		if err := o.create(); err != nil {
+			return err
+		}
+	}
+	if o.f == nil {
+		return nil
+	}
+	f := o.f
+	o.f = nil
+	if err := f.Close(); err != nil {
+		return &writeError{fmt.Errorf("%s %s: %v", o.flag, o.name, unwrapPath(err))}
+	}
+	return nil
 }
 
 type writeError struct{ err error }
 
 func (e *writeError) Error() string { return e.err.Error() }
 func (e *writeError) Unwrap() error { return e.err }
-
-type writeErrors struct{ w io.Writer }
-
-func (w writeErrors) Write(p []byte) (int, error) {
-	n, err := w.w.Write(p)
-	if err != nil {
-		err = &writeError{err}
-	}
-	return n, err
-}
 
 // countWriter counts the bytes written through it.
 type countWriter struct {
@@ -341,8 +447,11 @@ func (c countWriter) Write(p []byte) (int, error) {
 }
 
 // writeHead writes a response's status line and headers as curl -i does:
-// "HTTP/1.1 200 OK" (or "HTTP/2 200"), the headers, a blank line.
-func writeHead(w io.Writer, resp *http.Response) {
+// "HTTP/1.1 200 OK" (or "HTTP/2 200"), the headers, a blank line. net/http
+// keeps neither the case nor the order of header names (it canonicalises
+// them into a map): they come sorted, canonical ("Content-Type"), each
+// name's values in the order received.
+func writeHead(w io.Writer, resp *http.Response) error {
 	var b strings.Builder
 	b.WriteString(statusLine(resp) + "\r\n")
 	keys := make([]string, 0, len(resp.Header))
@@ -356,7 +465,8 @@ func writeHead(w io.Writer, resp *http.Response) {
 		}
 	}
 	b.WriteString("\r\n")
-	io.WriteString(w, b.String())
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 func statusLine(resp *http.Response) string {
@@ -371,20 +481,26 @@ func statusLine(resp *http.Response) string {
 }
 
 // decompress returns resp's body decoded per its Content-Encoding (gzip or
-// deflate, as asked for by --compressed).
+// deflate, as asked for by --compressed). An empty body (a 204, a HEAD) is
+// empty whatever its Content-Encoding says.
 func decompress(resp *http.Response) (io.Reader, error) {
-	switch strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))) {
-	case "gzip", "x-gzip":
-		return gzip.NewReader(resp.Body)
-	case "deflate": // zlib, or raw deflate from servers that get it wrong
+	enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
+	if enc != "gzip" && enc != "x-gzip" && enc != "deflate" {
+		return resp.Body, nil
+	}
+	body := bufio.NewReader(resp.Body)
+	if _, err := body.Peek(1); err == io.EOF {
+		return body, nil
+	}
+	if enc == "deflate" { // zlib, or raw deflate from servers that get it wrong
 		var head bytes.Buffer
-		zr, err := zlib.NewReader(io.TeeReader(resp.Body, &head))
+		zr, err := zlib.NewReader(io.TeeReader(body, &head))
 		if err == nil {
 			return zr, nil
 		}
-		return flate.NewReader(io.MultiReader(&head, resp.Body)), nil
+		return flate.NewReader(io.MultiReader(&head, body)), nil
 	}
-	return resp.Body, nil
+	return gzip.NewReader(body)
 }
 
 // hopRecorder records the response of each hop (redirects included) that
@@ -428,15 +544,15 @@ func (v *verboseTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		host = u.Host
 	}
 	lines := []string{fmt.Sprintf("> %s %s HTTP/1.1", req.Method, target), "> Host: " + host}
-	lines = append(lines, headerLines("> ", httpretry.RedactHeader(req.Header))...)
+	lines = append(lines, headerLines("> ", redactHeaders(req.Header))...)
 	v.log.verbose("request", append(lines, ">"))
 	resp, err := v.rt.RoundTrip(req)
 	if err != nil {
-		v.log.verbose("error", []string{"* " + redactURLError(err).Error()})
+		v.log.verbose("error", []string{"* " + httpretry.RedactText(redactURLError(err).Error())})
 		return resp, err
 	}
 	lines = []string{"< " + statusLine(resp)}
-	lines = append(lines, headerLines("< ", httpretry.RedactHeader(resp.Header))...)
+	lines = append(lines, headerLines("< ", redactHeaders(resp.Header))...)
 	v.log.verbose("response", append(lines, "<"))
 	return resp, nil
 }

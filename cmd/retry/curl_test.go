@@ -56,6 +56,9 @@ func TestCurlExitCodes(t *testing.T) {
 		conn, _, _ := w.(http.Hijacker).Hijack()
 		conn.Close() // no response at all
 	})
+	badPort, badPorts := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://127.0.0.1:99999/", http.StatusFound)
+	})
 	partial, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "100")
 		io.WriteString(w, "only ten..")
@@ -84,6 +87,8 @@ func TestCurlExitCodes(t *testing.T) {
 		{"tls --cacert", []string{"--cacert", ca, tlsSrv.URL}, 0, 0, "secure\n"},
 		{"too many redirects", []string{"-L", "--max-redirs", "3", loop}, curlTooManyRedirs, 0, ""},
 		{"reset", []string{"--attempts", "2", reset}, curlRecv, 1, ""},
+		{"invalid port", []string{"--attempts", "2", "http://127.0.0.1:99999/"}, curlURLMalformat, 0, ""},
+		{"redirect to an invalid port", []string{"-L", "--attempts", "2", badPort}, curlURLMalformat, 0, ""},
 		{"partial body", []string{partial}, curlPartial, 0, "only ten.."},
 		{"write error", []string{"-o", "/nonexistent/dir/out", partial}, curlWrite, 0, ""},
 	} {
@@ -105,6 +110,9 @@ func TestCurlExitCodes(t *testing.T) {
 	}
 	if loops.Load() != 4 {
 		t.Errorf("the redirect loop was followed %d times, want 4 (3 redirects allowed)", loops.Load())
+	}
+	if badPorts.Load() != 1 {
+		t.Errorf("the redirect to an invalid port was retried: %d requests, want 1", badPorts.Load())
 	}
 	if resets.Load() != 2 {
 		t.Errorf("the resetting server saw %d requests, want 2", resets.Load())

@@ -10,7 +10,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -759,14 +758,4 @@ func printDemoTable(w io.Writer, cfg demoConfig, sum demoSummary) {
 	for _, l := range wrapWords(sum.Conclusion, 79) {
 		fmt.Fprintln(w, l)
 	}
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -43,9 +43,9 @@ PROCESS CONTROL
     it. A deadline is a deadline: retry ends by --deadline, grace included
     (the signal comes --kill-after, at most half the deadline, before it).
 
-    Ctrl-C (SIGINT), SIGTERM and SIGHUP are passed on to the attempt once,
-    and no further attempt starts; a second one kills the attempt with
-    SIGKILL and retry exits at once (130 after Ctrl-C).
+    Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), SIGTERM and SIGHUP go to the
+    attempt once, and no further attempt starts; a second one kills the
+    attempt with SIGKILL and retry exits at once (130 after Ctrl-C).
 
     A command that reads the terminal (an editor, a password prompt) needs
     --foreground: it then runs in retry's own process group, gets the
@@ -83,6 +83,7 @@ OPTIONS
     --signal SIG             signal for a stopped attempt: TERM, INT, HUP, KILL, USR1, ...
                              or a number (default TERM)
     --kill-after DURATION    SIGKILL what still runs this long after --signal (default 1s)
+                             0: never, as timeout -k 0
     --foreground             run in retry's process group, for commands that read the
                              terminal (see PROCESS CONTROL)
   Output:
@@ -124,12 +125,16 @@ CONFIG FILE
 EXIT STATUS
     the command's last exit code (0 once it succeeds)
     2      bad usage or config (a command may also exit 2)
-    124    the last attempt was stopped by --attempt-timeout or --deadline
+    124    the last attempt was stopped by --attempt-timeout or --deadline,
+           or the --deadline passed before the first (nothing was run)
     126    the command could not be run (permission denied); not retried
     127    the command was not found; not retried
     128+N  the last attempt was killed by signal N; 137 when retry had to
-           SIGKILL a stopped attempt after --kill-after
-    130    interrupted by Ctrl-C (SIGINT); 143 by SIGTERM, 129 by SIGHUP
+           SIGKILL a stopped attempt (--kill-after, --signal KILL); 141 for
+           SIGPIPE, not retried, nor any failure once retry's stdout is a
+           closed pipe (retry -- yes | head -1)
+    130    interrupted by Ctrl-C (SIGINT); 143 by SIGTERM, 129 by SIGHUP,
+           131 by SIGQUIT
 
 EXAMPLES
     retry --deadline 300s --attempts 8 -- ./deploy.sh
@@ -199,9 +204,12 @@ DESCRIPTION
     Idempotency-Key header): repeating them could run them twice.
 
     The body goes to stdout (or -o FILE); one line per retry goes to stderr.
-    Secrets are never logged (not with -v either): Authorization, Cookie and
-    x-goog-api-key headers and key=, token= and similar query values are
-    shown as REDACTED. A URL without a scheme is an http:// URL.
+    Secrets are never logged (not with -v either): Authorization, Cookie,
+    API-key and token headers (x-goog-api-key, api-key, X-Auth-Token, ...),
+    user info and key=, token= and similar query values are shown as
+    REDACTED. A URL without a scheme is an http:// URL; one with a space or
+    a control character is refused (exit 3). As in curl, no Referer is sent
+    on a redirect.
 
     For curl users, three flags differ: curl's --retry N is --attempts N+1
     here (attempts count the first one), --retry-delay is --initial-delay
@@ -217,6 +225,8 @@ OPTIONS
                              -d are joined with &; @FILE reads a file without its
                              newlines, @- reads stdin
     --data-binary DATA       like -d, but @FILE is sent as is
+    --data-urlencode DATA    like -d, URL-encoded: CONTENT, =CONTENT, NAME=CONTENT,
+                             @FILE or NAME@FILE (only CONTENT is encoded)
     --json DATA              JSON body (Content-Type and Accept application/json);
                              repeated --json are concatenated
     -F, --form NAME=VALUE    multipart/form-data field; NAME=@FILE uploads a file,
@@ -233,19 +243,28 @@ OPTIONS
     --connect-timeout DURATION
                              time limit to connect (TCP and TLS), per attempt
     -m, --max-time DURATION  time limit of each attempt (as --attempt-timeout)
-    -L, --location           follow redirects (each one retried on its own)
+    -L, --location           follow redirects (each one retried on its own);
+                             credentials (-u, Authorization, Cookie, API-key
+                             headers) go only to the URL's scheme, host and port
+    --location-trusted       -L, and send the credentials to every host
     --max-redirs N           follow at most N redirects (default 50; -1 for no limit)
   Output:
-    -o, --output FILE        write the body to FILE ("-" for stdout)
-    -i, --include            write the response headers before the body
+    -o, --output FILE        write the body to FILE ("-" for stdout); FILE is
+                             created at the first byte (-f on an error keeps it);
+                             a binary body is not written to a terminal
+                             without -o (exit 23)
+    -i, --include            write the response headers before the body (sorted,
+                             in net/http's canonical case: it keeps no order)
     -I, --head               send HEAD and write the headers
     -D, --dump-header FILE   write the response headers to FILE ("-" for stdout)
     -w, --write-out FORMAT   write FORMAT to stdout at the end; @FILE reads it;
                              variables %%{http_code} %%{response_code} %%{time_total}
                              %%{num_retries} %%{num_redirects} %%{url_effective}
                              %%{method} %%{size_download} %%{content_type}
-                             %%{exitcode}; \n \t \r \\ and %%%% escapes
-    -f, --fail               exit 22 on a final status of 400 or above, without the body
+                             %%{exitcode}; \n \t \r \\ and %%%% escapes; an unknown
+                             variable is a warning and prints nothing
+    -f, --fail               exit 22 on a final status of 400 or above, without the
+                             body (-i and -I still write the headers)
     --fail-with-body         exit 22 on such a status, with the body
     -s, --silent             no retry log, no error message
     -S, --show-error         with -s, still print the error
@@ -294,14 +313,16 @@ EXIT STATUS
     0    a response came (with -f: and its status is below 400)
     1    gave up: the final answer was a status in --codes and the attempts,
          --deadline or the retry budget ran out (or the request was not
-         repeatable); the log's last line says why
+         repeatable); the log's last line says why; or the URL's protocol
+         is not http or https
     2    bad usage or config
+    3    the URL is malformed (a space or control character, a bad port)
     6    the host name could not be resolved (not retried without --retry-all-errors)
     7    could not connect
     18   the response body ended early
     22   -f/--fail: the final status is 400 or above (and not one that was retried)
     23   the output could not be written (-o, -D)
-    26   the request body could not be read
+    26   a request body file (-d @FILE, -F NAME=@FILE, ...) could not be read
     28   timed out (--max-time, --connect-timeout, --deadline)
     35   TLS handshake or certificate error (not retried without --retry-all-errors)
     47   too many redirects (-L, --max-redirs)

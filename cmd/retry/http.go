@@ -26,6 +26,8 @@ import (
 // httpHelp). exitGaveUp (1) is ours: the server kept answering a retryable
 // status until the attempts, the deadline or the budget ran out.
 const (
+	curlUnsupported   = 1
+	curlURLMalformat  = 3
 	curlResolve       = 6
 	curlConnect       = 7
 	curlPartial       = 18
@@ -55,6 +57,7 @@ type httpFlags struct {
 	silent, showEr bool
 	fail, failBody bool
 	location       bool
+	trusted        bool // --location-trusted
 	maxRedirs      int
 	writeOut       string
 	dumpHeader     string
@@ -101,7 +104,7 @@ func newHTTPFlags() *httpFlags {
 		}
 	}
 	str(&h.method, "request `METHOD`", "X", "request")
-	for _, n := range []string{"d", "data", "data-binary", "json"} {
+	for _, n := range []string{"d", "data", "data-binary", "data-urlencode", "json"} {
 		name := n
 		fs.Func(n, "request body `DATA`", func(s string) error {
 			h.data = append(h.data, dataPart{name, s})
@@ -125,6 +128,7 @@ func newHTTPFlags() *httpFlags {
 	boolean(&h.fail, "exit 22 on an HTTP error (400 and above), without the body", "f", "fail")
 	boolean(&h.failBody, "exit 22 on an HTTP error, with the body", "fail-with-body")
 	boolean(&h.location, "follow redirects", "L", "location")
+	boolean(&h.trusted, "follow redirects and send the credentials to every host", "location-trusted")
 	fn("follow at most `N` redirects (default 50)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < -1 {
@@ -208,7 +212,12 @@ func validHeaderName(name string) bool {
 func runHTTP(args []string, stdout, stderr io.Writer) int {
 	const prog = "retry http"
 	h := newHTTPFlags()
-	positional, help, err := parseInterspersed(h.fs, expandShortFlags(h.fs, args))
+	expanded, err := expandShortFlags(h.fs, args)
+	var positional []string
+	var help bool
+	if err == nil {
+		positional, help, err = parseInterspersed(h.fs, expanded)
+	}
 	if help {
 		printHTTPHelp(stdout)
 		return exitOK
@@ -238,6 +247,9 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return log.fail(err)
 	}
+	for _, w := range x.warnings {
+		log.warn(w)
+	}
 	p, err := h.pf.build()
 	if err != nil {
 		return log.fail(err)
@@ -259,6 +271,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		req.Body, req.GetBody, req.ContentLength = nil, nil, 0
 	}
 	req.Header = x.header
+	req.Host = x.host
 
 	var opts []httpretry.Option
 	switch h.idemKey {
@@ -313,6 +326,9 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
+		if n := len(hops.resps); n > 0 {
+			res.resp = hops.resps[n-1] // -w: the last answer (a redirect), as curl
+		}
 		if code := sig.exitCode(); code != 0 {
 			res.exit = code
 			return code
@@ -338,57 +354,64 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 	status := resp.StatusCode
 	retryable := p.RetriesStatus(status)
 	httpError := status >= 400 && (h.fail || h.failBody)
-
-	if h.dumpHeader != "" {
-		w, closeFn, err := openOutput(h.dumpHeader, stdout)
-		if err != nil {
-			log.failCode(fmt.Errorf("-D %s: %v", h.dumpHeader, unwrapPath(err)), curlWrite)
-			return curlWrite
+	// writeFailed reports a write error (exit 23) and whether there was one.
+	writeFailed := func(err error) int {
+		var we *writeError
+		if errors.As(err, &we) {
+			err = we.err
 		}
-		for _, r := range hops.resps {
-			writeHead(w, r)
-		}
-		if err := closeFn(); err != nil {
-			log.failCode(fmt.Errorf("-D %s: %v", h.dumpHeader, unwrapPath(err)), curlWrite)
-			return curlWrite
-		}
-	}
-	out, closeOut, err := openOutput(h.output, stdout)
-	if err != nil {
-		log.failCode(fmt.Errorf("-o %s: %v", h.output, unwrapPath(err)), curlWrite)
+		log.failCode(err, curlWrite)
 		return curlWrite
 	}
-	quietError := httpError && h.fail && !h.failBody // -f: no output for an HTTP error
-	if (h.include || h.head) && !quietError {
+
+	if h.dumpHeader != "" {
+		d := newOutput("-D", h.dumpHeader, stdout)
 		for _, r := range hops.resps {
-			writeHead(out, r)
+			if err := writeHead(d, r); err != nil {
+				d.close(false)
+				return writeFailed(err)
+			}
+		}
+		if err := d.close(true); err != nil {
+			return writeFailed(err)
 		}
 	}
-	if !quietError && !h.head {
+	out := newOutput("-o", h.output, stdout)
+	out.binaryCheck = h.output == "" && isTerminal(stdout)
+	// -f: no body for an HTTP error (curl 7.88 still writes -i's headers).
+	noBody := h.head || httpError && h.fail && !h.failBody
+	if h.include || h.head {
+		for _, r := range hops.resps {
+			if err := writeHead(out, r); err != nil {
+				out.close(false)
+				return writeFailed(err)
+			}
+		}
+	}
+	if !noBody {
 		var body io.Reader = resp.Body
+		var err error
 		if h.compressed {
 			body, err = decompress(resp)
 			if err != nil {
-				closeOut()
+				out.close(false)
 				log.failCode(fmt.Errorf("%s %s: %v", res.method, httpretry.Redact(resp.Request.URL), err), curlRecv)
 				return curlRecv
 			}
 		}
 		if _, err := io.Copy(countWriter{out, &res.size}, body); err != nil {
-			closeOut()
+			out.close(false)
 			var we *writeError
 			if errors.As(err, &we) {
-				log.failCode(fmt.Errorf("writing the body: %v", unwrapPath(we.err)), curlWrite)
-				return curlWrite
+				return writeFailed(err)
 			}
 			code := bodyExitCode(err)
 			log.failCode(fmt.Errorf("reading the body of %s %s: %v", res.method, httpretry.Redact(resp.Request.URL), redactURLError(err)), code)
 			return code
 		}
 	}
-	if err := closeOut(); err != nil {
-		log.failCode(fmt.Errorf("-o %s: %v", h.output, unwrapPath(err)), curlWrite)
-		return curlWrite
+	if err := out.close(!noBody || h.include || h.head); err != nil {
+		return writeFailed(err)
 	}
 	switch {
 	case retryable && log.gaveUp:
@@ -411,9 +434,11 @@ func notRetriedWhy(status int, retryable bool) string {
 type request struct {
 	method   string
 	url      *url.URL
+	host     string // -H Host: sent as the Host, "" for the URL's
 	header   http.Header
 	body     []byte // nil for none
 	writeOut string
+	warnings []string // about -w, printed even with -s (as curl)
 }
 
 // prepare builds the request from the flags and the URL argument.
@@ -451,6 +476,9 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 	case h.get:
 		if len(parts)+len(jsonParts) > 0 {
 			q := strings.Join(append(parts, jsonParts...), "&")
+			if err := checkURLBytes(q, "the -G data"); err != nil {
+				return nil, err
+			}
 			if u.RawQuery != "" {
 				u.RawQuery += "&" + q
 			} else {
@@ -488,10 +516,13 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 	if h.user != "" {
 		user, pass, ok := strings.Cut(h.user, ":")
 		if !ok {
-			return nil, usagef("-u %s: want USER:PASSWORD (retry http does not prompt for a password)", user)
+			return nil, usagef("-u: want USER:PASSWORD (retry http does not prompt for a password)")
 		}
-		req := http.Request{Header: x.header}
-		req.SetBasicAuth(user, pass)
+		if _, set := x.header["Authorization"]; !set { // as curl: -H Authorization wins
+			req := http.Request{Header: http.Header{}}
+			req.SetBasicAuth(user, pass)
+			x.header.Set("Authorization", req.Header.Get("Authorization"))
+		}
 	}
 	ua := "backoffkit-retry/" + version()
 	if h.agent != nil {
@@ -509,7 +540,11 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 		}
 		x.header.Del(name)
 	}
-	x.writeOut, err = readWriteOut(h.writeOut)
+	if v := x.header.Get("Host"); v != "" { // net/http sends req.Host, never Header["Host"]
+		x.host = v
+	}
+	x.header.Del("Host")
+	x.writeOut, x.warnings, err = readWriteOut(h.writeOut)
 	if err != nil {
 		return nil, err
 	}
@@ -586,13 +621,29 @@ func isInvalidName(host string) bool {
 
 var errTooManyRedirects = errors.New("too many redirects")
 
-// checkRedirect follows redirects only with -L, at most --max-redirs.
+// checkRedirect follows redirects only with -L, at most --max-redirs. As
+// curl does, it sends no Referer (unless -H set one), percent-encodes the
+// spaces of a Location, and keeps credentials (Authorization, Cookie, API
+// keys: see secretHeader) for the origin of the URL given (scheme, host,
+// port), unless --location-trusted; net/http would send them to another
+// port or scheme of the same host, and to subdomains.
 func (h *httpFlags) checkRedirect(req *http.Request, via []*http.Request) error {
-	if !h.location {
+	if !h.location && !h.trusted {
 		return http.ErrUseLastResponse
 	}
 	if h.maxRedirs >= 0 && len(via) > h.maxRedirs {
 		return fmt.Errorf("%w: more than %d (--max-redirs)", errTooManyRedirects, h.maxRedirs)
+	}
+	req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, " ", "%20")
+	if via[0].Header.Get("Referer") == "" {
+		req.Header.Del("Referer")
+	}
+	if !h.trusted && !sameOrigin(via[0].URL, req.URL) {
+		for name := range req.Header {
+			if secretHeader(name) {
+				req.Header.Del(name)
+			}
+		}
 	}
 	return nil
 }
@@ -602,6 +653,10 @@ func (h *httpFlags) checkRedirect(req *http.Request, via []*http.Request) error 
 func transportExitCode(err error) int {
 	if errors.Is(err, errTooManyRedirects) {
 		return curlTooManyRedirs
+	}
+	var addrErr *net.AddrError
+	if errors.As(err, &addrErr) { // a redirect to an invalid port
+		return curlURLMalformat
 	}
 	var ae *httpretry.AttemptError
 	if errors.As(err, &ae) {
@@ -664,10 +719,24 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (positional []string, he
 	}
 }
 
-// parseHTTPURL checks that s is an http or https URL; without a scheme it
-// is an http:// URL, as in curl.
+// parseHTTPURL reads s as curl reads a URL: a scheme is a word followed
+// by ":/" ("http:/h" is http://h, extra slashes are dropped), or one of the
+// URI schemes written without slashes (mailto:, data:, ...); without one it
+// is an http:// URL ("host:8080/x", "user:pw@host"). Only http and https
+// are supported (exit 1, as curl). A space or a control character anywhere,
+// a URL that does not parse, no host or a port above 65535 is rejected
+// (exit 3, as curl): nothing malformed goes onto the wire.
 func parseHTTPURL(s string) (*url.URL, error) {
-	if !strings.Contains(s, "://") {
+	if err := checkURLBytes(s, "the URL"); err != nil {
+		return nil, err
+	}
+	if scheme, rest, ok := splitScheme(s); ok {
+		scheme = strings.ToLower(scheme)
+		if scheme != "http" && scheme != "https" {
+			return nil, exitErrorf(curlUnsupported, "protocol %q not supported (want an http:// or https:// URL)", scheme)
+		}
+		s = scheme + "://" + strings.TrimLeft(rest, "/")
+	} else {
 		s = "http://" + s
 	}
 	u, err := url.Parse(s)
@@ -676,21 +745,128 @@ func parseHTTPURL(s string) (*url.URL, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, usagef("invalid URL: %v", err)
+		return nil, exitErrorf(curlURLMalformat, "URL rejected: %v", err)
 	}
-	u.Scheme = strings.ToLower(u.Scheme)
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, usagef("URL %s: want an http:// or https:// URL", httpretry.Redact(u))
+	if u.Hostname() == "" {
+		return nil, exitErrorf(curlURLMalformat, "URL rejected: no host")
 	}
-	if u.Host == "" {
-		return nil, usagef("URL %s: no host", httpretry.Redact(u))
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n > 65535 {
+			return nil, exitErrorf(curlURLMalformat, "URL rejected: port %s is outside 0-65535", p)
+		}
 	}
 	return u, nil
 }
 
+// slashlessSchemes are URI schemes written without "//" (mailto:x@y): a
+// URL starting with one is refused as an unsupported protocol, not read as
+// user info of a scheme-less URL (curl would send mailto:x@y to host y).
+var slashlessSchemes = []string{"mailto", "tel", "sms", "data", "javascript", "urn", "news", "about", "magnet", "geo", "sip", "sips", "xmpp"}
+
+// splitScheme returns the scheme of s and what follows its colon, if s
+// starts with one (see parseHTTPURL).
+func splitScheme(s string) (scheme, rest string, ok bool) {
+	scheme, rest, ok = strings.Cut(s, ":")
+	if !ok || scheme == "" || !isASCIILetter(scheme[0]) {
+		return "", "", false
+	}
+	for i := 0; i < len(scheme); i++ {
+		c := scheme[i]
+		if !isASCIILetter(c) && !('0' <= c && c <= '9') && c != '+' && c != '-' && c != '.' {
+			return "", "", false
+		}
+	}
+	if strings.HasPrefix(rest, "/") {
+		return scheme, rest, true
+	}
+	for _, n := range slashlessSchemes {
+		if strings.EqualFold(scheme, n) {
+			return scheme, rest, true
+		}
+	}
+	return "", "", false
+}
+
+func isASCIILetter(c byte) bool { return 'A' <= c&^0x20 && c&^0x20 <= 'Z' }
+
+// checkURLBytes refuses a URL holding a space or a control character (an
+// HTTP request line ends at a space: curl rejects them too). what names
+// where it came from ("the URL", "the -G data").
+func checkURLBytes(s, what string) error {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ':
+			return exitErrorf(curlURLMalformat, "URL rejected: malformed input: a space in %s at byte %d (percent-encode it as %%20)", what, i)
+		case c < ' ' || c == 0x7f:
+			return exitErrorf(curlURLMalformat, "URL rejected: malformed input: control character %#02x in %s at byte %d", c, what, i)
+		}
+	}
+	return nil
+}
+
+// sameOrigin reports whether a and b have the same origin: scheme, host
+// (without regard to case) and port (80 and 443 when not given).
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		switch strings.ToLower(u.Scheme) {
+		case "https":
+			return "443"
+		case "http":
+			return "80"
+		}
+		return ""
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+// secretHeader reports whether a header may carry a credential: those
+// httpretry.RedactHeader hides, and any whose name says it holds an
+// authorization, a key, a token, a secret, a password, a session, a
+// signature, a credential or a cookie (api-key, X-Auth-Token,
+// Ocp-Apim-Subscription-Key, ...). Idempotency-Key is no secret.
+func secretHeader(name string) bool {
+	if v := httpretry.RedactHeader(http.Header{name: {"x"}})[name]; len(v) == 1 && v[0] == httpretry.Redacted {
+		return true
+	}
+	n := strings.ToLower(name)
+	if n == "idempotency-key" {
+		return false
+	}
+	for _, w := range []string{"auth", "key", "token", "secret", "password", "passwd", "session", "signature", "credential", "cookie"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactHeaders returns a copy of h safe to print: the values of
+// secretHeader names are REDACTED, and the others lose the credentials of
+// any URL in them (a Location's or a Link's key= or user info).
+func redactHeaders(h http.Header) http.Header {
+	c := make(http.Header, len(h))
+	for name, vals := range h {
+		red := make([]string, len(vals))
+		for i, v := range vals {
+			if secretHeader(name) {
+				red[i] = httpretry.Redacted
+			} else {
+				red[i] = httpretry.RedactText(v)
+			}
+		}
+		c[name] = red
+	}
+	return c
+}
+
 // redactURLError drops the URL that *url.Error puts in its message (ours is
 // printed redacted instead), and the "httpretry: METHOD URL: " of an
-// attempt's error.
+// attempt's error; what is left loses the credentials of any URL it quotes
+// (a Location that did not parse, a proxy's).
 func redactURLError(err error) error {
 	var ae *httpretry.AttemptError
 	if errors.As(err, &ae) {
@@ -698,20 +874,20 @@ func redactURLError(err error) error {
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err
+		err = ue.Err
 	}
-	return err
+	return errors.New(httpretry.RedactText(err.Error()))
 }
 
 // attemptText is an attempt error without its "httpretry: METHOD URL: "
-// prefix: the class and the cause ("refused (dial tcp ...: connection
-// refused)").
+// prefix, the credentials of any URL it quotes redacted: the class and the
+// cause ("refused (dial tcp ...: connection refused)").
 func attemptText(ae *httpretry.AttemptError) string {
 	msg := ae.Error()
 	if _, rest, ok := strings.Cut(msg, ae.URL+": "); ok {
-		return rest
+		return httpretry.RedactText(rest)
 	}
-	return strings.TrimPrefix(msg, "httpretry: ")
+	return httpretry.RedactText(strings.TrimPrefix(msg, "httpretry: "))
 }
 
 // describeHTTP turns an httpretry attempt error into log fields.
@@ -743,6 +919,8 @@ func describeHTTP(err error) attemptInfo {
 		info.WhyStop = "the request body cannot be sent again"
 	case ae.Class == httpretry.ClassDNS || ae.Class == httpretry.ClassTLS:
 		info.WhyStop = "a " + strings.ToUpper(ae.Class) + " error is not retried without --retry-all-errors"
+	case errors.As(err, new(*net.AddrError)):
+		info.WhyStop = "the address is invalid"
 	}
 	return info
 }

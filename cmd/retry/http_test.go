@@ -286,25 +286,26 @@ func TestHTTPBadInput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
+		code int
 		want string
 	}{
-		{"no url", []string{"http"}, "want exactly one URL"},
-		{"two urls", []string{"http", "http://127.0.0.1:1/", "http://127.0.0.1:2/"}, "want exactly one URL, got 2"},
-		{"scheme", []string{"http", "ftp://127.0.0.1/"}, "want an http:// or https:// URL"},
-		{"no host", []string{"http", "http:///x"}, "no host"},
-		{"bad url", []string{"http", "http://[::1"}, "invalid URL"},
-		{"header", []string{"http", "-H", "NoColon", "http://127.0.0.1:1/"}, "want 'Name: value'"},
-		{"codes", []string{"http", "--codes", "429,600", "http://127.0.0.1:1/"}, "status code 600 is outside 100-599"},
-		{"data file", []string{"http", "-d", "@/nonexistent/file", "http://127.0.0.1:1/"}, "-d @/nonexistent/file: cannot read"},
-		{"method", []string{"http", "-X", "GE T", "http://127.0.0.1:1/"}, "not a valid method"},
-		{"unknown flag", []string{"http", "--nope", "http://127.0.0.1:1/"}, "flag provided but not defined: --nope"},
-		{"duration", []string{"http", "--max-retry-after", "soon", "http://127.0.0.1:1/"}, "--max-retry-after"},
-		{"secret in bad url", []string{"http", "ftp://127.0.0.1/?key=s3cr3t"}, "key=REDACTED"},
+		{"no url", []string{"http"}, exitUsage, "want exactly one URL"},
+		{"two urls", []string{"http", "http://127.0.0.1:1/", "http://127.0.0.1:2/"}, exitUsage, "want exactly one URL, got 2"},
+		{"scheme", []string{"http", "ftp://127.0.0.1/"}, curlUnsupported, `protocol "ftp" not supported`},
+		{"no host", []string{"http", "http://:8080/x"}, curlURLMalformat, "URL rejected: no host"},
+		{"bad url", []string{"http", "http://[::1"}, curlURLMalformat, "URL rejected: missing ']' in host"},
+		{"header", []string{"http", "-H", "NoColon", "http://127.0.0.1:1/"}, exitUsage, "want 'Name: value'"},
+		{"codes", []string{"http", "--codes", "429,600", "http://127.0.0.1:1/"}, exitUsage, "status code 600 is outside 100-599"},
+		{"method", []string{"http", "-X", "GE T", "http://127.0.0.1:1/"}, exitUsage, "not a valid method"},
+		{"unknown flag", []string{"http", "--nope", "http://127.0.0.1:1/"}, exitUsage, "flag provided but not defined: --nope"},
+		{"duration", []string{"http", "--max-retry-after", "soon", "http://127.0.0.1:1/"}, exitUsage, "--max-retry-after"},
+		{"secret in bad url", []string{"http", "ftp://u:s3cr3t@127.0.0.1/?key=s3cr3t"}, curlUnsupported, "not supported"},
+		{"secret in a bad port", []string{"http", "http://u:s3cr3t@127.0.0.1:99999/?key=s3cr3t"}, curlURLMalformat, "port 99999 is outside 0-65535"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runRetry(t, "", nil, tc.args...)
-			if r.code != exitUsage {
-				t.Errorf("exit %d, want 2", r.code)
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d", r.code, tc.code)
 			}
 			if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "retry http: ") || !strings.Contains(r.stderr, tc.want) {
 				t.Errorf("stderr %q, want one line containing %q", r.stderr, tc.want)

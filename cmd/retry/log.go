@@ -70,7 +70,8 @@ type eventLog struct {
 	// refused the attempt the loop gave up before, "" if none did.
 	refusal func() string
 
-	gaveUp bool // a give-up line was printed
+	gaveUp bool   // a give-up line was printed
+	hintAt string // the hint to print at the first retry, if any
 }
 
 func newEventLog(w io.Writer, prog string, pf *policyFlags, describe func(error) attemptInfo) *eventLog {
@@ -100,8 +101,10 @@ func (l *eventLog) event(e retry.Event) {
 	}
 	if l.json {
 		l.writeJSON(e, info)
+		l.retryHint(e)
 		return
 	}
+	defer l.retryHint(e)
 	switch e.Kind {
 	case retry.EventRetry:
 		hint := ""
@@ -144,14 +147,31 @@ func (l *eventLog) note(kind, msg string) {
 	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
 }
 
+// warn prints a warning of retry's own, even with --quiet or -s (as
+// curl's warnings about -w): as text, or as {"event": "warning", ...}.
+func (l *eventLog) warn(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.json {
+		l.encode(logRecord{Event: "warning", Message: msg})
+		return
+	}
+	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
+}
+
 // fail prints the one closing line for err (a usage error, or a failure that
 // sent no give-up event) and returns the exit status for it: 2 for usage
-// errors, 1 otherwise. Usage errors are printed even with --quiet.
+// errors, an *exitError's own, 1 otherwise. Usage errors are printed even
+// with --quiet.
 func (l *eventLog) fail(err error) int {
 	code := exitGaveUp
 	var ue *usageError
-	if errors.As(err, &ue) {
+	var ee *exitError
+	switch {
+	case errors.As(err, &ue):
 		code = exitUsage
+	case errors.As(err, &ee):
+		code = ee.code
 	}
 	l.failCode(err, code)
 	return code
@@ -180,9 +200,10 @@ func (l *eventLog) failCode(err error, code int) {
 	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
 }
 
-// hint prints a one-line hint when the policy's jitter is larger than its
-// initial delay: the first waits are then mostly random and can shrink
-// (976ms then 809ms), which looks like a bug in the backoff.
+// hint prepares a one-line hint, printed at the first retry (see
+// retryHint), when the policy's jitter is larger than its initial delay:
+// the first waits are then mostly random and can shrink (976ms then
+// 809ms), which looks like a bug in the backoff.
 func (l *eventLog) hint(p retry.Policy) {
 	if p.Attempts < 2 || p.InitialDelay <= 0 || p.Jitter <= p.InitialDelay {
 		return
@@ -190,8 +211,26 @@ func (l *eventLog) hint(p retry.Policy) {
 	if p.Shape != retry.ShapeGoogle && p.Shape != retry.ShapeJitterAtCap {
 		return // the other shapes do not add Jitter
 	}
-	l.note("hint", fmt.Sprintf("hint: the jitter (up to %v) is larger than the initial delay (%v), so the first waits are mostly random and may shrink; --jitter %v or less keeps them growing",
-		roundDur(p.Jitter), roundDur(p.InitialDelay), roundDur(p.InitialDelay)))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.hintAt = fmt.Sprintf("hint: --jitter %v > --initial-delay %v", roundDur(p.Jitter), roundDur(p.InitialDelay))
+	if why := ": early waits are random"; len(l.prog)+2+len(l.hintAt)+len(why) <= 80 {
+		l.hintAt += why // within 80 columns
+	}
+}
+
+// retryHint prints the hint, if any, after the first retry's line. Call it
+// with l.mu held.
+func (l *eventLog) retryHint(e retry.Event) {
+	if e.Kind != retry.EventRetry || l.hintAt == "" {
+		return
+	}
+	if l.json {
+		l.encode(logRecord{Event: "hint", Message: l.hintAt})
+	} else {
+		fmt.Fprintf(l.w, "%s: %s\n", l.prog, l.hintAt)
+	}
+	l.hintAt = ""
 }
 
 func (l *eventLog) writeJSON(e retry.Event, info attemptInfo) {

@@ -24,7 +24,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/backoffkit/retry/httpretry"
 )
 
 // subcommands maps a subcommand name to its entry point. Other files add to it
@@ -45,6 +48,7 @@ const (
 )
 
 func main() {
+	wholeProcess = true
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -128,32 +132,97 @@ func usagef(format string, args ...any) error {
 	return &usageError{fmt.Sprintf(format, args...)}
 }
 
+// exitError is an error that ends retry with its own exit status (curl's
+// 3 for a malformed URL, 1 for an unsupported protocol, 26 for a body file
+// that cannot be read), one line on stderr.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func exitErrorf(code int, format string, args ...any) error {
+	return &exitError{code, fmt.Sprintf(format, args...)}
+}
+
 // parseFlags parses args with fs and reports whether help was asked for.
-// fs's output must be io.Discard: errors come back, already worded for a user.
+// fs's output must be io.Discard: errors come back, already worded for a user
+// (see flagMessage).
 func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
 	err = fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return true, nil
 	}
 	if err != nil {
-		return false, &usageError{flagMessage(err.Error())}
+		return false, &usageError{flagMessage(err.Error(), fs, args)}
 	}
 	return false, nil
 }
 
-// flagNameInMessage finds the flag name in the flag package's messages
-// ("flag provided but not defined: -nope", "invalid value "x" for flag -H: ...",
-// "flag needs an argument: -o").
-var flagNameInMessage = regexp.MustCompile(`(defined: |for flag |for |argument: )-{1,2}([^\s:=]+)`)
+// The flag package's messages: "flag provided but not defined: -nope",
+// "invalid value "x" for flag -H: ...", "invalid boolean value "x" for
+// -quiet: ...", "flag needs an argument: -o".
+var (
+	flagUndefinedRE = regexp.MustCompile(`^flag provided but not defined: -(.*)$`)
+	flagInvalidRE   = regexp.MustCompile(`(?s)^invalid (boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([^:]+): (.*)$`)
+	flagNeedsArgRE  = regexp.MustCompile(`^flag needs an argument: -(.*)$`)
+)
 
-// flagMessage rewrites the flag package's message to name the flag as users
-// type it: -H for a one-letter flag, --max-time for a long one (the flag
-// package writes one dash for both).
-func flagMessage(msg string) string {
-	return flagNameInMessage.ReplaceAllStringFunc(msg, func(m string) string {
-		sub := flagNameInMessage.FindStringSubmatch(m)
-		return sub[1] + dashName(sub[2])
-	})
+// secretFlags are the flags whose values may hold a secret (a header, a
+// password, a URL with user info, a request body): an error about one
+// never quotes its value.
+var secretFlags = map[string]bool{
+	"H": true, "header": true, "u": true, "user": true, "x": true, "proxy": true, "url": true,
+	"redis": true, "F": true, "form": true, "d": true, "data": true, "data-binary": true,
+	"data-urlencode": true, "json": true, "idempotency-key": true, "A": true, "user-agent": true,
+}
+
+// flagMessage rewrites the flag package's message for a user: a flag is
+// named as users type it, -H for a one-letter flag and --max-time for a
+// long one (the flag package writes one dash for both), and an unknown
+// flag exactly as it was typed in args (-nope, --nope); the value of a
+// flag that may hold a secret (-H, -u, a URL, ...) is not quoted, and any
+// other is quoted with its URL credentials redacted.
+func flagMessage(msg string, fs *flag.FlagSet, args []string) string {
+	if m := flagUndefinedRE.FindStringSubmatch(msg); m != nil {
+		return "flag provided but not defined: " + typedFlag(m[1], fs, args)
+	}
+	if m := flagNeedsArgRE.FindStringSubmatch(msg); m != nil {
+		return "flag needs an argument: " + typedFlag(m[1], fs, args)
+	}
+	if m := flagInvalidRE.FindStringSubmatch(msg); m != nil {
+		name, reason := m[3], m[4]
+		what, forFlag := "invalid value", "for flag"
+		if m[1] != "" {
+			what, forFlag = "invalid boolean value", "for"
+		}
+		if secretFlags[name] {
+			return fmt.Sprintf("%s %s %s: %s", what, forFlag, typedFlag(name, fs, args), reason)
+		}
+		value, _ := strconv.Unquote(m[2])
+		return fmt.Sprintf("%s %q %s %s: %s", what, httpretry.RedactText(value), forFlag, typedFlag(name, fs, args), reason)
+	}
+	return httpretry.RedactText(msg)
+}
+
+// typedFlag returns how the flag name was typed: dashName(name) for a flag
+// fs defines, else the word of args (before "--") that named it, without
+// its "=value".
+func typedFlag(name string, fs *flag.FlagSet, args []string) string {
+	if fs != nil && fs.Lookup(name) != nil {
+		return dashName(name)
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		word, _, _ := strings.Cut(a, "=")
+		if strings.HasPrefix(word, "-") && strings.TrimLeft(word, "-") == name {
+			return word
+		}
+	}
+	return dashName(name)
 }
 
 // fail prints one "PROG: ..." line for err on stderr and returns the exit code

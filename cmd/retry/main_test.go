@@ -287,7 +287,7 @@ func TestJSONLogEveryLine(t *testing.T) {
 		code   int
 		events []string
 	}{
-		{"hint, retry, give-up", []string{"--log-format", "json", "--attempts", "2", "--initial-delay", "1ms", "--", "sh", "-c", "exit 4"}, 4, []string{"hint", "retry", "give-up"}},
+		{"retry, hint, give-up", []string{"--log-format", "json", "--attempts", "2", "--initial-delay", "1ms", "--", "sh", "-c", "exit 4"}, 4, []string{"retry", "hint", "give-up"}},
 		{"not found", []string{"--log-format", "json", "--", "no-such-command-xyz"}, exitNotFound, []string{"give-up"}},
 		{"bad config", []string{"--log-format", "json", "--config", "/nonexistent.json", "--", "true"}, exitUsage, []string{"usage-error"}},
 		{"bad flag", []string{"--log-format", "json", "--attempts", "0", "--", "true"}, exitUsage, []string{"usage-error"}},
@@ -332,14 +332,24 @@ func TestGiveUpElapsedIncludesTheAttempt(t *testing.T) {
 	}
 }
 
-// TestJitterHint: one line of hint when the jitter exceeds the initial
-// delay (waits would be mostly random), none otherwise.
+// TestJitterHint: one line of hint, at the first retry and within 80
+// columns, when the jitter exceeds the initial delay (waits would be
+// mostly random); none otherwise, and none when nothing is retried.
 func TestJitterHint(t *testing.T) {
-	r := runRetry(t, "", nil, "--attempts", "2", "--initial-delay", "1ms", "--", "true")
-	if got := lines(r.stderr, "hint: the jitter (up to 1s) is larger than the initial delay (1ms)"); len(got) != 1 {
-		t.Errorf("want one hint line:\n%s", r.stderr)
+	r := runRetry(t, "", nil, "--attempts", "2", "--initial-delay", "1ms", "--", "false")
+	l := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(l) != 3 || !strings.Contains(l[0], "retrying in") || !strings.Contains(l[1], "hint: --jitter 1s > --initial-delay 1ms") || len(l[1]) > 80 {
+		t.Errorf("want the retry line, then one hint line of at most 80 columns:\n%s", r.stderr)
 	}
-	r = runRetry(t, "", nil, "--attempts", "2", "--initial-delay", "1ms", "--jitter", "1ms", "--", "true")
+	r = runRetry(t, "", nil, "--attempts", "2", "--initial-delay", "1ms", "--log-format", "json", "--", "false")
+	if l := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(l) != 3 || !strings.Contains(l[0], `"event":"retry"`) || !strings.Contains(l[1], `"event":"hint"`) {
+		t.Errorf("JSON: want the retry record, then the hint:\n%s", r.stderr)
+	}
+	r = runRetry(t, "", nil, "--attempts", "2", "--initial-delay", "1ms", "--", "true")
+	if strings.Contains(r.stderr, "hint") {
+		t.Errorf("hint without a retry:\n%s", r.stderr)
+	}
+	r = runRetry(t, "", nil, "--attempts", "2", "--initial-delay", "1ms", "--jitter", "1ms", "--", "false")
 	if strings.Contains(r.stderr, "hint") {
 		t.Errorf("hint with jitter = initial delay:\n%s", r.stderr)
 	}

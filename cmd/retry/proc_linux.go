@@ -1,6 +1,11 @@
 package main
 
-import "syscall"
+import (
+	"os"
+	"os/signal"
+	"syscall"
+	"unsafe"
+)
 
 const prSetChildSubreaper = 36 // PR_SET_CHILD_SUBREAPER, <linux/prctl.h>
 
@@ -8,6 +13,69 @@ const prSetChildSubreaper = 36 // PR_SET_CHILD_SUBREAPER, <linux/prctl.h>
 // commands (a shell killed on a timeout leaves its children to their
 // grandparent, not to init), so that retry can reap them and tell when an
 // attempt's process group is gone, even where init does not reap orphans.
-func becomeSubreaper() {
-	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+// It reports whether retry is one now.
+func becomeSubreaper() bool {
+	_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	return errno == 0
 }
+
+// watchChildren reaps c's orphans on every SIGCHLD until stop is called.
+func watchChildren(c *children) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		for {
+			select {
+			case <-sigs:
+				c.reapOrphans()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+		<-ended
+	}
+}
+
+// siginfo is the start of the kernel's siginfo_t, as waitid fills it.
+type siginfo struct {
+	signo, errno, code int32
+	_                  [unsafe.Sizeof(uintptr(0)) - 4]byte // the union is pointer-aligned
+	pid                int32
+	_                  [128 - 12 - (unsafe.Sizeof(uintptr(0)) - 4) - 4]byte
+}
+
+const (
+	pAll    = 0          // P_ALL
+	wNoWait = 0x01000000 // WNOWAIT
+)
+
+// reapZombies reaps the zombie children of retry, until it meets one for
+// which keep reports true (an attempt, left to its own Wait, which reaps
+// it and calls reapZombies again) or none is left. waitid(WNOWAIT) shows a
+// zombie without reaping it; wait4 then reaps only that one.
+func reapZombies(keep func(pid int) bool) {
+	for {
+		var info siginfo
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info)), syscall.WEXITED|syscall.WNOHANG|wNoWait, 0, 0)
+		if errno != 0 || info.pid == 0 || keep(int(info.pid)) {
+			return // no child, none exited, or an attempt
+		}
+		var ws syscall.WaitStatus
+		if pid, err := syscall.Wait4(int(info.pid), &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
+			return
+		}
+	}
+}
+
+// sigRTMin and sigRTMax are the real-time signals as C programs and kill -l
+// number them (glibc keeps 32 and 33 for itself).
+const sigRTMin, sigRTMax = 34, 64
+
+// signalAliases are the other names Linux's signals have.
+var signalAliases = map[string]syscall.Signal{"IOT": syscall.SIGABRT, "CLD": syscall.SIGCHLD, "POLL": syscall.SIGIO}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"syscall"
@@ -30,8 +31,30 @@ func (p *process) cleanGroup(time.Time) bool { return false }
 
 func terminalForeground() bool { return false }
 
+// shell: none here (no fallback for ENOEXEC).
+const shell = ""
+
+func closedPipe(io.Writer) bool { return false }
+
 var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
 
 func fromTerminal(s os.Signal) bool { return s == os.Interrupt }
 
+// signalNames are the signals that can be sent here.
 var signalNames = map[string]syscall.Signal{"INT": syscall.SIGINT, "KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM}
+
+func signalByName(name string) (syscall.Signal, bool) {
+	s, ok := signalNames[name]
+	return s, ok
+}
+
+func validSignal(n int) bool { return platformSignalName(syscall.Signal(n)) != "" }
+
+func platformSignalName(s syscall.Signal) string {
+	for name, v := range signalNames {
+		if v == s {
+			return name
+		}
+	}
+	return ""
+}

@@ -3,11 +3,16 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // process is one running attempt. In its own process group (the default),
@@ -89,16 +94,103 @@ func terminalForeground() bool {
 }
 
 // forwardedSignals are the signals retry relays to the running attempt.
-var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// shell runs an executable file that the kernel cannot (ENOEXEC: a script
+// without "#!"), as execvp does.
+const shell = "/bin/sh"
+
+// closedPipe reports whether w is a file nobody reads any more: a pipe or
+// socket whose reading end is closed, a terminal that hung up.
+func closedPipe(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(fds, 0)
+		closed = err == nil && n == 1 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0
+	})
+	return closed
+}
 
 // fromTerminal reports whether a terminal sends s to its foreground group.
 func fromTerminal(s os.Signal) bool {
 	return s == syscall.SIGINT || s == syscall.SIGHUP || s == syscall.SIGQUIT
 }
 
-// signalNames are the names --signal accepts (with or without "SIG").
-var signalNames = map[string]syscall.Signal{
-	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT, "ABRT": syscall.SIGABRT,
-	"KILL": syscall.SIGKILL, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "PIPE": syscall.SIGPIPE,
-	"ALRM": syscall.SIGALRM, "TERM": syscall.SIGTERM,
+// signalByName returns the signal of the platform called name (upper
+// case, without "SIG"): every name kill -l lists, as timeout -s takes them.
+func signalByName(name string) (syscall.Signal, bool) {
+	if s := unix.SignalNum("SIG" + name); s != 0 {
+		return s, true
+	}
+	if s, ok := signalAliases[name]; ok {
+		return s, true
+	}
+	return rtSignalByName(name)
+}
+
+// validSignal reports whether n is a signal number of the platform.
+func validSignal(n int) bool {
+	return n > 0 && (unix.SignalName(syscall.Signal(n)) != "" || (n >= sigRTMin && n <= sigRTMax))
+}
+
+// platformSignalName returns the name of s without "SIG" (TERM,
+// RTMIN+2), or "" if s has none.
+func platformSignalName(s syscall.Signal) string {
+	if name := unix.SignalName(s); name != "" {
+		return strings.TrimPrefix(name, "SIG")
+	}
+	n := int(s)
+	switch {
+	case n < sigRTMin || n > sigRTMax:
+		return ""
+	case n == sigRTMin:
+		return "RTMIN"
+	case n == sigRTMax:
+		return "RTMAX"
+	case n <= (sigRTMin+sigRTMax)/2: // as kill -l splits them
+		return "RTMIN+" + strconv.Itoa(n-sigRTMin)
+	}
+	return "RTMAX-" + strconv.Itoa(sigRTMax-n)
+}
+
+// rtSignalByName parses RTMIN, RTMAX, RTMIN+N and RTMAX-N.
+func rtSignalByName(name string) (syscall.Signal, bool) {
+	if sigRTMin > sigRTMax {
+		return 0, false
+	}
+	base, sign, off := name, 1, "0"
+	if b, o, ok := strings.Cut(name, "+"); ok {
+		base, off = b, o
+	} else if b, o, ok := strings.Cut(name, "-"); ok {
+		base, sign, off = b, -1, o
+	}
+	if off == "" || strings.Trim(off, "0123456789") != "" {
+		return 0, false
+	}
+	k, err := strconv.Atoi(off)
+	if err != nil {
+		return 0, false
+	}
+	var n int
+	switch {
+	case base == "RTMIN" && sign > 0:
+		n = sigRTMin + k
+	case base == "RTMAX" && (sign < 0 || k == 0):
+		n = sigRTMax - k
+	default:
+		return 0, false
+	}
+	if n < sigRTMin || n > sigRTMax {
+		return 0, false
+	}
+	return syscall.Signal(n), true
 }

@@ -165,6 +165,13 @@ func startRetry(t *testing.T, env []string, attr *syscall.SysProcAttr, stdin *os
 	if _, err := fmt.Sscanf(line, "ready %d %d", &s.pid, &s.pgid); err != nil {
 		t.Fatalf("first line %q: %v", line, err)
 	}
+	// A hang must fail the test, not block it: the child may hold the
+	// pipes open after retry is gone.
+	context.AfterFunc(ctx, func() {
+		if ctx.Err() == context.DeadlineExceeded && alive(t, s.pid) {
+			syscall.Kill(s.pid, syscall.SIGKILL)
+		}
+	})
 	t.Cleanup(func() {
 		if alive(t, s.pid) {
 			syscall.Kill(s.pid, syscall.SIGKILL)

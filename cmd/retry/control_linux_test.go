@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Process control like timeout(1) (the third review's items 15-21, 29,
+// 30): real processes under the retry binary, waiting for events.
+
+// TestSIGQUITForwarded: Ctrl-\ (SIGQUIT) is passed on to the attempt like
+// SIGINT and SIGTERM (no Go stack dump from retry, nothing orphaned), and
+// retry exits 131 like timeout(1).
+func TestSIGQUITForwarded(t *testing.T) {
+	s := startRetry(t, []string{"EXIT_ON=QUIT"}, nil, nil, "--attempts", "3")
+	s.cmd.Process.Signal(syscall.SIGQUIT)
+	code, rest := s.wait(t)
+	if code != 131 || strings.TrimSpace(rest) != "sig QUIT" || strings.Contains(s.stderr.String(), "goroutine") {
+		t.Errorf("exit %d, child said %q; want 131 after one forwarded SIGQUIT; stderr:\n%s", code, rest, s.stderr)
+	}
+	if alive(t, s.pid) {
+		t.Errorf("the child %d still runs", s.pid)
+	}
+}
+
+// TestOrphansReaped: the orphans an attempt leaves (retry adopts them as
+// the subreaper) are reaped as they exit, while the attempt still runs,
+// not only after a timeout or when retry exits; and the attempts' own exit
+// statuses are never taken by that reaping.
+func TestOrphansReaped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--attempts", "1", "--", "sh", "-c",
+		`for i in 1 2 3 4 5; do (sh -c 'echo $$' &); done; echo ready; read x; exit 7`)
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Five orphans say their pid and exit; the attempt says ready (in any
+	// order) and waits for stdin.
+	var orphans []int
+	ready := false
+	for br := bufio.NewReader(out); len(orphans) < 5 || !ready; {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read %q, %v; stderr:\n%s", l, err, errb.String())
+		}
+		if l == "ready\n" {
+			ready = true
+		} else if pid, err := strconv.Atoi(strings.TrimSpace(l)); err == nil {
+			orphans = append(orphans, pid)
+		}
+	}
+	// Each is gone from the process table once reaped (a zombie stays in
+	// it). No event tells when another process reaps: poll, bounded by ctx.
+	for _, pid := range orphans {
+		for {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the orphan %d was never reaped while the attempt ran", pid)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	stdin.Close()
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+		t.Errorf("exit: %v, want 7 (the command's); stderr:\n%s", err, errb.String())
+	}
+
+	// Orphans exit as their attempt does, again and again: every attempt's
+	// status must reach retry (else "no child processes", exit 1).
+	r := runRetry(t, "", nil, "--attempts", "30", "--initial-delay", "1ms", "--max-delay", "1ms", "--jitter", "0",
+		"--", "sh", "-c", "(true &); (true &); exit 7")
+	if n := len(lines(r.stderr, "failed: exit code 7;")); r.code != 7 || n != 30 {
+		t.Errorf("exit %d, %d of 30 attempts reported exit code 7; stderr:\n%s", r.code, n, r.stderr)
+	}
+}
+
+// TestScriptWithoutShebang: an executable file without "#!" runs with
+// /bin/sh, as execvp and timeout(1) do.
+func TestScriptWithoutShebang(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "noshebang")
+	os.WriteFile(script, []byte("echo ran \"$@\"\nexit 4\n"), 0o755)
+	r := runRetry(t, "", nil, args([]string{"--attempts", "2"}, fast, []string{"--", script, "a b"})...)
+	if r.code != 4 || r.stdout != "ran a b\nran a b\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 4 and two runs", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestKillAfterZero: --kill-after 0 sends no SIGKILL (as timeout -k 0): a
+// command that ignores --signal runs on until it ends by itself.
+func TestKillAfterZero(t *testing.T) {
+	s := startRetry(t, []string{"EXIT_ON=HUP"}, nil, nil, "--attempts", "1", "--attempt-timeout", "200ms", "--kill-after", "0")
+	if l := s.line(t); l != "sig TERM" {
+		t.Fatalf("child said %q, want sig TERM", l)
+	}
+	syscall.Kill(s.pid, syscall.SIGHUP) // answered only if it was not killed
+	code, rest := s.wait(t)
+	if code != exitTimeout || strings.TrimSpace(rest) != "sig HUP" {
+		t.Errorf("exit %d, child said %q; want 124 and sig HUP (alive after SIGTERM); stderr:\n%s", code, rest, s.stderr)
+	}
+}
+
+// TestSignalKILL: --signal KILL exits 137, as timeout -s KILL does.
+func TestSignalKILL(t *testing.T) {
+	r := runRetry(t, "", nil, "--attempts", "1", "--attempt-timeout", "100ms", "--signal", "KILL", "--", "sleep", "30")
+	if r.code != 137 {
+		t.Errorf("exit %d, want 137; stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestSignalNames: every signal the platform has, by name (with or
+// without SIG, any case) or number, as timeout -s.
+func TestSignalNames(t *testing.T) {
+	for in, want := range map[string]syscall.Signal{
+		"SEGV": syscall.SIGSEGV, "cont": syscall.SIGCONT, "SIGSTOP": syscall.SIGSTOP, "sigwinch": syscall.SIGWINCH,
+		"TSTP": syscall.SIGTSTP, "CHLD": syscall.SIGCHLD, "IO": syscall.SIGIO, "PWR": syscall.SIGPWR,
+		"SYS": syscall.SIGSYS, "XCPU": syscall.SIGXCPU, "URG": syscall.SIGURG, "TTOU": syscall.SIGTTOU,
+		"9": syscall.SIGKILL, "RTMIN": 34, "RTMIN+1": 35, "SIGRTMAX": 64, "RTMAX-2": 62, "64": 64,
+		"iot": syscall.SIGABRT, "SIGCLD": syscall.SIGCHLD, "rtmax": 64, "RTMIN+0": 34,
+	} {
+		if got, err := parseSignal(in); err != nil || got != want {
+			t.Errorf("parseSignal(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "NOPE", "0", "65", "-1", "RTMIN+31", "RTMAX-31", "RTMIN+x", "SIG", "RTMIN-1", "RTMAX+1", "RTMIN+-1", "RTMIN++1", "SIGSIG", " TERM"} {
+		if _, err := parseSignal(bad); err == nil {
+			t.Errorf("parseSignal(%q) accepted", bad)
+		}
+	}
+	for sig, want := range map[syscall.Signal]string{syscall.SIGWINCH: "WINCH", 34: "RTMIN", 35: "RTMIN+1", 49: "RTMIN+15", 50: "RTMAX-14", 64: "RTMAX", 32: "32"} {
+		if n := signalName(sig); n != want {
+			t.Errorf("signalName(%d) = %q, want %q", int(sig), n, want)
+		}
+	}
+}
+
+// TestStopsWhenStdoutIsClosed: "retry -- yes | head -1": once retry's own
+// stdout is a closed pipe, an attempt that failed (killed by SIGPIPE, or
+// exiting on EPIPE) is not retried: no further attempt could write
+// anything. A command killed by SIGPIPE is not retried either.
+func TestStopsWhenStdoutIsClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		command []string
+		code    int
+	}{
+		{"killed by SIGPIPE", []string{"yes"}, 128 + int(syscall.SIGPIPE)},
+		{"exits on EPIPE", []string{"sh", "-c", `trap "" PIPE; exec yes`}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, args(fast, []string{"--"}, tc.command)...)
+			out, _ := cmd.StdoutPipe()
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || l != "y\n" {
+				t.Fatalf("read %q, %v", l, err)
+			}
+			out.Close() // as head -1 exits
+			err := cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != tc.code {
+				t.Errorf("exit: %v, want %d; stderr:\n%s", err, tc.code, errb.String())
+			}
+			if n := len(lines(errb.String(), "retrying in")); n != 0 || !strings.Contains(errb.String(), "not retried: retry's stdout is a closed pipe") {
+				t.Errorf("%d retries, want none and a line saying why:\n%s", n, errb.String())
+			}
+		})
+	}
+	r := runRetry(t, "", nil, args(fast, []string{"--", "sh", "-c", "kill -PIPE $$"})...)
+	if n := len(lines(r.stderr, "retrying in")); r.code != 141 || n != 0 || !strings.Contains(r.stderr, "killed by signal PIPE; giving up") {
+		t.Errorf("killed by SIGPIPE, stdout open: exit %d after %d retries, want 141 and none; stderr:\n%s", r.code, n, r.stderr)
+	}
+	// Unless --on-exit-codes asks for it.
+	r = runRetry(t, "", nil, args(fast, []string{"--attempts", "2", "--on-exit-codes", "141", "--", "sh", "-c", "kill -PIPE $$"})...)
+	if n := len(lines(r.stderr, "retrying in")); r.code != 141 || n != 1 {
+		t.Errorf("--on-exit-codes 141: exit %d after %d retries, want 141 and 1; stderr:\n%s", r.code, n, r.stderr)
+	}
+}
+
+// TestStdinFileAndPastDeadline: --stdin-file naming a directory is a usage
+// error before anything runs; a --deadline that has passed before the
+// first attempt runs nothing and exits 124, as a timeout.
+func TestStdinFileAndPastDeadline(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "ran")
+	r := runRetry(t, "", nil, "--stdin-file", t.TempDir(), "--", "touch", mark)
+	if _, err := os.Stat(mark); r.code != exitUsage || err == nil || !strings.Contains(r.stderr, "--stdin-file") {
+		t.Errorf("--stdin-file DIR: exit %d, stderr %q, ran: %v", r.code, r.stderr, err == nil)
+	}
+	r = runRetry(t, "", nil, "--deadline", "1ns", "--", "touch", mark)
+	if _, err := os.Stat(mark); r.code != exitTimeout || err == nil || !strings.Contains(r.stderr, "before the first attempt") {
+		t.Errorf("--deadline 1ns: exit %d, stderr %q, ran: %v; want 124, nothing run", r.code, r.stderr, err == nil)
+	}
+}
