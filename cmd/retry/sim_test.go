@@ -152,12 +152,12 @@ func TestSimUsageErrors(t *testing.T) {
 		{[]string{"contention", "--clients", "1:2"}, "want N or FROM:TO:STEP"},
 		{[]string{"contention", "--runs", "0"}, "--runs: want at least 1"},
 		{[]string{"contention", "--strategies", "full,bogus"}, `unknown contention strategy "bogus"`},
-		{[]string{"contention", "--base", "0s"}, "want 0 < base <= cap"},
+		{[]string{"contention", "--base", "0s"}, "--base 0s and --cap 2s: want 0 < --base <= --cap"},
 		{[]string{"contention", "--nope"}, "flag provided but not defined: --nope"},
 		{[]string{"contention", "extra"}, `unexpected argument "extra"`},
-		{[]string{"overload", "--hosts", "0"}, "hosts = 0"},
-		{[]string{"overload", "--load", "0"}, "load = 0"},
-		{[]string{"overload", "--outage", "2m"}, "must end within the duration"},
+		{[]string{"overload", "--hosts", "0"}, "invalid value 0 for flag --hosts: want 1 to --clients"},
+		{[]string{"overload", "--load", "0"}, "invalid value 0 for flag --load"},
+		{[]string{"overload", "--outage", "2m"}, "must end within --duration"},
 		{[]string{"overload", "--strategies", "profile:nope"}, "unknown profile"},
 		{[]string{"overload", "--strategies", ""}, "--strategies is empty"},
 	} {
@@ -335,11 +335,11 @@ func TestSimFleet(t *testing.T) {
 		{[]string{"fleet", "--quota", "99999999999/1s"}, "at most 2147483647 requests per window"},
 		{[]string{"fleet", "--retry-info", "0"}, "want reset, none or a duration above 0"},
 		{[]string{"fleet", "--retry-info", "-3s"}, "must not be negative"},
-		{[]string{"fleet", "--processes", "0"}, "processes = 0"},
-		{[]string{"fleet", "--jobs", "0"}, "jobs = 0"},
+		{[]string{"fleet", "--processes", "0"}, "invalid value 0 for flag --processes"},
+		{[]string{"fleet", "--jobs", "0"}, "invalid value 0 for flag --jobs"},
 		{[]string{"fleet", "--strategies", "local,bogus"}, `unknown fleet strategy "bogus"`},
 		{[]string{"fleet", "--strategies", ""}, "--strategies is empty"},
-		{[]string{"fleet", "--horizon", "0s"}, "horizon = 0s"},
+		{[]string{"fleet", "--horizon", "0s"}, "invalid value 0s for flag --horizon"},
 	} {
 		code, out, errs := runSimArgs(tc.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {
