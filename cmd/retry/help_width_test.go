@@ -115,3 +115,33 @@ func TestSimErrorsNameTheFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestSimReportsFit80Columns: what the experiments print besides their
+// tables (the header line, the legend, notes and conclusion) fits 80
+// columns. The tables of overload and fleet (11 and 12 columns) are wider:
+// see foldReport.
+func TestSimReportsFit80Columns(t *testing.T) {
+	for _, args := range [][]string{
+		{"contention", "--clients", "10:20:10", "--runs", "2"},
+		{"overload", "--clients", "1000", "--hosts", "10", "--capacity", "500", "--queue", "50", "--duration", "20s",
+			"--outage-start", "5s", "--outage", "5s", "--strategies", "none,genai,adaptive-throttle"},
+		{"fleet", "--processes", "3", "--clients", "4", "--jobs", "5"},
+	} {
+		code, out, errs := runSimArgs(args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d, stderr %q", args, code, errs)
+		}
+		inTable := false
+		for _, l := range strings.Split(out, "\n") {
+			switch {
+			case strings.Contains(l, " strategy "):
+				inTable = true
+			case l == "":
+				inTable = false
+			}
+			if w := displayWidth(l); w > 80 && !inTable {
+				t.Errorf("%s: a line of %d columns:\n%s", args[0], w, l)
+			}
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backoffkit/retry/sim"
 )
@@ -349,6 +350,63 @@ func simFail(stderr io.Writer, prog string, err error) int {
 	return exitGaveUp
 }
 
+// reportWidth is the width the reports' prose is folded to: a terminal's
+// 80 columns. The tables are left as they are (see foldReport).
+const reportWidth = 80
+
+// foldReport writes a report of package sim (a table, a blank line, then a
+// legend, notes and a conclusion, each on one line or continued on lines
+// that begin with spaces) to w with its prose folded to reportWidth: each
+// legend entry, note or conclusion becomes a paragraph whose later lines
+// are indented under its text. The table before the first blank line is
+// written unchanged: a row is a record that scripts read with awk, and the
+// widest (overload's 11 columns, fleet's 12) cannot fit 80 columns without
+// splitting it; --json is the machine-readable form.
+func foldReport(w io.Writer, write func(io.Writer) error) error {
+	var buf strings.Builder
+	err := write(&buf)
+	text := buf.String()
+	table, prose, found := strings.Cut(text, "\n\n")
+	if !found {
+		_, werr := io.WriteString(w, text)
+		return errors.Join(err, werr)
+	}
+	var out strings.Builder
+	out.WriteString(table + "\n\n")
+	var paras []string
+	for _, l := range strings.Split(strings.TrimSuffix(prose, "\n"), "\n") {
+		if len(paras) > 0 && l != "" && (l[0] == ' ' || l[0] == '\t') {
+			paras[len(paras)-1] += " " + strings.TrimSpace(l)
+			continue
+		}
+		paras = append(paras, l)
+	}
+	for _, p := range paras {
+		out.WriteString(foldLine(p, reportWidth) + "\n")
+	}
+	_, werr := io.WriteString(w, out.String())
+	return errors.Join(err, werr)
+}
+
+// proseHeadRE matches the head of a report's line, under which its
+// continuation lines are indented: a legend's column name and the spaces
+// after it ("calls_mean    "), or a label ("Conclusion: ", "note: ").
+var proseHeadRE = regexp.MustCompile(`^(\S+ {2,}|[A-Za-z]+: )`)
+
+// foldLine folds one line of prose to width columns, its later lines
+// indented under the text after its head (see proseHeadRE).
+func foldLine(l string, width int) string {
+	if utf8.RuneCountInString(l) <= width {
+		return l
+	}
+	head := proseHeadRE.FindString(l)
+	if len(head) > width/2 {
+		head = ""
+	}
+	indent := strings.Repeat(" ", len(head))
+	return head + wrap(strings.TrimPrefix(l, head), width-len(head), indent)
+}
+
 // names splits a comma-separated list.
 func names(s string) []string {
 	var out []string
@@ -407,7 +465,7 @@ func simContention(env simEnv, args []string, stdout, stderr io.Writer) int {
 	if sf.json {
 		err = sim.WriteJSON(stdout, res)
 	} else {
-		err = sim.WriteContentionReport(stdout, res)
+		err = foldReport(stdout, func(w io.Writer) error { return sim.WriteContentionReport(w, res) })
 	}
 	if err != nil {
 		return simFail(stderr, prog, err)
@@ -471,8 +529,8 @@ func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 		return simUsageError(stderr, prog, err.Error())
 	}
 	if !sf.json {
-		fmt.Fprintf(stdout, "capacity %.0f/s, offered %.0f/s, queue %d, outage %v from %v (%s), %v of arrivals, seed %d\n",
-			cfg.Capacity, cfg.Load*cfg.Capacity, cfg.Queue, cfg.Outage, cfg.OutageStart, map[bool]string{false: "fast 503", true: "dropped"}[cfg.Drop], cfg.Duration, cfg.Seed)
+		fmt.Fprintln(stdout, wrap(fmt.Sprintf("capacity %.0f/s, offered %.0f/s, queue %d, outage %v from %v (%s), %v of arrivals, seed %d",
+			cfg.Capacity, cfg.Load*cfg.Capacity, cfg.Queue, cfg.Outage, cfg.OutageStart, map[bool]string{false: "fast 503", true: "dropped"}[cfg.Drop], cfg.Duration, cfg.Seed), reportWidth, ""))
 	}
 	var all []sim.OverloadResult
 	var configs []sim.OverloadConfig
@@ -510,7 +568,7 @@ func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 	if sf.json {
 		err = sim.WriteJSON(stdout, all)
 	} else {
-		err = sim.WriteOverloadReport(stdout, cfg, all)
+		err = foldReport(stdout, func(w io.Writer) error { return sim.WriteOverloadReport(w, cfg, all) })
 	}
 	if err != nil {
 		return simFail(stderr, prog, err)

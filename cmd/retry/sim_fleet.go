@@ -144,8 +144,9 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintln(stdout, sim.FleetSummary(c))
-		if err := sim.WriteFleetReport(stdout, c, all[i*k:(i+1)*k]); err != nil {
+		fmt.Fprintln(stdout, wrap(sim.FleetSummary(c), reportWidth, ""))
+		rows := all[i*k : (i+1)*k]
+		if err := foldReport(stdout, func(w io.Writer) error { return sim.WriteFleetReport(w, c, rows) }); err != nil {
 			return simFail(stderr, prog, err)
 		}
 	}

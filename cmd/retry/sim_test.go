@@ -252,15 +252,16 @@ func TestSimOverloadReport(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
-	s := out.String()
+	s := flat(out.String())
+	checkProseFits(t, out.String())
 	for _, want := range []string{
-		"amplification  attempts per request", "recovery_s     from the end of the outage", "never: not within the run",
+		"amplification attempts per request", "recovery_s from the end of the outage", "served); never: not within the run",
 		"note: adaptive-throttle rejected requests locally with p = ", "note: adaptive-throttle-sent-10s rejected",
 		"why: the SRE throttle counts the requests it rejects as requests",
 		"Conclusion: genai multiplied the load ", "ratio-budget held it to 1.",
 	} {
 		if !strings.Contains(s, want) {
-			t.Errorf("report lacks %q:\n%s", want, s)
+			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
 	// Progress on stderr: with progressAfter 0 the last line is shown.
@@ -274,9 +275,10 @@ func TestSimContentionReport(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	for _, want := range []string{"calls_mean    conditional writes per run", "Conclusion: at 40 clients ", "did the least work",
+	checkProseFits(t, out)
+	for _, want := range []string{"calls_mean conditional writes per run", "Conclusion: at 40 clients ", "did the least work",
 		"backoff without jitter (expo) needed "} {
-		if !strings.Contains(out, want) {
+		if !strings.Contains(flat(out), want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
@@ -344,6 +346,26 @@ func TestSimFleet(t *testing.T) {
 		code, out, errs := runSimArgs(tc.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}
+
+// flat joins a report's folded lines: every run of white space becomes one
+// space.
+func flat(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// checkProseFits checks that a report's legend, notes and conclusion (all
+// after the table's blank line) fit 80 columns (review 3, item 22: lines
+// of up to 339 columns).
+func checkProseFits(t *testing.T, report string) {
+	t.Helper()
+	_, prose, ok := strings.Cut(report, "\n\n")
+	if !ok {
+		t.Fatalf("no blank line after the table:\n%s", report)
+	}
+	for _, l := range strings.Split(prose, "\n") {
+		if w := displayWidth(l); w > 80 {
+			t.Errorf("a line of %d columns:\n%s", w, l)
 		}
 	}
 }
