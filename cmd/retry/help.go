@@ -104,7 +104,8 @@ OPTIONS
     --quiet                  no retry log; a command that cannot be started
                              is still reported
     --help                   this manual (also 'retry help')
-    --version                the version
+    --version                the version, and the VCS revision it was built
+                             from when the build recorded it
 
     DURATION is Go syntax (1.5s, 250ms, 2m) or a number of seconds (0.25).
     Precedence: defaults (or --profile) < --config < flags; an explicit 0

@@ -75,36 +75,53 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return runCommand(args, stdin, stdout, stderr)
 }
 
-// version returns the module version retry was built from: the tag when
-// installed with "go install ...@vX.Y.Z", else "devel" and the VCS revision
-// when known.
+// version returns what retry was built from, as debug.ReadBuildInfo says.
 func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi)
+}
+
+// versionOf returns the module version in bi (the tag when installed with
+// "go install ...@vX.Y.Z" or built from a tagged checkout, a pseudo-version
+// otherwise, "devel" when the go command stamped none) followed by the VCS
+// revision, its time and "+dirty" for uncommitted changes when the build
+// recorded them (go build -buildvcs, the default in a git checkout):
+// "v1.2.0", "devel (revision 0123456789ab+dirty, 2026-11-30T20:30:00Z)".
+func versionOf(bi *debug.BuildInfo) string {
+	if bi == nil {
 		return "devel"
 	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
+	v := bi.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "devel"
 	}
-	v := "devel"
-	var rev, dirty string
+	var rev, when, dirty string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
+		case "vcs.time":
+			when = s.Value
 		case "vcs.modified":
 			if s.Value == "true" {
 				dirty = "+dirty"
 			}
 		}
 	}
+	if rev == "" {
+		return v
+	}
 	if len(rev) > 12 {
 		rev = rev[:12]
 	}
-	if rev != "" {
-		v += "-" + rev + dirty
+	if strings.HasSuffix(strings.TrimSuffix(v, "+dirty"), rev) {
+		return v // a pseudo-version already ends with the revision
 	}
-	return v
+	v += " (revision " + rev + dirty
+	if when != "" {
+		v += ", " + when
+	}
+	return v + ")"
 }
 
 // versionLine is what "retry --version" prints.
