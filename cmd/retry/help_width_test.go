@@ -145,3 +145,23 @@ func TestSimReportsFit80Columns(t *testing.T) {
 		}
 	}
 }
+
+// TestSimFlagParseErrorsSayWhy: a value the flag package cannot parse is
+// explained (it said "parse error").
+func TestSimFlagParseErrorsSayWhy(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"contention", "--runs=x"}, `invalid value "x" for flag --runs: not a whole number`},
+		{[]string{"contention", "--seed", "-1"}, `invalid value "-1" for flag --seed: not a whole number`},
+		{[]string{"overload", "--capacity", "lots"}, `invalid value "lots" for flag --capacity: not a number`},
+		{[]string{"overload", "--drop=2"}, `invalid boolean value "2" for --drop: want true or false`},
+		{[]string{"overload", "--outage", "soon"}, `invalid value "soon" for flag --outage: not a duration`},
+	} {
+		code, _, errs := runSimArgs(tc.args...)
+		if code != exitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", tc.args, code, errs, tc.want)
+		}
+	}
+}

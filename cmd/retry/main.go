@@ -209,6 +209,9 @@ func flagMessage(msg string, fs *flag.FlagSet, args []string) string {
 	}
 	if m := flagInvalidRE.FindStringSubmatch(msg); m != nil {
 		name, reason := m[3], m[4]
+		if reason == "parse error" && fs != nil && fs.Lookup(name) != nil {
+			reason = parseErrorReason(fs.Lookup(name).Value)
+		}
 		what, forFlag := "invalid value", "for flag"
 		if m[1] != "" {
 			what, forFlag = "invalid boolean value", "for"
@@ -220,6 +223,22 @@ func flagMessage(msg string, fs *flag.FlagSet, args []string) string {
 		return fmt.Sprintf("%s %q %s %s: %s", what, httpretry.RedactText(value), forFlag, typedFlag(name, fs, args), reason)
 	}
 	return httpretry.RedactText(msg)
+}
+
+// parseErrorReason words the flag package's "parse error" for the kind of
+// value the flag wants.
+func parseErrorReason(v flag.Value) string {
+	switch fmt.Sprintf("%T", v) {
+	case "*flag.intValue", "*flag.int64Value", "*flag.uintValue", "*flag.uint64Value":
+		return "not a whole number"
+	case "*flag.float64Value":
+		return "not a number"
+	case "*flag.boolValue":
+		return "want true or false"
+	case "*flag.durationValue":
+		return "not a duration (e.g. 1.5s or 250ms)"
+	}
+	return "parse error"
 }
 
 // typedFlag returns how the flag name was typed: dashName(name) for a flag
