@@ -45,8 +45,8 @@ func TestVersionOf(t *testing.T) {
 // TestVersionShowsRevision builds retry from a git checkout with VCS
 // stamping on and checks that --version names the commit.
 func TestVersionShowsRevision(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds retry from a clone")
+	if testing.Short() || raceEnabled {
+		t.Skip("builds retry from a clone (a few seconds; the -race run skips it)")
 	}
 	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
 	if err != nil {
