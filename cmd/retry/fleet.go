@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/redisretry"
 	"github.com/redis/go-redis/v9"
 )
@@ -117,7 +118,7 @@ func redactPassword(msg, raw string) string {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
 		}
 	}
-	return msg
+	return httpretry.RedactText(msg) // and the user info, as every other message
 }
 
 // redactedURL is raw with its password replaced, for messages.

@@ -184,7 +184,7 @@ func (l *eventLog) failCode(err error, code int) {
 	if l.silent && code != exitUsage {
 		return
 	}
-	msg := oneLine(err.Error())
+	msg := httpretry.RedactText(oneLine(err.Error()))
 	if l.json {
 		event := "error"
 		if code == exitUsage {
