@@ -80,6 +80,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	log := newEventLog(stderr, prog, pf, nil)
 	if err != nil {
+		log.json = scanLogFormat(fs, args, false) == "json" // the error may come before --log-format
 		return log.fail(err)
 	}
 	if *version {

@@ -301,7 +301,7 @@ func TestFlagMessagesUseUsersDashes(t *testing.T) {
 		{`invalid value "a\"b" for flag -max-time: bad`, nil, `invalid value "a\"b" for flag --max-time: bad`},
 		{"flag needs an argument: -o", []string{"-o"}, "flag needs an argument: -o"},
 		{"flag needs an argument: -attempts", []string{"-attempts"}, "flag needs an argument: --attempts"},
-		{`invalid boolean value "maybe" for -quiet: parse error`, []string{"-quiet=maybe"}, `invalid boolean value "maybe" for --quiet: parse error`},
+		{`invalid boolean value "maybe" for -quiet: parse error`, []string{"-quiet=maybe"}, `invalid boolean value "maybe" for --quiet: want true or false`},
 	} {
 		if got := flagMessage(tc.in, fs, tc.args); got != tc.want {
 			t.Errorf("flagMessage(%q) = %q, want %q", tc.in, got, tc.want)

@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/redisretry"
 	"github.com/redis/go-redis/v9"
 )
@@ -117,7 +118,7 @@ func redactPassword(msg, raw string) string {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
 		}
 	}
-	return msg
+	return httpretry.RedactText(msg) // and the user info, as every other message
 }
 
 // redactedURL is raw with its password replaced, for messages.
@@ -186,6 +187,7 @@ func openFleet(s fleetSpec, log *eventLog) (*fleet, error) {
 		return nil, usagef("--redis: %s", redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), s.url))
 	}
 	silenceRedis.Do(func() { redis.SetLogger(discardRedisLog{}) })
+	client = failFast(client, s.url)
 	fl := &fleet{client: client}
 	obs := &fleetLog{log: log, name: s.name, quota: s.quota, url: s.url}
 	// redisretry's own lines would go to slog's default logger, in another
@@ -209,6 +211,25 @@ func openFleet(s fleetSpec, log *eventLog) (*fleet, error) {
 		return nil, usagef("--fleet: %s", strings.TrimPrefix(err.Error(), "redisretry: "))
 	}
 	return fl, nil
+}
+
+// failFast returns a client for the same URL as c (which it closes) that
+// makes one dial and one try per call. go-redis retries a refused dial 5
+// times, 100 ms apart, and a failed command 3 times: within the fleet's
+// --redis-timeout (20ms) a refused connection was then reported as "Redis
+// did not answer within 20ms", and the real cause was lost. Every call is
+// bounded by that timeout and the limiters already decide alone and probe
+// Redis again later, so retrying inside a call only hides why it failed.
+func failFast(c *redis.Client, rawURL string) *redis.Client {
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil { // redisretry.NewClient parsed it
+		return c
+	}
+	c.Close()
+	opt.ContextTimeoutEnabled = true // as redisretry.NewClient
+	opt.MaxRetries = -1              // -1, not 0, disables retries
+	opt.DialerRetries = 1            // attempts in all: one dial
+	return redis.NewClient(opt)
 }
 
 // silenceRedis keeps go-redis's own log lines (each failed dial, in its

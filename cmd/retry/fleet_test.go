@@ -344,3 +344,15 @@ func TestFleetLeavesNoGoroutines(t *testing.T) {
 		t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}
 }
+
+// TestFleetRedisRefusedSaysRefused: a Redis that refuses the connection is
+// reported as refusing it, not as "did not answer within 500ms" (go-redis
+// retried the refused dial until the timeout hid the cause).
+func TestFleetRedisRefusedSaysRefused(t *testing.T) {
+	url := "redis://127.0.0.1:" + strconv.Itoa(freePort(t)) + "/0"
+	r := runRetry(t, "", nil, "--redis", url, "--fleet", fleetName(t), "--redis-timeout", "500ms", "--attempts", "1", "--", "true")
+	got := lines(r.stderr, "Redis")
+	if r.code != 0 || len(got) != 1 || !strings.Contains(got[0], "connection refused") || strings.Contains(got[0], "did not answer") {
+		t.Errorf("exit %d; want one line saying Redis refused the connection:\n%s", r.code, r.stderr)
+	}
+}

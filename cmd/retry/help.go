@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/backoffkit/retry"
 )
@@ -14,7 +15,8 @@ import (
 // the parser accepts is listed.
 
 const commandHelp = `NAME
-    retry - run a command again while it fails, with exponential backoff and jitter
+    retry - run a command again while it fails, with exponential backoff
+    and jitter
 
 SYNOPSIS
     retry [OPTIONS] -- COMMAND [ARGS...]
@@ -55,43 +57,55 @@ PROCESS CONTROL
 OPTIONS
   Retry policy (Gen AI SDK names):
     --attempts N             attempts in all, the first included (default 5)
-    --initial-delay DURATION wait before the first retry, before jitter (default 1s)
+    --initial-delay DURATION wait before the first retry, before jitter
+                             (default 1s)
     --max-delay DURATION     cap on any single wait (default 60s)
     --exp-base B             growth factor of the waits (default 2)
-    --jitter DURATION        upper bound of the random extra per wait; 0 for none (default 1s)
-    --jitter-shape SHAPE     %s (default google)
-    --deadline DURATION      total time for all attempts and waits; 0 for none (default none)
+    --jitter DURATION        upper bound of the random extra per wait; 0 for
+                             none (default 1s)
+    --jitter-shape SHAPE     %s
+                             (default google)
+    --deadline DURATION      total time for all attempts and waits; 0 for
+                             none (default none)
     --attempt-timeout DURATION
-                             time limit of one attempt; a hung attempt is stopped and
-                             retried; 0 for none (default none)
-    --profile NAME           start from a profile: %s
+                             time limit of one attempt; a hung attempt is
+                             stopped and retried; 0 for none (default none)
+    --profile NAME           %s
     --config FILE            JSON settings (see CONFIG FILE)
-    --seed N                 seed of the jitter, for reproducible waits (default random)
+    --seed N                 seed of the jitter, for reproducible waits
+                             (default random)
   Fleet (every retry process with the same --redis and --fleet; see FLEET):
     --redis URL              the Redis server the fleet shares, e.g.
-                             redis://127.0.0.1:6379/0, redis://:PASSWORD@host:6379/0,
+                             redis://127.0.0.1:6379/0,
+                             redis://:PASSWORD@host:6379/0,
                              rediss://host:6380 (TLS), unix:///run/redis.sock
-    --fleet NAME             the fleet's key, e.g. myproject:gemini-2.5-flash: turns on
-                             the fleet's retry budget and its shared cooldown
-    --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every attempt of
-                             every process waits for its turn (needs --fleet)
+    --fleet NAME             the fleet's key, e.g. myproject:gemini-2.5-flash:
+                             turns on the fleet's retry budget and its shared
+                             cooldown
+    --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every
+                             attempt of every process waits for its turn
+                             (needs --fleet)
     --redis-timeout DURATION time limit of each Redis call; past it this process
                              decides alone (default 20ms)
   Command:
-    --on-exit-codes CODES    exit codes worth a retry, e.g. 1,75 (default any non-zero)
+    --on-exit-codes CODES    exit codes worth a retry, e.g. 1,75 (default any
+                             non-zero)
     --stdin-file FILE        give FILE as stdin to every attempt
-    --signal SIG             signal for a stopped attempt: TERM, INT, HUP, KILL, USR1, ...
-                             or a number (default TERM)
-    --kill-after DURATION    SIGKILL what still runs this long after --signal (default 1s)
-                             0: never, as timeout -k 0
-    --foreground             run in retry's process group, for commands that read the
-                             terminal (see PROCESS CONTROL)
+    --signal SIG             signal for a stopped attempt: TERM, INT, HUP,
+                             KILL, USR1, ... or a number (default TERM)
+    --kill-after DURATION    SIGKILL what still runs this long after --signal
+                             (default 1s); 0: never, as timeout -k 0
+    --foreground             run in retry's process group, for commands that
+                             read the terminal (see PROCESS CONTROL)
   Output:
-    --log-format FORMAT      text (default) or json: one JSON object per line on stderr,
-                             with an RFC 3339 "time", the closing line included
-    --quiet                  no retry log; a command that cannot be started is still reported
+    --log-format FORMAT      text (default) or json: one JSON object per line
+                             on stderr, with an RFC 3339 "time", the closing
+                             line and usage errors included
+    --quiet                  no retry log; a command that cannot be started
+                             is still reported
     --help                   this manual (also 'retry help')
-    --version                the version
+    --version                the version, and the VCS revision it was built
+                             from when the build recorded it
 
     DURATION is Go syntax (1.5s, 250ms, 2m) or a number of seconds (0.25).
     Precedence: defaults (or --profile) < --config < flags; an explicit 0
@@ -120,7 +134,8 @@ CONFIG FILE
     naming the file and the key. redis, fleet, quota and redis_timeout are
     the fleet flags.
         {"attempts": 8, "initial_delay": 0.5, "max_delay": 30, "deadline": 300}
-        {"redis": "redis://ci-redis:6379/0", "fleet": "gemini-flash", "quota": "600/1m"}
+        {"redis": "redis://ci-redis:6379/0", "fleet": "gemini-flash",
+         "quota": "600/1m"}
 
 EXIT STATUS
     the command's last exit code (0 once it succeeds)
@@ -140,12 +155,13 @@ EXAMPLES
     retry --deadline 300s --attempts 8 -- ./deploy.sh
     retry --on-exit-codes 1,75 --attempt-timeout 30s -- make test
     retry --foreground -- ssh host uptime
-    retry --redis redis://127.0.0.1:6379/0 --fleet gemini --quota 600/1m -- ./ask.sh
+    retry --redis redis://127.0.0.1:6379/0 --fleet gemini --quota 600/1m \
+        -- ./ask.sh
 `
 
 // printCommandHelp prints the manual of the command mode.
 func printCommandHelp(w io.Writer, _ *flag.FlagSet) {
-	fmt.Fprintf(w, commandHelp, shapeList(), strings.Join(retry.ProfileNames(), ", "), configKeysText())
+	fmt.Fprintf(w, commandHelp, optionText(shapeList()), profileText(), configKeysText())
 }
 
 // configKeysText lists the config keys, aliases paired: "attempts,
@@ -164,6 +180,20 @@ func configKeysText() string {
 	return wrap(strings.Join(parts, ", "), 72, "        ")
 }
 
+// optionIndent is where an option's description begins in the manuals.
+const optionIndent = "                             "
+
+// optionText wraps s to the option descriptions' column of the manuals, so
+// that a list that grows (shapes, profiles) keeps within 80 columns.
+func optionText(s string) string {
+	return wrap(s, 80-len(optionIndent), optionIndent)
+}
+
+// profileText is the description of --profile: the profiles' names.
+func profileText() string {
+	return optionText("start from a profile: " + strings.Join(retry.ProfileNames(), ", "))
+}
+
 // wrap breaks s into lines of at most width characters, the second and later
 // lines indented by indent.
 func wrap(s string, width int, indent string) string {
@@ -171,7 +201,7 @@ func wrap(s string, width int, indent string) string {
 	line := 0
 	for i, word := range strings.Fields(s) {
 		if i > 0 {
-			if line+1+len(word) > width {
+			if line+1+utf8.RuneCountInString(word) > width {
 				b.WriteString("\n" + indent)
 				line = 0
 			} else {
@@ -180,7 +210,7 @@ func wrap(s string, width int, indent string) string {
 			}
 		}
 		b.WriteString(word)
-		line += len(word)
+		line += utf8.RuneCountInString(word)
 	}
 	return b.String()
 }
@@ -217,27 +247,36 @@ DESCRIPTION
 
 OPTIONS
   Request (curl's flags and meanings):
-    -X, --request METHOD     the method (default GET; POST with data; HEAD with -I)
+    -X, --request METHOD     the method (default GET; POST with data; HEAD
+                             with -I)
     -H, --header 'Name: value'
-                             add a header (repeatable); 'Name:' leaves out one retry
-                             would send (User-Agent, Accept), 'Name;' sends it empty
-    -d, --data DATA          body (POST, application/x-www-form-urlencoded); repeated
-                             -d are joined with &; @FILE reads a file without its
-                             newlines, @- reads stdin
+                             add a header (repeatable); 'Name:' leaves out
+                             one retry would send (User-Agent, Accept),
+                             'Name;' sends it empty
+    -d, --data DATA          body (POST, application/x-www-form-urlencoded);
+                             repeated -d are joined with &; @FILE reads a
+                             file without its newlines, @- reads stdin
     --data-binary DATA       like -d, but @FILE is sent as is
-    --data-urlencode DATA    like -d, URL-encoded: CONTENT, =CONTENT, NAME=CONTENT,
-                             @FILE or NAME@FILE (only CONTENT is encoded)
-    --json DATA              JSON body (Content-Type and Accept application/json);
-                             repeated --json are concatenated
-    -F, --form NAME=VALUE    multipart/form-data field; NAME=@FILE uploads a file,
-                             NAME=<FILE sends its content; ;type=MIME, ;filename=NAME
-    -G, --get                send the -d data in the URL's query string, with GET
+    --data-urlencode DATA    like -d, URL-encoded: CONTENT, =CONTENT,
+                             NAME=CONTENT, @FILE or NAME@FILE (only CONTENT
+                             is encoded)
+    --json DATA              JSON body (Content-Type and Accept
+                             application/json); repeated --json are
+                             concatenated
+    -F, --form NAME=VALUE    multipart/form-data field; NAME=@FILE uploads a
+                             file, NAME=<FILE sends its content; ;type=MIME,
+                             ;filename=NAME
+    -G, --get                send the -d data in the URL's query string, with
+                             GET
     -u, --user USER:PASSWORD basic authentication
     -A, --user-agent NAME    User-Agent (default backoffkit-retry/VERSION)
     --url URL                the URL, as a flag
     --compressed             ask for gzip or deflate and decompress the answer
   Connection:
-    -x, --proxy URL          use this HTTP proxy (default: $HTTP_PROXY, $HTTPS_PROXY)
+    -x, --proxy URL          use this HTTP proxy (default: $HTTPS_PROXY,
+                             $HTTP_PROXY, but not for $NO_PROXY's hosts nor
+                             for localhost and loopback addresses, see
+                             PROXIES)
     -k, --insecure           do not verify the server's certificate
     --cacert FILE            trust the CA certificates in FILE (PEM)
     --connect-timeout DURATION
@@ -247,65 +286,91 @@ OPTIONS
                              credentials (-u, Authorization, Cookie, API-key
                              headers) go only to the URL's scheme, host and port
     --location-trusted       -L, and send the credentials to every host
-    --max-redirs N           follow at most N redirects (default 50; -1 for no limit)
+    --max-redirs N           follow at most N redirects (default 50; -1 for
+                             no limit)
   Output:
     -o, --output FILE        write the body to FILE ("-" for stdout); FILE is
-                             created at the first byte (-f on an error keeps it);
-                             a binary body is not written to a terminal
+                             created at the first byte (-f on an error keeps
+                             it); a binary body is not written to a terminal
                              without -o (exit 23)
-    -i, --include            write the response headers before the body (sorted,
-                             in net/http's canonical case: it keeps no order)
+    -i, --include            write the response headers before the body
+                             (sorted, in net/http's canonical case: it keeps
+                             no order)
     -I, --head               send HEAD and write the headers
     -D, --dump-header FILE   write the response headers to FILE ("-" for stdout)
     -w, --write-out FORMAT   write FORMAT to stdout at the end; @FILE reads it;
-                             variables %%{http_code} %%{response_code} %%{time_total}
-                             %%{num_retries} %%{num_redirects} %%{url_effective}
-                             %%{method} %%{size_download} %%{content_type}
-                             %%{exitcode}; \n \t \r \\ and %%%% escapes; an unknown
-                             variable is a warning and prints nothing
-    -f, --fail               exit 22 on a final status of 400 or above, without the
-                             body (-i and -I still write the headers)
+                             variables %%{http_code} %%{response_code}
+                             %%{time_total} %%{num_retries} %%{num_redirects}
+                             %%{url_effective} %%{method} %%{size_download}
+                             %%{content_type} %%{exitcode}; \n \t \r \\ and %%%%
+                             escapes; an unknown variable is a warning and
+                             prints nothing
+    -f, --fail               exit 22 on a final status of 400 or above,
+                             without the body (-i and -I still write the
+                             headers)
     --fail-with-body         exit 22 on such a status, with the body
     -s, --silent             no retry log, no error message
     -S, --show-error         with -s, still print the error
-    -v, --verbose            each attempt's request and response headers on stderr
+    -v, --verbose            each attempt's request and response headers on
+                             stderr
     -V, --version            the version
   Retrying:
     --attempts N             attempts in all, the first included (default 5)
-    --initial-delay DURATION wait before the first retry, before jitter (default 1s)
+    --initial-delay DURATION wait before the first retry, before jitter
+                             (default 1s)
     --max-delay DURATION     cap on any single wait (default 60s)
     --exp-base B             growth factor of the waits (default 2)
-    --jitter DURATION        upper bound of the random extra per wait; 0 for none (default 1s)
-    --jitter-shape SHAPE     %[1]s (default google)
-    --deadline DURATION      total time for all attempts and waits; 0 for none (default none)
+    --jitter DURATION        upper bound of the random extra per wait; 0 for
+                             none (default 1s)
+    --jitter-shape SHAPE     %[1]s
+                             (default google)
+    --deadline DURATION      total time for all attempts and waits; 0 for
+                             none (default none)
     --attempt-timeout DURATION
-                             time limit of one attempt; 0 for none (default none)
+                             time limit of one attempt; 0 for none (default
+                             none)
     --codes CODES            statuses that trigger a retry, 4xx and 5xx only
                              (default 408,429,500,502,503,504)
     --max-retry-after DURATION
-                             cap on a server's hint; 0 ignores hints (default --max-delay)
+                             cap on a server's hint; 0 ignores hints
+                             (default --max-delay)
     --retry-all-errors       retry DNS and TLS errors too
-    --retry-connrefused      accepted for curl (a refused connection is always retried)
-    --idempotent             the request is safe to repeat: retry it whatever its method
+    --retry-connrefused      accepted for curl (a refused connection is always
+                             retried)
+    --idempotent             the request is safe to repeat: retry it whatever
+                             its method
     --idempotency-key auto|VALUE
-                             send an Idempotency-Key header (auto: a random UUID, the
-                             same on every attempt); makes a POST retryable
-    --profile NAME           start from a profile: %[2]s
+                             send an Idempotency-Key header (auto: a random
+                             UUID, the same on every attempt); makes a POST
+                             retryable
+    --profile NAME           %[2]s
     --config FILE            JSON settings (see 'retry --help', CONFIG FILE)
     --seed N                 seed of the jitter (default random)
-    --log-format FORMAT      text (default) or json: one JSON object per line on stderr
+    --log-format FORMAT      text (default) or json: one JSON object per line
+                             on stderr, usage errors included
     --quiet                  no retry log (the error is still printed)
   Fleet (see 'retry --help', FLEET):
-    --redis URL              the Redis server the fleet shares, e.g. redis://127.0.0.1:6379/0
-    --fleet NAME             the fleet's key: one retry budget and one cooldown (a
-                             429's Retry-After or RetryInfo pauses every process)
-    --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every attempt of
-                             every process waits for its turn (needs --fleet)
+    --redis URL              the Redis server the fleet shares, e.g.
+                             redis://127.0.0.1:6379/0
+    --fleet NAME             the fleet's key: one retry budget and one
+                             cooldown (a 429's Retry-After or RetryInfo
+                             pauses every process)
+    --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every
+                             attempt of every process waits for its turn
+                             (needs --fleet)
     --redis-timeout DURATION time limit of each Redis call (default 20ms)
 
     DURATION is Go syntax (1.5s, 250ms) or a number of seconds. Combined
     one-letter flags work as in curl (-fsSL, -XPOST); flags may come after
     the URL.
+
+PROXIES
+    Without -x, the proxy comes from $HTTPS_PROXY (https URLs) or
+    $HTTP_PROXY (http URLs), or their lowercase forms, except for the hosts
+    in $NO_PROXY. Unlike curl, retry never sends a request for localhost or
+    a loopback address (127.0.0.1, ::1) to such a proxy, whatever $NO_PROXY
+    says (Go's net/http rule); -x sends every request, loopback included,
+    to the proxy it names.
 
 EXIT STATUS
     As curl's where the cause is the same; for a network error, the cause
@@ -317,14 +382,17 @@ EXIT STATUS
          is not http or https
     2    bad usage or config
     3    the URL is malformed (a space or control character, a bad port)
-    6    the host name could not be resolved (not retried without --retry-all-errors)
+    6    the host name could not be resolved (not retried without
+         --retry-all-errors)
     7    could not connect
     18   the response body ended early
-    22   -f/--fail: the final status is 400 or above (and not one that was retried)
+    22   -f/--fail: the final status is 400 or above (and not one that was
+         retried)
     23   the output could not be written (-o, -D)
     26   a request body file (-d @FILE, -F NAME=@FILE, ...) could not be read
     28   timed out (--max-time, --connect-timeout, --deadline)
-    35   TLS handshake or certificate error (not retried without --retry-all-errors)
+    35   TLS handshake or certificate error (not retried without
+         --retry-all-errors)
     47   too many redirects (-L, --max-redirs)
     55   failed sending the request
     56   failed receiving the response (connection reset or closed, another
@@ -333,12 +401,14 @@ EXIT STATUS
 
 EXAMPLES
     retry http -fsS -H "x-goog-api-key: $KEY" https://host/v1/models
-    retry http --json @req.json --idempotency-key auto -w '%%{http_code} %%{num_retries}\n' URL
+    retry http --json @req.json --idempotency-key auto \
+        -w '%%{http_code} %%{num_retries}\n' URL
     retry http -L --attempts 8 --deadline 60s -o out.bin https://host/file
-    retry http --redis redis://127.0.0.1:6379/0 --fleet gemini --quota 600/1m URL
+    retry http --redis redis://127.0.0.1:6379/0 --fleet gemini \
+        --quota 600/1m URL
 `
 
 // printHTTPHelp prints the manual of retry http.
 func printHTTPHelp(w io.Writer) {
-	fmt.Fprintf(w, httpHelp, shapeList(), strings.Join(retry.ProfileNames(), ", "))
+	fmt.Fprintf(w, httpHelp, optionText(shapeList()), profileText())
 }

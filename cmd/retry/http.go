@@ -231,8 +231,14 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		log.quiet = true
 	}
 	if err != nil {
+		scan := args
+		if expanded != nil {
+			scan = expanded
+		}
+		log.json = scanLogFormat(h.fs, scan, true) == "json" // the error may come before --log-format
 		return log.fail(err)
 	}
+	defer log.routeStdLog()() // net/http's own lines (a Transport's) join the JSON log
 	if h.version {
 		fmt.Fprintln(stdout, versionLine())
 		return exitOK

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
 )
 
 // attemptInfo describes a failed (or successful) attempt for the log. Each
@@ -184,7 +187,7 @@ func (l *eventLog) failCode(err error, code int) {
 	if l.silent && code != exitUsage {
 		return
 	}
-	msg := oneLine(err.Error())
+	msg := httpretry.RedactText(oneLine(err.Error()))
 	if l.json {
 		event := "error"
 		if code == exitUsage {
@@ -321,4 +324,78 @@ func (l *eventLog) verbose(kind string, lines []string) {
 	for _, s := range lines {
 		fmt.Fprintln(l.w, s)
 	}
+}
+
+// scanLogFormat returns the value of the last valid --log-format among
+// args as fs would parse them ("" if none), without parsing them: a usage
+// error found before or after --log-format json is then still reported as
+// JSON. It reads args up to "--" and, unless interspersed (retry http takes
+// flags after the URL), up to the first argument that is not a flag; it
+// skips the value of every flag of fs that takes one.
+func scanLogFormat(fs *flag.FlagSet, args []string, interspersed bool) string {
+	format := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			if interspersed {
+				continue
+			}
+			break
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				break
+			}
+			i++
+			value = args[i]
+		}
+		if name == "log-format" && (value == "json" || value == "text") {
+			format = value
+		}
+	}
+	return format
+}
+
+// routeStdLog sends the lines of the standard log package, which net/http
+// writes to (a Transport's "Unsolicited response received on idle HTTP
+// channel", a Server's errors), to the JSON log as {"event": "log",
+// "message": ...} objects when the log is JSON, so that every line on
+// stderr is one. It returns a function that restores the log package.
+func (l *eventLog) routeStdLog() (restore func()) {
+	if !l.json {
+		return func() {}
+	}
+	w, flags, prefix := log.Writer(), log.Flags(), log.Prefix()
+	log.SetOutput(stdLogWriter{l})
+	log.SetFlags(0)
+	log.SetPrefix("")
+	return func() {
+		log.SetOutput(w)
+		log.SetFlags(flags)
+		log.SetPrefix(prefix)
+	}
+}
+
+// stdLogWriter turns each line written by a log.Logger into a JSON record
+// of the event log, its secrets redacted.
+type stdLogWriter struct{ l *eventLog }
+
+func (w stdLogWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.l.mu.Lock()
+		w.l.encode(logRecord{Event: "log", Message: httpretry.RedactText(line)})
+		w.l.mu.Unlock()
+	}
+	return len(p), nil
 }

@@ -76,36 +76,53 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return runCommand(args, stdin, stdout, stderr)
 }
 
-// version returns the module version retry was built from: the tag when
-// installed with "go install ...@vX.Y.Z", else "devel" and the VCS revision
-// when known.
+// version returns what retry was built from, as debug.ReadBuildInfo says.
 func version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi)
+}
+
+// versionOf returns the module version in bi (the tag when installed with
+// "go install ...@vX.Y.Z" or built from a tagged checkout, a pseudo-version
+// otherwise, "devel" when the go command stamped none) followed by the VCS
+// revision, its time and "+dirty" for uncommitted changes when the build
+// recorded them (go build -buildvcs, the default in a git checkout):
+// "v1.2.0", "devel (revision 0123456789ab+dirty, 2026-11-30T20:30:00Z)".
+func versionOf(bi *debug.BuildInfo) string {
+	if bi == nil {
 		return "devel"
 	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
+	v := bi.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "devel"
 	}
-	v := "devel"
-	var rev, dirty string
+	var rev, when, dirty string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
+		case "vcs.time":
+			when = s.Value
 		case "vcs.modified":
 			if s.Value == "true" {
 				dirty = "+dirty"
 			}
 		}
 	}
+	if rev == "" {
+		return v
+	}
 	if len(rev) > 12 {
 		rev = rev[:12]
 	}
-	if rev != "" {
-		v += "-" + rev + dirty
+	if strings.HasSuffix(strings.TrimSuffix(v, "+dirty"), rev) {
+		return v // a pseudo-version already ends with the revision
 	}
-	return v
+	v += " (revision " + rev + dirty
+	if when != "" {
+		v += ", " + when
+	}
+	return v + ")"
 }
 
 // versionLine is what "retry --version" prints.
@@ -193,6 +210,9 @@ func flagMessage(msg string, fs *flag.FlagSet, args []string) string {
 	}
 	if m := flagInvalidRE.FindStringSubmatch(msg); m != nil {
 		name, reason := m[3], m[4]
+		if reason == "parse error" && fs != nil && fs.Lookup(name) != nil {
+			reason = parseErrorReason(fs.Lookup(name).Value)
+		}
 		what, forFlag := "invalid value", "for flag"
 		if m[1] != "" {
 			what, forFlag = "invalid boolean value", "for"
@@ -204,6 +224,22 @@ func flagMessage(msg string, fs *flag.FlagSet, args []string) string {
 		return fmt.Sprintf("%s %q %s %s: %s", what, httpretry.RedactText(value), forFlag, typedFlag(name, fs, args), reason)
 	}
 	return httpretry.RedactText(msg)
+}
+
+// parseErrorReason words the flag package's "parse error" for the kind of
+// value the flag wants.
+func parseErrorReason(v flag.Value) string {
+	switch fmt.Sprintf("%T", v) {
+	case "*flag.intValue", "*flag.int64Value", "*flag.uintValue", "*flag.uint64Value":
+		return "not a whole number"
+	case "*flag.float64Value":
+		return "not a number"
+	case "*flag.boolValue":
+		return "want true or false"
+	case "*flag.durationValue":
+		return "not a duration (e.g. 1.5s or 250ms)"
+	}
+	return "parse error"
 }
 
 // typedFlag returns how the flag name was typed: dashName(name) for a flag

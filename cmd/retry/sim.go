@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backoffkit/retry/sim"
 )
@@ -45,17 +47,53 @@ var simExperiments = []simExperiment{
 // registerSimExperiment adds an experiment to "retry sim".
 func registerSimExperiment(e simExperiment) { simExperiments = append(simExperiments, e) }
 
+// simUsage is the manual of "retry sim", within 80 columns.
 func simUsage() string {
 	var b strings.Builder
-	b.WriteString("Usage:\n")
-	var names []string
+	b.WriteString("Usage: retry sim EXPERIMENT [flags]\n\nExperiments:\n")
+	width := 0
 	for _, e := range simExperiments {
-		fmt.Fprintf(&b, "  retry sim %-22s %s\n", e.name+" [flags]", e.summary)
-		names = append(names, e.name)
+		width = max(width, len(e.name))
 	}
-	b.WriteString("\nEach runs on a virtual clock from a seed: the same flags always print the same numbers.\n")
-	fmt.Fprintf(&b, "Run \"retry sim EXPERIMENT --help\" (EXPERIMENT: %s) for the flags.\n", strings.Join(names, ", "))
+	indent := strings.Repeat(" ", 2+width+2)
+	for _, e := range simExperiments {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, e.name, wrap(e.summary, 80-len(indent), indent))
+	}
+	b.WriteString("\n" + wrap("Each runs on a virtual clock from a seed: the same flags always print the same numbers. "+
+		"Run \"retry sim EXPERIMENT --help\" for an experiment's flags.", 80, "") + "\n")
 	return b.String()
+}
+
+// printSimFlags prints an experiment's flags as every manual of retry
+// writes them (--runs N, not the flag package's -runs), each description
+// wrapped within 80 columns, with its default when it has one.
+func printSimFlags(w io.Writer, fs *flag.FlagSet) {
+	const indent = "      "
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		if _, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && f.Value.(interface{ IsBoolFlag() bool }).IsBoolFlag() {
+			arg = ""
+		}
+		switch arg { // the flag package's names for an unnamed argument
+		case "value", "string":
+			arg = "VALUE"
+		case "int", "uint":
+			arg = "N"
+		case "float":
+			arg = "NUMBER"
+		case "duration":
+			arg = "DURATION"
+		}
+		head := "  " + dashName(f.Name)
+		if arg != "" {
+			head += " " + arg
+		}
+		if def := f.DefValue; def != "" && def != "false" && def != "0" && !strings.Contains(usage, "(default") {
+			// A comma-separated list is shown with spaces, so that it can wrap.
+			usage += " (default " + strings.ReplaceAll(def, ",", ", ") + ")"
+		}
+		fmt.Fprintf(w, "%s\n%s%s\n", head, indent, wrap(usage, 80-len(indent), indent))
+	})
 }
 
 // runSim is "retry sim": it parses flags, runs the experiment of package sim
@@ -237,20 +275,69 @@ func simParse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (bool, 
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stdout, "Usage: %s [flags]\n\nFlags:\n", fs.Name())
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printSimFlags(stdout, fs)
 		return true, exitOK
 	}
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err != nil {
-		msg := strings.Replace(err.Error(), "flag: -", "flag --", 1)
-		msg = strings.Replace(msg, "for flag -", "for flag --", 1)
-		msg = strings.Replace(msg, "defined: -", "defined: --", 1)
-		return true, simUsageError(stderr, fs.Name(), msg)
+		return true, simUsageError(stderr, fs.Name(), flagMessage(err.Error(), fs, args))
 	}
 	return false, 0
+}
+
+// simFieldFlags maps the names package sim's errors give the fields of an
+// experiment's configuration to the flags that set them.
+var simFieldFlags = map[string]string{
+	"runs": "--runs", "clients": "--clients", "hosts": "--hosts", "capacity": "--capacity",
+	"load": "--load", "queue": "--queue", "duration": "--duration", "processes": "--processes",
+	"jobs": "--jobs", "quota": "--quota", "window": "--quota", "service": "--service",
+	"horizon": "--horizon", "timeout": "--timeout",
+}
+
+// simFieldRE matches package sim's "field = value: want ..." errors.
+var simFieldRE = regexp.MustCompile(`^([a-z]+) = ([^:]*): (.*)$`)
+
+// simErrorRewrites reword package sim's other errors about a configuration
+// so that they name the flags as typed.
+var simErrorRewrites = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`^backoff base (\S+) and cap (\S+): want 0 < base <= cap$`), "--base $1 and --cap $2: want 0 < --base <= --cap"},
+	{regexp.MustCompile(`^jitter (\S+) must not be negative$`), "invalid value $1 for flag --jitter: must not be negative"},
+	{regexp.MustCompile(`^outage (\S+) from (\S+): must not be negative$`), "--outage $1 and --outage-start $2: must not be negative"},
+	{regexp.MustCompile(`^the outage \((\S+) from (\S+)\) must end within the duration \((\S+)\)$`), "the outage (--outage $1 from --outage-start $2) must end within --duration ($3)"},
+	{regexp.MustCompile(`^a dropping outage needs a client timeout above 0$`), "--drop needs a --timeout above 0"},
+	{regexp.MustCompile(`^(\d+) processes × (\d+) clients: (.*)$`), "--processes $1 × --clients $2: $3"},
+	{regexp.MustCompile(`^network delay Normal\((\S+), (\S+)\): (.*)$`), "--net-mean $1 and --net-sd $2: $3"},
+	{regexp.MustCompile(`^(\S+) requests is too many to simulate$`), "$1 requests (--capacity × --load × --duration) is too many to simulate"},
+}
+
+// simFlagError words an error of package sim about a configuration for a
+// user of "retry sim": it names the flag as typed (--capacity), never the
+// field of a configuration struct (capacity = 0).
+func simFlagError(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "sim: ")
+	if m := simFieldRE.FindStringSubmatch(msg); m != nil {
+		if f, ok := simFieldFlags[m[1]]; ok {
+			want := m[3]
+			switch m[1] {
+			case "hosts":
+				want = strings.Replace(want, "to clients", "to --clients", 1)
+			case "load":
+				want = strings.Replace(want, "of capacity", "of --capacity", 1)
+			}
+			return fmt.Sprintf("invalid value %s for flag %s: %s", m[2], f, want)
+		}
+	}
+	for _, r := range simErrorRewrites {
+		if r.re.MatchString(msg) {
+			return r.re.ReplaceAllString(msg, r.with)
+		}
+	}
+	return msg
 }
 
 func simUsageError(stderr io.Writer, prog, msg string) int {
@@ -261,6 +348,63 @@ func simUsageError(stderr io.Writer, prog, msg string) int {
 func simFail(stderr io.Writer, prog string, err error) int {
 	fmt.Fprintf(stderr, "%s: %s\n", prog, oneLine(err.Error()))
 	return exitGaveUp
+}
+
+// reportWidth is the width the reports' prose is folded to: a terminal's
+// 80 columns. The tables are left as they are (see foldReport).
+const reportWidth = 80
+
+// foldReport writes a report of package sim (a table, a blank line, then a
+// legend, notes and a conclusion, each on one line or continued on lines
+// that begin with spaces) to w with its prose folded to reportWidth: each
+// legend entry, note or conclusion becomes a paragraph whose later lines
+// are indented under its text. The table before the first blank line is
+// written unchanged: a row is a record that scripts read with awk, and the
+// widest (overload's 11 columns, fleet's 12) cannot fit 80 columns without
+// splitting it; --json is the machine-readable form.
+func foldReport(w io.Writer, write func(io.Writer) error) error {
+	var buf strings.Builder
+	err := write(&buf)
+	text := buf.String()
+	table, prose, found := strings.Cut(text, "\n\n")
+	if !found {
+		_, werr := io.WriteString(w, text)
+		return errors.Join(err, werr)
+	}
+	var out strings.Builder
+	out.WriteString(table + "\n\n")
+	var paras []string
+	for _, l := range strings.Split(strings.TrimSuffix(prose, "\n"), "\n") {
+		if len(paras) > 0 && l != "" && (l[0] == ' ' || l[0] == '\t') {
+			paras[len(paras)-1] += " " + strings.TrimSpace(l)
+			continue
+		}
+		paras = append(paras, l)
+	}
+	for _, p := range paras {
+		out.WriteString(foldLine(p, reportWidth) + "\n")
+	}
+	_, werr := io.WriteString(w, out.String())
+	return errors.Join(err, werr)
+}
+
+// proseHeadRE matches the head of a report's line, under which its
+// continuation lines are indented: a legend's column name and the spaces
+// after it ("calls_mean    "), or a label ("Conclusion: ", "note: ").
+var proseHeadRE = regexp.MustCompile(`^(\S+ {2,}|[A-Za-z]+: )`)
+
+// foldLine folds one line of prose to width columns, its later lines
+// indented under the text after its head (see proseHeadRE).
+func foldLine(l string, width int) string {
+	if utf8.RuneCountInString(l) <= width {
+		return l
+	}
+	head := proseHeadRE.FindString(l)
+	if len(head) > width/2 {
+		head = ""
+	}
+	indent := strings.Repeat(" ", len(head))
+	return head + wrap(strings.TrimPrefix(l, head), width-len(head), indent)
 }
 
 // names splits a comma-separated list.
@@ -301,7 +445,7 @@ func simContention(env simEnv, args []string, stdout, stderr io.Writer) int {
 	for _, n := range names(*strategies) {
 		s, err := sim.ContentionStrategy(n, *base, *maxDelay, *jitter)
 		if err != nil {
-			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+			return simUsageError(stderr, prog, simFlagError(err))
 		}
 		cfg.Strategies = append(cfg.Strategies, s)
 	}
@@ -316,12 +460,12 @@ func simContention(env simEnv, args []string, stdout, stderr io.Writer) int {
 	res, err := sim.RunContention(cfg)
 	pr.stop()
 	if err != nil {
-		return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+		return simUsageError(stderr, prog, simFlagError(err))
 	}
 	if sf.json {
 		err = sim.WriteJSON(stdout, res)
 	} else {
-		err = sim.WriteContentionReport(stdout, res)
+		err = foldReport(stdout, func(w io.Writer) error { return sim.WriteContentionReport(w, res) })
 	}
 	if err != nil {
 		return simFail(stderr, prog, err)
@@ -367,7 +511,7 @@ func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 	for _, n := range list {
 		s, err := sim.OverloadStrategyByName(n)
 		if err != nil {
-			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+			return simUsageError(stderr, prog, simFlagError(err))
 		}
 		cfg.Strategies = append(cfg.Strategies, s)
 	}
@@ -378,15 +522,15 @@ func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 		c := cfg
 		c.Clients = n
 		if err := c.Validate(); err != nil {
-			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+			return simUsageError(stderr, prog, simFlagError(err))
 		}
 	}
 	if err := checkPlotDir(sf.plot); err != nil {
 		return simUsageError(stderr, prog, err.Error())
 	}
 	if !sf.json {
-		fmt.Fprintf(stdout, "capacity %.0f/s, offered %.0f/s, queue %d, outage %v from %v (%s), %v of arrivals, seed %d\n",
-			cfg.Capacity, cfg.Load*cfg.Capacity, cfg.Queue, cfg.Outage, cfg.OutageStart, map[bool]string{false: "fast 503", true: "dropped"}[cfg.Drop], cfg.Duration, cfg.Seed)
+		fmt.Fprintln(stdout, wrap(fmt.Sprintf("capacity %.0f/s, offered %.0f/s, queue %d, outage %v from %v (%s), %v of arrivals, seed %d",
+			cfg.Capacity, cfg.Load*cfg.Capacity, cfg.Queue, cfg.Outage, cfg.OutageStart, map[bool]string{false: "fast 503", true: "dropped"}[cfg.Drop], cfg.Duration, cfg.Seed), reportWidth, ""))
 	}
 	var all []sim.OverloadResult
 	var configs []sim.OverloadConfig
@@ -398,7 +542,7 @@ func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 		res, err := sim.RunOverload(c)
 		if err != nil {
 			pr.stop()
-			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+			return simUsageError(stderr, prog, simFlagError(err))
 		}
 		all = append(all, res...)
 		configs = append(configs, c)
@@ -424,7 +568,7 @@ func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 	if sf.json {
 		err = sim.WriteJSON(stdout, all)
 	} else {
-		err = sim.WriteOverloadReport(stdout, cfg, all)
+		err = foldReport(stdout, func(w io.Writer) error { return sim.WriteOverloadReport(w, cfg, all) })
 	}
 	if err != nil {
 		return simFail(stderr, prog, err)

@@ -83,7 +83,7 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 	for _, n := range names(*strategies) {
 		s, err := sim.FleetStrategyByName(n)
 		if err != nil {
-			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+			return simUsageError(stderr, prog, simFlagError(err))
 		}
 		cfg.Strategies = append(cfg.Strategies, s)
 	}
@@ -94,7 +94,7 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 		c := cfg
 		c.Clients = n
 		if err := c.Validate(); err != nil {
-			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+			return simUsageError(stderr, prog, simFlagError(err))
 		}
 	}
 	if err := checkPlotDir(sf.plot); err != nil {
@@ -110,7 +110,7 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 		res, err := sim.RunFleet(c)
 		if err != nil {
 			pr.stop()
-			return simUsageError(stderr, prog, strings.TrimPrefix(err.Error(), "sim: "))
+			return simUsageError(stderr, prog, simFlagError(err))
 		}
 		all = append(all, res...)
 	}
@@ -144,8 +144,9 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintln(stdout, sim.FleetSummary(c))
-		if err := sim.WriteFleetReport(stdout, c, all[i*k:(i+1)*k]); err != nil {
+		fmt.Fprintln(stdout, wrap(sim.FleetSummary(c), reportWidth, ""))
+		rows := all[i*k : (i+1)*k]
+		if err := foldReport(stdout, func(w io.Writer) error { return sim.WriteFleetReport(w, c, rows) }); err != nil {
 			return simFail(stderr, prog, err)
 		}
 	}

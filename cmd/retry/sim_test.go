@@ -152,12 +152,12 @@ func TestSimUsageErrors(t *testing.T) {
 		{[]string{"contention", "--clients", "1:2"}, "want N or FROM:TO:STEP"},
 		{[]string{"contention", "--runs", "0"}, "--runs: want at least 1"},
 		{[]string{"contention", "--strategies", "full,bogus"}, `unknown contention strategy "bogus"`},
-		{[]string{"contention", "--base", "0s"}, "want 0 < base <= cap"},
+		{[]string{"contention", "--base", "0s"}, "--base 0s and --cap 2s: want 0 < --base <= --cap"},
 		{[]string{"contention", "--nope"}, "flag provided but not defined: --nope"},
 		{[]string{"contention", "extra"}, `unexpected argument "extra"`},
-		{[]string{"overload", "--hosts", "0"}, "hosts = 0"},
-		{[]string{"overload", "--load", "0"}, "load = 0"},
-		{[]string{"overload", "--outage", "2m"}, "must end within the duration"},
+		{[]string{"overload", "--hosts", "0"}, "invalid value 0 for flag --hosts: want 1 to --clients"},
+		{[]string{"overload", "--load", "0"}, "invalid value 0 for flag --load"},
+		{[]string{"overload", "--outage", "2m"}, "must end within --duration"},
 		{[]string{"overload", "--strategies", "profile:nope"}, "unknown profile"},
 		{[]string{"overload", "--strategies", ""}, "--strategies is empty"},
 	} {
@@ -252,15 +252,16 @@ func TestSimOverloadReport(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
-	s := out.String()
+	s := flat(out.String())
+	checkProseFits(t, out.String())
 	for _, want := range []string{
-		"amplification  attempts per request", "recovery_s     from the end of the outage", "never: not within the run",
+		"amplification attempts per request", "recovery_s from the end of the outage", "served); never: not within the run",
 		"note: adaptive-throttle rejected requests locally with p = ", "note: adaptive-throttle-sent-10s rejected",
 		"why: the SRE throttle counts the requests it rejects as requests",
 		"Conclusion: genai multiplied the load ", "ratio-budget held it to 1.",
 	} {
 		if !strings.Contains(s, want) {
-			t.Errorf("report lacks %q:\n%s", want, s)
+			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
 	// Progress on stderr: with progressAfter 0 the last line is shown.
@@ -274,9 +275,10 @@ func TestSimContentionReport(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	for _, want := range []string{"calls_mean    conditional writes per run", "Conclusion: at 40 clients ", "did the least work",
+	checkProseFits(t, out)
+	for _, want := range []string{"calls_mean conditional writes per run", "Conclusion: at 40 clients ", "did the least work",
 		"backoff without jitter (expo) needed "} {
-		if !strings.Contains(out, want) {
+		if !strings.Contains(flat(out), want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
@@ -335,15 +337,35 @@ func TestSimFleet(t *testing.T) {
 		{[]string{"fleet", "--quota", "99999999999/1s"}, "at most 2147483647 requests per window"},
 		{[]string{"fleet", "--retry-info", "0"}, "want reset, none or a duration above 0"},
 		{[]string{"fleet", "--retry-info", "-3s"}, "must not be negative"},
-		{[]string{"fleet", "--processes", "0"}, "processes = 0"},
-		{[]string{"fleet", "--jobs", "0"}, "jobs = 0"},
+		{[]string{"fleet", "--processes", "0"}, "invalid value 0 for flag --processes"},
+		{[]string{"fleet", "--jobs", "0"}, "invalid value 0 for flag --jobs"},
 		{[]string{"fleet", "--strategies", "local,bogus"}, `unknown fleet strategy "bogus"`},
 		{[]string{"fleet", "--strategies", ""}, "--strategies is empty"},
-		{[]string{"fleet", "--horizon", "0s"}, "horizon = 0s"},
+		{[]string{"fleet", "--horizon", "0s"}, "invalid value 0s for flag --horizon"},
 	} {
 		code, out, errs := runSimArgs(tc.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}
+
+// flat joins a report's folded lines: every run of white space becomes one
+// space.
+func flat(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// checkProseFits checks that a report's legend, notes and conclusion (all
+// after the table's blank line) fit 80 columns (review 3, item 22: lines
+// of up to 339 columns).
+func checkProseFits(t *testing.T, report string) {
+	t.Helper()
+	_, prose, ok := strings.Cut(report, "\n\n")
+	if !ok {
+		t.Fatalf("no blank line after the table:\n%s", report)
+	}
+	for _, l := range strings.Split(prose, "\n") {
+		if w := displayWidth(l); w > 80 {
+			t.Errorf("a line of %d columns:\n%s", w, l)
 		}
 	}
 }

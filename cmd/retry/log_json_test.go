@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestJSONLogUsageErrorBeforeTheFlag: a usage error found before (or after)
+// --log-format json is reported as JSON too, in both modes, and only a
+// --log-format that the flag package would read counts (review 3, item 24).
+func TestJSONLogUsageErrorBeforeTheFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		json bool
+	}{
+		{"bad value before", []string{"--attempts", "x", "--log-format", "json", "--", "true"}, true},
+		{"unknown flag before", []string{"--nope", "--log-format=json", "--", "true"}, true},
+		{"one dash", []string{"--nope", "-log-format", "json", "--", "true"}, true},
+		{"http unknown flag before", []string{"http", "--nope", "--log-format", "json", "http://127.0.0.1:1/"}, true},
+		{"http bad header before", []string{"http", "-H", "x", "--log-format", "json", "http://127.0.0.1:1/"}, true},
+		{"http after the URL", []string{"http", "-fsSLZ", "http://127.0.0.1:1/", "--log-format", "json"}, true},
+		{"the value of -H", []string{"http", "-H", "--log-format", "json", "http://127.0.0.1:1/"}, false},
+		{"after --", []string{"--nope", "--", "x", "--log-format", "json"}, false},
+		{"the command's argument", []string{"--attempts", "x", "cmd", "--log-format", "json"}, false},
+		{"last one wins", []string{"--nope", "--log-format", "json", "--log-format", "text", "--", "true"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runRetry(t, "", nil, tc.args...)
+			if r.code != exitUsage {
+				t.Errorf("exit %d, want 2; stderr:\n%s", r.code, r.stderr)
+			}
+			if !tc.json {
+				if strings.HasPrefix(r.stderr, "{") {
+					t.Errorf("JSON, want text: %s", r.stderr)
+				}
+				return
+			}
+			got := jsonLines(t, r.stderr)
+			if len(got) != 1 || got[0]["event"] != "usage-error" {
+				t.Errorf("want one usage-error object, got:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+// TestScanLogFormatSkipsValues: the scan reads a flag's value as the flag
+// package would, whatever it looks like.
+func TestScanLogFormatSkipsValues(t *testing.T) {
+	fs := newCommandFlags().fs
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--log-format"}, ""},
+		{[]string{"--log-format", "xml"}, ""},
+		{[]string{"--log-format", "json"}, "json"},
+		{[]string{"--quiet", "--log-format", "json"}, "json"},
+		{[]string{"--stdin-file", "--log-format", "json"}, ""},
+		{[]string{"--seed", "1", "--log-format=json", "--", "--log-format", "text"}, "json"},
+	} {
+		if got := scanLogFormat(fs, tc.args, false); got != tc.want {
+			t.Errorf("scanLogFormat(%q) = %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+// TestJSONLogNetHTTPLines: net/http's own log lines (here a Transport's
+// "Unsolicited response received on idle HTTP channel", written with the log
+// package) are JSON objects too with --log-format json, not raw text among
+// the JSON lines (review 3, item 24).
+func TestJSONLogNetHTTPLines(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := 0; ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				if n == 0 {
+					// A 503, then bytes nobody asked for on the idle connection.
+					fmt.Fprint(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\nJUNK /v1?key=s3cret")
+					c.(*net.TCPConn).CloseWrite()
+					bufio.NewReader(c).ReadByte() // until the client closes
+					return
+				}
+				fmt.Fprint(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+			}()
+		}
+	}()
+	r := runRetry(t, "", nil, "http", "--log-format", "json", "--attempts", "2", "--initial-delay", "300ms", "--jitter", "0",
+		"http://"+ln.Addr().String()+"/")
+	if r.code != 0 || r.stdout != "ok" {
+		t.Fatalf("exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	var logged []string
+	for _, m := range jsonLines(t, r.stderr) {
+		if m["event"] == "log" {
+			logged = append(logged, fmt.Sprint(m["message"]))
+		}
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], "Unsolicited response received on idle HTTP channel") {
+		t.Errorf("want net/http's line as a log object, got %q; stderr:\n%s", logged, r.stderr)
+	}
+	if strings.Contains(r.stderr, "s3cret") {
+		t.Errorf("a secret reached the log:\n%s", r.stderr)
+	}
+}
