@@ -46,6 +46,7 @@ func BenchmarkDo(b *testing.B) {
 		{"success/deadline+attempt-timeout", ctx, Policy{Deadline: time.Minute, AttemptTimeout: 10 * time.Second}},
 		{"success/deadline-after-ctx", short, Policy{Deadline: 2 * time.Hour}},
 		{"success/pacer", ctx, Policy{Pacer: nopPacer{}}},
+		{"success/pacers", ctx, Policy{Pacer: Pacers(nopPacer{}, nopPacer{})}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -56,23 +57,46 @@ func BenchmarkDo(b *testing.B) {
 			}
 		})
 	}
-	b.Run("retry-once", func(b *testing.B) {
-		b.ReportAllocs()
-		p := Policy{InitialDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: Zero}
-		for b.Loop() {
-			n := 0
-			_, err := Do(ctx, p, func(context.Context) (int, error) {
-				n++
-				if n == 1 {
-					return 0, errBench
-				}
-				return n, nil
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
+	// Every profile: those with a Deadline or AttemptTimeout allocate.
+	for _, name := range profileNames {
+		p, err := Profile(name)
+		if err != nil {
+			b.Fatal(err)
 		}
-	})
+		b.Run("success/profile="+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Do(ctx, p, bare); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	// retry-once: two attempts; with a Deadline each attempt gets its own
+	// derived context, so the cost of retry-once/deadline over retry-once is
+	// twice that of success/deadline over success.
+	for _, c := range []struct {
+		name     string
+		deadline time.Duration
+	}{{"retry-once", 0}, {"retry-once/deadline", time.Minute}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			p := Policy{InitialDelay: time.Nanosecond, MaxDelay: time.Nanosecond, Jitter: Zero, Deadline: c.deadline}
+			for b.Loop() {
+				n := 0
+				_, err := Do(ctx, p, func(context.Context) (int, error) {
+					n++
+					if n == 1 {
+						return 0, errBench
+					}
+					return n, nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 // nopPacer lets every attempt start at once.

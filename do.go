@@ -44,11 +44,12 @@ func (policyDeadlineError) Is(target error) bool {
 // goroutine.
 //
 // The success path allocates nothing and reads the clock once (so that
-// [Error.Elapsed] counts every attempt), except that a policy Deadline or
-// AttemptTimeout that ends before the context's own deadline runs each
-// attempt under one derived context: 4 allocations (272 bytes) per attempt.
-// Budgets, throttles and pacers that allocate nothing themselves add nothing.
-// docs/benchmarks.md has the figures.
+// [Error.Elapsed] counts every attempt; once more with an Observer, for the
+// success event), except that a policy Deadline or AttemptTimeout that ends
+// before the context's own deadline runs each attempt under one derived
+// context: 4 allocations (272 bytes) per attempt. Budgets, throttles and
+// pacers that allocate nothing themselves add no allocation, only their own
+// time. docs/benchmarks.md has the figures.
 func Do[T any](ctx context.Context, p Policy, fn func(context.Context) (T, error)) (T, error) {
 	var out T
 	err := loop(ctx, &p, func(ctx context.Context) error {

@@ -42,6 +42,11 @@ func ProfileNames() []string { return slices.Clone(profileNames) }
 // Profile once per client and reuse the Policy for all its calls (one Policy
 // value = one client's budget). An unknown name gives an error that lists
 // the known ones.
+//
+// "flex" (AttemptTimeout), "realtime" and "model-armor" (Deadline) run each
+// attempt under a derived context: 4 allocations per attempt, unless the
+// caller's context has an earlier deadline (see [Do]). The others allocate
+// nothing on the success path.
 func Profile(name string) (Policy, error) {
 	switch strings.ToLower(name) {
 	case "standard":
