@@ -326,9 +326,9 @@ func demoPolicy(name string, scale float64) (retry.Policy, error) {
 // other duration of the policy (10 s becomes 1 s at the synchronized
 // scenario's 1/10), so that it acts within the few seconds of the demo.
 // Its ratio (20 % of the requests) and its floor (10 retries per second)
-// are rates and are kept, as the servers' rates are: at the demo's 50
-// requests per second the two agree, 10 retries per second. The window is
-// never shorter than the 20 ms a RatioBudget accepts.
+// are rates and are kept, as the servers' rates are: at the synchronized
+// scenario's 50 requests per second the two agree, 10 retries per second.
+// The window is never shorter than the 20 ms a RatioBudget accepts.
 func demoBudgetConfig(scale float64) retry.RatioBudgetConfig {
 	w := time.Duration(float64(retry.DefaultBudgetWindow) / scale)
 	return retry.RatioBudgetConfig{Window: max(w, demoMinBudgetWindow)}
