@@ -35,7 +35,8 @@ failure:
                 server of finite capacity that stalls for a second, then
                 fails every held request at once: a thundering herd.
                 Without jitter the retries come back in waves and overload
-                the recovering server; jittered retries spread.
+                the recovering server; jittered retries spread; a retry
+                budget (google+budget) sends fewer and gives up on more.
   quota         the server has a quota and answers a 429 with
                 google.rpc.RetryInfo above it: honouring the hint and a
                 retry budget decide how many attempts are wasted.
@@ -50,7 +51,8 @@ failure:
 		b.WriteString("\n")
 	}
 	para(fmt.Sprintf("A strategy is no-retry, a jitter shape (%s) or a profile (%s), optionally followed by "+
-		"+budget (a retry budget: 20 %% of requests) and/or +nohints (ignore Retry-After and RetryInfo), "+
+		"+budget (Finagle's retry budget: retries up to 20 %% of the requests of the last 10 s, at least 10 per second, "+
+		"the 10 s divided by --time-scale like the waits) and/or +nohints (ignore Retry-After and RetryInfo), "+
 		"e.g. full+budget. --strategies defaults to: %s (synchronized); %s (quota); %s (random).",
 		shapeList(), strings.Join(retry.ProfileNames(), ", "), strings.Join(demoDefaultStrategies["synchronized"], ","),
 		strings.Join(demoDefaultStrategies["quota"], ","), strings.Join(demoDefaultStrategies["random"], ",")))
@@ -130,6 +132,7 @@ type demoSummary struct {
 	FailureRate   float64         `json:"failure_rate,omitempty"`
 	TimeScale     float64         `json:"time_scale"`
 	Delays        string          `json:"delays"`
+	Budget        string          `json:"budget,omitempty"` // what +budget means, when a strategy has one
 	Interrupted   bool            `json:"interrupted,omitempty"`
 	Strategies    []strategyStats `json:"strategies"`
 	Total         strategyStats   `json:"total"`
@@ -281,7 +284,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 
 // demoDefaultStrategies are the strategies of each scenario by default.
 var demoDefaultStrategies = map[string][]string{
-	"synchronized": {"no-retry", "none", "google", "full", "decorrelated"},
+	"synchronized": {"no-retry", "none", "google", "full", "decorrelated", "google+budget"},
 	"quota":        {"no-retry", "google+nohints", "google", "google+budget"},
 	"random":       {"no-retry", "google", "full", "jitter-at-cap", "realtime"},
 }
@@ -310,12 +313,50 @@ func demoPolicy(name string, scale float64) (retry.Policy, error) {
 		return p, err
 	}
 	if budget {
-		p.Budget = retry.NewRatioBudget(retry.RatioBudgetConfig{})
+		p.Budget = retry.NewRatioBudget(demoBudgetConfig(scale))
 	}
 	if nohints {
 		p.MaxRetryAfter = retry.Zero
 	}
 	return p, nil
+}
+
+// demoBudgetConfig is the retry budget of a +budget strategy: Finagle's
+// defaults ([retry.RatioBudget]), its window divided by scale like every
+// other duration of the policy (10 s becomes 1 s at the synchronized
+// scenario's 1/10), so that it acts within the few seconds of the demo.
+// Its ratio (20 % of the requests) and its floor (10 retries per second)
+// are rates and are kept, as the servers' rates are: at the synchronized
+// scenario's 50 requests per second the two agree, 10 retries per second.
+// The window is never shorter than the 20 ms a RatioBudget accepts.
+func demoBudgetConfig(scale float64) retry.RatioBudgetConfig {
+	w := time.Duration(float64(retry.DefaultBudgetWindow) / scale)
+	return retry.RatioBudgetConfig{Window: max(w, demoMinBudgetWindow)}
+}
+
+// demoMinBudgetWindow is the shortest window a RatioBudget accepts.
+const demoMinBudgetWindow = 20 * time.Millisecond
+
+// budgetText explains the budget of the +budget strategies among names, the
+// way the header explains the waits; "" if none has one.
+func budgetText(names []string, scale float64) string {
+	var with []string
+	for _, n := range names {
+		if strings.Contains(n, "+budget") {
+			with = append(with, n)
+		}
+	}
+	if len(with) == 0 {
+		return ""
+	}
+	c := demoBudgetConfig(scale)
+	scaled := fmt.Sprintf("its %v scaled 1/%g", retry.DefaultBudgetWindow, scale)
+	if float64(retry.DefaultBudgetWindow)/scale < float64(demoMinBudgetWindow) {
+		scaled += ", raised to the shortest window a budget takes"
+	}
+	return fmt.Sprintf("%s: a retry budget (Finagle's defaults): in any %v (%s) retries may add "+
+		"%.0f %% to the requests, or %.0f per second if that is more; a retry it refuses gives up at once.",
+		strings.Join(with, ", "), c.Window, scaled, 100*retry.DefaultBudgetRatio, retry.DefaultBudgetMinPerSecond)
 }
 
 func demoBasePolicy(name string, scale float64) (retry.Policy, error) {
@@ -575,6 +616,7 @@ func summarize(cfg demoConfig, lanes []*lane, elapsed time.Duration) demoSummary
 	sum := demoSummary{
 		Scenario: "random", Seed: cfg.seed, Clients: cfg.clients, DurationMS: cfg.duration.Milliseconds(), ElapsedMS: elapsed.Milliseconds(),
 		FailureRate: cfg.failRate, TimeScale: cfg.scale, Delays: delaysText(cfg.scale),
+		Budget: budgetText(cfg.strategies, cfg.scale),
 	}
 	total := strategyStats{Name: "total", ServerFaults: map[string]int{}}
 	for _, l := range lanes {
@@ -725,7 +767,11 @@ func randomHeader(w io.Writer, cfg demoConfig) {
 	for _, l := range wrapWords(text, 79) {
 		fmt.Fprintln(w, l)
 	}
-	for _, l := range wrapWords("Delays: "+delaysText(cfg.scale), 79) {
+	delays := "Delays: " + delaysText(cfg.scale)
+	if b := budgetText(cfg.strategies, cfg.scale); b != "" {
+		delays += ". " + b
+	}
+	for _, l := range wrapWords(delays, 79) {
 		fmt.Fprintln(w, l)
 	}
 	fmt.Fprintln(w)

@@ -381,8 +381,7 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 			l.mu.Unlock()
 			att += l.counter.n.Load()
 		}
-		el := max(time.Since(start), 0)
-		line := fmt.Sprintf("retry demo: %4.1fs of %v: %d requests done, %d ok, %d attempts", el.Seconds(), sc.duration, req, ok, att)
+		line := herdProgressLine(max(time.Since(start), 0), sc.duration, req, ok, int(att))
 		if tty {
 			fmt.Fprintf(progress, "\r%s%s", line, strings.Repeat(" ", max(lastLen-len(line), 0)))
 			lastLen = len(line)
@@ -413,11 +412,24 @@ loop:
 	return summarizeHerd(cfg, sc, lanes, time.Since(start)), nil
 }
 
+// herdProgressLine is the live status: the time, then the requests done,
+// those that succeeded and the attempts so far. After the last arrival
+// (duration) the run goes on while requests still retry: the line then says
+// that the run is finishing, instead of a time past the run's length ("3.0s of
+// 2s"). It stays under 80 columns: a longer line wraps, and \r then rewrites
+// only its last part.
+func herdProgressLine(elapsed, duration time.Duration, requests, ok, attempts int) string {
+	if elapsed > duration {
+		return fmt.Sprintf("retry demo: %4.1fs, finishing: %d done, %d ok, %d attempts", elapsed.Seconds(), requests, ok, attempts)
+	}
+	return fmt.Sprintf("retry demo: %4.1fs of %v: %d requests done, %d ok, %d attempts", elapsed.Seconds(), duration, requests, ok, attempts)
+}
+
 // summarizeHerd computes the statistics of every lane and the conclusion.
 func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.Duration) demoSummary {
 	sum := demoSummary{
 		Scenario: sc.name, Seed: cfg.seed, Clients: 0, DurationMS: sc.duration.Milliseconds(), ElapsedMS: elapsed.Milliseconds(),
-		TimeScale: cfg.scale, Delays: delaysText(cfg.scale), RatePerSecond: sc.rate, Capacity: sc.capacity(),
+		TimeScale: cfg.scale, Delays: delaysText(cfg.scale), Budget: budgetText(cfg.strategies, cfg.scale), RatePerSecond: sc.rate, Capacity: sc.capacity(),
 		BucketMS: sc.bucket.Milliseconds(), ChartFromMS: sc.chartFrom.Milliseconds(),
 	}
 	if sc.quota > 0 {
@@ -627,8 +639,12 @@ func wrapWords(s string, width int) []string {
 
 // herdHeader is printed before the run.
 func herdHeader(w io.Writer, cfg demoConfig, sc scenario) {
-	text := fmt.Sprintf("retry demo, %s: %d strategies, %g requests/s each, %v, seed %d.",
-		sc.name, len(cfg.strategies), sc.rate, sc.duration, cfg.seed)
+	strategies := fmt.Sprintf("%d strategies", len(cfg.strategies))
+	if len(cfg.strategies) == 1 {
+		strategies = "1 strategy"
+	}
+	text := fmt.Sprintf("retry demo, %s: %s, %g requests/s each, %v, seed %d.",
+		sc.name, strategies, sc.rate, sc.duration, cfg.seed)
 	for _, l := range wrapWords(text, 79) {
 		fmt.Fprintln(w, l)
 	}
@@ -647,6 +663,9 @@ func herdHeader(w io.Writer, cfg demoConfig, sc scenario) {
 	g, _ := demoPolicy("google", cfg.scale)
 	text += fmt.Sprintf("Policy waits are scaled 1/%g (google: %v, %v, %v... plus up to %v of jitter); server hints are not.",
 		cfg.scale, g.InitialDelay, 2*g.InitialDelay, 4*g.InitialDelay, g.Jitter)
+	if b := budgetText(cfg.strategies, cfg.scale); b != "" {
+		text += " " + b
+	}
 	for _, l := range wrapWords(text, 79) {
 		fmt.Fprintln(w, l)
 	}
@@ -670,7 +689,9 @@ func herdConclusion(sc scenario, st []strategyStats) string {
 	var spread *strategyStats
 	for i := range st {
 		s := &st[i]
-		if s.Name == "none" || s.Name == "no-retry" || s.Attempts <= s.Requests {
+		// A budget does not spread retries, it drops them: it is
+		// compared with its own strategy below.
+		if s.Name == "none" || s.Name == "no-retry" || s.Attempts <= s.Requests || strings.Contains(s.Name, "+budget") {
 			continue
 		}
 		if spread == nil || s.Peak < spread.Peak || (s.Peak == spread.Peak && s.GiveUps < spread.GiveUps) {
@@ -702,6 +723,11 @@ func herdConclusion(sc scenario, st []strategyStats) string {
 	if f, ok := by["full"]; ok && spread != nil && spread.Name != "full" && f.Peak > spread.Peak {
 		parts = append(parts, fmt.Sprintf("full (%s) draws its waits from 0: its first retries all came back within one base delay of the failure.", stats(f)))
 	}
+	for _, s := range st {
+		if strings.Contains(s.Name, "+budget") {
+			parts = append(parts, budgetConclusion(sc, s, by))
+		}
+	}
 	if n, ok := by["no-retry"]; ok {
 		parts = append(parts, fmt.Sprintf("Without retries %d of %d requests failed (%.1f%% ok).", n.GiveUps, n.Requests, n.SuccessRate))
 	}
@@ -709,6 +735,60 @@ func herdConclusion(sc scenario, st []strategyStats) string {
 		return "No strategy retried."
 	}
 	return strings.Join(parts, " ")
+}
+
+// budgetConclusion says, from the results, what the retry budget of s did
+// in the herd, against the same strategy without it (s's name without
+// "+budget") when it ran: the retries it refused, the load it kept off the
+// recovering server (the share retries added, the peak, the shed attempts)
+// and what that cost in give-ups. Every comparison is worded from the
+// numbers, whichever way they went.
+func budgetConclusion(sc scenario, s strategyStats, by map[string]strategyStats) string {
+	added := func(s strategyStats) float64 { return 100 * per(s.Attempts-s.Requests, s.Requests) }
+	x := func(s strategyStats) string { return fmt.Sprintf("%.1fx", float64(s.Peak)/sc.perBucket()) }
+	if s.BudgetRefused == 0 {
+		return fmt.Sprintf("The retry budget (%s) refused no retry: its retries added %.0f %% to the requests, "+
+			"within what it allows, so it behaved as it would without a budget.", s.Name, added(s))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "The retry budget (%s) refused %d %s: its retries added %.0f %% to the requests",
+		s.Name, s.BudgetRefused, map[bool]string{true: "retry", false: "retries"}[s.BudgetRefused == 1], added(s))
+	h, ok := by[strings.Replace(s.Name, "+budget", "", 1)]
+	if !ok || h.Requests == 0 {
+		fmt.Fprintf(&b, "; the busiest %v after the stall brought %s the server's capacity, %d attempts were shed and %s.",
+			sc.bucket, x(s), s.Shed, giveUpText(s.GiveUps))
+		return b.String()
+	}
+	fmt.Fprintf(&b, " (%s: %.0f %%)", h.Name, added(h))
+	switch {
+	case s.Peak < h.Peak:
+		fmt.Fprintf(&b, ", so the recovering server's busiest %v held %s its capacity against %s", sc.bucket, x(s), x(h))
+	case s.Peak == h.Peak:
+		fmt.Fprintf(&b, ", yet the recovering server's busiest %v held as much as without it (%s its capacity)", sc.bucket, x(s))
+	default:
+		fmt.Fprintf(&b, ", yet the recovering server's busiest %v held more than without it (%s its capacity against %s)", sc.bucket, x(s), x(h))
+	}
+	fmt.Fprintf(&b, ", and %d attempts were shed against %d.", s.Shed, h.Shed)
+	noRetry := ""
+	if n, ok := by["no-retry"]; ok {
+		noRetry = fmt.Sprintf(", %d without retries", n.GiveUps)
+	}
+	switch {
+	case s.GiveUps > h.GiveUps:
+		fmt.Fprintf(&b, " The price: %s gave up (%s: %d%s).", requestsText(s.GiveUps), h.Name, h.GiveUps, noRetry)
+		fmt.Fprintf(&b, " A budget bounds what retries add to the load however long an outage lasts, "+
+			"which spares a server that cannot absorb them; ")
+		if h.GiveUps == 0 {
+			fmt.Fprintf(&b, "this one recovered fast enough for %s to get every request through.", h.Name)
+		} else {
+			fmt.Fprintf(&b, "this one recovered fast enough for %s to get %.1f%% through against %.1f%%.", h.Name, h.SuccessRate, s.SuccessRate)
+		}
+	case s.GiveUps == h.GiveUps:
+		fmt.Fprintf(&b, " It cost no give-up: %d, as many as %s%s.", s.GiveUps, h.Name, noRetry)
+	default:
+		fmt.Fprintf(&b, " And fewer requests gave up: %d against %d for %s%s.", s.GiveUps, h.GiveUps, h.Name, noRetry)
+	}
+	return b.String()
 }
 
 // requestsText is "1 request" or "N requests".
