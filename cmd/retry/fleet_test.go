@@ -118,8 +118,11 @@ func TestFleetPrecedence(t *testing.T) {
 }
 
 // windowCounter is a loopback server that counts the requests of each
-// fixed window of one second and answers 429 beyond quota in a window, 503
-// (retryable) otherwise.
+// fixed window of one second and answers 429 beyond quota + 5 % in a
+// window, 503 (retryable) otherwise. The 5 % is the grace the fleet's check
+// allows (as redisretry's TestFleetProcesses): the server counts requests
+// when they arrive, and a request the quota let start at the end of one
+// window can arrive in the next on a loaded machine.
 type windowCounter struct {
 	quota int
 	start time.Time
@@ -138,7 +141,7 @@ func (s *windowCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	i := int64(at / time.Second)
 	s.windows[i]++
 	s.total++
-	over := s.windows[i] > s.quota
+	over := s.windows[i] > s.quota+s.quota/20
 	if over {
 		s.n429++
 	}
