@@ -117,6 +117,17 @@ func TestKillAfterZero(t *testing.T) {
 	}
 }
 
+// TestStoppedAttemptGetsTheSignal: an attempt that stopped itself (SIGSTOP)
+// gets the timeout's signal at once, as timeout(1) does it (a SIGCONT after
+// the signal), instead of holding retry until someone resumes it: with
+// --kill-after 0 nothing else would ever end it.
+func TestStoppedAttemptGetsTheSignal(t *testing.T) {
+	r := runRetry(t, "", nil, "--attempts", "1", "--attempt-timeout", "200ms", "--kill-after", "0", "--", "sh", "-c", "kill -STOP $$; sleep 30")
+	if r.code != exitTimeout {
+		t.Errorf("exit %d, want 124; stderr %q", r.code, r.stderr)
+	}
+}
+
 // TestSignalKILL: --signal KILL exits 137, as timeout -s KILL does.
 func TestSignalKILL(t *testing.T) {
 	r := runRetry(t, "", nil, "--attempts", "1", "--attempt-timeout", "100ms", "--signal", "KILL", "--", "sleep", "30")

@@ -31,9 +31,16 @@ func prepare(cmd *exec.Cmd, group bool) {
 }
 
 // signal sends s to the attempt: to its process group, or to the command.
+// To a group it then sends SIGCONT, as timeout(1) does, so that a stopped
+// process (Ctrl-Z, SIGSTOP) gets the signal now rather than when someone
+// resumes it: without it a stopped attempt held retry forever with
+// --kill-after 0.
 func (p *process) signal(s syscall.Signal) {
 	if p.group {
 		_ = syscall.Kill(-p.cmd.Process.Pid, s)
+		if s != syscall.SIGKILL && s != syscall.SIGCONT {
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+		}
 		return
 	}
 	_ = p.cmd.Process.Signal(s)
