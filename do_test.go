@@ -137,6 +137,39 @@ func TestPolicyDeadlineCancelsRunningAttempt(t *testing.T) {
 	})
 }
 
+// TestAttemptCauseTellsTimeoutFromDeadline: the cause of an attempt's
+// context tells which limit ended it, as Policy.AttemptTimeout documents
+// (cmd/retry names the flag from it).
+func TestAttemptCauseTellsTimeoutFromDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		p           Policy
+		wantTimeout bool
+	}{
+		{"attempt timeout first", Policy{Attempts: 1, Deadline: 5 * time.Second, AttemptTimeout: time.Second}, true},
+		{"deadline first", Policy{Attempts: 1, Deadline: time.Second, AttemptTimeout: 5 * time.Second}, false},
+		{"deadline only", Policy{Attempts: 1, Deadline: time.Second}, false},
+		{"attempt timeout only", Policy{Attempts: 1, AttemptTimeout: time.Second}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var cause error
+				Run(t.Context(), tc.p, func(ctx context.Context) error {
+					<-ctx.Done()
+					cause = context.Cause(ctx)
+					return ctx.Err()
+				})
+				if !errors.Is(cause, context.DeadlineExceeded) {
+					t.Fatalf("cause = %v, want one matching context.DeadlineExceeded", cause)
+				}
+				if got := cause == context.DeadlineExceeded; got != tc.wantTimeout {
+					t.Fatalf("cause = %v: is context.DeadlineExceeded itself = %v, want %v", cause, got, tc.wantTimeout)
+				}
+			})
+		})
+	}
+}
+
 func TestCancelDuringWaitReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cause := errors.New("user hit stop")

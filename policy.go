@@ -70,7 +70,11 @@ type Policy struct {
 	// attempt that times out is retried. 0 means no per-attempt timeout.
 	// Each attempt then runs under a derived context (4 allocations, 272
 	// bytes) unless the context's deadline comes first; with a Deadline too,
-	// it still gets one derived context, not two.
+	// it still gets one derived context, not two. An attempt's context
+	// ended by AttemptTimeout has context.DeadlineExceeded itself as its
+	// [context.Cause]; one ended by Deadline has a cause of its own that
+	// matches context.DeadlineExceeded through errors.Is, so the two can be
+	// told apart.
 	AttemptTimeout time.Duration
 
 	// MaxRetryAfter caps a server's hint (see [After]): a hint asks for a wait

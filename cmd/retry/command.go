@@ -438,7 +438,10 @@ wait:
 	}
 	if timedOut {
 		what := "stopped by the --deadline"
-		if r.attemptTimeout > 0 && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		// The core cancels an attempt at --attempt-timeout with the cause
+		// context.DeadlineExceeded itself, and at the policy's deadline with
+		// its own error, which only matches it through errors.Is.
+		if r.attemptTimeout > 0 && context.Cause(ctx) == context.DeadlineExceeded {
 			what = fmt.Sprintf("timed out after %v (--attempt-timeout)", r.attemptTimeout)
 		}
 		code := exitTimeout

@@ -218,6 +218,20 @@ func TestCommandAttemptTimeoutKillsHungAttempt(t *testing.T) {
 	}
 }
 
+// TestDeadlineBeforeAttemptTimeoutIsNamed: an attempt stopped by the
+// --deadline, before its longer --attempt-timeout, is logged as stopped by the
+// deadline (it said "timed out after 5s (--attempt-timeout)" after 300ms).
+func TestDeadlineBeforeAttemptTimeoutIsNamed(t *testing.T) {
+	r := runRetry(t, "", nil, "--deadline", "300ms", "--attempt-timeout", "5s", "--kill-after", "0",
+		"--", "sh", "-c", "exec sleep 30")
+	if r.code != exitTimeout {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", r.code, exitTimeout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "stopped by the --deadline") || strings.Contains(r.stderr, "--attempt-timeout") {
+		t.Errorf("want the attempt named as stopped by the --deadline, not by --attempt-timeout:\n%s", r.stderr)
+	}
+}
+
 func TestCommandStdin(t *testing.T) {
 	dir := t.TempDir()
 	seen := filepath.Join(dir, "seen")
