@@ -6,6 +6,7 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
 )
 
@@ -504,18 +506,50 @@ func decompress(resp *http.Response) (io.Reader, error) {
 }
 
 // hopRecorder records the response of each hop (redirects included) that
-// the client gets from the retrying transport, for -i, -I and -D.
+// the client gets from the retrying transport, for -i, -I and -D. Its
+// observe, the transport's observer, holds back each hop's success event:
+// the transport sees a hop as a request of its own, and a hop answered with
+// a redirect that the client follows is no success of the request. The event
+// is logged when the client starts the next hop (as a redirect) or by finish.
 type hopRecorder struct {
-	rt    http.RoundTripper
-	resps []*http.Response
+	rt      http.RoundTripper
+	log     *eventLog
+	resps   []*http.Response
+	pending *retry.Event // the last hop's success, not yet logged
+	hop     int          // the hop of pending: its index in resps
 }
 
+// RoundTrip runs one hop. It and observe run on the client's goroutine.
 func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	h.flush(false) // a new hop: the last one was a redirect, followed
 	resp, err := h.rt.RoundTrip(req)
 	if err == nil {
 		h.resps = append(h.resps, resp)
 	}
 	return resp, err
+}
+
+// observe is the transport's observer: it passes every event but a success on.
+func (h *hopRecorder) observe(_ context.Context, e retry.Event) {
+	if e.Kind == retry.EventSuccess {
+		h.pending, h.hop = &e, len(h.resps)
+		return
+	}
+	h.log.event(e)
+}
+
+// finish logs the success event held back for the last hop, once the
+// client has returned: as the request's success if ok (the client returned
+// that hop's answer), else as a redirect that was not followed.
+func (h *hopRecorder) finish(ok bool) { h.flush(ok) }
+
+func (h *hopRecorder) flush(final bool) {
+	e := h.pending
+	h.pending = nil
+	if e == nil || h.hop >= len(h.resps) { // its hop returned no response
+		return
+	}
+	h.log.hop(*e, h.resps[h.hop], final && h.hop == len(h.resps)-1)
 }
 
 // CloseIdleConnections passes the call on (http.Client calls it).

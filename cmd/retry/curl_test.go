@@ -140,6 +140,63 @@ func TestCurlRedirects(t *testing.T) {
 	}
 }
 
+// TestCurlRedirectEvents: with -L the log tells of the request, not of each
+// hop: a hop answered with a redirect is a "redirect" event, and "success"
+// comes once, for the final answer, never for a request that then fails.
+func TestCurlRedirectEvents(t *testing.T) {
+	var flaky atomic.Int32
+	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/old":
+			http.Redirect(w, r, "/new", http.StatusFound)
+		case "/new":
+			io.WriteString(w, "new\n")
+		case "/down":
+			http.Redirect(w, r, "/503", http.StatusFound)
+		case "/503":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/loop":
+			http.Redirect(w, r, "/loop", http.StatusFound)
+		case "/flaky":
+			if flaky.Add(1) == 1 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			http.Redirect(w, r, "/new", http.StatusFound)
+		}
+	})
+	events := func(r result) string {
+		var kinds []string
+		for _, l := range jsonLines(t, r.stderr) {
+			k := l["event"].(string)
+			if k == "redirect" {
+				k += fmt.Sprintf(" %v %v", l["status"], l["url"])
+			}
+			kinds = append(kinds, k)
+		}
+		return strings.Join(kinds, ", ")
+	}
+	for _, tc := range []struct {
+		path, want string
+		code       int
+	}{
+		{"/old", "redirect 302 " + url + "/new, success", 0},
+		{"/down", "redirect 302 " + url + "/503, retry, give-up", exitGaveUp},
+		{"/loop", "redirect 302 " + url + "/loop, redirect 302 " + url + "/loop, error", curlTooManyRedirs},
+	} {
+		r := runRetry(t, "", nil, args([]string{"http", "-L", "-o", "/dev/null", "--max-redirs", "1", "--attempts", "2", "--log-format", "json"}, fast, []string{url + tc.path})...)
+		if got := events(r); r.code != tc.code || got != tc.want {
+			t.Errorf("-L %s: exit %d, events %q; want exit %d, events %q; stderr:\n%s", tc.path, r.code, got, tc.code, tc.want, r.stderr)
+		}
+	}
+	// The text log says a retried hop succeeded with a redirect, and no more.
+	r := runRetry(t, "", nil, args([]string{"http", "-L", "-o", "/dev/null", "--attempts", "2"}, fast, []string{url + "/flaky"})...)
+	want := "retry http: attempt 2/2 succeeded: 302, a redirect to " + url + "/new\n"
+	if r.code != 0 || len(lines(r.stderr, "retry http: ")) != 2 || !strings.HasSuffix(r.stderr, want) {
+		t.Errorf("-L /flaky: exit %d; want 2 lines, the last %q; stderr:\n%s", r.code, want, r.stderr)
+	}
+}
+
 // TestCurlRequest: what the server receives for curl's request flags.
 func TestCurlRequest(t *testing.T) {
 	dir := t.TempDir()

@@ -291,7 +291,8 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		opts = append(opts, httpretry.RetryAllErrors())
 	}
 	retries := 0
-	p.Observer = retry.Observers(log.observer(), func(_ context.Context, e retry.Event) {
+	hops := &hopRecorder{log: log}
+	p.Observer = retry.Observers(hops.observe, func(_ context.Context, e retry.Event) {
 		if e.Kind == retry.EventRetry {
 			retries++ // the observer runs on client.Do's goroutine
 		}
@@ -315,7 +316,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if err := tr.Err(); err != nil {
 		return log.fail(usagef("%v", err))
 	}
-	hops := &hopRecorder{rt: tr}
+	hops.rt = tr
 	client := &http.Client{Transport: hops, CheckRedirect: h.checkRedirect}
 
 	start := time.Now()
@@ -328,6 +329,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	resp, err := client.Do(req)
+	hops.finish(err == nil)
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -91,6 +92,44 @@ func (l *eventLog) event(e retry.Event) {
 	if e.Err != nil {
 		info = l.describe(e.Err)
 	}
+	l.emit(e, info)
+}
+
+// hop logs the end of one hop of a request that follows redirects (retry
+// http -L), whose loop has reported e, an [retry.EventSuccess]: as a success
+// when resp is the request's final answer, else as a "redirect" event (in the
+// text log only after a retry, as a success is).
+func (l *eventLog) hop(e retry.Event, resp *http.Response, final bool) {
+	info := attemptInfo{Status: resp.StatusCode}
+	if resp.Request != nil {
+		info.Method = resp.Request.Method
+		info.URL = httpretry.Redact(resp.Request.URL)
+	}
+	if final {
+		l.emit(e, info)
+		return
+	}
+	if loc, err := resp.Location(); err == nil {
+		info.URL = httpretry.Redact(loc)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.silent || l.quiet {
+		return
+	}
+	if l.json {
+		r := l.record(e, info)
+		r.Event = "redirect"
+		l.encode(r)
+		return
+	}
+	if e.Attempt > 1 {
+		fmt.Fprintf(l.w, "%s: attempt %d/%d succeeded: %d, a redirect to %s\n", l.prog, e.Attempt, e.MaxAttempts, info.Status, info.URL)
+	}
+}
+
+// emit logs e, described by info.
+func (l *eventLog) emit(e retry.Event, info attemptInfo) {
 	if e.Kind == retry.EventGiveUp && (e.Reason == retry.ReasonDeadline || e.Reason == retry.ReasonThrottled) && l.refusal != nil {
 		info.Refusal = l.refusal()
 	}
@@ -237,6 +276,11 @@ func (l *eventLog) retryHint(e retry.Event) {
 }
 
 func (l *eventLog) writeJSON(e retry.Event, info attemptInfo) {
+	l.encode(l.record(e, info))
+}
+
+// record is the JSON log record of e, described by info.
+func (l *eventLog) record(e retry.Event, info attemptInfo) logRecord {
 	elapsed := e.Elapsed.Milliseconds()
 	r := logRecord{
 		Event:       e.Kind.String(),
@@ -264,7 +308,7 @@ func (l *eventLog) writeJSON(e retry.Event, info attemptInfo) {
 			r.Message = info.Refusal
 		}
 	}
-	l.encode(r)
+	return r
 }
 
 // encode writes r as one JSON line, stamped with the time.
