@@ -15,12 +15,13 @@ import (
 // limiters: it honours context deadlines, so a call stops at the limiter's
 // Timeout instead of the client's 3 s read timeout. (The limiters bound every
 // call anyway; this client also frees the connection.) It makes no network
-// call. A URL that does not parse is an error that never shows the password.
+// call. A URL that does not parse is an error that never shows the password
+// (nor anything a redactor such as httpretry.RedactText would take for one).
 // Close the client when done.
 func NewClient(rawURL string) (*redis.Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, errors.New("redisretry: invalid Redis URL: it does not parse (want redis://[user:password@]host:port/db)")
+		return nil, errors.New("redisretry: invalid Redis URL: it does not parse (want redis://host:port/db, with user:password@ before the host if the server needs a password)")
 	}
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {

@@ -111,22 +111,32 @@ func checkRedisURL(raw string) error {
 	return nil
 }
 
-// redactPassword removes the password of the URL raw from msg.
+// redactPassword hides the credentials of the Redis URL raw in msg, a
+// message about it, as every message of retry hides a URL's: REDACTED in
+// place of the user info and of secret query values.
 func redactPassword(msg, raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		if p, ok := u.User.Password(); ok && p != "" {
-			msg = strings.ReplaceAll(msg, p, "xxxxx")
+	u, err := url.Parse(raw)
+	if err != nil {
+		// Hide raw where msg quotes it (redisretry does not quote a URL
+		// that does not parse), but nothing else: redisretry's hint
+		// "want redis://[user:password@]host:port/db" looks like user info.
+		if raw == "" {
+			return msg
 		}
+		return strings.ReplaceAll(msg, raw, httpretry.RedactText(raw))
 	}
-	return httpretry.RedactText(msg) // and the user info, as every other message
+	if p, ok := u.User.Password(); ok && p != "" {
+		msg = strings.ReplaceAll(msg, p, httpretry.Redacted) // wherever quoted
+	}
+	return httpretry.RedactText(msg)
 }
 
-// redactedURL is raw with its password replaced, for messages.
+// redactedURL is raw with its credentials hidden, for messages.
 func redactedURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
+	if _, err := url.Parse(raw); err != nil {
+		return "(a URL that does not parse)"
 	}
-	return "(a URL that does not parse)"
+	return redactPassword(raw, raw)
 }
 
 // buildFleet merges the config file's fleet settings and the flags (flags

@@ -63,6 +63,7 @@ func TestFleetBadInput(t *testing.T) {
 		{"config quota", []string{"--config", badQuota, "--", "true"}, "--config " + badQuota + `: quota: "fast": want COUNT/PERIOD`},
 		{"config redis type", []string{"--config", redisNumber, "--", "true"}, "--config " + redisNumber + ": redis: want a string"},
 		{"config redis unparsable", []string{"--config", secretURL, "--", "true"}, "redis: invalid Redis URL: it does not parse"},
+		{"redis unparsable hint", []string{"--redis", "redis://:s3cret@[::1", "--fleet", "ci", "--", "true"}, "it does not parse (want redis://host:port/db, with user:password@ before the host if the server needs a password)"},
 		{"config fleet name", []string{"--config", badName, "--", "true"}, `fleet: "a{b}": must not contain { or }`},
 		{"config timeout", []string{"--config", camel, "--", "true"}, "redisTimeout: duration \"-1s\" must not be negative"},
 		{"http quota without fleet", []string{"http", "--redis", r, "--quota", "5/1s", "http://127.0.0.1:1/"}, "--redis needs --fleet NAME"},
@@ -280,6 +281,11 @@ func TestFleetPassword(t *testing.T) {
 	r = runRetry(t, "", nil, "--redis", "redis://:wrong-pw@"+srv.addr()+"/0", "--fleet", name, "--", "true")
 	if r.code != 0 || len(lines(r.stderr, "unavailable")) != 1 || strings.Contains(r.stderr, "wrong-pw") || strings.Contains(r.stderr, "s3cret") {
 		t.Errorf("wrong password: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// A password is hidden the same way in every message: REDACTED in place
+	// of the user info, as in the URLs of retry http's messages.
+	if want := "Redis at redis://REDACTED@" + srv.addr() + "/0 unavailable"; !strings.Contains(r.stderr, want) {
+		t.Errorf("wrong password: stderr %q lacks %q", r.stderr, want)
 	}
 }
 

@@ -1,0 +1,34 @@
+package redisretry_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/backoffkit/retry/httpretry"
+	"github.com/backoffkit/retry/redisretry"
+)
+
+// TestNewClientErrors: a bad URL is an error that names the problem and
+// never shows the password; its text survives a redactor unchanged (the
+// form it suggests is not taken for a URL's user info).
+func TestNewClientErrors(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"redis://:s3cret@[::1", "it does not parse (want redis://host:port/db, with user:password@ before the host"},
+		{"redis://u:s3cret@127.0.0.1:6379/notadb", "invalid database number"},
+		{"http://u:s3cret@127.0.0.1:6379/0", "invalid URL scheme"},
+	} {
+		c, err := redisretry.NewClient(tc.url)
+		if err == nil {
+			c.Close()
+			t.Errorf("NewClient(%q): no error", tc.url)
+			continue
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, tc.want) || strings.Contains(msg, "s3cret") {
+			t.Errorf("NewClient(%q) = %q, want it to say %q without the password", tc.url, msg, tc.want)
+		}
+		if strings.Contains(tc.url, "[") && httpretry.RedactText(msg) != msg {
+			t.Errorf("RedactText changes the error of %q: %q", tc.url, httpretry.RedactText(msg))
+		}
+	}
+}
