@@ -134,11 +134,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	log.describe = r.describe
 	log.hint(resolved)
 	r.onInterrupt = func(s os.Signal) {
-		name := s.String()
+		name, key := s.String(), ""
 		if sig, ok := s.(syscall.Signal); ok {
 			name = "SIG" + signalName(sig)
+			key = terminalKey(sig)
 		}
-		log.note("interrupt", fmt.Sprintf("%s: waiting for the command to end; send it again (Ctrl-C) to kill it", name))
+		log.note("interrupt", fmt.Sprintf("%s: waiting for the command to end; send %s%s again to kill it", name, name, key))
 	}
 	p.Observer = log.observer()
 	p.Retryable = r.retryable
@@ -164,6 +165,18 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.fail(err) // not an attempt's failure: nothing said it yet
 	}
 	return r.exitCode(err)
+}
+
+// terminalKey names the key that sends sig from a terminal, " (Ctrl-C)",
+// or "" if none.
+func terminalKey(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGINT:
+		return " (Ctrl-C)"
+	case syscall.SIGQUIT:
+		return ` (Ctrl-\)`
+	}
+	return ""
 }
 
 // parseSignal parses a signal as timeout -s does: any name of the

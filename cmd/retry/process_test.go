@@ -265,25 +265,44 @@ func TestEachAttemptHasItsOwnProcessGroup(t *testing.T) {
 	}
 }
 
-// TestSecondSignalKills: a command that ignores SIGINT gets the first one
-// (once), and the second kills it; retry exits 130 without waiting for it.
+// TestSecondSignalKills: a command that ignores SIGINT (SIGTERM, SIGHUP)
+// gets the first one (once), and the second kills it; retry exits 128+N
+// without waiting for it. The line in between names the signal to send
+// again, once.
 func TestSecondSignalKills(t *testing.T) {
-	s := startRetry(t, nil, nil, nil, "--attempts", "3")
-	s.cmd.Process.Signal(syscall.SIGINT)
-	if l := s.line(t); l != "sig INT" {
-		t.Fatalf("child said %q, want the forwarded SIGINT", l)
-	}
-	s.stderrLine(t, "SIGINT: waiting for the command to end")
-	s.cmd.Process.Signal(syscall.SIGINT)
-	code, rest := s.wait(t)
-	if code != 130 {
-		t.Errorf("exit %d, want 130", code)
-	}
-	if strings.Contains(rest, "sig") || strings.Contains(rest, "ready") {
-		t.Errorf("after the second SIGINT the child said %q (want it killed, and no new attempt)", rest)
-	}
-	if alive(t, s.pid) {
-		t.Errorf("the child %d still runs", s.pid)
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		name string
+		code int
+		want string // how the line says to kill it
+	}{
+		{syscall.SIGINT, "INT", 130, "send SIGINT (Ctrl-C) again to kill it"},
+		{syscall.SIGTERM, "TERM", 143, "send SIGTERM again to kill it"},
+		{syscall.SIGHUP, "HUP", 129, "send SIGHUP again to kill it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startRetry(t, nil, nil, nil, "--attempts", "3")
+			s.cmd.Process.Signal(tc.sig)
+			if l := s.line(t); l != "sig "+tc.name {
+				t.Fatalf("child said %q, want the forwarded SIG%s", l, tc.name)
+			}
+			s.stderrLine(t, "SIG"+tc.name+": waiting for the command to end")
+			s.cmd.Process.Signal(tc.sig)
+			code, rest := s.wait(t)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d", code, tc.code)
+			}
+			if strings.Contains(rest, "sig") || strings.Contains(rest, "ready") {
+				t.Errorf("after the second SIG%s the child said %q (want it killed, and no new attempt)", tc.name, rest)
+			}
+			if alive(t, s.pid) {
+				t.Errorf("the child %d still runs", s.pid)
+			}
+			said := lines(s.stderr.String(), "waiting for the command to end")
+			if len(said) != 1 || !strings.HasSuffix(said[0], "; "+tc.want) {
+				t.Errorf("want one line ending %q; stderr:\n%s", tc.want, s.stderr)
+			}
+		})
 	}
 }
 
@@ -340,7 +359,7 @@ func TestCtrlCAtATerminal(t *testing.T) {
 			}
 			// Two Ctrl-C at once would be one SIGINT (a pending signal is not
 			// queued twice): press again once retry has taken the first.
-			s.stderrLine(t, "send it again (Ctrl-C) to kill it")
+			s.stderrLine(t, "send SIGINT (Ctrl-C) again to kill it")
 			if _, err := master.Write([]byte{3}); err != nil {
 				t.Fatal(err)
 			}
