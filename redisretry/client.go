@@ -31,10 +31,12 @@ func NewClient(rawURL string) (*redis.Client, error) {
 	return redis.NewClient(opt), nil
 }
 
-// redact removes the URL's password from a message.
+// redact removes the URL from a message where it quotes it (go-redis's
+// errors name the part at fault, not the password). The password's text is
+// not replaced elsewhere: a short one would show itself by where it matched.
 func redact(msg string, u *url.URL) string {
-	if p, ok := u.User.Password(); ok && p != "" {
-		return strings.ReplaceAll(msg, p, "xxxxx")
+	if u.User == nil {
+		return msg
 	}
-	return msg
+	return strings.ReplaceAll(msg, u.String(), u.Redacted())
 }

@@ -16,6 +16,8 @@ func TestNewClientErrors(t *testing.T) {
 		{"redis://:s3cret@[::1", "it does not parse (want redis://host:port/db, with user:password@ before the host"},
 		{"redis://u:s3cret@127.0.0.1:6379/notadb", "invalid database number"},
 		{"http://u:s3cret@127.0.0.1:6379/0", "invalid URL scheme"},
+		// A short password: the message keeps the rest of the URL intact.
+		{"redis://:1@127.0.0.1:6379/x1", "invalid Redis URL redis://:xxxxx@127.0.0.1:6379/x1: redis: invalid database number"},
 	} {
 		c, err := redisretry.NewClient(tc.url)
 		if err == nil {

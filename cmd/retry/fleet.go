@@ -125,8 +125,13 @@ func redactPassword(msg, raw string) string {
 		}
 		return strings.ReplaceAll(msg, raw, httpretry.RedactText(raw))
 	}
-	if p, ok := u.User.Password(); ok && p != "" {
-		msg = strings.ReplaceAll(msg, p, httpretry.Redacted) // wherever quoted
+	// Hide the URL where msg quotes it, never the password's text elsewhere:
+	// a short password ("1", "redis") replaced everywhere shows itself by
+	// where it matched.
+	if u.User != nil {
+		for _, q := range []string{raw, u.String(), u.Redacted()} {
+			msg = strings.ReplaceAll(msg, q, httpretry.RedactText(q))
+		}
 	}
 	return httpretry.RedactText(msg)
 }

@@ -282,6 +282,13 @@ func TestFleetPassword(t *testing.T) {
 	if r.code != 0 || len(lines(r.stderr, "unavailable")) != 1 || strings.Contains(r.stderr, "wrong-pw") || strings.Contains(r.stderr, "s3cret") {
 		t.Errorf("wrong password: exit %d, stderr %q", r.code, r.stderr)
 	}
+	// A short password is hidden where the URL is, and nowhere else (it
+	// came out as redis://REDACTED@REDACTED27.0.0.REDACTED:REDACTED/0).
+	r = runRetry(t, "", nil, "--redis", "redis://:1@127.0.0.1:1/0", "--fleet", name, "--", "true")
+	if want := "Redis at redis://REDACTED@127.0.0.1:1/0 unavailable (dial tcp 127.0.0.1:1: connect: connection refused)"; !strings.Contains(r.stderr, want) {
+		t.Errorf("short password: stderr %q lacks %q", r.stderr, want)
+	}
+	r = runRetry(t, "", nil, "--redis", "redis://:wrong-pw@"+srv.addr()+"/0", "--fleet", name, "--", "true")
 	// A password is hidden the same way in every message: REDACTED in place
 	// of the user info, as in the URLs of retry http's messages.
 	if want := "Redis at redis://REDACTED@" + srv.addr() + "/0 unavailable"; !strings.Contains(r.stderr, want) {
