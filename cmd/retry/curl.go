@@ -538,10 +538,21 @@ func (h *hopRecorder) observe(_ context.Context, e retry.Event) {
 	h.log.event(e)
 }
 
-// finish logs the success event held back for the last hop, once the
-// client has returned: as the request's success if ok (the client returned
-// that hop's answer), else as a redirect that was not followed.
-func (h *hopRecorder) finish(ok bool) { h.flush(ok) }
+// failed logs the success event held back for the last hop when the client
+// returned an error: a redirect that was not followed.
+func (h *hopRecorder) failed() { h.flush(false) }
+
+// answered logs the success event held back for the last hop, the answer
+// the client returned, once retry http has its exit status: the request's
+// success if it is 0, else nothing (the closing line says what failed: -f
+// and an HTTP error, a body cut short).
+func (h *hopRecorder) answered(exit int) {
+	if exit != 0 {
+		h.pending = nil
+		return
+	}
+	h.flush(true)
+}
 
 func (h *hopRecorder) flush(final bool) {
 	e := h.pending

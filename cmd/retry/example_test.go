@@ -50,8 +50,8 @@ func Example_http() {
 	// Output:
 	// retry http: attempt 1/5 failed: GET http://127.0.0.1:PORT/v1/models?key=REDACTED: 503 Service Unavailable; retrying in 10ms
 	// retry http: attempt 2/5 failed: GET http://127.0.0.1:PORT/v1/models?key=REDACTED: 503 Service Unavailable; retrying in 20ms
-	// retry http: attempt 3/5 succeeded
 	// {"text": "hello"}
+	// retry http: attempt 3/5 succeeded
 	// exit status 0
 }
 

@@ -329,8 +329,8 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 	resp, err := client.Do(req)
-	hops.finish(err == nil)
 	if err != nil {
+		hops.failed()
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
@@ -353,6 +353,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if code := sig.exitCode(); code != 0 {
 		res.exit = code
 	}
+	hops.answered(res.exit)
 	return res.exit
 }
 
