@@ -249,7 +249,7 @@ func escapeQuotes(s string) string {
 // transfer is what -w reports.
 type transfer struct {
 	method    string
-	url       *url.URL
+	url       *url.URL       // the URL fetched last
 	resp      *http.Response // nil if none came
 	retries   int
 	redirects int
@@ -266,12 +266,7 @@ var writeOutVars = map[string]func(t *transfer) string{
 	"time_total":    func(t *transfer) string { return strconv.FormatFloat(t.total.Seconds(), 'f', 6, 64) },
 	"num_retries":   func(t *transfer) string { return strconv.Itoa(t.retries) },
 	"num_redirects": func(t *transfer) string { return strconv.Itoa(t.redirects) },
-	"url_effective": func(t *transfer) string {
-		if t.resp != nil && t.resp.Request != nil {
-			return httpretry.Redact(t.resp.Request.URL)
-		}
-		return httpretry.Redact(t.url)
-	},
+	"url_effective": func(t *transfer) string { return httpretry.Redact(t.url) },
 	"method":        func(t *transfer) string { return t.method },
 	"exitcode":      func(t *transfer) string { return strconv.Itoa(t.exit) },
 	"size_download": func(t *transfer) string { return strconv.FormatInt(t.size, 10) },
@@ -511,26 +506,93 @@ func decompress(resp *http.Response) (io.Reader, error) {
 // the transport sees a hop as a request of its own, and a hop answered with
 // a redirect that the client follows is no success of the request. The event
 // is logged when the client starts the next hop (as a redirect) or by finish.
+//
+// Each hop runs a retry loop of its own (--attempts counts per hop), but the
+// request has one --deadline: RoundTrip gives each hop what is left of it,
+// and the events it logs count their elapsed time from the request's start.
 type hopRecorder struct {
-	rt      http.RoundTripper
-	log     *eventLog
-	resps   []*http.Response
-	pending *retry.Event // the last hop's success, not yet logged
-	hop     int          // the hop of pending: its index in resps
+	rt           http.RoundTripper
+	log          *eventLog
+	start        time.Time     // when the request began
+	deadline     time.Duration // the policy's Deadline, 0 for none
+	deadlineFlag string        // its flag, as typed
+	follow       bool          // -L: the client follows redirects
+
+	urls    []*url.URL       // the URL of each hop begun
+	resps   []*http.Response // the response of each hop that got one
+	offset  time.Duration    // when the current hop began, since start
+	pending *retry.Event     // the last hop's success, not yet logged
+	hop     int              // the hop of pending: its index in resps
+	// badLocation: the last response is a redirect to follow whose Location
+	// does not parse (the client's error then says only "failed to parse").
+	badLocation error
 }
 
 // RoundTrip runs one hop. It and observe run on the client's goroutine.
 func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	h.flush(false) // a new hop: the last one was a redirect, followed
-	resp, err := h.rt.RoundTrip(req)
-	if err == nil {
-		h.resps = append(h.resps, resp)
+	h.urls = append(h.urls, req.URL)
+	h.offset = time.Since(h.start)
+	if h.deadline > 0 {
+		left := h.deadline - h.offset
+		if left <= 0 {
+			closeRequestBody(req)
+			return nil, exitErrorf(curlTimeout, "the %s (%v) passed before the redirect to %s was followed",
+				h.deadlineFlag, roundDur(h.deadline), httpretry.Redact(req.URL))
+		}
+		req = req.WithContext(httpretry.WithPolicy(req.Context(), retry.Policy{Deadline: left}))
 	}
-	return resp, err
+	resp, err := h.rt.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	h.resps = append(h.resps, resp)
+	if h.follow && isRedirect(resp.StatusCode) {
+		if loc := resp.Header.Get("Location"); loc != "" {
+			if _, err := req.URL.Parse(loc); err != nil {
+				var ue *url.Error
+				if errors.As(err, &ue) {
+					err = ue.Err
+				}
+				h.badLocation = exitErrorf(curlURLMalformat, "%s %s: %d with a Location that is not a URL (%q: %v)",
+					req.Method, httpretry.Redact(req.URL), resp.StatusCode, httpretry.RedactText(loc), err)
+			}
+		}
+	}
+	return resp, nil
+}
+
+// isRedirect reports whether http.Client follows a response with code (and
+// a Location).
+func isRedirect(code int) bool {
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
+
+// closeRequestBody closes the body of a request that is not sent, as a
+// RoundTripper must.
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// effectiveURL is the URL fetched last (curl's url_effective): that of the
+// last hop begun, or first if none was.
+func (h *hopRecorder) effectiveURL(first *url.URL) *url.URL {
+	if n := len(h.urls); n > 0 {
+		return h.urls[n-1]
+	}
+	return first
 }
 
 // observe is the transport's observer: it passes every event but a success on.
 func (h *hopRecorder) observe(_ context.Context, e retry.Event) {
+	e.Elapsed += h.offset
 	if e.Kind == retry.EventSuccess {
 		h.pending, h.hop = &e, len(h.resps)
 		return

@@ -409,3 +409,77 @@ func TestHTTPJSONLogClosingLine(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 }
+
+// TestCurlRedirectTargets: where -L cannot go. A Location that is not a URL
+// exits 3 (curl's "malformed"), one to another protocol 1 (unsupported),
+// one without a host 3, each with one closing line naming the target, and
+// never the request's own URL as the redirect's. Without -L the 302 is the
+// answer, whatever its Location says. -w's url_effective is the URL fetched
+// last, num_redirects the redirects followed, when a later hop fails too.
+func TestCurlRedirectTargets(t *testing.T) {
+	dead := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return "http://" + ln.Addr().String() + "/x"
+	}()
+	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		loc := map[string]string{"/bad": "http://[::1", "/ftp": "ftp://127.0.0.1/f", "/nohost": "http:///x", "/dead": dead}[r.URL.Path]
+		w.Header().Set("Location", loc)
+		w.WriteHeader(http.StatusFound)
+	})
+	for _, tc := range []struct {
+		path, stderr, redirect, effective string
+		code, redirects                   int
+	}{
+		{"/bad", `retry http: GET ` + url + `/bad: 302 with a Location that is not a URL ("http://[::1": missing ']' in host)`, "http://[::1", url + "/bad", curlURLMalformat, 0},
+		{"/ftp", `retry http: GET ` + url + `/ftp: a redirect to ftp://127.0.0.1/f: protocol "ftp" not supported (-L follows http:// and https:// only)`, "ftp://127.0.0.1/f", url + "/ftp", curlUnsupported, 0},
+		{"/nohost", `retry http: GET ` + url + `/nohost: a redirect to http:///x: URL rejected: no host`, "http:///x", url + "/nohost", curlURLMalformat, 0},
+		{"/dead", "connection refused", dead, dead, curlConnect, 1},
+	} {
+		r := runRetry(t, "", nil, "http", "-L", "--attempts", "1", "-w", "%{num_redirects} %{url_effective}", url+tc.path)
+		last := strings.TrimSuffix(r.stderr, "\n")
+		last = last[strings.LastIndex(last, "\n")+1:]
+		want := fmt.Sprintf("%d %s", tc.redirects, tc.effective)
+		if r.code != tc.code || !strings.Contains(last, tc.stderr) || r.stdout != want || strings.Contains(r.stderr, "other (") {
+			t.Errorf("-L %s: exit %d, -w %q, stderr:\n%s\nwant exit %d, -w %q, a last line with %q", tc.path, r.code, r.stdout, r.stderr, tc.code, want, tc.stderr)
+		}
+		r = runRetry(t, "", nil, "http", "-L", "--attempts", "1", "--log-format", "json", url+tc.path)
+		if ev := jsonLines(t, r.stderr); len(ev) == 0 || ev[0]["event"] != "redirect" || ev[0]["url"] != tc.redirect {
+			t.Errorf("-L %s: the first event is not a redirect to %s:\n%s", tc.path, tc.redirect, r.stderr)
+		}
+		if r := runRetry(t, "", nil, "http", "-i", url+tc.path); r.code != 0 || !strings.HasPrefix(r.stdout, "HTTP/1.1 302 Found\r\n") || r.stderr != "" {
+			t.Errorf("no -L, %s: exit %d, stdout %q, stderr %q; want the 302 and exit 0", tc.path, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestBodyTimeoutNamesTheLimit: a body cut short by a time limit exits 28
+// and names the limit as typed, not "context deadline exceeded". The
+// server sends the headers and part of the body, then waits for the client
+// to go away.
+func TestBodyTimeoutNamesTheLimit(t *testing.T) {
+	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, "part")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-m", "400ms"}, "timed out: the attempt's -m (400ms) passed"},
+		{[]string{"--max-time", "400ms", "--deadline", "1m"}, "timed out: the attempt's --max-time (400ms) passed"},
+		{[]string{"--deadline", "500ms"}, "timed out: the --deadline (500ms) passed"},
+		{[]string{"--deadline", "500ms", "-m", "1m"}, "timed out: the --deadline (500ms) passed"},
+	} {
+		r := runRetry(t, "", nil, append([]string{"http"}, append(tc.args, url+"/slow")...)...)
+		want := "retry http: reading the body of GET " + url + "/slow: " + tc.want + "\n"
+		if r.code != curlTimeout || r.stdout != "part" || r.stderr != want {
+			t.Errorf("%q: exit %d, stdout %q, stderr:\n%s\nwant exit %d, %q", tc.args, r.code, r.stdout, r.stderr, curlTimeout, want)
+		}
+	}
+}

@@ -52,6 +52,15 @@ func (pf *policyFlags) set(canonical, typed string) {
 	pf.given[canonical] = dashName(typed)
 }
 
+// typed returns the policy flag canonical as the user typed it (-m for
+// --attempt-timeout), or as --canonical if it was not typed.
+func (pf *policyFlags) typed(canonical string) string {
+	if name, ok := pf.given[canonical]; ok {
+		return name
+	}
+	return dashName(canonical)
+}
+
 // addPolicyFlags registers the policy and logging flags on fs. http adds the
 // HTTP-only ones (--codes, --max-retry-after).
 func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {

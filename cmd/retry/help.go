@@ -282,9 +282,11 @@ OPTIONS
     --connect-timeout DURATION
                              time limit to connect (TCP and TLS), per attempt
     -m, --max-time DURATION  time limit of each attempt (as --attempt-timeout)
-    -L, --location           follow redirects (each one retried on its own);
-                             credentials (-u, Authorization, Cookie, API-key
-                             headers) go only to the URL's scheme, host and port
+    -L, --location           follow redirects to http:// and https://; each
+                             hop is retried on its own (--attempts per hop),
+                             --deadline bounds them all; credentials (-u,
+                             Authorization, Cookie, API-key headers) go only
+                             to the URL's scheme, host and port
     --location-trusted       -L, and send the credentials to every host
     --max-redirs N           follow at most N redirects (default 50; -1 for
                              no limit)
@@ -324,8 +326,9 @@ OPTIONS
                              none (default 1s)
     --jitter-shape SHAPE     %[1]s
                              (default google)
-    --deadline DURATION      total time for all attempts and waits; 0 for
-                             none (default none)
+    --deadline DURATION      total time for all attempts and waits, every
+                             hop of -L and the body included; 0 for none
+                             (default none)
     --attempt-timeout DURATION
                              time limit of one attempt; 0 for none (default
                              none)
@@ -379,9 +382,10 @@ EXIT STATUS
     1    gave up: the final answer was a status in --codes and the attempts,
          --deadline or the retry budget ran out (or the request was not
          repeatable); the log's last line says why; or the URL's protocol
-         is not http or https
+         (or that of a redirect with -L) is not http or https
     2    bad usage or config
-    3    the URL is malformed (a space or control character, a bad port)
+    3    the URL is malformed (a space or control character, a bad port),
+         or with -L a redirect's Location
     6    the host name could not be resolved (not retried without
          --retry-all-errors)
     7    could not connect

@@ -208,6 +208,11 @@ func validHeaderName(name string) bool {
 	return name != "" && !strings.ContainsAny(name, " \t\r\n:;()<>@,\\\"/[]?={}")
 }
 
+// testBaseTransport, set only by tests, replaces the network under the
+// retrying transport: a test serves the requests in process, on
+// testing/synctest's virtual clock.
+var testBaseTransport http.RoundTripper
+
 // runHTTP is "retry http".
 func runHTTP(args []string, stdout, stderr io.Writer) int {
 	const prog = "retry http"
@@ -291,7 +296,8 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		opts = append(opts, httpretry.RetryAllErrors())
 	}
 	retries := 0
-	hops := &hopRecorder{log: log}
+	following := h.location || h.trusted
+	hops := &hopRecorder{log: log, follow: following}
 	p.Observer = retry.Observers(hops.observe, func(_ context.Context, e retry.Event) {
 		if e.Kind == retry.EventRetry {
 			retries++ // the observer runs on client.Do's goroutine
@@ -309,6 +315,9 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	defer fl.close()
 	fl.apply(&p, log)
 	var rt http.RoundTripper = base
+	if testBaseTransport != nil {
+		rt = testBaseTransport
+	}
 	if h.verbose {
 		rt = &verboseTransport{rt: base, log: log}
 	}
@@ -317,18 +326,26 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		return log.fail(usagef("%v", err))
 	}
 	hops.rt = tr
-	client := &http.Client{Transport: hops, CheckRedirect: h.checkRedirect}
+	hops.deadline, hops.deadlineFlag = max(p.Deadline, 0), h.pf.typed("deadline")
+	// Without -L the response is the answer, whatever its Location says
+	// (http.Client would fail on one that does not parse).
+	do := hops.RoundTrip
+	if following {
+		do = (&http.Client{Transport: hops, CheckRedirect: h.checkRedirect}).Do
+	}
 
 	start := time.Now()
+	hops.start = start
 	res := &transfer{method: x.method, url: x.url}
 	defer func() {
 		if h.writeOut != "" {
 			res.retries, res.total = retries, time.Since(start)
-			res.redirects = max(len(hops.resps)-1, 0)
+			res.redirects = max(len(hops.urls)-1, 0)
+			res.url = hops.effectiveURL(x.url)
 			io.WriteString(stdout, expandWriteOut(x.writeOut, res))
 		}
 	}()
-	resp, err := client.Do(req)
+	resp, err := do(req)
 	if err != nil {
 		hops.failed()
 		if resp != nil && resp.Body != nil {
@@ -340,6 +357,11 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		if code := sig.exitCode(); code != 0 {
 			res.exit = code
 			return code
+		}
+		if hops.badLocation != nil {
+			res.exit = curlURLMalformat
+			log.failCode(hops.badLocation, res.exit)
+			return res.exit
 		}
 		res.exit = transportExitCode(err)
 		if !log.gaveUp {
@@ -415,7 +437,11 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 				return writeFailed(err)
 			}
 			code := bodyExitCode(err)
-			log.failCode(fmt.Errorf("reading the body of %s %s: %v", res.method, httpretry.Redact(resp.Request.URL), redactURLError(err)), code)
+			why := redactURLError(err).Error()
+			if code == curlTimeout {
+				why = h.bodyTimeout(p, hops.start, why)
+			}
+			log.failCode(fmt.Errorf("reading the body of %s %s: %s", res.method, httpretry.Redact(resp.Request.URL), why), code)
 			return code
 		}
 	}
@@ -430,6 +456,20 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 		return curlHTTPError
 	}
 	return exitOK
+}
+
+// bodyTimeout says which limit cut the body of the answer short, read after
+// the attempt returned it: the --deadline if it has passed (counted from
+// the request's start), else the attempt's --max-time; err if neither is
+// set (a timeout of the connection's own).
+func (h *httpFlags) bodyTimeout(p retry.Policy, start time.Time, err string) string {
+	switch {
+	case p.Deadline > 0 && time.Since(start) >= p.Deadline:
+		return fmt.Sprintf("timed out: the %s (%v) passed", h.pf.typed("deadline"), roundDur(p.Deadline))
+	case p.AttemptTimeout > 0:
+		return fmt.Sprintf("timed out: the attempt's %s (%v) passed", h.pf.typed("attempt-timeout"), roundDur(p.AttemptTimeout))
+	}
+	return err
 }
 
 func notRetriedWhy(status int, retryable bool) string {
@@ -643,6 +683,13 @@ func (h *httpFlags) checkRedirect(req *http.Request, via []*http.Request) error 
 	if h.maxRedirs >= 0 && len(via) > h.maxRedirs {
 		return fmt.Errorf("%w: more than %d (--max-redirs)", errTooManyRedirects, h.maxRedirs)
 	}
+	if scheme := strings.ToLower(req.URL.Scheme); scheme != "http" && scheme != "https" {
+		return exitErrorf(curlUnsupported, "a redirect to %s: protocol %q not supported (-L follows http:// and https:// only)",
+			httpretry.Redact(req.URL), scheme)
+	}
+	if req.URL.Hostname() == "" {
+		return exitErrorf(curlURLMalformat, "a redirect to %s: URL rejected: no host", httpretry.Redact(req.URL))
+	}
 	req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, " ", "%20")
 	if via[0].Header.Get("Referer") == "" {
 		req.Header.Del("Referer")
@@ -662,6 +709,10 @@ func (h *httpFlags) checkRedirect(req *http.Request, via []*http.Request) error 
 func transportExitCode(err error) int {
 	if errors.Is(err, errTooManyRedirects) {
 		return curlTooManyRedirs
+	}
+	var ee *exitError
+	if errors.As(err, &ee) { // a redirect refused by checkRedirect or RoundTrip
+		return ee.code
 	}
 	var addrErr *net.AddrError
 	if errors.As(err, &addrErr) { // a redirect to an invalid port

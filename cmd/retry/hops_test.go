@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestDeadlineBoundsTheRedirectChain: with -L, --deadline bounds the whole
+// request, every hop, and the events count their time from its start. On a
+// virtual clock: /a fails twice and redirects at 600ms (waits of 300ms), so
+// /b has 400ms left: attempts at 600ms and 900ms, and the next (1200ms)
+// would pass the deadline. Each hop used to get a deadline of its own: /b
+// had 1s, four attempts, and the give-up said 300ms.
+func TestDeadlineBoundsTheRedirectChain(t *testing.T) {
+	notifySignals(make(chan os.Signal, 1))() // os/signal's goroutine starts outside the bubble
+	synctest.Test(t, func(t *testing.T) {
+		var a, b atomic.Int32
+		testBaseTransport = memTransport{http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/a":
+				if a.Add(1) < 3 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				http.Redirect(w, r, "/b", http.StatusFound)
+			case "/b":
+				b.Add(1)
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		})}
+		defer func() { testBaseTransport = nil }()
+		var stdout, stderr bytes.Buffer
+		start := time.Now()
+		code := runHTTP([]string{"-L", "--deadline", "1s", "--attempts", "10", "--initial-delay", "300ms",
+			"--exp-base", "1", "--jitter", "0", "--log-format", "json", "-w", "%{num_redirects} %{url_effective}",
+			"http://127.0.0.1/a"}, &stdout, &stderr)
+		took := time.Since(start)
+		if code != exitGaveUp || a.Load() != 3 || b.Load() != 2 || took != 900*time.Millisecond {
+			t.Errorf("exit %d after %v, %d requests to /a and %d to /b; want exit %d after 900ms, 3 and 2; stderr:\n%s",
+				code, took, a.Load(), b.Load(), exitGaveUp, stderr.String())
+		}
+		var got []string
+		for _, l := range jsonLines(t, stderr.String()) {
+			got = append(got, fmt.Sprintf("%v %v %v@%v", l["event"], l["url"], l["attempt"], l["elapsed_ms"]))
+		}
+		want := []string{
+			"retry http://127.0.0.1/a 1@0", "retry http://127.0.0.1/a 2@300",
+			"redirect http://127.0.0.1/b 3@600",
+			"retry http://127.0.0.1/b 1@600", "give-up http://127.0.0.1/b 2@900",
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("events (kind, URL, attempt@elapsed_ms):\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if stdout.String() != "1 http://127.0.0.1/b" {
+			t.Errorf("-w: %q, want %q", stdout.String(), "1 http://127.0.0.1/b")
+		}
+	})
+}
+
+// TestHopAfterTheDeadline: a hop that would begin once the --deadline has
+// passed is not sent: exit 28, its body closed, the flag named as typed.
+func TestHopAfterTheDeadline(t *testing.T) {
+	var sent atomic.Int32
+	h := &hopRecorder{
+		rt: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			sent.Add(1)
+			return nil, errors.New("sent")
+		}),
+		start: time.Now().Add(-2 * time.Second), deadline: time.Second, deadlineFlag: "--deadline",
+	}
+	body := &bodyCloses{Reader: strings.NewReader("x")}
+	req, _ := http.NewRequest("POST", "http://127.0.0.1/next?key=s3cr3t", body)
+	resp, err := h.RoundTrip(req)
+	var ee *exitError
+	if resp != nil || !errors.As(err, &ee) || ee.code != curlTimeout || sent.Load() != 0 || body.closed != 1 {
+		t.Fatalf("RoundTrip = %v, %v; sent %d, body closed %d times; want exit %d, nothing sent, the body closed once",
+			resp, err, sent.Load(), body.closed, curlTimeout)
+	}
+	want := "the --deadline (1s) passed before the redirect to http://127.0.0.1/next?key=REDACTED was followed"
+	if err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+	if u := h.effectiveURL(&url.URL{}); u != req.URL {
+		t.Errorf("url_effective %v, want the hop not sent, %v", u, req.URL)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// bodyCloses is a request body that counts its Close calls.
+type bodyCloses struct {
+	io.Reader
+	closed int
+}
+
+func (c *bodyCloses) Close() error { c.closed++; return nil }
