@@ -27,7 +27,8 @@ var userinfoRE = regexp.MustCompile(`(://)[^/@\s"']+@`)
 // the values of the parameters Redact hides, in a query or a fragment
 // (name=value after '?', '&', ';' or '#', the name percent-decoded), and
 // user info. Use it on error messages (a *url.Error quotes the request's
-// URL).
+// URL). A colon right after a value and before white space ("GET URL:
+// cause") is left in place.
 func RedactText(s string) string {
 	if !strings.ContainsAny(s, "=@") {
 		return s
@@ -92,7 +93,7 @@ func redactPairs(s string, query bool) string {
 		}
 		k := j // the end of the value
 		if hasValue {
-			for k = j + 1; k < len(s) && !end(s[k], false); k++ {
+			for k = j + 1; k < len(s) && !end(s[k], false) && !(!query && separator(s, k)); k++ {
 			}
 		}
 		if hasValue && s[j+1:k] == Redacted {
@@ -107,6 +108,13 @@ func redactPairs(s string, query bool) string {
 		return s
 	}
 	return string(append(out, s[last:]...))
+}
+
+// separator reports whether s[i] is a colon that ends a quoted URL in free
+// text, as in an error's "GET URL: cause" (a colon followed by white space
+// or the end of s): kept, not taken for the end of a secret value.
+func separator(s string, i int) bool {
+	return s[i] == ':' && (i+1 == len(s) || s[i+1] == ' ' || s[i+1] == '\t' || s[i+1] == '\n')
 }
 
 // secretHeaders are the headers whose values RedactHeader hides.

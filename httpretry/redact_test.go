@@ -211,6 +211,11 @@ func TestRedactText(t *testing.T) {
 		{`Get "https://h/p?key=A&key=B"`, `Get "https://h/p?key=REDACTED&key=REDACTED"`, ""},
 		{`key=A at the start of text is no parameter`, `key=A at the start of text is no parameter`, ""},
 		{"no url here", "no url here", ""},
+		{`GET http://h/?key=SECRET: 404 Not Found`, `GET http://h/?key=REDACTED: 404 Not Found`, "SECRET"},
+		{`GET http://h/?key=REDACTED: 404`, `GET http://h/?key=REDACTED: 404`, ""},
+		{`redis://h/0?password=SECRET:`, `redis://h/0?password=REDACTED:`, "SECRET"},
+		{`GET http://h/?key=SEC:RET: EOF`, `GET http://h/?key=REDACTED: EOF`, "RET"},
+		{`GET http://h/?key=SECRET:: EOF`, `GET http://h/?key=REDACTED: EOF`, "SECRET"},
 	}
 	for _, tt := range tests {
 		got := RedactText(tt.in)
