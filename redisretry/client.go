@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/backoffkit/retry/httpretry"
 )
 
 // NewClient returns a client for a Redis URL such as
@@ -25,7 +27,7 @@ func NewClient(rawURL string) (*redis.Client, error) {
 	}
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redisretry: invalid Redis URL %s: %s", u.Redacted(), redact(err.Error(), u))
+		return nil, fmt.Errorf("redisretry: invalid Redis URL %s: %s", safeURL(u), redact(err.Error(), u))
 	}
 	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
@@ -35,8 +37,19 @@ func NewClient(rawURL string) (*redis.Client, error) {
 // errors name the part at fault, not the password). The password's text is
 // not replaced elsewhere: a short one would show itself by where it matched.
 func redact(msg string, u *url.URL) string {
-	if u.User == nil {
-		return msg
+	if safe := safeURL(u); safe != u.String() {
+		return strings.ReplaceAll(msg, u.String(), safe)
 	}
-	return strings.ReplaceAll(msg, u.String(), u.Redacted())
+	return msg
+}
+
+// safeURL is u for a message: its password hidden (as url.URL.Redacted
+// does), and the values of secret query parameters too (password=, which
+// go-redis refuses, key=, token=: those of httpretry.RedactText).
+func safeURL(u *url.URL) string {
+	c := *u
+	if c.RawQuery != "" {
+		c.RawQuery = strings.TrimPrefix(httpretry.RedactText("?"+c.RawQuery), "?")
+	}
+	return c.Redacted()
 }

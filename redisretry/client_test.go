@@ -18,6 +18,8 @@ func TestNewClientErrors(t *testing.T) {
 		{"http://u:s3cret@127.0.0.1:6379/0", "invalid URL scheme"},
 		// A short password: the message keeps the rest of the URL intact.
 		{"redis://:1@127.0.0.1:6379/x1", "invalid Redis URL redis://:xxxxx@127.0.0.1:6379/x1: redis: invalid database number"},
+		// go-redis refuses a password in the query; the message quotes the URL.
+		{"redis://127.0.0.1:6379/0?password=s3cret", "invalid Redis URL redis://127.0.0.1:6379/0?password=REDACTED: redis: unexpected option: password"},
 	} {
 		c, err := redisretry.NewClient(tc.url)
 		if err == nil {
