@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/redistest"
 	"github.com/backoffkit/retry/redisretry"
 )
 
@@ -239,7 +240,7 @@ func TestFleetQuotaSharedByProcesses(t *testing.T) {
 // as it would alone (the limiters decide locally) and retry logs one line
 // for the whole fleet, however many limiters and attempts.
 func TestFleetRedisDown(t *testing.T) {
-	url := "redis://user:s3cret@127.0.0.1:" + strconv.Itoa(freePort(t)) + "/0"
+	url := "redis://user:s3cret@127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
 	count := filepath.Join(t.TempDir(), "count")
 	r := runRetry(t, "", []string{"COUNT=" + count}, args([]string{"--redis", url, "--fleet", fleetName(t), "--quota", "100/1s", "--attempts", "3"},
 		fast, []string{"--", "sh", "-c", `echo x >> "$COUNT"; exit 3`})...)
@@ -350,7 +351,7 @@ func TestFleetLeavesNoGoroutines(t *testing.T) {
 	defer web.Close()
 	notifySignals(make(chan os.Signal, 1))() // os/signal's goroutine stays for good
 	before := chaos.SnapshotGoroutines()
-	dead := "redis://127.0.0.1:" + strconv.Itoa(freePort(t)) + "/0"
+	dead := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
 	for _, url := range []string{srv.url(), dead} {
 		fleet := []string{"--redis", url, "--fleet", fleetName(t), "--quota", "1000/1s", "--quiet"}
 		run(args(fleet, []string{"--attempts", "2", "--initial-delay", "1ms", "--jitter", "0", "--", "sh", "-c", "exit 3"}), nil, io.Discard, io.Discard)
@@ -366,7 +367,7 @@ func TestFleetLeavesNoGoroutines(t *testing.T) {
 // reported as refusing it, not as "did not answer within 500ms" (go-redis
 // retried the refused dial until the timeout hid the cause).
 func TestFleetRedisRefusedSaysRefused(t *testing.T) {
-	url := "redis://127.0.0.1:" + strconv.Itoa(freePort(t)) + "/0"
+	url := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
 	r := runRetry(t, "", nil, "--redis", url, "--fleet", fleetName(t), "--redis-timeout", "500ms", "--attempts", "1", "--", "true")
 	got := lines(r.stderr, "Redis")
 	if r.code != 0 || len(got) != 1 || !strings.Contains(got[0], "connection refused") || strings.Contains(got[0], "did not answer") {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,16 +23,6 @@ type redisServer struct{ *redistest.Server }
 func startRedis(t *testing.T, extra ...string) *redisServer {
 	t.Helper()
 	return &redisServer{redistest.Start(t, extra...)}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func (s *redisServer) addr() string { return s.Addr() }

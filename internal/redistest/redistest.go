@@ -61,7 +61,7 @@ func Start(t testing.TB, extra ...string) *Server {
 	t.Cleanup(s.Kill)
 	for try := 1; ; try++ {
 		s.mu.Lock()
-		s.port = freePort(t)
+		s.port = FreePort(t)
 		s.mu.Unlock()
 		taken, out := s.run()
 		switch {
@@ -189,7 +189,10 @@ func (w *readyWriter) String() string {
 	return w.buf.String()
 }
 
-func freePort(t testing.TB) int {
+// FreePort returns a loopback TCP port that was free a moment ago: for a
+// server to start on (it may be taken again, see Start), or for an address
+// where nothing listens.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
