@@ -126,8 +126,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// counts inside it. The loop's deadline comes --kill-after (at most half
 	// the deadline) early; SIGKILL, if needed, lands at the deadline itself.
 	if d := resolved.Deadline; d > 0 {
-		grace := min(*killAfter, d/2)
-		p.Deadline = d - grace
+		p.Deadline = signalAt(d, *killAfter)
 		r.hardDeadline = time.Now().Add(d)
 		r.loopDeadline = time.Now().Add(p.Deadline)
 	}
@@ -196,6 +195,13 @@ func parseSignal(s string) (syscall.Signal, error) {
 		return sig, nil
 	}
 	return 0, errors.New("unknown signal (want a name of kill -l, e.g. TERM, INT, HUP, KILL, USR1, or a number)")
+}
+
+// signalAt returns when, within a --deadline d, the loop's deadline falls:
+// when the last attempt gets --signal, so that its grace, --kill-after but
+// at most half of d, ends at d. With --kill-after 0 (never kill) it is d.
+func signalAt(d, killAfter time.Duration) time.Duration {
+	return d - min(killAfter, d/2)
 }
 
 // cmdRunner runs the attempts of one command and forwards signals to the

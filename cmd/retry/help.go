@@ -44,6 +44,9 @@ PROCESS CONTROL
     --kill-after (1s) later, so a shell's children and grandchildren go with
     it. A deadline is a deadline: retry ends by --deadline, grace included
     (the signal comes --kill-after, at most half the deadline, before it).
+    With --kill-after 0 the signal comes at the deadline itself and nothing
+    is killed, as timeout(1) without -k: retry waits for a command that
+    ignores it.
 
     Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), SIGTERM and SIGHUP go to the
     attempt once, and no further attempt starts; a second one kills the

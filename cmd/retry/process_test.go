@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -406,5 +407,21 @@ func TestSignalAndKillAfter(t *testing.T) {
 				t.Errorf("exit %d, child said %q; want %d and %q; stderr:\n%s", code, rest, tc.code, tc.said, s.stderr)
 			}
 		})
+	}
+}
+
+// TestSignalAt: the grace of --kill-after counts inside --deadline, at most
+// half of it; --kill-after 0 signals at the deadline itself.
+func TestSignalAt(t *testing.T) {
+	for _, tc := range []struct{ d, killAfter, want time.Duration }{
+		{10 * time.Second, time.Second, 9 * time.Second},
+		{time.Second, 5 * time.Second, 500 * time.Millisecond},
+		{time.Second, 0, time.Second},
+		{time.Second, time.Second, 500 * time.Millisecond},
+		{time.Duration(math.MaxInt64), time.Second, time.Duration(math.MaxInt64) - time.Second},
+	} {
+		if got := signalAt(tc.d, tc.killAfter); got != tc.want {
+			t.Errorf("signalAt(%v, %v) = %v, want %v", tc.d, tc.killAfter, got, tc.want)
+		}
 	}
 }
