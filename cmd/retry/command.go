@@ -126,7 +126,8 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// counts inside it. The loop's deadline comes --kill-after (at most half
 	// the deadline) early; SIGKILL, if needed, lands at the deadline itself.
 	if d := resolved.Deadline; d > 0 {
-		p.Deadline = signalAt(d, *killAfter)
+		p.Deadline = signalAt(d, *killAfter, *stopSig)
+		r.early = d - p.Deadline
 		r.hardDeadline = time.Now().Add(d)
 		r.loopDeadline = time.Now().Add(p.Deadline)
 	}
@@ -137,6 +138,10 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if sig, ok := s.(syscall.Signal); ok {
 			name = "SIG" + signalName(sig)
 			key = terminalKey(sig)
+		}
+		if *killAfter > 0 {
+			log.note("interrupt", fmt.Sprintf("%s: waiting up to %v (--kill-after) for the command to end; send %s%s again to kill it now", name, roundDur(*killAfter), name, key))
+			return
 		}
 		log.note("interrupt", fmt.Sprintf("%s: waiting for the command to end; send %s%s again to kill it", name, name, key))
 	}
@@ -198,9 +203,13 @@ func parseSignal(s string) (syscall.Signal, error) {
 }
 
 // signalAt returns when, within a --deadline d, the loop's deadline falls:
-// when the last attempt gets --signal, so that its grace, --kill-after but
-// at most half of d, ends at d. With --kill-after 0 (never kill) it is d.
-func signalAt(d, killAfter time.Duration) time.Duration {
+// when the last attempt gets --signal sig, so that its grace, --kill-after
+// but at most half of d, ends at d. With --kill-after 0 (never kill) or
+// --signal KILL (no grace) it is d.
+func signalAt(d, killAfter time.Duration, sig syscall.Signal) time.Duration {
+	if sig == syscall.SIGKILL {
+		return d
+	}
 	return d - min(killAfter, d/2)
 }
 
@@ -217,6 +226,7 @@ type cmdRunner struct {
 	killAfter      time.Duration   // --kill-after
 	hardDeadline   time.Time       // --deadline from the start; zero if none
 	loopDeadline   time.Time       // the loop's: hardDeadline less the grace of --kill-after
+	early          time.Duration   // hardDeadline - loopDeadline: the grace the deadline keeps
 	group          bool            // each attempt in its own process group
 	termSignals    bool            // --foreground in the terminal's foreground group: the terminal signals the command itself
 	onInterrupt    func(os.Signal) // called once the first signal has been passed on to a running attempt
@@ -406,7 +416,16 @@ wait:
 		case <-ctxDone:
 			ctxDone = nil
 			if r.interrupted() {
-				continue // the relay has forwarded the signal: let the attempt end
+				// The relay has forwarded the signal: the attempt has
+				// --kill-after to end, as timeout -k gives it.
+				if r.killAfter > 0 {
+					stoppedAt = time.Now()
+					killAt = stoppedAt.Add(r.killAfter)
+					killTimer = time.NewTimer(r.killAfter)
+					defer killTimer.Stop()
+					killC = killTimer.C
+				}
+				continue
 			}
 			// The attempt's time is up: stop it, and kill it if it lingers
 			// (unless --kill-after 0 said never, as timeout -k 0).
@@ -434,29 +453,40 @@ wait:
 		}
 	}
 	r.mu.Lock()
-	r.proc = nil
 	forced := r.forced
 	r.mu.Unlock()
 	// Stopped by retry: what the command started goes with it (with
-	// --kill-after 0, what ignored the signal is left running).
+	// --kill-after 0, what ignored the signal is left running). r.proc stays
+	// set meanwhile: a second signal kills what is left at once.
+	leftKilled := false // what the command left running was killed
 	switch {
 	case forced:
 		proc.cleanGroup(time.Time{})
 	case timedOut && r.stopSig == syscall.SIGKILL:
 		proc.cleanGroup(time.Time{})
 	case timedOut && !killAt.IsZero():
-		if proc.cleanGroup(killAt) {
-			killed = true
-		}
+		leftKilled = proc.cleanGroup(killAt)
 	case r.interrupted() && r.killAfter > 0:
-		proc.cleanGroup(time.Now().Add(r.killAfter))
+		if killAt.IsZero() {
+			killAt = time.Now().Add(r.killAfter)
+		}
+		proc.cleanGroup(killAt)
 	}
+	r.mu.Lock()
+	r.proc = nil
+	r.mu.Unlock()
 
 	if err == nil && !timedOut {
 		return nil
 	}
+	if killed && !timedOut { // interrupted, and the --kill-after grace ran out
+		return &cmdError{code: 128 + int(syscall.SIGKILL), what: fmt.Sprintf("still running %v after %s: killed with SIGKILL (--kill-after)", roundDur(r.killAfter), r.signalText()), err: err}
+	}
 	if timedOut {
 		what := "stopped by the --deadline"
+		if r.early > 0 {
+			what = fmt.Sprintf("stopped by the --deadline (SIG%s %v before it, for --kill-after)", signalName(r.stopSig), roundDur(r.early))
+		}
 		// The core cancels an attempt at --attempt-timeout with the cause
 		// context.DeadlineExceeded itself, and at the policy's deadline with
 		// its own error, which only matches it through errors.Is.
@@ -471,6 +501,10 @@ wait:
 		case killed:
 			what += fmt.Sprintf("; still running %v after SIG%s: killed with SIGKILL", roundDur(max(killAt.Sub(stoppedAt), 0)), signalName(r.stopSig))
 			code = 128 + int(syscall.SIGKILL)
+		case leftKilled:
+			// The command ended on the signal; a process it started did
+			// not (timeout(1) would have left it running): still 124.
+			what += fmt.Sprintf("; a process it started was still running %v after SIG%s: killed with SIGKILL", roundDur(max(killAt.Sub(stoppedAt), 0)), signalName(r.stopSig))
 		}
 		return &cmdError{code: code, timedOut: true, what: what, err: ctx.Err()}
 	}
@@ -501,6 +535,16 @@ func signalName(s syscall.Signal) string {
 		return name
 	}
 	return strconv.Itoa(int(s))
+}
+
+// signalText names the signal retry received ("SIGTERM").
+func (r *cmdRunner) signalText() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.sig.(syscall.Signal); ok {
+		return "SIG" + signalName(s)
+	}
+	return "the signal"
 }
 
 func (r *cmdRunner) interrupted() bool {

@@ -43,14 +43,15 @@ PROCESS CONTROL
     --signal (SIGTERM), then SIGKILL if anything in it still runs
     --kill-after (1s) later, so a shell's children and grandchildren go with
     it. A deadline is a deadline: retry ends by --deadline, grace included
-    (the signal comes --kill-after, at most half the deadline, before it).
-    With --kill-after 0 the signal comes at the deadline itself and nothing
-    is killed, as timeout(1) without -k: retry waits for a command that
-    ignores it.
+    (the signal comes --kill-after, at most half the deadline, before it;
+    --signal KILL comes at the deadline). With --kill-after 0 the signal
+    comes at the deadline itself and nothing is killed, as timeout(1)
+    without -k: retry waits for a command that ignores it.
 
     Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), SIGTERM and SIGHUP go to the
-    attempt once, and no further attempt starts; a second one kills the
-    attempt with SIGKILL and retry exits at once (130 after Ctrl-C).
+    attempt once, and no further attempt starts; what still runs
+    --kill-after later is killed, as timeout -k does. A second one kills
+    the attempt with SIGKILL at once, and retry exits (130 after Ctrl-C).
 
     A command that reads the terminal (an editor, a password prompt) needs
     --foreground: it then runs in retry's own process group, gets the

@@ -76,6 +76,10 @@ type eventLog struct {
 
 	gaveUp bool   // a give-up line was printed
 	hintAt string // the hint to print at the first retry, if any
+	// retried is the attempt of the last event if it was a retry (0 if
+	// not): a give-up for the same attempt (a pacer that refused the next
+	// one after the wait) is then said as giving up before the next.
+	retried int
 }
 
 func newEventLog(w io.Writer, prog string, pf *policyFlags, describe func(error) attemptInfo) *eventLog {
@@ -116,6 +120,7 @@ func (l *eventLog) hop(e retry.Event, resp *http.Response, final bool) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.retried = 0
 	if l.silent || l.quiet {
 		return
 	}
@@ -139,6 +144,11 @@ func (l *eventLog) emit(e retry.Event, info attemptInfo) {
 	defer l.mu.Unlock()
 	if e.Kind == retry.EventGiveUp {
 		l.gaveUp = true
+	}
+	retried := l.retried
+	l.retried = 0
+	if e.Kind == retry.EventRetry {
+		l.retried = e.Attempt
 	}
 	if l.silent || (l.quiet && !(e.Kind == retry.EventGiveUp && (info.Start || l.keepGiveUp))) {
 		return
@@ -165,6 +175,11 @@ func (l *eventLog) emit(e retry.Event, info attemptInfo) {
 		what := info.What
 		if e.Attempt == 0 { // refused before the first attempt
 			fmt.Fprintf(l.w, "%s: giving up before the first attempt (%s)\n", l.prog, reasonText(e.Reason, info))
+			return
+		}
+		if e.Attempt == retried { // its failure has been said: the next was refused
+			fmt.Fprintf(l.w, "%s: giving up before attempt %d/%d after %v (%s)\n",
+				l.prog, e.Attempt+1, e.MaxAttempts, roundDur(e.Elapsed), reasonText(e.Reason, info))
 			return
 		}
 		fmt.Fprintf(l.w, "%s: attempt %d/%d failed: %s; giving up after %v (%s)\n",
@@ -303,6 +318,9 @@ func (l *eventLog) record(e retry.Event, info attemptInfo) logRecord {
 		r.HintMS = e.Hint.Milliseconds()
 	case retry.EventGiveUp:
 		r.Reason = e.Reason.String()
+		if e.Reason == retry.ReasonContext {
+			r.Reason = "interrupted" // as the text log says: a signal, not a Go context
+		}
 		if info.WhyStop != "" && e.Reason == retry.ReasonPermanent {
 			r.Error = strings.TrimSpace(r.Error + " (" + info.WhyStop + ")")
 		}

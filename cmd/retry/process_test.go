@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,14 +124,21 @@ type started struct {
 
 func startRetry(t *testing.T, env []string, attr *syscall.SysProcAttr, stdin *os.File, flags ...string) *started {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, bin, append(append(append([]string{}, flags...), "--"), self)...)
-	cmd.Env = append(append(os.Environ(), "RETRY_TEST_CHILD=signals"), env...)
+	return startRetryArgs(t, append(env, "RETRY_TEST_CHILD=signals"), attr, stdin, append(append(append([]string{}, flags...), "--"), self)...)
+}
+
+// startRetryArgs starts the retry binary with args, whose command's first
+// line must be "ready PID PGID" (of the process to watch).
+func startRetryArgs(t *testing.T, env []string, attr *syscall.SysProcAttr, stdin *os.File, args ...string) *started {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = attr
 	if stdin != nil {
 		cmd.Stdin = stdin
@@ -282,7 +290,7 @@ func TestSecondSignalKills(t *testing.T) {
 		{syscall.SIGHUP, "HUP", 129, "send SIGHUP again to kill it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startRetry(t, nil, nil, nil, "--attempts", "3")
+			s := startRetry(t, nil, nil, nil, "--attempts", "3", "--kill-after", "0")
 			s.cmd.Process.Signal(tc.sig)
 			if l := s.line(t); l != "sig "+tc.name {
 				t.Fatalf("child said %q, want the forwarded SIG%s", l, tc.name)
@@ -351,7 +359,7 @@ func TestCtrlCAtATerminal(t *testing.T) {
 			// A new session with the terminal as its controlling terminal:
 			// retry's group is the terminal's foreground group.
 			attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-			s := startRetry(t, nil, attr, slave, append([]string{"--attempts", "3"}, tc.flags...)...)
+			s := startRetry(t, nil, attr, slave, append([]string{"--attempts", "3", "--kill-after", "0"}, tc.flags...)...)
 			if _, err := master.Write([]byte{3}); err != nil { // Ctrl-C
 				t.Fatal(err)
 			}
@@ -413,15 +421,124 @@ func TestSignalAndKillAfter(t *testing.T) {
 // TestSignalAt: the grace of --kill-after counts inside --deadline, at most
 // half of it; --kill-after 0 signals at the deadline itself.
 func TestSignalAt(t *testing.T) {
-	for _, tc := range []struct{ d, killAfter, want time.Duration }{
-		{10 * time.Second, time.Second, 9 * time.Second},
-		{time.Second, 5 * time.Second, 500 * time.Millisecond},
-		{time.Second, 0, time.Second},
-		{time.Second, time.Second, 500 * time.Millisecond},
-		{time.Duration(math.MaxInt64), time.Second, time.Duration(math.MaxInt64) - time.Second},
+	for _, tc := range []struct {
+		d, killAfter time.Duration
+		sig          syscall.Signal
+		want         time.Duration
+	}{
+		{10 * time.Second, time.Second, syscall.SIGTERM, 9 * time.Second},
+		{time.Second, 5 * time.Second, syscall.SIGTERM, 500 * time.Millisecond},
+		{time.Second, 0, syscall.SIGTERM, time.Second},
+		{time.Second, time.Second, syscall.SIGINT, 500 * time.Millisecond},
+		{time.Second, time.Second, syscall.SIGKILL, time.Second}, // no grace to keep
+		{time.Duration(math.MaxInt64), time.Second, syscall.SIGTERM, time.Duration(math.MaxInt64) - time.Second},
 	} {
-		if got := signalAt(tc.d, tc.killAfter); got != tc.want {
-			t.Errorf("signalAt(%v, %v) = %v, want %v", tc.d, tc.killAfter, got, tc.want)
+		if got := signalAt(tc.d, tc.killAfter, tc.sig); got != tc.want {
+			t.Errorf("signalAt(%v, %v, %v) = %v, want %v", tc.d, tc.killAfter, tc.sig, got, tc.want)
 		}
+	}
+}
+
+// TestInterruptKillAfter: a command that ignores the signal retry passed on
+// gets --kill-after to end, as with timeout -k, then SIGKILL: retry exits
+// 128+N, says so, and starts no other attempt (it exited 0 once the
+// command ended by itself).
+func TestInterruptKillAfter(t *testing.T) {
+	s := startRetry(t, nil, nil, nil, "--attempts", "3", "--kill-after", "200ms")
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if l := s.line(t); l != "sig TERM" {
+		t.Fatalf("child said %q, want the forwarded SIGTERM", l)
+	}
+	code, rest := s.wait(t)
+	if code != 143 || rest != "" || alive(t, s.pid) {
+		t.Errorf("exit %d, then the child said %q, alive %v; want 143, nothing, killed", code, rest, alive(t, s.pid))
+	}
+	for _, want := range []string{
+		"retry: SIGTERM: waiting up to 200ms (--kill-after) for the command to end; send SIGTERM again to kill it now",
+		"still running 200ms after SIGTERM: killed with SIGKILL (--kill-after)",
+	} {
+		if !strings.Contains(s.stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, s.stderr)
+		}
+	}
+}
+
+// TestSecondSignalDuringCleanup: once the command has ended on the first
+// signal, a process it started that ignores it is given --kill-after; a
+// second signal kills it at once, and retry exits (it waited out the whole
+// grace: the attempt was no longer "running" for the relay).
+func TestSecondSignalDuringCleanup(t *testing.T) {
+	script := `(trap "" TERM; sh -c 'echo ready $$ 0; exec sleep 60') & wait`
+	s := startRetryArgs(t, nil, nil, nil, "--attempts", "3", "--kill-after", "1m", "--", "sh", "-c", script)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.stderrLine(t, "SIGTERM: waiting up to 1m0s (--kill-after)")
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	code, _ := s.wait(t)
+	if code != 143 || alive(t, s.pid) {
+		t.Errorf("exit %d, the grandchild %d alive %v; want 143 and it killed; stderr:\n%s", code, s.pid, alive(t, s.pid), s.stderr)
+	}
+}
+
+// TestTimeoutMessages: what the give-up line says of an attempt that retry
+// stopped, and the exit status, as timeout(1)'s where it has one.
+func TestTimeoutMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		// The command ends on SIGTERM, a process it started ignores it:
+		// killed, but the command timed out (124, as timeout), not 137.
+		{"leftover", []string{"--attempts", "1", "--attempt-timeout", "1s", "--kill-after", "200ms",
+			"--", "sh", "-c", `trap "" TERM; sleep 30 & trap - TERM; exec sleep 30`}, exitTimeout,
+			"timed out after 1s (--attempt-timeout); a process it started was still running 200ms after SIGTERM: killed with SIGKILL"},
+		// The last attempt is signalled --kill-after before the deadline.
+		{"early", []string{"--deadline", "1s", "--kill-after", "300ms", "--", "sleep", "30"}, exitTimeout,
+			"stopped by the --deadline (SIGTERM 300ms before it, for --kill-after)"},
+		// SIGKILL keeps no grace: it comes at the deadline itself.
+		{"kill", []string{"--deadline", "600ms", "--signal", "KILL", "--", "sleep", "30"}, 137,
+			"stopped by the --deadline; killed with SIGKILL (--signal)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runRetry(t, "", nil, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("exit %d, want %d and %q; stderr:\n%s", r.code, tc.code, tc.want, r.stderr)
+			}
+			if tc.name != "kill" {
+				return
+			}
+			var took time.Duration
+			if m := regexp.MustCompile(`giving up after (\S+) `).FindStringSubmatch(r.stderr); m != nil {
+				took, _ = time.ParseDuration(m[1])
+			}
+			if took < 600*time.Millisecond {
+				t.Errorf("gave up after %v, before the 600ms deadline: SIGKILL came early; stderr:\n%s", took, r.stderr)
+			}
+		})
+	}
+}
+
+// TestInterruptDuringTheWait: a signal in the wait before a retry ends the
+// run at once; the give-up line does not repeat the failure the retry line
+// told, and the JSON log calls it "interrupted" as the text does.
+func TestInterruptDuringTheWait(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			s := startRetryArgs(t, nil, nil, nil, "--attempts", "3", "--initial-delay", "1m", "--jitter", "0", "--log-format", format,
+				"--", "sh", "-c", "echo ready $$ $$; exit 1")
+			s.stderrLine(t, "retry")
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			code, _ := s.wait(t)
+			last := strings.TrimSpace(s.stderr.String())
+			last = last[strings.LastIndex(last, "\n")+1:]
+			ok := strings.HasPrefix(last, "retry: giving up before attempt 2/3 after ") && strings.HasSuffix(last, " (interrupted)")
+			if format == "json" {
+				ok = strings.Contains(last, `"event":"give-up","attempt":1,`) && strings.Contains(last, `"reason":"interrupted"`)
+			}
+			if code != 143 || !ok {
+				t.Errorf("exit %d, last line %q; stderr:\n%s", code, last, s.stderr)
+			}
+		})
 	}
 }
