@@ -57,8 +57,8 @@ func isSecretParam(name string) bool {
 // replaced by Redacted, s itself (no copy) when there is none. In a query
 // or a fragment (query true) pairs are separated by '&' or ';', the first
 // starts at the beginning, and a secret name without a value gets one. In
-// free text a pair starts after '?', '&', ';' or '#', and its name and
-// value also end at white space and quotes.
+// free text a pair starts after '?', '&', ';' or '#', its name and value
+// also end at white space, quotes and '#', and its name at '?'.
 func redactPairs(s string, query bool) string {
 	var (
 		out  []byte // nil until a secret is found
@@ -70,7 +70,9 @@ func redactPairs(s string, query bool) string {
 			return true
 		case '=':
 			return name
-		case '?', '#', ' ', '\t', '\n', '\r', '"', '\'', '<', '>':
+		case '?': // legal in a query's value: it hides the rest of it
+			return !query && name
+		case '#', ' ', '\t', '\n', '\r', '"', '\'', '<', '>':
 			return !query
 		}
 		return false

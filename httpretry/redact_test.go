@@ -216,6 +216,8 @@ func TestRedactText(t *testing.T) {
 		{`redis://h/0?password=SECRET:`, `redis://h/0?password=REDACTED:`, "SECRET"},
 		{`GET http://h/?key=SEC:RET: EOF`, `GET http://h/?key=REDACTED: EOF`, "RET"},
 		{`GET http://h/?key=SECRET:: EOF`, `GET http://h/?key=REDACTED: EOF`, "SECRET"},
+		{`Location: http://h/ok?key=abc?SECRETTAIL`, `Location: http://h/ok?key=REDACTED`, "SECRETTAIL"},
+		{`GET http://h/?a=1?key=SECRET&b=2`, `GET http://h/?a=1?key=REDACTED&b=2`, "SECRET"},
 	}
 	for _, tt := range tests {
 		got := RedactText(tt.in)

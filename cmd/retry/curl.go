@@ -515,7 +515,7 @@ type hopRecorder struct {
 	log          *eventLog
 	start        time.Time     // when the request began
 	deadline     time.Duration // the policy's Deadline, 0 for none
-	deadlineFlag string        // its flag, as typed
+	deadlineName string        // it, for messages: "--deadline (1s)"
 	follow       bool          // -L: the client follows redirects
 
 	urls    []*url.URL       // the URL of each hop begun
@@ -531,17 +531,17 @@ type hopRecorder struct {
 // RoundTrip runs one hop. It and observe run on the client's goroutine.
 func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	h.flush(false) // a new hop: the last one was a redirect, followed
-	h.urls = append(h.urls, req.URL)
 	h.offset = time.Since(h.start)
 	if h.deadline > 0 {
 		left := h.deadline - h.offset
-		if left <= 0 {
+		if left <= 0 { // not fetched: not the effective URL, nor a redirect followed
 			closeRequestBody(req)
-			return nil, exitErrorf(curlTimeout, "the %s (%v) passed before the redirect to %s was followed",
-				h.deadlineFlag, roundDur(h.deadline), httpretry.Redact(req.URL))
+			return nil, exitErrorf(curlTimeout, "the %s passed before the redirect to %s was followed",
+				h.deadlineName, httpretry.Redact(req.URL))
 		}
 		req = req.WithContext(httpretry.WithPolicy(req.Context(), retry.Policy{Deadline: left}))
 	}
+	h.urls = append(h.urls, req.URL)
 	resp, err := h.rt.RoundTrip(req)
 	if err != nil {
 		return resp, err

@@ -467,10 +467,13 @@ func TestBodyTimeoutNamesTheLimit(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
+	cfg := filepath.Join(t.TempDir(), "cfg.json")
+	os.WriteFile(cfg, []byte(`{"deadline": 0.5}`), 0o644)
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"--config", cfg}, "timed out: the deadline (500ms, from --config " + cfg + ": deadline) passed"},
 		{[]string{"-m", "400ms"}, "timed out: the attempt's -m (400ms) passed"},
 		{[]string{"--max-time", "400ms", "--deadline", "1m"}, "timed out: the attempt's --max-time (400ms) passed"},
 		{[]string{"--deadline", "500ms"}, "timed out: the --deadline (500ms) passed"},

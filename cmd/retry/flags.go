@@ -42,6 +42,9 @@ type policyFlags struct {
 	// name it was given as, with its dashes ("--max-time" for
 	// --attempt-timeout), so that errors show what the user typed.
 	given map[string]string
+	// from says where each Policy field's value came from (see origin),
+	// set by build.
+	from origin
 }
 
 // set records that the flag canonical was given as typed.
@@ -52,13 +55,25 @@ func (pf *policyFlags) set(canonical, typed string) {
 	pf.given[canonical] = dashName(typed)
 }
 
-// typed returns the policy flag canonical as the user typed it (-m for
-// --attempt-timeout), or as --canonical if it was not typed.
-func (pf *policyFlags) typed(canonical string) string {
-	if name, ok := pf.given[canonical]; ok {
-		return name
+// limitName names the time limit of the Policy field (Deadline,
+// AttemptTimeout), whose value is v, for a message: by its flag as typed,
+// "--max-time (2s)", else by where it came from, "deadline (10s, from
+// --profile realtime)".
+func (pf *policyFlags) limitName(field string, v time.Duration) string {
+	for _, f := range policyFields {
+		if f.field != field {
+			continue
+		}
+		if typed, ok := pf.given[f.flag]; ok {
+			return fmt.Sprintf("%s (%v)", typed, roundDur(v))
+		}
+		words := strings.ReplaceAll(f.key, "_", " ")
+		if src := pf.from[field]; src != "" {
+			return fmt.Sprintf("%s (%v, from %s)", words, roundDur(v), src)
+		}
+		return fmt.Sprintf("%s (%v)", words, roundDur(v))
 	}
-	return dashName(canonical)
+	return roundDur(v).String()
 }
 
 // addPolicyFlags registers the policy and logging flags on fs. http adds the
@@ -244,6 +259,7 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 	if err := p.Validate(); err != nil {
 		return retry.Policy{}, policyError(err, from)
 	}
+	pf.from = from
 	if err := pf.buildFleet(cfg); err != nil {
 		return retry.Policy{}, err
 	}

@@ -149,7 +149,8 @@ EXIT STATUS
     126    the command could not be run (permission denied); not retried
     127    the command was not found; not retried
     128+N  the last attempt was killed by signal N; 137 when retry had to
-           SIGKILL a stopped attempt (--kill-after, --signal KILL); 141 for
+           SIGKILL a stopped command (--kill-after, --signal KILL), 124 if
+           only what it started needed SIGKILL; 141 for
            SIGPIPE, not retried, nor any failure once retry's stdout is a
            closed pipe (retry -- yes | head -1)
     130    interrupted by Ctrl-C (SIGINT); 143 by SIGTERM, 129 by SIGHUP,

@@ -76,7 +76,7 @@ func TestHopAfterTheDeadline(t *testing.T) {
 			sent.Add(1)
 			return nil, errors.New("sent")
 		}),
-		start: time.Now().Add(-2 * time.Second), deadline: time.Second, deadlineFlag: "--deadline",
+		start: time.Now().Add(-2 * time.Second), deadline: time.Second, deadlineName: "--deadline (1s)",
 	}
 	body := &bodyCloses{Reader: strings.NewReader("x")}
 	req, _ := http.NewRequest("POST", "http://127.0.0.1/next?key=s3cr3t", body)
@@ -90,8 +90,9 @@ func TestHopAfterTheDeadline(t *testing.T) {
 	if err.Error() != want {
 		t.Errorf("error %q, want %q", err, want)
 	}
-	if u := h.effectiveURL(&url.URL{}); u != req.URL {
-		t.Errorf("url_effective %v, want the hop not sent, %v", u, req.URL)
+	first := &url.URL{Scheme: "http", Host: "127.0.0.1", Path: "/first"}
+	if u := h.effectiveURL(first); u != first || len(h.urls) != 0 {
+		t.Errorf("url_effective %v, %d hops begun; want the first URL: the refused hop was not fetched", u, len(h.urls))
 	}
 }
 

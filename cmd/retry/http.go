@@ -43,8 +43,9 @@ const (
 
 // httpFlags are the flags of retry http.
 type httpFlags struct {
-	fs *flag.FlagSet
-	pf *policyFlags
+	fs  *flag.FlagSet
+	pf  *policyFlags
+	sig *signalWatch // the run's, once it has begun
 
 	method         string
 	data           []dataPart
@@ -243,7 +244,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		log.json = scanLogFormat(h.fs, scan, true) == "json" // the error may come before --log-format
 		return log.fail(err)
 	}
-	defer log.routeStdLog()() // net/http's own lines (a Transport's) join the JSON log
+	defer log.routeStdLog()() // net/http's own lines (a Transport's) join the log
 	if h.version {
 		fmt.Fprintln(stdout, versionLine())
 		return exitOK
@@ -271,6 +272,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	sig := watchSignals(cancel)
 	defer sig.stop()
+	h.sig = sig
 	if h.idempotent {
 		ctx = httpretry.Idempotent(ctx)
 	}
@@ -326,7 +328,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		return log.fail(usagef("%v", err))
 	}
 	hops.rt = tr
-	hops.deadline, hops.deadlineFlag = max(p.Deadline, 0), h.pf.typed("deadline")
+	hops.deadline, hops.deadlineName = max(p.Deadline, 0), h.pf.limitName("Deadline", p.Deadline)
 	// Without -L the response is the answer, whatever its Location says
 	// (http.Client would fail on one that does not parse).
 	do := hops.RoundTrip
@@ -436,6 +438,10 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 			if errors.As(err, &we) {
 				return writeFailed(err)
 			}
+			if code := h.sig.exitCode(); code != 0 { // Ctrl-C, SIGTERM: no receive error
+				log.failCode(fmt.Errorf("reading the body of %s %s: interrupted by %s", res.method, httpretry.Redact(resp.Request.URL), h.sig.name()), code)
+				return code
+			}
 			code := bodyExitCode(err)
 			why := redactURLError(err).Error()
 			if code == curlTimeout {
@@ -465,9 +471,9 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 func (h *httpFlags) bodyTimeout(p retry.Policy, start time.Time, err string) string {
 	switch {
 	case p.Deadline > 0 && time.Since(start) >= p.Deadline:
-		return fmt.Sprintf("timed out: the %s (%v) passed", h.pf.typed("deadline"), roundDur(p.Deadline))
+		return "timed out: the " + h.pf.limitName("Deadline", p.Deadline) + " passed"
 	case p.AttemptTimeout > 0:
-		return fmt.Sprintf("timed out: the attempt's %s (%v) passed", h.pf.typed("attempt-timeout"), roundDur(p.AttemptTimeout))
+		return "timed out: the attempt's " + h.pf.limitName("AttemptTimeout", p.AttemptTimeout) + " passed"
 	}
 	return err
 }
@@ -562,16 +568,18 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 	default:
 		x.method = http.MethodGet
 	}
-	if h.user != "" {
-		user, pass, ok := strings.Cut(h.user, ":")
-		if !ok {
-			return nil, usagef("-u: want USER:PASSWORD (retry http does not prompt for a password)")
-		}
-		if _, set := x.header["Authorization"]; !set { // as curl: -H Authorization wins
-			req := http.Request{Header: http.Header{}}
-			req.SetBasicAuth(user, pass)
-			x.header.Set("Authorization", req.Header.Get("Authorization"))
-		}
+	user, pass, hasUser := strings.Cut(h.user, ":")
+	if h.user != "" && !hasUser {
+		return nil, usagef("-u: want USER:PASSWORD (retry http does not prompt for a password)")
+	}
+	if h.user == "" && u.User != nil { // user info in the URL, as curl (-u wins)
+		user, hasUser = u.User.Username(), true
+		pass, _ = u.User.Password()
+	}
+	if _, set := x.header["Authorization"]; hasUser && !set { // as curl: -H Authorization wins
+		req := http.Request{Header: http.Header{}}
+		req.SetBasicAuth(user, pass)
+		x.header.Set("Authorization", req.Header.Get("Authorization"))
 	}
 	ua := "backoffkit-retry/" + version()
 	if h.agent != nil {
@@ -635,7 +643,7 @@ func (h *httpFlags) transport() (*http.Transport, error) {
 		}
 		pu, err := url.Parse(s)
 		if err != nil || pu.Host == "" {
-			return nil, usagef("-x %s: not a proxy URL", httpretry.RedactText(h.proxy))
+			return nil, usagef("-x %s: not a proxy URL", hideUserInfo(h.proxy))
 		}
 		proxy = http.ProxyURL(pu)
 	}
@@ -659,6 +667,22 @@ func (h *httpFlags) transport() (*http.Transport, error) {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}, nil
+}
+
+// hideUserInfo returns s, a URL that may not parse, with everything up to
+// its last '@' after the scheme (user info, whatever a password holds: '@',
+// '/', spaces) replaced by REDACTED, and its secret parameters hidden.
+func hideUserInfo(s string) string {
+	if i := strings.LastIndexByte(s, '@'); i >= 0 {
+		scheme, _, ok := strings.Cut(s, "://")
+		if !ok || len(scheme)+3 > i {
+			scheme = ""
+		} else {
+			scheme += "://"
+		}
+		s = scheme + httpretry.Redacted + s[i:]
+	}
+	return httpretry.RedactText(s)
 }
 
 // isInvalidName reports whether host is "invalid" or under ".invalid", a
@@ -1006,6 +1030,20 @@ func watchSignals(cancel context.CancelFunc) *signalWatch {
 	}()
 	w.stop = func() { stopNotify(); close(done) }
 	return w
+}
+
+// name names the signal received ("SIGINT"), "" if none.
+func (w *signalWatch) name() string {
+	select {
+	case s := <-w.got:
+		w.got <- s
+		if n, ok := s.(syscall.Signal); ok {
+			return "SIG" + signalName(n)
+		}
+		return s.String()
+	default:
+		return ""
+	}
 }
 
 // exitCode returns 128+N if signal N was received, else 0.

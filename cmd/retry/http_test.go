@@ -350,3 +350,41 @@ func TestHTTPInterrupted(t *testing.T) {
 		t.Errorf("server saw %d requests, want 1", got)
 	}
 }
+
+// TestHTTPInterruptedInTheBody: Ctrl-C while the body is read exits 130 and
+// the closing line says so, with that code (it said 56, "context canceled").
+func TestHTTPInterruptedInTheBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, "part")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "http", "--log-format", "json", srv.URL+"/slow")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(out, make([]byte, 4)); err != nil { // the body is being read
+		t.Fatalf("reading the partial body: %v; stderr:\n%s", err, errb.String())
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	io.Copy(io.Discard, out)
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v, want 130; stderr:\n%s", err, errb.String())
+	}
+	ls := jsonLines(t, errb.String())
+	want := "reading the body of GET " + srv.URL + "/slow: interrupted by SIGINT"
+	if len(ls) != 1 || ls[0]["event"] != "error" || ls[0]["exit_code"] != float64(130) || ls[0]["error"] != want {
+		t.Errorf("want one closing line, exit_code 130, %q; stderr:\n%s", want, errb.String())
+	}
+}

@@ -433,13 +433,11 @@ func scanLogFormat(fs *flag.FlagSet, args []string, interspersed bool) string {
 
 // routeStdLog sends the lines of the standard log package, which net/http
 // writes to (a Transport's "Unsolicited response received on idle HTTP
-// channel", a Server's errors), to the JSON log as {"event": "log",
-// "message": ...} objects when the log is JSON, so that every line on
-// stderr is one. It returns a function that restores the log package.
+// channel", a Server's errors), to the event log, their secrets redacted:
+// as "retry http: ..." lines, or as {"event": "log", "message": ...}
+// objects when the log is JSON, so that every line on stderr is one; none
+// with --quiet or -s. It returns a function that restores the log package.
 func (l *eventLog) routeStdLog() (restore func()) {
-	if !l.json {
-		return func() {}
-	}
 	w, flags, prefix := log.Writer(), log.Flags(), log.Prefix()
 	log.SetOutput(stdLogWriter{l})
 	log.SetFlags(0)
@@ -451,15 +449,23 @@ func (l *eventLog) routeStdLog() (restore func()) {
 	}
 }
 
-// stdLogWriter turns each line written by a log.Logger into a JSON record
-// of the event log, its secrets redacted.
+// stdLogWriter turns each line written by a log.Logger into a line of the
+// event log, its secrets redacted.
 type stdLogWriter struct{ l *eventLog }
 
 func (w stdLogWriter) Write(p []byte) (int, error) {
+	l := w.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.quiet || l.silent {
+		return len(p), nil
+	}
 	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		w.l.mu.Lock()
-		w.l.encode(logRecord{Event: "log", Message: httpretry.RedactText(line)})
-		w.l.mu.Unlock()
+		if l.json {
+			l.encode(logRecord{Event: "log", Message: httpretry.RedactText(line)})
+		} else {
+			fmt.Fprintf(l.w, "%s: %s\n", l.prog, httpretry.RedactText(line))
+		}
 	}
 	return len(p), nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -74,15 +75,61 @@ func TestScanLogFormatSkipsValues(t *testing.T) {
 // TestJSONLogNetHTTPLines: net/http's own log lines (here a Transport's
 // "Unsolicited response received on idle HTTP channel", written with the log
 // package) are JSON objects too with --log-format json, not raw text among
-// the JSON lines (review 3, item 24).
+// the JSON lines (review 3, item 24); in text they are retry http's lines,
+// redacted; -s and --quiet hide them (review 6).
 func TestJSONLogNetHTTPLines(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"json", []string{"--log-format", "json"}},
+		{"text", nil},
+		{"-s", []string{"-s"}},
+		{"--quiet", []string{"--quiet"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := junkAfter503(t)
+			r := runRetry(t, "", nil, append(append([]string{"http"}, tc.flags...), "--attempts", "2", "--initial-delay", "300ms", "--jitter", "0", url)...)
+			if r.code != 0 || r.stdout != "ok" {
+				t.Fatalf("exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			var logged []string
+			switch tc.name {
+			case "json":
+				for _, m := range jsonLines(t, r.stderr) {
+					if m["event"] == "log" {
+						logged = append(logged, fmt.Sprint(m["message"]))
+					}
+				}
+			case "text":
+				logged = lines(r.stderr, "retry http: ")
+				logged = slices.DeleteFunc(logged, func(l string) bool { return strings.Contains(l, "attempt ") || strings.Contains(l, "hint") })
+			}
+			switch {
+			case tc.name == "-s" || tc.name == "--quiet":
+				if r.stderr != "" {
+					t.Errorf("%s: want nothing on stderr, got:\n%s", tc.name, r.stderr)
+				}
+			case len(logged) != 1 || !strings.Contains(logged[0], "Unsolicited response received on idle HTTP channel"):
+				t.Errorf("want net/http's line as one of retry's, got %q; stderr:\n%s", logged, r.stderr)
+			}
+			if strings.Contains(r.stderr, "s3cret") {
+				t.Errorf("a secret reached the log:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
+// junkAfter503 serves a 503 followed by bytes nobody asked for on the idle
+// connection (net/http logs them), then 200 "ok" on the next connection.
+func junkAfter503(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { ln.Close() })
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -99,7 +146,6 @@ func TestJSONLogNetHTTPLines(t *testing.T) {
 					return
 				}
 				if n == 0 {
-					// A 503, then bytes nobody asked for on the idle connection.
 					fmt.Fprint(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\nJUNK /v1?key=s3cret")
 					c.(*net.TCPConn).CloseWrite()
 					bufio.NewReader(c).ReadByte() // until the client closes
@@ -109,21 +155,5 @@ func TestJSONLogNetHTTPLines(t *testing.T) {
 			}()
 		}
 	}()
-	r := runRetry(t, "", nil, "http", "--log-format", "json", "--attempts", "2", "--initial-delay", "300ms", "--jitter", "0",
-		"http://"+ln.Addr().String()+"/")
-	if r.code != 0 || r.stdout != "ok" {
-		t.Fatalf("exit %d, stdout %q, stderr:\n%s", r.code, r.stdout, r.stderr)
-	}
-	var logged []string
-	for _, m := range jsonLines(t, r.stderr) {
-		if m["event"] == "log" {
-			logged = append(logged, fmt.Sprint(m["message"]))
-		}
-	}
-	if len(logged) != 1 || !strings.Contains(logged[0], "Unsolicited response received on idle HTTP channel") {
-		t.Errorf("want net/http's line as a log object, got %q; stderr:\n%s", logged, r.stderr)
-	}
-	if strings.Contains(r.stderr, "s3cret") {
-		t.Errorf("a secret reached the log:\n%s", r.stderr)
-	}
+	return "http://" + ln.Addr().String() + "/"
 }

@@ -33,6 +33,22 @@ func TestHostAndAuthorizationHeaders(t *testing.T) {
 	if s := received(got); r.code != 0 || s.auth != "Bearer tok" {
 		t.Errorf("-H Authorization with -u after it: exit %d, server saw %q; want the -H one", r.code, s.auth)
 	}
+	// User info in the URL is basic authentication, with -L or not (the
+	// transport alone would drop it), unless -u gives other credentials.
+	withUser := strings.Replace(url, "://", "://us:pw@", 1)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{withUser}, "Basic dXM6cHc="},
+		{[]string{"-L", withUser}, "Basic dXM6cHc="},
+		{[]string{"-u", "me:pw", withUser}, "Basic bWU6cHc="},
+	} {
+		r = runIn(t, append([]string{"http"}, tc.args...)...)
+		if s := received(got); r.code != 0 || s.auth != tc.want {
+			t.Errorf("%q: exit %d, server saw Authorization %q, want %q", tc.args, r.code, s.auth, tc.want)
+		}
+	}
 }
 
 // TestFailKeepsTheOutputFile: -f -o FILE on an HTTP error leaves an
