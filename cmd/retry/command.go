@@ -162,6 +162,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	done := make(chan struct{})
 	defer close(done)
 	go r.relay(sigs, cancel, done)
+	if len(jobSignals) > 0 {
+		jobs := make(chan os.Signal, 2)
+		signal.Notify(jobs, jobSignals...)
+		defer signal.Stop(jobs)
+		go r.jobControl(jobs, done)
+	}
 
 	err = retry.Run(ctx, p, r.attempt)
 	var ce *cmdError
@@ -341,6 +347,31 @@ func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done
 	}
 }
 
+// jobControl passes Ctrl-Z on: SIGTSTP suspends the running attempt, then
+// retry itself (the shell then sees the job stopped); SIGCONT (fg, bg)
+// resumes the attempt.
+func (r *cmdRunner) jobControl(sigs <-chan os.Signal, done <-chan struct{}) {
+	for {
+		select {
+		case s := <-sigs:
+			r.mu.Lock()
+			proc := r.proc
+			r.mu.Unlock()
+			switch {
+			case isSuspend(s):
+				if proc != nil {
+					proc.suspend()
+				}
+				stopSelf()
+			case proc != nil:
+				proc.resume()
+			}
+		case <-done:
+			return
+		}
+	}
+}
+
 // command returns the exec.Cmd of one attempt of argv.
 func (r *cmdRunner) command(argv []string, stdin io.Reader) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -400,6 +431,13 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 
 	waited := make(chan error, 1)
 	go func() { waited <- r.children.wait(cmd) }()
+	var stops <-chan os.Signal // SIGCHLD: the command may have stopped
+	if r.group {
+		c, stop := notifyChildStops()
+		defer stop()
+		stops = c
+	}
+	var ttyStop syscall.Signal // SIGTTIN or SIGTTOU stopped the command
 	var (
 		timedOut, killed bool
 		stoppedAt        time.Time // when --signal was sent
@@ -450,6 +488,13 @@ wait:
 			killC = nil
 			killed = true
 			proc.signal(syscall.SIGKILL)
+		case <-stops:
+			// In a process group of its own, the command cannot use the
+			// terminal: reading it (or setting its modes) stops it for good.
+			if s, ok := proc.stoppedBy(); ok && isTTYStop(s) {
+				ttyStop = s
+				proc.signal(syscall.SIGKILL)
+			}
 		}
 	}
 	r.mu.Lock()
@@ -476,6 +521,10 @@ wait:
 	r.proc = nil
 	r.mu.Unlock()
 
+	if ttyStop != 0 {
+		return retry.Permanent(&cmdError{code: 128 + int(ttyStop), what: "stopped by SIG" + signalName(ttyStop) + ": it uses the terminal, from a process group of its own",
+			whyStop: "a command that reads the terminal needs --foreground", err: err})
+	}
 	if err == nil && !timedOut {
 		return nil
 	}

@@ -223,3 +223,103 @@ func TestStdinFileAndPastDeadline(t *testing.T) {
 		t.Errorf("--deadline 1ns: exit %d, stderr %q, ran: %v; want 124, nothing run", r.code, r.stderr, err == nil)
 	}
 }
+
+// TestTerminalReadNeedsForeground: a command that reads the terminal, in a
+// process group of its own, is stopped by SIGTTIN for good (it hung with
+// no word): retry ends it, says it needs --foreground, and does not retry
+// it (exit 128+SIGTTIN). With --foreground it reads the terminal.
+func TestTerminalReadNeedsForeground(t *testing.T) {
+	script := `echo ready $$ $$; read x; echo got $x`
+	for _, fg := range []bool{false, true} {
+		t.Run(fmt.Sprint("foreground=", fg), func(t *testing.T) {
+			master, slave := openPTY(t)
+			attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			args := []string{"--attempts", "3"}
+			if fg {
+				args = append(args, "--foreground")
+			}
+			s := startRetryArgs(t, nil, attr, slave, append(args, "--", "sh", "-c", script)...)
+			if fg {
+				master.Write([]byte("hello\n"))
+				if l := s.line(t); l != "got hello" {
+					t.Errorf("--foreground: the command said %q, want got hello", l)
+				}
+			}
+			code, rest := s.wait(t)
+			want := 0
+			if !fg {
+				want = 128 + int(syscall.SIGTTIN)
+			}
+			if code != want || rest != "" {
+				t.Errorf("exit %d, then the command said %q; want %d and nothing; stderr:\n%s", code, rest, want, s.stderr)
+			}
+			if !fg && (!strings.Contains(s.stderr.String(), "stopped by SIGTTIN") || !strings.Contains(s.stderr.String(), "needs --foreground") ||
+				strings.Count(s.stderr.String(), "attempt ") != 1) {
+				t.Errorf("want one attempt, stopped by SIGTTIN, and the advice to use --foreground; stderr:\n%s", s.stderr)
+			}
+		})
+	}
+}
+
+// TestCtrlZSuspendsTheAttempt: Ctrl-Z at the terminal stops the attempt,
+// then retry (the command ran on, printing, while retry was stopped);
+// SIGCONT (the shell's fg) resumes both.
+func TestCtrlZSuspendsTheAttempt(t *testing.T) {
+	master, slave := openPTY(t)
+	attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	s := startRetry(t, []string{"EXIT_ON=TERM"}, attr, slave, "--attempts", "3")
+	if _, err := master.Write([]byte{0x1a}); err != nil { // Ctrl-Z
+		t.Fatal(err)
+	}
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(s.cmd.Process.Pid, &ws, syscall.WUNTRACED, nil); err != nil || !ws.Stopped() {
+		t.Fatalf("retry did not stop on Ctrl-Z: %v, %v", ws, err)
+	}
+	// The child got SIGTSTP before retry stopped itself; nothing reports
+	// another process's stop: poll its state, bounded.
+	for state(t, s.pid) != "T" {
+		if s.ctx.Err() != nil {
+			t.Fatalf("the attempt %d runs on while retry is stopped (state %s)", s.pid, state(t, s.pid))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGCONT) // fg: the shell continues the job's group
+	s.cmd.Process.Signal(syscall.SIGTERM)             // the attempt runs again: it answers
+	if l := s.line(t); l != "sig TERM" {
+		t.Fatalf("the child said %q, want sig TERM once resumed", l)
+	}
+	if code, _ := s.wait(t); code != 143 {
+		t.Errorf("exit %d, want 143; stderr:\n%s", code, s.stderr)
+	}
+}
+
+// TestKilledRetryTakesTheCommand: kill -9 of retry kills the command too
+// (in its own process group, it ran on, orphaned).
+func TestKilledRetryTakesTheCommand(t *testing.T) {
+	s := startRetry(t, nil, nil, nil, "--attempts", "3")
+	s.cmd.Process.Kill()
+	// No event tells another process's death: poll, bounded (before s.ctx
+	// ends: then the test's clean-up kills the command itself).
+	bound := time.Now().Add(10 * time.Second)
+	for alive(t, s.pid) {
+		if time.Now().After(bound) {
+			t.Fatalf("the command %d outlived retry", s.pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.cmd.Wait()
+}
+
+// state returns pid's state letter from /proc ("" if gone).
+func state(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
+}

@@ -56,7 +56,12 @@ PROCESS CONTROL
     A command that reads the terminal (an editor, a password prompt) needs
     --foreground: it then runs in retry's own process group, gets the
     terminal's Ctrl-C itself (retry does not send it again), and only the
-    command, not its children, is signalled on a timeout.
+    command, not its children, is signalled on a timeout. Without it, the
+    terminal stops such a command (SIGTTIN, SIGTTOU): retry ends it and says
+    so (exit 149 or 150, not retried) rather than wait for it for ever.
+
+    Ctrl-Z (SIGTSTP) suspends the attempt, then retry; fg or bg (SIGCONT)
+    resumes both. On Linux, the command is killed if retry is (kill -9).
 
 OPTIONS
   Retry policy (Gen AI SDK names):

@@ -2,7 +2,18 @@
 
 package main
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
+
+// setDeathSignal: no parent-death signal here.
+func setDeathSignal(*syscall.SysProcAttr) {}
+
+// notifyChildStops: stops are not watched here (see proc_linux.go).
+func notifyChildStops() (<-chan os.Signal, func()) { return nil, func() {} }
+
+func (p *process) stoppedBy() (syscall.Signal, bool) { return 0, false }
 
 // No real-time signal names here (sigRTMin > sigRTMax).
 const sigRTMin, sigRTMax = 1, 0

@@ -46,14 +46,39 @@ func watchChildren(c *children) (stop func()) {
 type siginfo struct {
 	signo, errno, code int32
 	_                  [unsafe.Sizeof(uintptr(0)) - 4]byte // the union is pointer-aligned
-	pid                int32
-	_                  [128 - 12 - (unsafe.Sizeof(uintptr(0)) - 4) - 4]byte
+	pid, uid, status   int32
+	_                  [128 - 12 - (unsafe.Sizeof(uintptr(0)) - 4) - 12]byte
 }
 
 const (
-	pAll    = 0          // P_ALL
-	wNoWait = 0x01000000 // WNOWAIT
+	pAll       = 0          // P_ALL
+	pPID       = 1          // P_PID
+	wNoWait    = 0x01000000 // WNOWAIT
+	cldStopped = 5          // CLD_STOPPED, siginfo's code for a child stopped by a signal
 )
+
+// setDeathSignal has the command killed if retry dies (kill -9 retry): it
+// would run on, orphaned, in its own process group.
+func setDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
+
+// notifyChildStops relays SIGCHLD, which also comes when a child stops.
+func notifyChildStops() (<-chan os.Signal, func()) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGCHLD)
+	return c, func() { signal.Stop(c) }
+}
+
+// stoppedBy reports whether the command is stopped, and by which signal
+// (SIGTTIN: it read the terminal from a background process group). It
+// consumes the stop's report (cmd.Wait ignores stops).
+func (p *process) stoppedBy() (syscall.Signal, bool) {
+	var info siginfo
+	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(p.cmd.Process.Pid), uintptr(unsafe.Pointer(&info)), syscall.WSTOPPED|syscall.WNOHANG, 0, 0)
+	if errno != 0 || info.pid == 0 || info.code != cldStopped {
+		return 0, false
+	}
+	return syscall.Signal(info.status), true
+}
 
 // reapZombies reaps the zombie children of retry, until it meets one for
 // which keep reports true (an attempt, left to its own Wait, which reaps

@@ -29,6 +29,17 @@ func (p *process) signal(s syscall.Signal) {
 
 func (p *process) cleanGroup(time.Time) bool { return false }
 
+// No job control here.
+var jobSignals []os.Signal
+
+func (p *process) suspend()                          {}
+func (p *process) resume()                           {}
+func stopSelf()                                      {}
+func isSuspend(os.Signal) bool                       { return false }
+func isTTYStop(syscall.Signal) bool                  { return false }
+func notifyChildStops() (<-chan os.Signal, func())   { return nil, func() {} }
+func (p *process) stoppedBy() (syscall.Signal, bool) { return 0, false }
+
 func terminalForeground() bool { return false }
 
 // shell: none here (no fallback for ENOEXEC).

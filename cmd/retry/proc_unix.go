@@ -25,10 +25,44 @@ type process struct {
 	group bool // the command leads its own process group
 }
 
-// prepare sets up cmd to start in its own process group, or not.
+// prepare sets up cmd to start in its own process group, or not. Where the
+// system can, the command is killed if retry dies (kill -9): in a group of
+// its own, nothing else would stop it.
 func prepare(cmd *exec.Cmd, group bool) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
+	setDeathSignal(cmd.SysProcAttr)
 }
+
+// jobSignals are the job-control signals retry passes on to the attempt:
+// Ctrl-Z (SIGTSTP) suspends it, then retry; SIGCONT (fg, bg) resumes it. In
+// a process group of its own, the attempt would get neither.
+var jobSignals = []os.Signal{syscall.SIGTSTP, syscall.SIGCONT}
+
+// suspend stops the attempt: SIGTSTP to its group, or to the command.
+func (p *process) suspend() { p.send(syscall.SIGTSTP) }
+
+// resume continues a suspended attempt.
+func (p *process) resume() { p.send(syscall.SIGCONT) }
+
+// send sends s to the attempt's group, or to the command, and nothing else
+// (signal also sends SIGCONT).
+func (p *process) send(s syscall.Signal) {
+	if p.group {
+		_ = syscall.Kill(-p.cmd.Process.Pid, s)
+		return
+	}
+	_ = p.cmd.Process.Signal(s)
+}
+
+// isSuspend reports whether s is Ctrl-Z's SIGTSTP.
+func isSuspend(s os.Signal) bool { return s == syscall.SIGTSTP }
+
+// isTTYStop reports whether s stops a process that uses the terminal from
+// a background process group (SIGTTIN, SIGTTOU).
+func isTTYStop(s syscall.Signal) bool { return s == syscall.SIGTTIN || s == syscall.SIGTTOU }
+
+// stopSelf stops retry, as SIGTSTP's default action would have.
+func stopSelf() { _ = syscall.Kill(syscall.Getpid(), syscall.SIGSTOP) }
 
 // signal sends s to the attempt: to its process group, or to the command.
 // To a group it then sends SIGCONT, as timeout(1) does, so that a stopped
