@@ -201,8 +201,20 @@ func newBudget(be backend, c BudgetConfig) (*Budget, error) {
 // Admit implements [retry.Limiter]. A first attempt (retry false) is counted
 // and admitted. A retry is admitted if this process holds a permit of the
 // fleet's budget, or gets one from Redis within Timeout; while Redis is
-// unavailable, as the FailureMode says.
+// unavailable, as the FailureMode says. It is AdmitContext with no context
+// and no deadline.
 func (b *Budget) Admit(retry bool) bool {
+	return b.AdmitContext(context.Background(), retry, time.Time{})
+}
+
+// AdmitContext is Admit for a caller that has a context and a deadline
+// (zero for none): a retry waits for Redis at most Timeout, never past
+// deadline and not after ctx ends; then (Redis too slow for this call) the
+// FailureMode decides, without marking Redis failed unless the Timeout
+// passed. [retry.Limiter] has no context: a caller that wraps a Budget for
+// the loop can pass the loop's own (see [retry.Pacer]'s Reserve, which gets
+// both).
+func (b *Budget) AdmitContext(ctx context.Context, retry bool, deadline time.Time) bool {
 	if !retry {
 		b.local.Admit(false)
 		if b.g.healthy() {
@@ -218,6 +230,9 @@ func (b *Budget) Admit(retry bool) bool {
 		return true
 	}
 	limit := b.g.now().Add(b.g.timeout)
+	if !deadline.IsZero() && deadline.Before(limit) {
+		limit = deadline
+	}
 	for {
 		if !b.g.healthy() {
 			b.g.probe(b.flush)
@@ -249,8 +264,8 @@ func (b *Budget) Admit(retry bool) bool {
 			return b.decideLocally() // closed
 		}
 		// Wait for the round trip, but never past this call's limit.
-		if err := f.wait(context.Background(), limit.Sub(now)); err != nil {
-			return b.decideLocally() // Redis is slow for this call
+		if err := f.wait(ctx, limit.Sub(now)); err != nil {
+			return b.decideLocally() // Redis is slow for this call, or ctx ended
 		}
 		if mine && f.err == nil && f.granted == 0 {
 			b.g.refused.Add(1)
@@ -359,9 +374,9 @@ func (b *Budget) Close() error {
 		if i < len(back) {
 			a.back, a.backEpoch = back[i].n, back[i].epoch
 		}
-		_, err := roundTrip(&b.g, context.Background(), b.g.timeout, func(ctx context.Context) (budgetReply, error) {
+		_, err := roundTrip(&b.g, context.Background(), time.Time{}, func(ctx context.Context) (budgetReply, error) {
 			return b.be.budget(ctx, b.keys, a)
-		})
+		}, nil)
 		errs = append(errs, err)
 	}
 	b.g.close()

@@ -162,18 +162,33 @@ func newCooldown(be backend, c CooldownConfig) (*Cooldown, error) {
 // fleet's cooldown for this key (plus jitter) if that is later. When that
 // would not be before deadline it returns an error wrapping
 // [retry.ErrPastDeadline] that says how long the cooldown lasts. It takes
-// nothing. It reads Redis (bounded by the timeout) only when the cached value
-// is older than CooldownConfig.Cache.
+// nothing. It reads Redis only when the cached value is older than
+// CooldownConfig.Cache, and waits for it at most the timeout, never past
+// deadline (then it returns at the deadline with an error wrapping
+// [retry.ErrPastDeadline]) and not after ctx ends (then it returns ctx's
+// cause). A read that timed out turns the Cooldown to its FailureMode until a
+// probe reaches Redis: the next calls do not wait for Redis.
 func (d *Cooldown) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
 	if ctx.Err() != nil {
 		return time.Time{}, context.Cause(ctx)
 	}
 	if d.g.healthy() {
 		if now := d.g.now(); now.UnixNano()-d.fetched.Load() >= int64(d.cache) && d.fetching.CompareAndSwap(false, true) {
-			roundTrip(&d.g, ctx, d.g.timeout, func(ctx context.Context) (struct{}, error) {
+			// One read at a time, until it ends: callers that come while
+			// it is in flight (one that stopped waiting at its deadline
+			// included) decide with what is known, without waiting.
+			_, err := roundTrip(&d.g, ctx, deadline, func(ctx context.Context) (struct{}, error) {
 				return struct{}{}, d.read(ctx)
-			})
-			d.fetching.Store(false)
+			}, func() { d.fetching.Store(false) })
+			switch {
+			case ctx.Err() != nil:
+				return time.Time{}, context.Cause(ctx)
+			case errors.Is(err, errSlow):
+				// The deadline came before Redis answered: no attempt
+				// can start before it now.
+				d.g.refused.Add(1)
+				return time.Time{}, fmt.Errorf("redisretry: the fleet cooldown could not be read from Redis before the deadline: %w", retry.ErrPastDeadline)
+			}
 		}
 	}
 	switch State(d.g.state.Load()) {
@@ -240,9 +255,9 @@ func (d *Cooldown) Publish(ctx context.Context, hint time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ms := max(int64(hint/time.Millisecond), 1)
-	r, err := roundTrip(&d.g, ctx, d.g.timeout, func(ctx context.Context) (cooldownReply, error) {
+	r, err := roundTrip(&d.g, ctx, time.Time{}, func(ctx context.Context) (cooldownReply, error) {
 		return d.be.cooldown(ctx, d.key, ms)
-	})
+	}, nil)
 	if err == nil {
 		d.learn(r)
 	}

@@ -265,52 +265,70 @@ func (e errTimeout) Error() string {
 func (e errTimeout) Timeout() bool   { return true }
 func (e errTimeout) Is(t error) bool { return t == context.DeadlineExceeded }
 
-// roundTrip runs one Redis call in its own goroutine and waits for it at most
-// timeout (or until ctx ends): a client that ignores context deadlines (the
-// go-redis default) still cannot hold the caller longer. A call that outlives
-// the wait finishes in the background; Close waits for it. The health state
-// follows the outcome, except when ctx ended first (the caller gave up, Redis
-// did not fail).
-func roundTrip[T any](g *guard, ctx context.Context, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
+// roundTrip runs one Redis call for a caller that waits for it: the call
+// runs in its own goroutine, bounded by the timeout, and the caller waits at
+// most until then, never past deadline (if not zero) and not after ctx ends.
+// A client that ignores context deadlines (the go-redis default) still cannot
+// hold the caller longer.
+//
+// The call is bounded by the timeout, not by the caller: one the caller
+// stopped waiting for still tells the health state, and a Redis that does
+// not answer within the timeout is marked failed at the timeout, whoever
+// still waits (Close waits for the call). The error is errTimeout when the
+// timeout passed, errSlow when deadline came first (Redis is not marked
+// failed: it had less than its timeout), ctx's cause when ctx ended first.
+// A deadline already passed starts no call. ended, if not nil, is called
+// once when the call is over (or was never started), whenever the caller
+// stopped waiting.
+func roundTrip[T any](g *guard, ctx context.Context, deadline time.Time, fn func(context.Context) (T, error), ended func()) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
 	var zero T
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	if ended == nil {
+		ended = func() {}
+	}
+	if ctx.Err() != nil {
+		ended()
+		return zero, context.Cause(ctx)
+	}
+	var cut <-chan time.Time // the deadline, if it comes before the timeout
+	if !deadline.IsZero() {
+		left := deadline.Sub(g.now())
+		if left <= 0 {
+			ended()
+			return zero, errSlow
+		}
+		if left < g.timeout {
+			t := time.NewTimer(left)
+			defer t.Stop()
+			cut = t.C
+		}
+	}
 	ch := make(chan result, 1)
+	expired := make(chan struct{}) // closed at the timeout, after Redis was marked failed
 	if !g.goroutine(func() {
-		defer cancel()
-		v, err := fn(cctx)
+		defer ended()
+		v, err := inlineNotify(g, g.timeout, fn, func() { close(expired) })
 		ch <- result{v, err}
 	}) {
-		cancel()
+		ended()
 		return zero, ErrClosed
-	}
-	g.roundTrips.Add(1)
-	reply := func(r result) (T, error) {
-		if r.err != nil {
-			g.failed(r.err)
-			return zero, r.err
-		}
-		g.succeeded()
-		return r.v, nil
 	}
 	select {
 	case r := <-ch:
-		return reply(r)
-	case <-cctx.Done():
-		// The goroutine sends its result before it cancels cctx, so a
-		// reply and a closed Done can be ready together: the reply wins
-		// (a select would pick one of them at random).
+		return r.v, r.err
+	case <-expired:
+		return zero, errTimeout{g.timeout}
+	case <-cut:
+		// A reply and the deadline can be ready together: the reply wins.
 		select {
 		case r := <-ch:
-			return reply(r)
+			return r.v, r.err
 		default:
 		}
-		err := error(errTimeout{timeout})
-		g.failed(err)
-		return zero, err
+		return zero, errSlow
 	case <-ctx.Done():
 		return zero, context.Cause(ctx)
 	}
@@ -323,12 +341,22 @@ func roundTrip[T any](g *guard, ctx context.Context, timeout time.Duration, fn f
 // returns (a client that ignores context deadlines), Redis is marked failed
 // right then, not when fn returns, and the call's result is a timeout.
 func inline[T any](g *guard, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
+	return inlineNotify(g, timeout, fn, nil)
+}
+
+// inlineNotify is inline that also calls expired (if not nil) at the
+// timeout, right after Redis was marked failed, when fn has not returned by
+// then.
+func inlineNotify[T any](g *guard, timeout time.Duration, fn func(context.Context) (T, error), expired func()) (T, error) {
 	var zero T
 	cctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	// The timeout is the only way cctx ends while late is armed: cancel
+	// runs after late was stopped (or ran).
 	late := context.AfterFunc(cctx, func() {
-		if errors.Is(cctx.Err(), context.DeadlineExceeded) {
-			g.failed(errTimeout{timeout})
+		g.failed(errTimeout{timeout})
+		if expired != nil {
+			expired()
 		}
 	})
 	g.roundTrips.Add(1)

@@ -268,7 +268,7 @@ func TestRoundTripReplyIsNeverATimeout(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for range 2500 {
-					v, err := roundTrip(&g, t.Context(), g.timeout, func(context.Context) (int, error) { return 7, nil })
+					v, err := roundTrip(&g, t.Context(), time.Time{}, func(context.Context) (int, error) { return 7, nil }, nil)
 					if err != nil || v != 7 {
 						misread.Add(1)
 					}

@@ -245,7 +245,9 @@ func costFrom(ctx context.Context) int64 {
 // not zero) is not taken: the error wraps [retry.ErrPastDeadline] and says how
 // long the quota would have needed. A fail-closed Quota whose Redis is
 // unavailable returns an error wrapping [ErrUnavailable]. Reserve waits for
-// Redis at most QuotaConfig.Timeout.
+// Redis at most QuotaConfig.Timeout, never past deadline (then it returns at
+// the deadline with an error wrapping [retry.ErrPastDeadline]) and not after
+// ctx ends (then it returns ctx's cause).
 //
 // The loop, and [retry.Pacers] after a [Cooldown], call it right before the
 // attempt, with earliest now. A caller that passes an earliest in the future
@@ -319,9 +321,9 @@ func (q *Quota) Close() error {
 	q.mu.Unlock()
 	var err error
 	if unused > 0 && q.g.healthy() {
-		_, err = roundTrip(&q.g, context.Background(), q.g.timeout, func(ctx context.Context) (bool, error) {
+		_, err = roundTrip(&q.g, context.Background(), time.Time{}, func(ctx context.Context) (bool, error) {
 			return q.be.gcraReturn(ctx, q.keys, to, unused)
-		})
+		}, nil)
 	}
 	q.g.close()
 	return err
@@ -387,9 +389,14 @@ func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Ti
 	}
 	q.mu.Unlock()
 
-	// Wait for a refill to serve this caller, at most Timeout: a refill
-	// that lands later still fills the lease, for the next callers.
-	timer := time.NewTimer(q.g.timeout)
+	// Wait for a refill to serve this caller, at most Timeout and never
+	// past the deadline: a refill that lands later still fills the lease,
+	// for the next callers.
+	wait := q.g.timeout
+	if !deadline.IsZero() {
+		wait = min(wait, deadline.Sub(now))
+	}
+	timer := time.NewTimer(wait)
 	select {
 	case <-w.done:
 	case <-timer.C:
@@ -417,6 +424,11 @@ func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Ti
 		return q.decideLocally(q.g.now(), n, deadline, w.err) // Redis failed
 	case ctx.Err() != nil:
 		return time.Time{}, context.Cause(ctx)
+	case wait < q.g.timeout:
+		// The deadline came before Redis answered: no attempt can start
+		// before it now (whatever the FailureMode would say).
+		q.g.refused.Add(1)
+		return time.Time{}, fmt.Errorf("redisretry: the fleet quota got no answer from Redis before the deadline: %w", retry.ErrPastDeadline)
 	}
 	return q.decideLocally(q.g.now(), n, deadline, errSlow)
 }
