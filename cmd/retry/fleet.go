@@ -182,17 +182,38 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 }
 
 // fleet holds the limiters of one run on one Redis client: a budget and a
-// cooldown keyed by the fleet's name, and a quota when one is given.
+// cooldown keyed by the fleet's name, and a quota when one is given. They
+// are made by apply, which knows the run's deadline.
 type fleet struct {
+	spec     fleetSpec
 	client   *redis.Client
+	obs      *fleetLog
+	quiet    *slog.Logger
+	run      runContext
 	budget   *redisretry.Budget
 	cooldown *redisretry.Cooldown
 	quota    *redisretry.Quota
+	timeout  time.Duration // each Redis call's bound, as apply set it
 }
 
-// openFleet makes the limiters of s (no network call yet: they connect on
-// first use) and reports their state changes and long waits on log. A nil
-// fleet and no error mean no fleet.
+// fleetRedisShare is the most of the run's deadline one Redis call may
+// take: a tenth. Redis is a helper: with --deadline 1s and --redis-timeout
+// 5s, a stalled Redis costs each limiter 100ms once (then it decides alone
+// until a probe gets an answer), and the command runs all the same.
+const fleetRedisShare = 10
+
+// fleetCloseGrace is the longest retry's exit waits, after the command is
+// done, for the Redis calls that count its requests in the fleet's budget
+// and give back the quota it did not use (less if --redis-timeout is
+// less). They help the other processes a little; they are not worth holding
+// the exit for a Redis timeout. None is waited for while Redis is known to
+// be unavailable.
+const fleetCloseGrace = 100 * time.Millisecond
+
+// openFleet checks the limiters' configuration for s and makes the client
+// (no network call yet: the limiters connect on first use, and apply makes
+// them); it reports their state changes and long waits on log. A nil fleet
+// and no error mean no fleet.
 func openFleet(s fleetSpec, log *eventLog) (*fleet, error) {
 	if s.url == "" {
 		return nil, nil
@@ -203,29 +224,46 @@ func openFleet(s fleetSpec, log *eventLog) (*fleet, error) {
 	}
 	silenceRedis.Do(func() { redis.SetLogger(discardRedisLog{}) })
 	client = failFast(client, s.url)
-	fl := &fleet{client: client}
-	obs := &fleetLog{log: log, name: s.name, quota: s.quota, url: s.url}
-	// redisretry's own lines would go to slog's default logger, in another
-	// format: fleetLog says the same in the CLI's.
-	quiet := slog.New(slog.DiscardHandler)
-	fl.budget, err = redisretry.NewBudget(client, redisretry.BudgetConfig{
-		Key: s.name, Timeout: s.timeout, Logger: quiet, Observer: obs.event,
-	})
+	fl := &fleet{spec: s, client: client, obs: &fleetLog{log: log, name: s.name, quota: s.quota, url: s.url},
+		// redisretry's own lines would go to slog's default logger, in
+		// another format: fleetLog says the same in the CLI's.
+		quiet: slog.New(slog.DiscardHandler)}
+	budget, cooldown, quota := fl.configs(s.timeout)
+	err = budget.Validate()
 	if err == nil {
-		fl.cooldown, err = redisretry.NewCooldown(client, redisretry.CooldownConfig{
-			Key: s.name, Timeout: s.timeout, Logger: quiet, Observer: obs.event,
-		})
+		err = cooldown.Validate()
 	}
 	if err == nil && s.quota.Rate > 0 {
-		fl.quota, err = redisretry.NewQuota(client, redisretry.QuotaConfig{
-			Key: s.name, Limit: s.quota, Lease: fleetQuotaLease, Timeout: s.timeout, Logger: quiet, Observer: obs.event,
-		})
+		err = quota.Validate()
 	}
 	if err != nil {
-		fl.close()
+		client.Close()
 		return nil, usagef("--fleet: %s", strings.TrimPrefix(err.Error(), "redisretry: "))
 	}
 	return fl, nil
+}
+
+// configs returns the limiters' configurations with timeout as each Redis
+// call's bound.
+func (f *fleet) configs(timeout time.Duration) (redisretry.BudgetConfig, redisretry.CooldownConfig, redisretry.QuotaConfig) {
+	s, obs := f.spec, f.obs.event
+	return redisretry.BudgetConfig{Key: s.name, Timeout: timeout, Logger: f.quiet, Observer: obs},
+		redisretry.CooldownConfig{Key: s.name, Timeout: timeout, Logger: f.quiet, Observer: obs},
+		redisretry.QuotaConfig{Key: s.name, Limit: s.quota, Lease: fleetQuotaLease, Timeout: timeout, Logger: f.quiet, Observer: obs}
+}
+
+// redisTimeout is each Redis call's bound for a run whose loop has the
+// deadline d (0 for none): --redis-timeout (redisretry's default if not
+// given), at most a tenth of d.
+func redisTimeout(given, d time.Duration) time.Duration {
+	t := given
+	if t == 0 {
+		t = redisretry.DefaultTimeout
+	}
+	if d > 0 {
+		t = min(t, max(d/fleetRedisShare, time.Microsecond))
+	}
+	return t
 }
 
 // failFast returns a client for the same URL as c (which it closes) that
@@ -255,22 +293,68 @@ type discardRedisLog struct{}
 
 func (discardRedisLog) Printf(context.Context, string, ...any) {}
 
-// apply puts the fleet's limiters on p: the fleet's budget replaces any
-// per-process one (a profile's), and every attempt waits for the cooldown,
-// then for the quota (the cooldown takes nothing, so it goes first). log's
-// give-up line then says why the fleet refused an attempt.
+// apply makes the fleet's limiters for p's deadline and puts them on p: the
+// fleet's budget replaces any per-process one (a profile's), and every
+// attempt waits for the cooldown, then for the quota (the cooldown takes
+// nothing, so it goes first). log's give-up line then says why the fleet
+// refused an attempt. It is called once.
 func (f *fleet) apply(p *retry.Policy, log *eventLog) {
 	if f == nil {
 		return
 	}
-	p.Budget = f.budget
+	f.timeout = redisTimeout(f.spec.timeout, p.Deadline)
+	bc, cc, qc := f.configs(f.timeout)
+	// Validated by openFleet, and a lower timeout is as valid: no error.
+	f.budget, _ = redisretry.NewBudget(f.client, bc)
+	f.cooldown, _ = redisretry.NewCooldown(f.client, cc)
+	if f.spec.quota.Rate > 0 {
+		f.quota, _ = redisretry.NewQuota(f.client, qc)
+	}
+	p.Budget = runBudget{Budget: f.budget, run: &f.run}
 	pacers := []retry.Pacer{p.Pacer, f.cooldown}
 	if f.quota != nil {
 		pacers = append(pacers, f.quota)
 	}
-	np := &notingPacer{Pacer: retry.Pacers(pacers...)}
+	np := &notingPacer{Pacer: retry.Pacers(pacers...), run: &f.run}
 	p.Pacer = np
 	log.refusal = np.refusal
+}
+
+// runContext is the context and the deadline of the loop that runs the
+// attempts, as the loop last gave them to the pacer: [retry.Limiter]'s
+// Admit gets neither, and a retry's wait for Redis must end with them (at
+// the deadline, at Ctrl-C). The loop calls Reserve before every attempt,
+// so Admit, after an attempt, sees those of its own run.
+type runContext struct{ p atomic.Pointer[runDeadline] }
+
+type runDeadline struct {
+	ctx      context.Context
+	deadline time.Time
+}
+
+func (r *runContext) set(ctx context.Context, deadline time.Time) {
+	r.p.Store(&runDeadline{ctx, deadline})
+}
+
+func (r *runContext) get() (context.Context, time.Time) {
+	if d := r.p.Load(); d != nil {
+		return d.ctx, d.deadline
+	}
+	return context.Background(), time.Time{}
+}
+
+// runBudget is the fleet's budget as the loop's Limiter: a retry waits for
+// Redis under the run's context and deadline. Embedding keeps the Budget's
+// other methods (Record, and Cancel, which the loop looks for).
+type runBudget struct {
+	*redisretry.Budget
+	run *runContext
+}
+
+// Admit implements retry.Limiter.
+func (b runBudget) Admit(retry bool) bool {
+	ctx, deadline := b.run.get()
+	return b.AdmitContext(ctx, retry, deadline)
 }
 
 // notingPacer keeps why its pacer last refused an attempt (a wait past the
@@ -278,9 +362,11 @@ func (f *fleet) apply(p *retry.Policy, log *eventLog) {
 type notingPacer struct {
 	retry.Pacer
 	last atomic.Pointer[string]
+	run  *runContext // told the loop's context and deadline
 }
 
 func (n *notingPacer) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
+	n.run.set(ctx, deadline)
 	t, err := n.Pacer.Reserve(ctx, earliest, deadline)
 	if err != nil && ctx.Err() == nil {
 		msg := strings.TrimPrefix(err.Error(), "redisretry: ")
@@ -297,24 +383,40 @@ func (n *notingPacer) refusal() string {
 	return ""
 }
 
-// close counts this process's requests in the fleet's budget, gives back
-// the quota it did not use (each one Redis call, bounded by the timeout,
-// none while Redis is down), and closes the client.
+// close counts this process's requests in the fleet's budget and gives back
+// the quota it did not use (each one Redis call), waiting for them at most
+// fleetCloseGrace (or the Redis timeout, if less), and not at all while
+// Redis is known to be unavailable; then it closes the client, which ends
+// the calls still in flight. The fleet's log lines end here: what Redis does
+// after the command is done is not the run's news.
 func (f *fleet) close() {
 	if f == nil {
 		return
 	}
-	var wg sync.WaitGroup
-	if f.budget != nil {
-		wg.Go(func() { f.budget.Close() })
+	down := f.obs.stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		if f.budget != nil {
+			wg.Go(func() { f.budget.Close() })
+		}
+		if f.quota != nil {
+			wg.Go(func() { f.quota.Close() })
+		}
+		if f.cooldown != nil {
+			wg.Go(func() { f.cooldown.Close() })
+		}
+		wg.Wait()
+	}()
+	if grace := min(f.timeout, fleetCloseGrace); !down && grace > 0 {
+		t := time.NewTimer(grace)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	if f.quota != nil {
-		wg.Go(func() { f.quota.Close() })
-	}
-	if f.cooldown != nil {
-		wg.Go(func() { f.cooldown.Close() })
-	}
-	wg.Wait()
 	f.client.Close()
 }
 
@@ -327,15 +429,33 @@ type fleetLog struct {
 	quota redisretry.Limit
 	url   string
 
-	mu   sync.Mutex
-	down map[string]bool // limiters deciding without Redis
+	mu      sync.Mutex
+	down    map[string]bool // limiters deciding without Redis
+	stopped bool            // the run is over: no more lines
+}
+
+// stop ends the log's lines and reports whether Redis was unavailable.
+func (l *fleetLog) stop() (down bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopped = true
+	return len(l.down) > 0
 }
 
 func (l *fleetLog) event(e redisretry.Event) {
+	l.mu.Lock()
+	stopped := l.stopped
+	l.mu.Unlock()
+	if stopped {
+		return
+	}
 	switch e.Kind {
 	case redisretry.EventFallback, redisretry.EventRecovered:
 		l.mu.Lock()
 		defer l.mu.Unlock() // one line per change of the whole fleet's state, in order
+		if l.stopped {
+			return
+		}
 		if l.down == nil {
 			l.down = map[string]bool{}
 		}

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
+	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -372,5 +375,109 @@ func TestFleetRedisRefusedSaysRefused(t *testing.T) {
 	got := lines(r.stderr, "Redis")
 	if r.code != 0 || len(got) != 1 || !strings.Contains(got[0], "connection refused") || strings.Contains(got[0], "did not answer") {
 		t.Errorf("exit %d; want one line saying Redis refused the connection:\n%s", r.code, r.stderr)
+	}
+}
+
+// stalledRedis listens on 127.0.0.1 and accepts connections that it never
+// answers (a Redis stopped by SIGSTOP, a full network buffer): every call
+// waits for its timeout. It returns the URL.
+func stalledRedis(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "redis://" + ln.Addr().String() + "/0"
+}
+
+// TestFleetStalledRedisKeepsTheDeadline: a Redis that accepts and never
+// answers, with a --redis-timeout far longer than --deadline, neither stops
+// the command from running nor holds retry past the deadline: each Redis call
+// gets at most a tenth of the deadline, each limiter (cooldown, quota,
+// budget) then decides alone, and the log says so once. (retry waited the
+// whole --redis-timeout before the first attempt, then gave up: exit 124,
+// the command never ran.)
+func TestFleetStalledRedisKeepsTheDeadline(t *testing.T) {
+	url := stalledRedis(t)
+	dir := t.TempDir()
+	marker, count := filepath.Join(dir, "ran"), filepath.Join(dir, "count")
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		code  int
+		check func() error
+	}{
+		{"success", []string{"--redis-timeout", "5s", "--deadline", "1s", "--", "sh", "-c", `touch "$MARKER"`}, 0, func() error {
+			_, err := os.Stat(marker)
+			return err
+		}},
+		{"three limiters, three attempts", args([]string{"--quota", "100/1s", "--redis-timeout", "5s", "--deadline", "4s", "--attempts", "3"}, fast,
+			[]string{"--", "sh", "-c", `echo x >> "$COUNT"; exit 3`}), 3, func() error {
+			if n := countLines(t, count); n != 3 {
+				return fmt.Errorf("%d attempts, want 3", n)
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			begin := time.Now()
+			r := runRetry(t, "", []string{"MARKER=" + marker, "COUNT=" + count},
+				args([]string{"--redis", url, "--fleet", fleetName(t)}, tc.args)...)
+			took := time.Since(begin)
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			if err := tc.check(); err != nil {
+				t.Errorf("the command did not run as it should: %v; stderr:\n%s", err, r.stderr)
+			}
+			if got := lines(r.stderr, "Redis"); len(got) != 1 || !strings.Contains(got[0], "unavailable") {
+				t.Errorf("want one line saying Redis is unavailable:\n%s", r.stderr)
+			}
+			// A sanity bound only, far above the deadline: the
+			// --redis-timeout alone (5s) would pass it.
+			if took > 4*time.Second+2*time.Second {
+				t.Errorf("retry took %v", took)
+			}
+		})
+	}
+}
+
+// TestRedisTimeout: each Redis call's bound is --redis-timeout (redisretry's
+// default if not given), at most a tenth of the loop's deadline.
+func TestRedisTimeout(t *testing.T) {
+	for _, tc := range []struct{ given, deadline, want time.Duration }{
+		{0, 0, redisretry.DefaultTimeout},
+		{5 * time.Second, 0, 5 * time.Second},
+		{5 * time.Second, time.Second, 100 * time.Millisecond},
+		{0, time.Second, redisretry.DefaultTimeout},
+		{0, 100 * time.Millisecond, 10 * time.Millisecond},
+		{time.Second, time.Nanosecond, time.Microsecond},
+		{time.Second, time.Duration(math.MaxInt64), time.Second},
+	} {
+		if got := redisTimeout(tc.given, tc.deadline); got != tc.want {
+			t.Errorf("redisTimeout(%v, %v) = %v, want %v", tc.given, tc.deadline, got, tc.want)
+		}
 	}
 }
