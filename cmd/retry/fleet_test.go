@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -380,9 +383,11 @@ func TestFleetRedisRefusedSaysRefused(t *testing.T) {
 
 // stalledRedis listens on 127.0.0.1 and accepts connections that it never
 // answers (a Redis stopped by SIGSTOP, a full network buffer): every call
-// waits for its timeout. It returns the URL.
-func stalledRedis(t *testing.T) string {
+// waits for its timeout. It returns the URL, and a channel that receives a
+// value per connection accepted.
+func stalledRedis(t *testing.T) (string, <-chan struct{}) {
 	t.Helper()
+	accepted := make(chan struct{}, 100)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -400,6 +405,10 @@ func stalledRedis(t *testing.T) string {
 			mu.Lock()
 			conns = append(conns, c) // held open, never answered
 			mu.Unlock()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	t.Cleanup(func() {
@@ -409,7 +418,7 @@ func stalledRedis(t *testing.T) string {
 			c.Close()
 		}
 	})
-	return "redis://" + ln.Addr().String() + "/0"
+	return "redis://" + ln.Addr().String() + "/0", accepted
 }
 
 // TestFleetStalledRedisKeepsTheDeadline: a Redis that accepts and never
@@ -420,7 +429,7 @@ func stalledRedis(t *testing.T) string {
 // whole --redis-timeout before the first attempt, then gave up: exit 124,
 // the command never ran.)
 func TestFleetStalledRedisKeepsTheDeadline(t *testing.T) {
-	url := stalledRedis(t)
+	url, _ := stalledRedis(t)
 	dir := t.TempDir()
 	marker, count := filepath.Join(dir, "ran"), filepath.Join(dir, "count")
 	for _, tc := range []struct {
@@ -461,6 +470,44 @@ func TestFleetStalledRedisKeepsTheDeadline(t *testing.T) {
 				t.Errorf("retry took %v", took)
 			}
 		})
+	}
+}
+
+// TestFleetStalledRedisInterrupted: SIGINT while retry waits for a stalled
+// Redis (a --redis-timeout of 5s, no deadline) ends retry at once, exit 130,
+// the command never started: neither the wait nor the exit's last Redis
+// calls hold it for the timeout. (It took the timeout again to exit.)
+func TestFleetStalledRedisInterrupted(t *testing.T) {
+	url, accepted := stalledRedis(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--redis", url, "--fleet", fleetName(t), "--redis-timeout", "5s", "--", "sh", "-c", `touch "$MARKER"`)
+	cmd.Env = append(os.Environ(), "MARKER="+marker)
+	var stderr bytes.Buffer // read after Wait
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-accepted // retry is waiting for Redis before the first attempt
+	signalled := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	took := time.Since(signalled)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("%v, want exit 130; stderr:\n%s", err, stderr.String())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran after the interrupt")
+	}
+	if !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("stderr does not say retry was interrupted:\n%s", stderr.String())
+	}
+	// A sanity bound only, far below the --redis-timeout.
+	if took > 3*time.Second {
+		t.Errorf("retry ended %v after SIGINT", took)
 	}
 }
 
