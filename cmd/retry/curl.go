@@ -182,6 +182,22 @@ func urlEncode(s string) string {
 // NAME=VALUE, NAME=@FILE (a file part), NAME=<FILE (the file's content as a
 // value), each optionally followed by ;type=MIME and, for @FILE,
 // ;filename=NAME.
+// fileTypes are the Content-Types curl gives a -F file part by the file's
+// extension (its own table: the same on every machine, unlike mime's).
+var fileTypes = map[string]string{
+	".gif": "image/gif", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png",
+	".svg": "image/svg+xml", ".txt": "text/plain", ".htm": "text/html", ".html": "text/html",
+	".pdf": "application/pdf", ".xml": "application/xml",
+}
+
+// fileType is the Content-Type of a -F file part without ;type=.
+func fileType(path string) string {
+	if t, ok := fileTypes[strings.ToLower(filepath.Ext(path))]; ok {
+		return t
+	}
+	return "application/octet-stream"
+}
+
 func multipartBody(fields []string) ([]byte, string, error) {
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
@@ -216,7 +232,7 @@ func multipartBody(fields []string) ([]byte, string, error) {
 					filename = filepath.Base(path)
 				}
 				if ctype == "" {
-					ctype = "application/octet-stream"
+					ctype = fileType(path)
 				}
 			}
 		default:
@@ -306,7 +322,7 @@ func readWriteOut(s string) (format string, warnings []string, err error) {
 		if !ok {
 			return s, warnings, nil // printed as it is
 		}
-		if _, known := writeOutVars[name]; !known {
+		if _, known := writeOutVars[strings.ToLower(name)]; !known { // any case, as curl
 			warnings = append(warnings, fmt.Sprintf("unknown --write-out variable: '%s'", name))
 		}
 		rest = after
@@ -321,7 +337,7 @@ func expandWriteOut(format string, t *transfer) string {
 		switch {
 		case c == '%' && strings.HasPrefix(format[i:], "%{") && strings.Contains(format[i:], "}"):
 			name, _, _ := strings.Cut(format[i+2:], "}")
-			if f, ok := writeOutVars[name]; ok {
+			if f, ok := writeOutVars[strings.ToLower(name)]; ok {
 				b.WriteString(f(t))
 			}
 			i += len(name) + 2

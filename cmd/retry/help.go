@@ -408,9 +408,12 @@ EXIT STATUS
     35   TLS handshake or certificate error (not retried without
          --retry-all-errors)
     47   too many redirects (-L, --max-redirs)
+    52   the server closed the connection without answering (empty reply)
     55   failed sending the request
     56   failed receiving the response (connection reset or closed, another
          network or protocol error)
+    61   --compressed: the body is not in the Content-Encoding it claims
+    77   the --cacert file cannot be read or holds no PEM certificate
     130  interrupted by Ctrl-C (SIGINT); 143 by SIGTERM
 
 EXAMPLES

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -37,6 +40,9 @@ const (
 	curlTimeout       = 28
 	curlTLS           = 35
 	curlTooManyRedirs = 47
+	curlGotNothing    = 52
+	curlBadEncoding   = 61
+	curlCACertFile    = 77
 	curlSend          = 55
 	curlRecv          = 56
 )
@@ -428,8 +434,9 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 			body, err = decompress(resp)
 			if err != nil {
 				out.close(false)
-				log.failCode(fmt.Errorf("%s %s: %v", res.method, httpretry.Redact(resp.Request.URL), err), curlRecv)
-				return curlRecv
+				code := bodyExitCode(err)
+				log.failCode(fmt.Errorf("%s %s: %v", res.method, httpretry.Redact(resp.Request.URL), err), code)
+				return code
 			}
 		}
 		if _, err := io.Copy(countWriter{out, &res.size}, body); err != nil {
@@ -627,11 +634,11 @@ func (h *httpFlags) transport() (*http.Transport, error) {
 	if h.cacert != "" {
 		pem, err := os.ReadFile(h.cacert)
 		if err != nil {
-			return nil, usagef("--cacert %s: cannot read: %v", h.cacert, unwrapPath(err))
+			return nil, exitErrorf(curlCACertFile, "--cacert %s: cannot read: %v", h.cacert, unwrapPath(err))
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usagef("--cacert %s: no PEM certificate in it", h.cacert)
+			return nil, exitErrorf(curlCACertFile, "--cacert %s: no PEM certificate in it", h.cacert)
 		}
 		tlsConfig.RootCAs = pool
 	}
@@ -757,6 +764,10 @@ func transportExitCode(err error) int {
 			return curlSend
 		case httpretry.ClassBody:
 			return curlRead
+		case httpretry.ClassEOF:
+			if errors.Is(err, io.EOF) { // closed before a byte of the answer
+				return curlGotNothing
+			}
 		}
 		return curlRecv
 	}
@@ -774,7 +785,11 @@ func transportExitCode(err error) int {
 // bodyExitCode maps an error reading the response body to curl's code.
 func bodyExitCode(err error) int {
 	var to interface{ Timeout() bool }
+	var corrupt flate.CorruptInputError
 	switch {
+	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.Is(err, zlib.ErrHeader),
+		errors.Is(err, zlib.ErrChecksum), errors.Is(err, zlib.ErrDictionary), errors.As(err, &corrupt):
+		return curlBadEncoding // --compressed: not what Content-Encoding says
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return curlPartial
 	case errors.As(err, &to) && to.Timeout(), errors.Is(err, context.DeadlineExceeded):
