@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strconv"
@@ -322,12 +323,12 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	defer fl.close()
 	fl.apply(&p, log)
-	var rt http.RoundTripper = base
+	var rt http.RoundTripper = connected{base}
 	if testBaseTransport != nil {
 		rt = testBaseTransport
 	}
 	if h.verbose {
-		rt = &verboseTransport{rt: base, log: log}
+		rt = &verboseTransport{rt: rt, log: log}
 	}
 	tr := httpretry.NewTransport(rt, p, opts...)
 	if err := tr.Err(); err != nil {
@@ -658,13 +659,25 @@ func (h *httpFlags) transport() (*http.Transport, error) {
 	if h.connectTimeout > 0 {
 		handshake = h.connectTimeout
 	}
+	limit := h.connectTimeout
+	if limit <= 0 {
+		limit = defaultConnectLimit
+	}
 	return &http.Transport{
 		Proxy: proxy,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if host, _, err := net.SplitHostPort(addr); err == nil && isInvalidName(host) {
 				return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
 			}
-			return dialer.DialContext(ctx, network, addr)
+			start := time.Now()
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err == nil {
+				// The whole connect phase, a proxy's CONNECT or SOCKS
+				// handshake included (net/http bounds neither), ends by
+				// then; connected clears it (see connected).
+				conn.SetDeadline(start.Add(limit))
+			}
+			return conn, err
 		},
 		TLSClientConfig:       tlsConfig,
 		TLSHandshakeTimeout:   handshake,
@@ -690,6 +703,31 @@ func hideUserInfo(s string) string {
 		s = scheme + httpretry.Redacted + s[i:]
 	}
 	return httpretry.RedactText(s)
+}
+
+// defaultConnectLimit bounds the connect phase (dial, proxy handshake,
+// TLS) without --connect-timeout, as curl's default of 300 s does.
+const defaultConnectLimit = 5 * time.Minute
+
+// connected is the RoundTripper under the retrying transport: it clears the
+// connect phase's deadline that the dialer set on a connection once a
+// request has it (httptrace's GotConn, after any proxy handshake and TLS).
+type connected struct{ rt http.RoundTripper }
+
+func (c connected) RoundTrip(req *http.Request) (*http.Response, error) {
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if info.Conn != nil {
+			info.Conn.SetDeadline(time.Time{})
+		}
+	}}
+	return c.rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+}
+
+// CloseIdleConnections passes the call on.
+func (c connected) CloseIdleConnections() {
+	if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
 }
 
 // isInvalidName reports whether host is "invalid" or under ".invalid", a
