@@ -535,6 +535,7 @@ type hopRecorder struct {
 	follow       bool          // -L: the client follows redirects
 
 	urls    []*url.URL       // the URL of each hop begun
+	cur     *http.Request    // the hop running
 	resps   []*http.Response // the response of each hop that got one
 	offset  time.Duration    // when the current hop began, since start
 	pending *retry.Event     // the last hop's success, not yet logged
@@ -558,6 +559,7 @@ func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = req.WithContext(httpretry.WithPolicy(req.Context(), retry.Policy{Deadline: left}))
 	}
 	h.urls = append(h.urls, req.URL)
+	h.cur = req
 	resp, err := h.rt.RoundTrip(req)
 	if err != nil {
 		return resp, err
@@ -611,6 +613,19 @@ func (h *hopRecorder) observe(_ context.Context, e retry.Event) {
 	e.Elapsed += h.offset
 	if e.Kind == retry.EventSuccess {
 		h.pending, h.hop = &e, len(h.resps)
+		return
+	}
+	var ae *httpretry.AttemptError
+	if e.Err != nil && h.cur != nil && !errors.As(e.Err, &ae) {
+		// Not the transport's attempt error (a signal's cancel, the
+		// context's deadline): say which request it stopped.
+		info := describeHTTP(e.Err)
+		if errors.Is(e.Err, context.Canceled) {
+			info.Error = "interrupted"
+		}
+		info.Method, info.URL = h.cur.Method, httpretry.Redact(h.cur.URL)
+		info.What = info.Method + " " + info.URL + ": " + info.Error
+		h.log.emit(e, info)
 		return
 	}
 	h.log.event(e)
