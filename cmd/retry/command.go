@@ -431,13 +431,23 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 
 	waited := make(chan error, 1)
 	go func() { waited <- r.children.wait(cmd) }()
-	var stops <-chan os.Signal // SIGCHLD: the command may have stopped
+	// In a process group of its own, the command cannot use the terminal:
+	// reading it (or setting its modes) stops it for good. SIGCHLD tells of
+	// a stop.
+	var ttyStop syscall.Signal // SIGTTIN or SIGTTOU stopped the command
+	checkStop := func() {
+		if s, ok := proc.stoppedBy(); ok && isTTYStop(s) {
+			ttyStop = s
+			proc.signal(syscall.SIGKILL)
+		}
+	}
+	var stops <-chan os.Signal
 	if r.group {
 		c, stop := notifyChildStops()
 		defer stop()
 		stops = c
+		checkStop() // a stop before Notify signalled nobody; waitid still reports it
 	}
-	var ttyStop syscall.Signal // SIGTTIN or SIGTTOU stopped the command
 	var (
 		timedOut, killed bool
 		stoppedAt        time.Time // when --signal was sent
@@ -489,12 +499,7 @@ wait:
 			killed = true
 			proc.signal(syscall.SIGKILL)
 		case <-stops:
-			// In a process group of its own, the command cannot use the
-			// terminal: reading it (or setting its modes) stops it for good.
-			if s, ok := proc.stoppedBy(); ok && isTTYStop(s) {
-				ttyStop = s
-				proc.signal(syscall.SIGKILL)
-			}
+			checkStop()
 		}
 	}
 	r.mu.Lock()

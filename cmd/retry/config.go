@@ -245,6 +245,7 @@ type config struct {
 // camelCase alias); unknown or repeated keys, null values, trailing data,
 // values of the wrong type and invalid values are errors naming the key.
 func parseConfig(data []byte) (config, error) {
+	data = bytes.TrimPrefix(data, []byte("\ufeff")) // a UTF-8 byte order mark (Windows editors write one)
 	raw, keys, err := readConfigObject(data)
 	if err != nil {
 		return config{}, err

@@ -111,6 +111,7 @@ func TestParseConfig(t *testing.T) {
 		{"no codes", `{"http_status_codes": []}`, retry.Policy{StatusCodes: []int{}}, "", ""},
 		{"shape and profile", `{"jitter_shape": "full", "profile": "realtime"}`, retry.Policy{Shape: retry.ShapeFull}, "realtime", ""},
 		{"empty object", `{}`, retry.Policy{}, "", ""},
+		{"byte order mark", "\ufeff{\"attempts\": 2}", retry.Policy{Attempts: 2}, "", ""},
 		{"unknown field", `{"attempts": 2, "retries": 1}`, retry.Policy{}, "", `unknown key "retries"`},
 		{"keys are case-sensitive", `{"Attempts": 3}`, retry.Policy{}, "", `unknown key "Attempts"`},
 		{"upper case", `{"INITIAL_DELAY": 1}`, retry.Policy{}, "", `unknown key "INITIAL_DELAY"`},

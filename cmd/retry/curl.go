@@ -182,6 +182,22 @@ func urlEncode(s string) string {
 // NAME=VALUE, NAME=@FILE (a file part), NAME=<FILE (the file's content as a
 // value), each optionally followed by ;type=MIME and, for @FILE,
 // ;filename=NAME.
+// fileTypes are the Content-Types curl gives a -F file part by the file's
+// extension (its own table: the same on every machine, unlike mime's).
+var fileTypes = map[string]string{
+	".gif": "image/gif", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".png": "image/png",
+	".svg": "image/svg+xml", ".txt": "text/plain", ".htm": "text/html", ".html": "text/html",
+	".pdf": "application/pdf", ".xml": "application/xml",
+}
+
+// fileType is the Content-Type of a -F file part without ;type=.
+func fileType(path string) string {
+	if t, ok := fileTypes[strings.ToLower(filepath.Ext(path))]; ok {
+		return t
+	}
+	return "application/octet-stream"
+}
+
 func multipartBody(fields []string) ([]byte, string, error) {
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
@@ -216,7 +232,7 @@ func multipartBody(fields []string) ([]byte, string, error) {
 					filename = filepath.Base(path)
 				}
 				if ctype == "" {
-					ctype = "application/octet-stream"
+					ctype = fileType(path)
 				}
 			}
 		default:
@@ -306,7 +322,7 @@ func readWriteOut(s string) (format string, warnings []string, err error) {
 		if !ok {
 			return s, warnings, nil // printed as it is
 		}
-		if _, known := writeOutVars[name]; !known {
+		if _, known := writeOutVars[strings.ToLower(name)]; !known { // any case, as curl
 			warnings = append(warnings, fmt.Sprintf("unknown --write-out variable: '%s'", name))
 		}
 		rest = after
@@ -321,7 +337,7 @@ func expandWriteOut(format string, t *transfer) string {
 		switch {
 		case c == '%' && strings.HasPrefix(format[i:], "%{") && strings.Contains(format[i:], "}"):
 			name, _, _ := strings.Cut(format[i+2:], "}")
-			if f, ok := writeOutVars[name]; ok {
+			if f, ok := writeOutVars[strings.ToLower(name)]; ok {
 				b.WriteString(f(t))
 			}
 			i += len(name) + 2
@@ -519,6 +535,7 @@ type hopRecorder struct {
 	follow       bool          // -L: the client follows redirects
 
 	urls    []*url.URL       // the URL of each hop begun
+	cur     *http.Request    // the hop running
 	resps   []*http.Response // the response of each hop that got one
 	offset  time.Duration    // when the current hop began, since start
 	pending *retry.Event     // the last hop's success, not yet logged
@@ -542,6 +559,7 @@ func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		req = req.WithContext(httpretry.WithPolicy(req.Context(), retry.Policy{Deadline: left}))
 	}
 	h.urls = append(h.urls, req.URL)
+	h.cur = req
 	resp, err := h.rt.RoundTrip(req)
 	if err != nil {
 		return resp, err
@@ -595,6 +613,19 @@ func (h *hopRecorder) observe(_ context.Context, e retry.Event) {
 	e.Elapsed += h.offset
 	if e.Kind == retry.EventSuccess {
 		h.pending, h.hop = &e, len(h.resps)
+		return
+	}
+	var ae *httpretry.AttemptError
+	if e.Err != nil && h.cur != nil && !errors.As(e.Err, &ae) {
+		// Not the transport's attempt error (a signal's cancel, the
+		// context's deadline): say which request it stopped.
+		info := describeHTTP(e.Err)
+		if errors.Is(e.Err, context.Canceled) {
+			info.Error = "interrupted"
+		}
+		info.Method, info.URL = h.cur.Method, httpretry.Redact(h.cur.URL)
+		info.What = info.Method + " " + info.URL + ": " + info.Error
+		h.log.emit(e, info)
 		return
 	}
 	h.log.event(e)

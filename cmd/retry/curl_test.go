@@ -56,6 +56,11 @@ func TestCurlExitCodes(t *testing.T) {
 		conn, _, _ := w.(http.Hijacker).Hijack()
 		conn.Close() // no response at all
 	})
+	rst, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.(*net.TCPConn).SetLinger(0)
+		conn.Close() // RST
+	})
 	badPort, badPorts := counting(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://127.0.0.1:99999/", http.StatusFound)
 	})
@@ -86,7 +91,8 @@ func TestCurlExitCodes(t *testing.T) {
 		{"tls -k", []string{"-k", tlsSrv.URL}, 0, 0, "secure\n"},
 		{"tls --cacert", []string{"--cacert", ca, tlsSrv.URL}, 0, 0, "secure\n"},
 		{"too many redirects", []string{"-L", "--max-redirs", "3", loop}, curlTooManyRedirs, 0, ""},
-		{"reset", []string{"--attempts", "2", reset}, curlRecv, 1, ""},
+		{"empty reply", []string{"--attempts", "2", reset}, curlGotNothing, 1, ""},
+		{"reset", []string{"--attempts", "2", rst}, curlRecv, 1, ""},
 		{"invalid port", []string{"--attempts", "2", "http://127.0.0.1:99999/"}, curlURLMalformat, 0, ""},
 		{"redirect to an invalid port", []string{"-L", "--attempts", "2", badPort}, curlURLMalformat, 0, ""},
 		{"partial body", []string{partial}, curlPartial, 0, "only ten.."},
@@ -288,6 +294,9 @@ func TestCurlOutputs(t *testing.T) {
 		{"-w", []string{"-w", `%{http_code} %{num_retries} %{url_effective} %{method} %{size_download}\n`, "-s", url + "/w?key=s3cr3t"}, func(r result) bool {
 			return r.stdout == "body\n200 0 "+url+"/w?key=REDACTED GET 5\n"
 		}},
+		{"-w any case", []string{"-w", `%{HTTP_CODE} %{Num_Retries}`, "-s", url}, func(r result) bool {
+			return r.stdout == "body\n200 0" && r.stderr == ""
+		}},
 		{"-w time_total", []string{"-w", `%{time_total}`, url}, func(r result) bool {
 			var f float64
 			_, err := fmt.Sscanf(strings.TrimPrefix(r.stdout, "body\n"), "%f", &f)
@@ -483,6 +492,19 @@ func TestBodyTimeoutNamesTheLimit(t *testing.T) {
 		want := "retry http: reading the body of GET " + url + "/slow: " + tc.want + "\n"
 		if r.code != curlTimeout || r.stdout != "part" || r.stderr != want {
 			t.Errorf("%q: exit %d, stdout %q, stderr:\n%s\nwant exit %d, %q", tc.args, r.code, r.stdout, r.stderr, curlTimeout, want)
+		}
+	}
+}
+
+// TestFileType: a -F file part's Content-Type, by curl's own table.
+func TestFileType(t *testing.T) {
+	for path, want := range map[string]string{
+		"a.txt": "text/plain", "dir.d/A.TXT": "text/plain", "x.png": "image/png", "r.html": "text/html",
+		"doc.pdf": "application/pdf", "blob.bin": "application/octet-stream", "noext": "application/octet-stream",
+		"t.json": "application/octet-stream", // not in curl 7.88's table
+	} {
+		if got := fileType(path); got != want {
+			t.Errorf("fileType(%q) = %q, want %q", path, got, want)
 		}
 	}
 }

@@ -55,8 +55,10 @@ PROCESS CONTROL
 
     A command that reads the terminal (an editor, a password prompt) needs
     --foreground: it then runs in retry's own process group, gets the
-    terminal's Ctrl-C itself (retry does not send it again), and only the
-    command, not its children, is signalled on a timeout. Without it, the
+    terminal's Ctrl-C itself (retry does not send it again: a SIGINT,
+    SIGQUIT or SIGHUP sent to retry alone ends the command only with
+    --kill-after's SIGKILL), and only the command, not its children, is
+    signalled on a timeout. Without it, the
     terminal stops such a command (SIGTTIN, SIGTTOU): retry ends it and says
     so (exit 149 or 150, not retried) rather than wait for it for ever.
 
@@ -290,7 +292,8 @@ OPTIONS
     -k, --insecure           do not verify the server's certificate
     --cacert FILE            trust the CA certificates in FILE (PEM)
     --connect-timeout DURATION
-                             time limit to connect (TCP and TLS), per attempt
+                             time limit to connect (TCP, a proxy's handshake,
+                             TLS), per attempt (default 300s)
     -m, --max-time DURATION  time limit of each attempt (as --attempt-timeout)
     -L, --location           follow redirects to http:// and https://; each
                              hop is retried on its own (--attempts per hop),
@@ -408,9 +411,12 @@ EXIT STATUS
     35   TLS handshake or certificate error (not retried without
          --retry-all-errors)
     47   too many redirects (-L, --max-redirs)
+    52   the server closed the connection without answering (empty reply)
     55   failed sending the request
     56   failed receiving the response (connection reset or closed, another
          network or protocol error)
+    61   --compressed: the body is not in the Content-Encoding it claims
+    77   the --cacert file cannot be read or holds no PEM certificate
     130  interrupted by Ctrl-C (SIGINT); 143 by SIGTERM
 
 EXAMPLES

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -11,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"strconv"
@@ -37,6 +41,9 @@ const (
 	curlTimeout       = 28
 	curlTLS           = 35
 	curlTooManyRedirs = 47
+	curlGotNothing    = 52
+	curlBadEncoding   = 61
+	curlCACertFile    = 77
 	curlSend          = 55
 	curlRecv          = 56
 )
@@ -316,12 +323,12 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	defer fl.close()
 	fl.apply(&p, log)
-	var rt http.RoundTripper = base
+	var rt http.RoundTripper = connected{base}
 	if testBaseTransport != nil {
 		rt = testBaseTransport
 	}
 	if h.verbose {
-		rt = &verboseTransport{rt: base, log: log}
+		rt = &verboseTransport{rt: rt, log: log}
 	}
 	tr := httpretry.NewTransport(rt, p, opts...)
 	if err := tr.Err(); err != nil {
@@ -428,8 +435,9 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 			body, err = decompress(resp)
 			if err != nil {
 				out.close(false)
-				log.failCode(fmt.Errorf("%s %s: %v", res.method, httpretry.Redact(resp.Request.URL), err), curlRecv)
-				return curlRecv
+				code := bodyExitCode(err)
+				log.failCode(fmt.Errorf("%s %s: %v", res.method, httpretry.Redact(resp.Request.URL), err), code)
+				return code
 			}
 		}
 		if _, err := io.Copy(countWriter{out, &res.size}, body); err != nil {
@@ -627,11 +635,11 @@ func (h *httpFlags) transport() (*http.Transport, error) {
 	if h.cacert != "" {
 		pem, err := os.ReadFile(h.cacert)
 		if err != nil {
-			return nil, usagef("--cacert %s: cannot read: %v", h.cacert, unwrapPath(err))
+			return nil, exitErrorf(curlCACertFile, "--cacert %s: cannot read: %v", h.cacert, unwrapPath(err))
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usagef("--cacert %s: no PEM certificate in it", h.cacert)
+			return nil, exitErrorf(curlCACertFile, "--cacert %s: no PEM certificate in it", h.cacert)
 		}
 		tlsConfig.RootCAs = pool
 	}
@@ -651,13 +659,25 @@ func (h *httpFlags) transport() (*http.Transport, error) {
 	if h.connectTimeout > 0 {
 		handshake = h.connectTimeout
 	}
+	limit := h.connectTimeout
+	if limit <= 0 {
+		limit = defaultConnectLimit
+	}
 	return &http.Transport{
 		Proxy: proxy,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if host, _, err := net.SplitHostPort(addr); err == nil && isInvalidName(host) {
 				return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
 			}
-			return dialer.DialContext(ctx, network, addr)
+			start := time.Now()
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err == nil {
+				// The whole connect phase, a proxy's CONNECT or SOCKS
+				// handshake included (net/http bounds neither), ends by
+				// then; connected clears it (see connected).
+				conn.SetDeadline(start.Add(limit))
+			}
+			return conn, err
 		},
 		TLSClientConfig:       tlsConfig,
 		TLSHandshakeTimeout:   handshake,
@@ -683,6 +703,31 @@ func hideUserInfo(s string) string {
 		s = scheme + httpretry.Redacted + s[i:]
 	}
 	return httpretry.RedactText(s)
+}
+
+// defaultConnectLimit bounds the connect phase (dial, proxy handshake,
+// TLS) without --connect-timeout, as curl's default of 300 s does.
+const defaultConnectLimit = 5 * time.Minute
+
+// connected is the RoundTripper under the retrying transport: it clears the
+// connect phase's deadline that the dialer set on a connection once a
+// request has it (httptrace's GotConn, after any proxy handshake and TLS).
+type connected struct{ rt http.RoundTripper }
+
+func (c connected) RoundTrip(req *http.Request) (*http.Response, error) {
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if info.Conn != nil {
+			info.Conn.SetDeadline(time.Time{})
+		}
+	}}
+	return c.rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+}
+
+// CloseIdleConnections passes the call on.
+func (c connected) CloseIdleConnections() {
+	if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
 }
 
 // isInvalidName reports whether host is "invalid" or under ".invalid", a
@@ -757,6 +802,10 @@ func transportExitCode(err error) int {
 			return curlSend
 		case httpretry.ClassBody:
 			return curlRead
+		case httpretry.ClassEOF:
+			if errors.Is(err, io.EOF) { // closed before a byte of the answer
+				return curlGotNothing
+			}
 		}
 		return curlRecv
 	}
@@ -774,7 +823,11 @@ func transportExitCode(err error) int {
 // bodyExitCode maps an error reading the response body to curl's code.
 func bodyExitCode(err error) int {
 	var to interface{ Timeout() bool }
+	var corrupt flate.CorruptInputError
 	switch {
+	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.Is(err, zlib.ErrHeader),
+		errors.Is(err, zlib.ErrChecksum), errors.Is(err, zlib.ErrDictionary), errors.As(err, &corrupt):
+		return curlBadEncoding // --compressed: not what Content-Encoding says
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return curlPartial
 	case errors.As(err, &to) && to.Timeout(), errors.Is(err, context.DeadlineExceeded):

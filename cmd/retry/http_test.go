@@ -349,6 +349,9 @@ func TestHTTPInterrupted(t *testing.T) {
 	if got := n.Load(); got != 1 {
 		t.Errorf("server saw %d requests, want 1", got)
 	}
+	if want := "attempt 1/5 failed: GET " + srv.URL + ": interrupted; giving up after "; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+	}
 }
 
 // TestHTTPInterruptedInTheBody: Ctrl-C while the body is read exits 130 and

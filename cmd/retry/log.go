@@ -267,6 +267,9 @@ func (l *eventLog) hint(p retry.Policy) {
 	if p.Attempts < 2 || p.InitialDelay <= 0 || p.Jitter <= p.InitialDelay {
 		return
 	}
+	if p.MaxDelay > 0 && p.MaxDelay <= p.InitialDelay {
+		return // every wait is MaxDelay: nothing random to see
+	}
 	if p.Shape != retry.ShapeGoogle && p.Shape != retry.ShapeJitterAtCap {
 		return // the other shapes do not add Jitter
 	}

@@ -60,7 +60,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		switch args[0] {
 		case "help": // "retry help", "retry help http": a command named help runs with "retry -- help"
-			if len(args) > 1 {
+			if len(args) > 1 && args[1] != "help" { // "retry help help" is "retry help"
 				if sub, ok := subcommands[args[1]]; ok {
 					return sub([]string{"--help"}, stdout, stderr)
 				}

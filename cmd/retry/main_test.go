@@ -367,6 +367,10 @@ func TestJitterHint(t *testing.T) {
 	if strings.Contains(r.stderr, "hint") {
 		t.Errorf("hint with jitter = initial delay:\n%s", r.stderr)
 	}
+	r = runRetry(t, "", nil, "--attempts", "2", "--initial-delay", "1ms", "--max-delay", "1ms", "--", "false")
+	if strings.Contains(r.stderr, "hint") {
+		t.Errorf("hint when --max-delay makes every wait the same:\n%s", r.stderr)
+	}
 }
 
 func TestHelpSubcommandAndVersion(t *testing.T) {
@@ -377,6 +381,9 @@ func TestHelpSubcommandAndVersion(t *testing.T) {
 	r = runRetry(t, "", nil, "help", "http")
 	if r.code != 0 || !strings.Contains(r.stdout, "retry http") {
 		t.Errorf("retry help http: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
+	if h := runRetry(t, "", nil, "help", "help"); h.code != 0 || h.stdout != runRetry(t, "", nil, "help").stdout {
+		t.Errorf("retry help help: exit %d, want retry help's text; stderr:\n%s", h.code, h.stderr)
 	}
 	// A command named help still runs after --.
 	if r = runRetry(t, "", nil, "--attempts", "1", "--", "sh", "-c", "echo ran"); r.stdout != "ran\n" {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"io"
 	"net/http"
 	"os"
@@ -106,6 +108,34 @@ func TestCompressedEmptyBody(t *testing.T) {
 	}
 }
 
+// TestCompressedCorruptBody: --compressed on a body that is not in the
+// Content-Encoding it claims exits 61, as curl ("Unrecognized or bad HTTP
+// Content or Transfer-Encoding"), not 56.
+func TestCompressedCorruptBody(t *testing.T) {
+	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", strings.TrimPrefix(r.URL.Path, "/"))
+		switch r.URL.Path {
+		case "/gzip-checksum":
+			w.Header().Set("Content-Encoding", "gzip")
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			zw.Write([]byte("hello"))
+			zw.Close()
+			raw := b.Bytes()
+			raw[len(raw)-5] ^= 0xff // the CRC-32
+			w.Write(raw)
+		default:
+			io.WriteString(w, "not compressed at all, whatever the header says")
+		}
+	})
+	for _, path := range []string{"/gzip", "/deflate", "/gzip-checksum"} {
+		r := runIn(t, "http", "--compressed", "-o", "/dev/null", url+path)
+		if r.code != curlBadEncoding || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("--compressed %s: exit %d, want %d and one line; stderr:\n%s", path, r.code, curlBadEncoding, r.stderr)
+		}
+	}
+}
+
 // TestHeaderWriteErrors: headers that cannot be written (-i or -I to a
 // full device, -D to one) exit 23, like a body that cannot.
 func TestHeaderWriteErrors(t *testing.T) {
@@ -142,6 +172,13 @@ func TestUnreadableBodyFiles(t *testing.T) {
 		r := runIn(t, append(append([]string{"http"}, a...), url)...)
 		if r.code != curlRead || !strings.Contains(r.stderr, "/nonexistent/x") {
 			t.Errorf("%q: exit %d, stderr %q; want 26 naming the file", a, r.code, r.stderr)
+		}
+	}
+	notPEM := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(notPEM, []byte("not a certificate"), 0o644)
+	for _, ca := range []string{"/nonexistent/ca.pem", notPEM} { // curl's 77
+		if r := runIn(t, "http", "--cacert", ca, url); r.code != curlCACertFile || !strings.Contains(r.stderr, ca) {
+			t.Errorf("--cacert %s: exit %d, stderr %q; want %d naming the file", ca, r.code, r.stderr, curlCACertFile)
 		}
 	}
 	if n.Load() != 0 {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -39,5 +42,38 @@ func TestProxyLoopback(t *testing.T) {
 	r := runRetry(t, "", nil, "help", "http")
 	if !strings.Contains(r.stdout, "PROXIES") || !strings.Contains(r.stdout, "Unlike curl, retry never sends a request for localhost") {
 		t.Errorf("retry help http does not document the proxy rule")
+	}
+}
+
+// TestConnectTimeoutBoundsTheProxy: --connect-timeout bounds a proxy's
+// CONNECT too (net/http does not): a proxy that reads the CONNECT and never
+// answers is a timeout, 28, as in curl (it hung until the proxy gave up).
+func TestConnectTimeoutBoundsTheProxy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer ln.Close()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { // read the CONNECT, answer nothing, until the client goes
+				defer wg.Done()
+				defer c.Close()
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	r := runRetry(t, "", nil, "http", "--attempts", "1", "--connect-timeout", "300ms", "-x", ln.Addr().String(), "https://127.0.0.1:1/")
+	if r.code != curlTimeout || !strings.Contains(r.stderr, "timeout") {
+		t.Errorf("exit %d, want %d (timed out); stderr:\n%s", r.code, curlTimeout, r.stderr)
 	}
 }
