@@ -119,3 +119,23 @@ func ExampleNewClient() {
 	_ = http.StatusOK
 	// Output: true
 }
+
+// A Limiter's Admit has no context: a caller that has one (and a deadline)
+// bounds a retry's wait for Redis by them with AdmitContext.
+func ExampleBudget_AdmitContext() {
+	client, _ := redisretry.NewClient("redis://127.0.0.1:6379/0")
+	defer client.Close()
+	budget, err := redisretry.NewBudget(client, redisretry.BudgetConfig{Key: "batch-job", Timeout: time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer budget.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	// Waits for Redis at most 100ms (not the Timeout of 1s), then decides
+	// locally.
+	if budget.AdmitContext(ctx, true, deadline) {
+		fmt.Println("retry")
+	}
+}
