@@ -96,8 +96,9 @@ OPTIONS
     --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every
                              attempt of every process waits for its turn
                              (needs --fleet)
-    --redis-timeout DURATION time limit of each Redis call; past it this process
-                             decides alone (default 20ms)
+    --redis-timeout DURATION time limit of each Redis call, at most a tenth of
+                             --deadline; past it this process decides alone
+                             (default 20ms)
   Command:
     --on-exit-codes CODES    exit codes worth a retry, e.g. 1,75 (default any
                              non-zero)
@@ -374,7 +375,8 @@ OPTIONS
     --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every
                              attempt of every process waits for its turn
                              (needs --fleet)
-    --redis-timeout DURATION time limit of each Redis call (default 20ms)
+    --redis-timeout DURATION time limit of each Redis call, at most a tenth of
+                             --deadline (default 20ms)
 
     DURATION is Go syntax (1.5s, 250ms) or a number of seconds. Combined
     one-letter flags work as in curl (-fsSL, -XPOST); flags may come after
