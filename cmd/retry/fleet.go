@@ -42,8 +42,9 @@ type fleetSpec struct {
 const fleetQuotaLease = 1
 
 // fleetWaitLogged is the shortest wait for the fleet's quota or cooldown
-// that gets a log line: the retry lines show the backoff, not these waits.
-const fleetWaitLogged = time.Second
+// that gets a log line: the retry lines show the backoff, not these waits,
+// and a "retrying in 10ms" that took 500ms would not tell the truth.
+const fleetWaitLogged = 100 * time.Millisecond
 
 // addFleetFlags registers the fleet flags on fs.
 func (pf *policyFlags) addFleetFlags() {

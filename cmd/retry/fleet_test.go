@@ -527,3 +527,17 @@ func TestRedisTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetQuotaWaitIsLogged: a wait for the fleet's quota longer than the
+// retry line says gets a line of its own (the retry line said "retrying in
+// 10ms" and the attempt came 500ms later, review 6).
+func TestFleetQuotaWaitIsLogged(t *testing.T) {
+	srv := startRedis(t)
+	name := fleetName(t)
+	r := runRetry(t, "", nil, "--redis", srv.url(), "--fleet", name, "--quota", "2/1s", "--redis-timeout", "2s",
+		"--attempts", "2", "--initial-delay", "10ms", "--jitter", "0", "--", "false")
+	waits := lines(r.stderr, "for fleet "+name+"'s quota (2/1s)")
+	if r.code != 1 || len(waits) != 1 || !strings.HasPrefix(waits[0], "retry: waiting ") {
+		t.Errorf("exit %d; want 1 and one line about the quota's wait; stderr:\n%s", r.code, r.stderr)
+	}
+}
