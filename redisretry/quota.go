@@ -337,9 +337,13 @@ func later(a, b time.Time) time.Time {
 }
 
 // pastDeadline is the error of a slot that would not start before the
-// deadline.
+// deadline. The wait is rounded for people: to 1ms, or 1µs below that.
 func pastDeadline(limiter string, need time.Duration) error {
-	return fmt.Errorf("redisretry: the fleet %s would need a wait of %v, past the deadline: %w", limiter, need.Round(time.Microsecond), retry.ErrPastDeadline)
+	unit := time.Millisecond
+	if need < unit {
+		unit = time.Microsecond
+	}
+	return fmt.Errorf("redisretry: the fleet %s would need a wait of %v, past the deadline: %w", limiter, need.Round(unit), retry.ErrPastDeadline)
 }
 
 func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Time) (time.Time, error) {

@@ -435,3 +435,18 @@ func TestQuotaCostBeyondTheQuota(t *testing.T) {
 		}
 	})
 }
+
+// TestPastDeadlineRounds: the wait a refusal names is rounded for people
+// (review 6 saw "a wait of 2.795894s").
+func TestPastDeadlineRounds(t *testing.T) {
+	for need, want := range map[time.Duration]string{
+		2795894 * time.Microsecond: "a wait of 2.796s,",
+		1500 * time.Microsecond:    "a wait of 2ms,",
+		350 * time.Microsecond:     "a wait of 350µs,",
+	} {
+		err := pastDeadline("quota", need)
+		if !strings.Contains(err.Error(), want) || !errors.Is(err, retry.ErrPastDeadline) {
+			t.Errorf("pastDeadline(%v) = %q, want %q and ErrPastDeadline", need, err, want)
+		}
+	}
+}
