@@ -24,7 +24,17 @@ const defaultKillAfter = time.Second
 
 // notifySignals relays the signals retry forwards to c until stop is called.
 var notifySignals = func(c chan<- os.Signal) (stop func()) {
-	signal.Notify(c, forwardedSignals...)
+	var sigs []os.Signal
+	for _, s := range forwardedSignals {
+		// One ignored when retry started (nohup, "cmd &" in a script) stays
+		// ignored, for retry and, as inherited, for the command.
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	if len(sigs) > 0 {
+		signal.Notify(c, sigs...)
+	}
 	return func() { signal.Stop(c) }
 }
 
@@ -36,6 +46,7 @@ type commandFlags struct {
 	stdinFile  string
 	stopSig    syscall.Signal
 	killAfter  time.Duration
+	killSet    bool // --kill-after was given
 	foreground bool
 	version    bool
 }
@@ -57,7 +68,7 @@ func newCommandFlags() *commandFlags {
 	})
 	fs.Func("kill-after", "send SIGKILL if the attempt still runs this long after --signal; `DURATION` (default 1s)", func(s string) error {
 		d, err := parseDuration(s)
-		c.killAfter = d
+		c.killAfter, c.killSet = d, true
 		return err
 	})
 	fs.BoolVar(&c.foreground, "foreground", false, "run the command in retry's process group, for commands that read the terminal (its children are not signalled on a timeout)")
@@ -115,9 +126,10 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stopSig:        *stopSig, killAfter: *killAfter,
 		group: !*foreground,
 	}
-	if *foreground {
-		r.termSignals = terminalForeground()
-	} else if becomeSubreaper() && wholeProcess {
+	if c.killSet {
+		r.interruptGrace = *killAfter
+	}
+	if !*foreground && becomeSubreaper() && wholeProcess {
 		// Reap the orphans retry adopts as they exit, not when it exits.
 		r.children.reap = true
 		defer watchChildren(&r.children)()
@@ -139,8 +151,8 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			name = "SIG" + signalName(sig)
 			key = terminalKey(sig)
 		}
-		if *killAfter > 0 {
-			log.note("interrupt", fmt.Sprintf("%s: waiting up to %v (--kill-after) for the command to end; send %s%s again to kill it now", name, roundDur(*killAfter), name, key))
+		if r.interruptGrace > 0 {
+			log.note("interrupt", fmt.Sprintf("%s: waiting up to %v (--kill-after) for the command to end; send %s%s again to kill it now", name, roundDur(r.interruptGrace), name, key))
 			return
 		}
 		log.note("interrupt", fmt.Sprintf("%s: waiting for the command to end; send %s%s again to kill it", name, name, key))
@@ -228,13 +240,16 @@ type cmdRunner struct {
 	stdout, stderr io.Writer
 	onExit         []int // transient exit codes; nil means any non-zero
 	attemptTimeout time.Duration
-	stopSig        syscall.Signal  // --signal
-	killAfter      time.Duration   // --kill-after
-	hardDeadline   time.Time       // --deadline from the start; zero if none
-	loopDeadline   time.Time       // the loop's: hardDeadline less the grace of --kill-after
-	early          time.Duration   // hardDeadline - loopDeadline: the grace the deadline keeps
-	group          bool            // each attempt in its own process group
-	termSignals    bool            // --foreground in the terminal's foreground group: the terminal signals the command itself
+	stopSig        syscall.Signal // --signal
+	killAfter      time.Duration  // --kill-after
+	hardDeadline   time.Time      // --deadline from the start; zero if none
+	loopDeadline   time.Time      // the loop's: hardDeadline less the grace of --kill-after
+	early          time.Duration  // hardDeadline - loopDeadline: the grace the deadline keeps
+	group          bool           // each attempt in its own process group
+	// interruptGrace is how long an attempt has after a signal retry passed
+	// on before SIGKILL: --kill-after if given (as timeout -k), else 0 for
+	// never (a second signal kills it).
+	interruptGrace time.Duration
 	onInterrupt    func(os.Signal) // called once the first signal has been passed on to a running attempt
 
 	children children
@@ -314,6 +329,10 @@ func (e *cmdError) Unwrap() error { return e.err }
 // goes to the running attempt (once: not when the terminal already sent it
 // to the command itself); a second one kills the attempt with SIGKILL.
 func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done <-chan struct{}) {
+	var (
+		window <-chan time.Time // the first signal's repeat window
+		armed  bool             // it has passed: a signal now kills
+	)
 	for {
 		select {
 		case s := <-sigs:
@@ -321,24 +340,38 @@ func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done
 			first := r.sig == nil
 			if first {
 				r.sig = s
-			} else {
-				r.forced = true
 			}
 			proc := r.proc
+			if !first && !armed { // the same keypress, twice: ignored
+				r.mu.Unlock()
+				continue
+			}
+			if !first {
+				r.forced = true
+			}
 			r.mu.Unlock()
 			cancel()
 			switch {
 			case proc == nil:
 			case !first:
 				proc.signal(syscall.SIGKILL)
-			case r.termSignals && fromTerminal(s):
-				// The terminal sent it to the command too.
+			case !r.group && fromTerminal(s) && terminalForeground():
+				// --foreground, and retry's group has the terminal: the
+				// terminal sent it to the command too.
 			default:
 				if sig, ok := s.(syscall.Signal); ok {
 					proc.signal(sig)
 				}
 			}
-			if first && proc != nil && r.onInterrupt != nil {
+			if first {
+				window = time.After(repeatWindow)
+			}
+		case <-window:
+			window, armed = nil, true
+			r.mu.Lock()
+			s, running := r.sig, r.proc != nil
+			r.mu.Unlock()
+			if running && r.onInterrupt != nil {
 				r.onInterrupt(s)
 			}
 		case <-done:
@@ -347,10 +380,17 @@ func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done
 	}
 }
 
+// repeatWindow is how long after a first signal the same signal again is
+// taken for the same keypress or event (a terminal's and a parent's
+// SIGINT, the kernel's and the shell's SIGHUP on a hang-up): it does not
+// kill the attempt. retry's line saying to send it again comes after it.
+const repeatWindow = 200 * time.Millisecond
+
 // jobControl passes Ctrl-Z on: SIGTSTP suspends the running attempt, then
 // retry itself (the shell then sees the job stopped); SIGCONT (fg, bg)
 // resumes the attempt.
 func (r *cmdRunner) jobControl(sigs <-chan os.Signal, done <-chan struct{}) {
+	suspended := false // retry sent the command SIGTSTP itself
 	for {
 		select {
 		case s := <-sigs:
@@ -359,11 +399,18 @@ func (r *cmdRunner) jobControl(sigs <-chan os.Signal, done <-chan struct{}) {
 			r.mu.Unlock()
 			switch {
 			case isSuspend(s):
-				if proc != nil {
+				if !canStop() {
+					continue // an orphaned process group ignores Ctrl-Z
+				}
+				// With --foreground, a Ctrl-Z at the terminal stopped the
+				// command too: in retry's process group, so does fg's SIGCONT.
+				suspended = proc != nil && (r.group || !terminalForeground())
+				if suspended {
 					proc.suspend()
 				}
 				stopSelf()
-			case proc != nil:
+			case proc != nil && (r.group || suspended):
+				suspended = false
 				proc.resume()
 			}
 		case <-done:
@@ -466,10 +513,13 @@ wait:
 			if r.interrupted() {
 				// The relay has forwarded the signal: the attempt has
 				// --kill-after to end, as timeout -k gives it.
-				if r.killAfter > 0 {
+				if r.interruptGrace > 0 {
 					stoppedAt = time.Now()
-					killAt = stoppedAt.Add(r.killAfter)
-					killTimer = time.NewTimer(r.killAfter)
+					killAt = stoppedAt.Add(r.interruptGrace)
+					if !r.hardDeadline.IsZero() && r.hardDeadline.Before(killAt) {
+						killAt = r.hardDeadline // a deadline is a deadline
+					}
+					killTimer = time.NewTimer(time.Until(killAt))
 					defer killTimer.Stop()
 					killC = killTimer.C
 				}
@@ -519,6 +569,9 @@ wait:
 	case r.interrupted() && r.killAfter > 0:
 		if killAt.IsZero() {
 			killAt = time.Now().Add(r.killAfter)
+			if !r.hardDeadline.IsZero() && r.hardDeadline.Before(killAt) {
+				killAt = r.hardDeadline
+			}
 		}
 		proc.cleanGroup(killAt)
 	}
@@ -534,7 +587,7 @@ wait:
 		return nil
 	}
 	if killed && !timedOut { // interrupted, and the --kill-after grace ran out
-		return &cmdError{code: 128 + int(syscall.SIGKILL), what: fmt.Sprintf("still running %v after %s: killed with SIGKILL (--kill-after)", roundDur(r.killAfter), r.signalText()), err: err}
+		return &cmdError{code: 128 + int(syscall.SIGKILL), what: fmt.Sprintf("still running %v after %s: killed with SIGKILL (--kill-after)", roundDur(killAt.Sub(stoppedAt)), r.signalText()), err: err}
 	}
 	if timedOut {
 		what := "stopped by the --deadline"
@@ -571,8 +624,10 @@ wait:
 	if ok && ws.Signaled() {
 		ce.code, ce.what = 128+int(ws.Signal()), "killed by signal "+signalName(ws.Signal())
 	}
-	// Output nobody reads any more: a shell loop would end here.
+	// Output nobody reads any more: a shell loop would end here. (An
+	// interrupted run ends anyway, and says so.)
 	switch {
+	case r.interrupted():
 	case closedPipe(r.stdout):
 		ce.whyStop = "retry's stdout is a closed pipe"
 		return retry.Permanent(ce)

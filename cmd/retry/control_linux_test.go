@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -262,34 +263,49 @@ func TestTerminalReadNeedsForeground(t *testing.T) {
 }
 
 // TestCtrlZSuspendsTheAttempt: Ctrl-Z at the terminal stops the attempt,
-// then retry (the command ran on, printing, while retry was stopped);
-// SIGCONT (the shell's fg) resumes both.
+// then retry (the command ran on, printing, while retry was stopped); the
+// shell's fg (SIGCONT to retry's group) resumes both. retry runs as a job of
+// a shell (the test binary's "jobshell" mode) in the terminal's session.
 func TestCtrlZSuspendsTheAttempt(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv, _ := json.Marshal([]string{bin, "--attempts", "3", "--", self})
 	master, slave := openPTY(t)
 	attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	s := startRetry(t, []string{"EXIT_ON=TERM"}, attr, slave, "--attempts", "3")
+	sh := startProcess(t, self, []string{"RETRY_TEST_CHILD=jobshell", "JOB_ARGV=" + string(argv), "EXIT_ON=TERM"}, attr, slave)
+	var retryPID, child, pgid int
+	for retryPID == 0 || child == 0 { // retry's pid and its command's ready line, in either order
+		l := sh.line(t)
+		if _, err := fmt.Sscanf(l, "job %d", &retryPID); err != nil {
+			if _, err := fmt.Sscanf(l, "ready %d %d", &child, &pgid); err != nil {
+				t.Fatalf("the shell said %q", l)
+			}
+		}
+	}
+	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
 	if _, err := master.Write([]byte{0x1a}); err != nil { // Ctrl-Z
 		t.Fatal(err)
 	}
-	var ws syscall.WaitStatus
-	if _, err := syscall.Wait4(s.cmd.Process.Pid, &ws, syscall.WUNTRACED, nil); err != nil || !ws.Stopped() {
-		t.Fatalf("retry did not stop on Ctrl-Z: %v, %v", ws, err)
+	if l := sh.line(t); l != "job stopped" {
+		t.Fatalf("the shell said %q, want job stopped", l)
 	}
 	// The child got SIGTSTP before retry stopped itself; nothing reports
-	// another process's stop: poll its state, bounded.
-	for state(t, s.pid) != "T" {
-		if s.ctx.Err() != nil {
-			t.Fatalf("the attempt %d runs on while retry is stopped (state %s)", s.pid, state(t, s.pid))
+	// another process's stop to us: poll its state, bounded.
+	for state(t, child) != "T" {
+		if sh.ctx.Err() != nil {
+			t.Fatalf("the attempt %d runs on while retry is stopped (state %s)", child, state(t, child))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGCONT) // fg: the shell continues the job's group
-	s.cmd.Process.Signal(syscall.SIGTERM)             // the attempt runs again: it answers
-	if l := s.line(t); l != "sig TERM" {
+	sh.cmd.Process.Signal(syscall.SIGUSR1)  // fg
+	syscall.Kill(retryPID, syscall.SIGTERM) // the attempt runs again: it answers
+	if l := sh.line(t); l != "sig TERM" {
 		t.Fatalf("the child said %q, want sig TERM once resumed", l)
 	}
-	if code, _ := s.wait(t); code != 143 {
-		t.Errorf("exit %d, want 143; stderr:\n%s", code, s.stderr)
+	if code, _ := sh.wait(t); code != 143 {
+		t.Errorf("exit %d, want 143; stderr:\n%s", code, sh.stderr)
 	}
 }
 
@@ -322,4 +338,45 @@ func state(t *testing.T, pid int) string {
 		return ""
 	}
 	return f[0]
+}
+
+// TestRepeatedSignalIsOne: the same signal twice at once (a terminal's
+// SIGINT and a parent's that forwards it, the kernel's and the shell's
+// SIGHUP on a hang-up) is one: passed on once, and it does not kill the
+// command. Sent again after retry's line, it does.
+func TestRepeatedSignalIsOne(t *testing.T) {
+	s := startRetry(t, nil, nil, nil, "--attempts", "3")
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if l := s.line(t); l != "sig TERM" {
+		t.Fatalf("child said %q, want the forwarded SIGTERM", l)
+	}
+	s.stderrLine(t, "SIGTERM: waiting for the command to end; send SIGTERM again to kill it")
+	if !alive(t, s.pid) {
+		t.Fatalf("the command was killed by the repeated signal; stderr:\n%s", s.stderr)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	code, rest := s.wait(t)
+	if code != 143 || rest != "" || alive(t, s.pid) {
+		t.Errorf("exit %d, then the child said %q; want 143, nothing more, and it killed", code, rest)
+	}
+}
+
+// TestIgnoredSignalStaysIgnored: a signal ignored when retry starts (nohup,
+// "cmd &" in a script) stays ignored, by retry and by the command, as a
+// shell loop would leave it (Go's signal.Notify would catch it): a SIGHUP
+// then neither ends the run nor reaches the command.
+func TestIgnoredSignalStaysIgnored(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startProcess(t, "/bin/sh", []string{"RETRY_TEST_CHILD=signals", "EXIT_ON=TERM"}, nil, nil,
+		"-c", `trap "" HUP; exec "$0" "$@"`, bin, "--attempts", "3", "--", self)
+	s.cmd.Process.Signal(syscall.SIGHUP) // sh has become retry
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	code, rest := s.wait(t)
+	if code != 143 || strings.TrimSpace(rest) != "sig TERM" {
+		t.Errorf("exit %d, the child said %q; want 143 and only the SIGTERM; stderr:\n%s", code, rest, s.stderr)
+	}
 }

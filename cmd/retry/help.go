@@ -49,9 +49,12 @@ PROCESS CONTROL
     without -k: retry waits for a command that ignores it.
 
     Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), SIGTERM and SIGHUP go to the
-    attempt once, and no further attempt starts; what still runs
-    --kill-after later is killed, as timeout -k does. A second one kills
-    the attempt with SIGKILL at once, and retry exits (130 after Ctrl-C).
+    attempt once, and no further attempt starts; if --kill-after was given,
+    what still runs that long later is killed, as timeout -k does. A second
+    one kills the attempt with SIGKILL at once, and retry exits (130 after
+    Ctrl-C); the same signal again within 200ms is the same keypress (a
+    parent that passed it on too) and does nothing. A signal ignored when
+    retry started (nohup) stays ignored.
 
     A command that reads the terminal (an editor, a password prompt) needs
     --foreground: it then runs in retry's own process group, gets the

@@ -36,6 +36,7 @@ func (p *process) suspend()                          {}
 func (p *process) resume()                           {}
 func stopSelf()                                      {}
 func isSuspend(os.Signal) bool                       { return false }
+func canStop() bool                                  { return false }
 func isTTYStop(syscall.Signal) bool                  { return false }
 func notifyChildStops() (<-chan os.Signal, func())   { return nil, func() {} }
 func (p *process) stoppedBy() (syscall.Signal, bool) { return 0, false }

@@ -61,6 +61,21 @@ func isSuspend(s os.Signal) bool { return s == syscall.SIGTSTP }
 // a background process group (SIGTTIN, SIGTTOU).
 func isTTYStop(s syscall.Signal) bool { return s == syscall.SIGTTIN || s == syscall.SIGTTOU }
 
+// canStop reports whether Ctrl-Z may stop retry: not when its process group
+// is orphaned (no parent in another group of its session: under setsid, a
+// service manager), where the kernel ignores SIGTSTP, since nothing would
+// ever continue it. retry's own parent stands for the group's members.
+func canStop() bool {
+	ppid := os.Getppid()
+	pgid, err := unix.Getpgid(ppid)
+	if err != nil {
+		return false
+	}
+	psid, err1 := unix.Getsid(ppid)
+	sid, err2 := unix.Getsid(0)
+	return err1 == nil && err2 == nil && psid == sid && pgid != unix.Getpgrp()
+}
+
 // stopSelf stops retry, as SIGTSTP's default action would have.
 func stopSelf() { _ = syscall.Kill(syscall.Getpid(), syscall.SIGSTOP) }
 

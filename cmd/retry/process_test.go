@@ -137,9 +137,16 @@ func startRetry(t *testing.T, env []string, attr *syscall.SysProcAttr, stdin *os
 // line must be "ready PID PGID" (of the process to watch).
 func startRetryArgs(t *testing.T, env []string, attr *syscall.SysProcAttr, stdin *os.File, args ...string) *started {
 	t.Helper()
+	return startProcess(t, bin, env, attr, stdin, args...)
+}
+
+// startProcess starts path with args, whose first line must be "ready PID
+// PGID" (of the process to watch).
+func startProcess(t *testing.T, path string, env []string, attr *syscall.SysProcAttr, stdin *os.File, args ...string) *started {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = attr
 	if stdin != nil {
@@ -441,27 +448,37 @@ func TestSignalAt(t *testing.T) {
 	}
 }
 
-// TestInterruptKillAfter: a command that ignores the signal retry passed on
-// gets --kill-after to end, as with timeout -k, then SIGKILL: retry exits
-// 128+N, says so, and starts no other attempt (it exited 0 once the
-// command ended by itself).
+// TestInterruptKillAfter: with --kill-after, a command that ignores the
+// signal retry passed on gets that long to end, as with timeout -k, then
+// SIGKILL: retry exits 128+N, says so, and starts no other attempt (it
+// exited 0 once the command ended by itself). Within a --deadline, the
+// deadline comes first. Without --kill-after nothing is killed: the
+// command's own clean-up may take its time (a second signal kills).
 func TestInterruptKillAfter(t *testing.T) {
-	s := startRetry(t, nil, nil, nil, "--attempts", "3", "--kill-after", "200ms")
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	if l := s.line(t); l != "sig TERM" {
-		t.Fatalf("child said %q, want the forwarded SIGTERM", l)
-	}
-	code, rest := s.wait(t)
-	if code != 143 || rest != "" || alive(t, s.pid) {
-		t.Errorf("exit %d, then the child said %q, alive %v; want 143, nothing, killed", code, rest, alive(t, s.pid))
-	}
-	for _, want := range []string{
-		"retry: SIGTERM: waiting up to 200ms (--kill-after) for the command to end; send SIGTERM again to kill it now",
-		"still running 200ms after SIGTERM: killed with SIGKILL (--kill-after)",
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--kill-after", "300ms"}, "still running 300ms after SIGTERM: killed with SIGKILL (--kill-after)"},
+		{[]string{"--kill-after", "1m", "--deadline", "1s"}, "after SIGTERM: killed with SIGKILL (--kill-after)"},
 	} {
-		if !strings.Contains(s.stderr.String(), want) {
-			t.Errorf("stderr lacks %q:\n%s", want, s.stderr)
-		}
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
+			s := startRetry(t, nil, nil, nil, append([]string{"--attempts", "3"}, tc.flags...)...)
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			if l := s.line(t); l != "sig TERM" {
+				t.Fatalf("child said %q, want the forwarded SIGTERM", l)
+			}
+			code, rest := s.wait(t)
+			if code != 143 || rest != "" || alive(t, s.pid) || !strings.Contains(s.stderr.String(), tc.want) {
+				t.Errorf("exit %d, then the child said %q, alive %v; want 143, nothing, killed, and %q; stderr:\n%s", code, rest, alive(t, s.pid), tc.want, s.stderr)
+			}
+		})
+	}
+	// No --kill-after: the command ends by itself when it is done.
+	s := startRetry(t, []string{"EXIT_ON=TERM"}, nil, nil, "--attempts", "3")
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if code, rest := s.wait(t); code != 143 || strings.TrimSpace(rest) != "sig TERM" || strings.Contains(s.stderr.String(), "SIGKILL") {
+		t.Errorf("exit %d, child said %q; want 143, the one SIGTERM, no SIGKILL; stderr:\n%s", code, rest, s.stderr)
 	}
 }
 
