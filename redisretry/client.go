@@ -45,11 +45,13 @@ func redact(msg string, u *url.URL) string {
 
 // safeURL is u for a message: its password hidden (as url.URL.Redacted
 // does), and the values of secret query parameters too (password=, which
-// go-redis refuses, key=, token=: those of httpretry.RedactText).
+// go-redis refuses, key=, token=: those of httpretry.Redact).
 func safeURL(u *url.URL) string {
 	c := *u
 	if c.RawQuery != "" {
-		c.RawQuery = strings.TrimPrefix(httpretry.RedactText("?"+c.RawQuery), "?")
+		// The query's rules, not free text's: a value ends at '&' or ';'
+		// only, whatever it holds (quotes, '<').
+		c.RawQuery = strings.TrimPrefix(httpretry.Redact(&url.URL{RawQuery: c.RawQuery}), "?")
 	}
 	return c.Redacted()
 }

@@ -20,6 +20,10 @@ func TestNewClientErrors(t *testing.T) {
 		{"redis://:1@127.0.0.1:6379/x1", "invalid Redis URL redis://:xxxxx@127.0.0.1:6379/x1: redis: invalid database number"},
 		// go-redis refuses a password in the query; the message quotes the URL.
 		{"redis://127.0.0.1:6379/0?password=s3cret", "invalid Redis URL redis://127.0.0.1:6379/0?password=REDACTED: redis: unexpected option: password"},
+		{"redis://127.0.0.1:6379/0?password=ab's3cret", "?password=REDACTED: redis: unexpected option"},
+		{`redis://127.0.0.1:6379/0?dial_timeout=x&password=ab"s3cret`, "&password=REDACTED: redis: invalid dial_timeout"},
+		{"redis://127.0.0.1:6379/0?password=ab<s3cret>", "?password=REDACTED: redis"},
+		{"redis://127.0.0.1:6379/0?password=s3cret:", "?password=REDACTED: redis: unexpected option"},
 	} {
 		c, err := redisretry.NewClient(tc.url)
 		if err == nil {

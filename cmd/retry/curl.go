@@ -568,12 +568,8 @@ func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h.follow && isRedirect(resp.StatusCode) {
 		if loc := resp.Header.Get("Location"); loc != "" {
 			if _, err := req.URL.Parse(loc); err != nil {
-				var ue *url.Error
-				if errors.As(err, &ue) {
-					err = ue.Err
-				}
-				h.badLocation = exitErrorf(curlURLMalformat, "%s %s: %d with a Location that is not a URL (%q: %v)",
-					req.Method, httpretry.Redact(req.URL), resp.StatusCode, httpretry.RedactText(loc), err)
+				h.badLocation = exitErrorf(curlURLMalformat, "%s %s: %d with a Location that is not a URL (%q: %s)",
+					req.Method, httpretry.Redact(req.URL), resp.StatusCode, redactRawURL(loc), parseProblem(loc, err))
 			}
 		}
 	}

@@ -689,6 +689,46 @@ func (h *httpFlags) transport() (*http.Transport, error) {
 	}, nil
 }
 
+// parseProblem says why s does not parse as a URL (err, url.Parse's error),
+// never quoting its user info: url.Parse's error quotes the part at fault,
+// with user info the password ("invalid port \":s3cret\" after host").
+func parseProblem(s string, err error) string {
+	if hidden := hideUserInfo(s); hidden != s {
+		_, herr := url.Parse(hidden)
+		if herr == nil {
+			return "the user info does not parse (percent-encode '/', '?', '#' and '@' in a password)"
+		}
+		err = herr
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return httpretry.RedactText(err.Error())
+}
+
+// redactRawURL returns a URL as a server sent it (a Location, which may not
+// parse) safe to print: as httpretry.Redact if it parses; else with its
+// user info hidden and the values of secret parameters of its query and
+// fragment hidden by a query's rules (a value ends at '&' or ';' only,
+// whatever it holds: quotes, '<', '?').
+func redactRawURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return httpretry.Redact(u)
+	}
+	s = hideUserInfo(s)
+	pairs := func(q string) string { return strings.TrimPrefix(httpretry.Redact(&url.URL{RawQuery: q}), "?") }
+	rest, frag, hasFrag := strings.Cut(s, "#")
+	rest, query, hasQuery := strings.Cut(rest, "?")
+	if hasQuery {
+		rest += "?" + pairs(query)
+	}
+	if hasFrag {
+		rest += "#" + pairs(frag)
+	}
+	return rest
+}
+
 // hideUserInfo returns s, a URL that may not parse, with everything up to
 // its last '@' after the scheme (user info, whatever a password holds: '@',
 // '/', spaces) replaced by REDACTED, and its secret parameters hidden.
@@ -878,11 +918,10 @@ func parseHTTPURL(s string) (*url.URL, error) {
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
+		if hidden := hideUserInfo(s); hidden != s {
+			return nil, exitErrorf(curlURLMalformat, "URL rejected: %s: %s", hidden, parseProblem(s, err))
 		}
-		return nil, exitErrorf(curlURLMalformat, "URL rejected: %v", err)
+		return nil, exitErrorf(curlURLMalformat, "URL rejected: %s", parseProblem(s, err))
 	}
 	if u.Hostname() == "" {
 		return nil, exitErrorf(curlURLMalformat, "URL rejected: no host")
@@ -989,9 +1028,12 @@ func redactHeaders(h http.Header) http.Header {
 	for name, vals := range h {
 		red := make([]string, len(vals))
 		for i, v := range vals {
-			if secretHeader(name) {
+			switch {
+			case secretHeader(name):
 				red[i] = httpretry.Redacted
-			} else {
+			case name == "Location" || name == "Content-Location":
+				red[i] = redactRawURL(v)
+			default:
 				red[i] = httpretry.RedactText(v)
 			}
 		}

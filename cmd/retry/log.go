@@ -116,7 +116,7 @@ func (l *eventLog) hop(e retry.Event, resp *http.Response, final bool) {
 	if loc, err := resp.Location(); err == nil {
 		info.URL = httpretry.Redact(loc)
 	} else { // a Location that is not a URL: as it is, never the hop's own URL
-		info.URL = httpretry.RedactText(resp.Header.Get("Location"))
+		info.URL = redactRawURL(resp.Header.Get("Location"))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

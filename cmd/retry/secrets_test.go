@@ -311,6 +311,14 @@ func TestSecretsNeverPrinted(t *testing.T) {
 			w.WriteHeader(http.StatusFound)
 			return
 		}
+		if loc, ok := map[string]string{
+			"/quoteloc": `http://127.0.0.1:1/x?token=ab"SECRET7&key=ab<SECRET8>`,
+			"/slashloc": "http://u:SECRET9/x@[::1/?sig=ab'SECRET0",
+		}[r.URL.Path]; ok {
+			w.Header().Set("Location", loc)
+			w.WriteHeader(http.StatusFound)
+			return
+		}
 		if r.URL.Path == "/loc" {
 			w.Header().Set("Location", "/echo?key=SECRET1&token=SECRET2")
 			w.Header().Set("Link", "<https://u:SECRET3@h/?access_token=SECRET4>; rel=next")
@@ -326,6 +334,9 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{"-v Location", []string{"http", "-v", url + "/loc"}},
 		{"-v -L", []string{"http", "-v", "-L", url + "/loc"}},
 		{"a Location that does not parse", []string{"http", "-L", url + "/badloc"}},
+		{"-v, a Location with quotes", []string{"http", "-v", "-L", "--attempts", "1", url + "/quoteloc"}},
+		{"a bad Location, password with /", []string{"http", "-v", "-L", url + "/slashloc"}},
+		{"a bad Location, JSON", []string{"http", "-L", "--log-format", "json", url + "/slashloc"}},
 		{"-v json", []string{"http", "-v", "--log-format", "json", "-L", url + "/loc"}},
 		{"-v credential-like headers", []string{"http", "-v", "-H", "api-key: SECRET1", "-H", "X-Amz-Security-Token: SECRET2", "-H", "Ocp-Apim-Subscription-Key: SECRET3", "-H", "X-Auth-Token: SECRET4", url}},
 		{"-H without a colon", []string{"http", "-H", "Authorization Bearer SECRET1", url}},
@@ -333,6 +344,9 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		{"-u without a colon", []string{"http", "-u", "SECRET1", url}},
 		{"user info, unsupported scheme", []string{"http", "mailto://me:SECRET1@h/?key=SECRET2"}},
 		{"user info, bad URL", []string{"http", "http://me:SECRET1@[::1/?key=SECRET2"}},
+		{"password with /", []string{"http", "http://me:SECRET1/x@127.0.0.1:1/"}},
+		{"password with ?", []string{"http", "--log-format", "json", "https://me:SECRET1?x@127.0.0.1:1/"}},
+		{"password with #", []string{"http", "http://me:SECRET1#x@127.0.0.1:1/"}},
 		{"proxy with a password", []string{"http", "-x", "http://me:SECRET1@[::1", url}},
 		{"proxy without a scheme", []string{"http", "-x", "me:SECRET1@127.0.0.1:1:2", url}},
 		{"proxy password with @", []string{"http", "-x", "http://me:p@SECRET1@127.0.0.1:1:2", url}},
