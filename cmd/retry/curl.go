@@ -190,12 +190,10 @@ var fileTypes = map[string]string{
 	".pdf": "application/pdf", ".xml": "application/xml",
 }
 
-// fileType is the Content-Type of a -F file part without ;type=.
-func fileType(path string) string {
-	if t, ok := fileTypes[strings.ToLower(filepath.Ext(path))]; ok {
-		return t
-	}
-	return "application/octet-stream"
+// fileType is the Content-Type curl gives a -F file named name, "" if its
+// table has none.
+func fileType(name string) string {
+	return fileTypes[strings.ToLower(filepath.Ext(name))]
 }
 
 func multipartBody(fields []string) ([]byte, string, error) {
@@ -228,11 +226,17 @@ func multipartBody(fields []string) ([]byte, string, error) {
 			}
 			content = b
 			if value[0] == '@' {
+				if ctype == "" { // as curl: by the filename= name, else the file's
+					ctype = fileType(filename)
+					if ctype == "" {
+						ctype = fileType(path)
+					}
+					if ctype == "" {
+						ctype = "application/octet-stream"
+					}
+				}
 				if filename == "" {
 					filename = filepath.Base(path)
-				}
-				if ctype == "" {
-					ctype = fileType(path)
 				}
 			}
 		default:
@@ -493,28 +497,81 @@ func statusLine(resp *http.Response) string {
 	return proto + " " + resp.Status
 }
 
-// decompress returns resp's body decoded per its Content-Encoding (gzip or
-// deflate, as asked for by --compressed). An empty body (a 204, a HEAD) is
-// empty whatever its Content-Encoding says.
+// decompress returns resp's body decoded from its Content-Encoding
+// (--compressed): every coding listed, the last applied first (RFC 9110);
+// identity passes. Another coding (br, zstd: curl without them) is an error
+// (curl's 61), as is a compressed stream that ends before the body does.
 func decompress(resp *http.Response) (io.Reader, error) {
-	enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
-	if enc != "gzip" && enc != "x-gzip" && enc != "deflate" {
-		return resp.Body, nil
-	}
-	body := bufio.NewReader(resp.Body)
-	if _, err := body.Peek(1); err == io.EOF {
-		return body, nil
-	}
-	if enc == "deflate" { // zlib, or raw deflate from servers that get it wrong
-		var head bytes.Buffer
-		zr, err := zlib.NewReader(io.TeeReader(body, &head))
-		if err == nil {
-			return zr, nil
+	var codings []string
+	for _, v := range resp.Header.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
 		}
-		return flate.NewReader(io.MultiReader(&head, body)), nil
 	}
-	return gzip.NewReader(body)
+	raw := &rawBody{r: resp.Body}
+	body := bufio.NewReader(raw)
+	if _, err := body.Peek(1); err == io.EOF || len(codings) == 0 {
+		return body, nil // nothing to decode (a 204, a HEAD)
+	}
+	var r io.Reader = body
+	for i := len(codings) - 1; i >= 0; i-- {
+		var err error
+		switch codings[i] {
+		case "gzip", "x-gzip":
+			r, err = gzip.NewReader(r)
+		case "deflate": // zlib, or raw deflate from servers that get it wrong
+			var head bytes.Buffer
+			zr, zerr := zlib.NewReader(io.TeeReader(r, &head))
+			if zerr == nil {
+				r = zr
+			} else {
+				r = flate.NewReader(io.MultiReader(&head, r))
+			}
+		default:
+			err = &encodingError{fmt.Sprintf("Content-Encoding %q: retry http decodes gzip and deflate only", codings[i])}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &decodedBody{r: r, raw: raw}, nil
 }
+
+// rawBody is a response body that remembers whether it ended well.
+type rawBody struct {
+	r   io.Reader
+	eof bool // it returned io.EOF: every byte came
+}
+
+func (b *rawBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+// decodedBody is a decoded body: a compressed stream cut short inside a
+// body that came whole is an encoding error, not a transfer cut short.
+type decodedBody struct {
+	r   io.Reader
+	raw *rawBody
+}
+
+func (d *decodedBody) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if errors.Is(err, io.ErrUnexpectedEOF) && d.raw.eof {
+		err = &encodingError{"the compressed stream ends before the body does"}
+	}
+	return n, err
+}
+
+// encodingError is a body not in the Content-Encoding it claims.
+type encodingError struct{ msg string }
+
+func (e *encodingError) Error() string { return e.msg }
 
 // hopRecorder records the response of each hop (redirects included) that
 // the client gets from the retrying transport, for -i, -I and -D. Its

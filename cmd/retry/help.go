@@ -420,7 +420,8 @@ EXIT STATUS
     55   failed sending the request
     56   failed receiving the response (connection reset or closed, another
          network or protocol error)
-    61   --compressed: the body is not in the Content-Encoding it claims
+    61   --compressed: the body is not in the Content-Encoding it claims, or
+         in one retry http does not decode (br, zstd)
     77   the --cacert file cannot be read or holds no PEM certificate
     130  interrupted by Ctrl-C (SIGINT); 143 by SIGTERM
 

@@ -864,7 +864,10 @@ func transportExitCode(err error) int {
 func bodyExitCode(err error) int {
 	var to interface{ Timeout() bool }
 	var corrupt flate.CorruptInputError
+	var enc *encodingError
 	switch {
+	case errors.As(err, &enc):
+		return curlBadEncoding
 	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.Is(err, zlib.ErrHeader),
 		errors.Is(err, zlib.ErrChecksum), errors.Is(err, zlib.ErrDictionary), errors.As(err, &corrupt):
 		return curlBadEncoding // --compressed: not what Content-Encoding says

@@ -109,30 +109,45 @@ func TestCompressedEmptyBody(t *testing.T) {
 }
 
 // TestCompressedCorruptBody: --compressed on a body that is not in the
-// Content-Encoding it claims exits 61, as curl ("Unrecognized or bad HTTP
-// Content or Transfer-Encoding"), not 56.
+// Content-Encoding it claims, in one retry http cannot decode (br), or
+// whose compressed stream ends before the body does, exits 61, as curl
+// ("Unrecognized or bad HTTP Content or Transfer-Encoding"), not 56 or 0
+// with the bytes as they came; codings listed twice are both decoded.
 func TestCompressedCorruptBody(t *testing.T) {
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return buf.Bytes()
+	}
 	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Encoding", strings.TrimPrefix(r.URL.Path, "/"))
 		switch r.URL.Path {
 		case "/gzip-checksum":
 			w.Header().Set("Content-Encoding", "gzip")
-			var b bytes.Buffer
-			zw := gzip.NewWriter(&b)
-			zw.Write([]byte("hello"))
-			zw.Close()
-			raw := b.Bytes()
+			raw := gz([]byte("hello"))
 			raw[len(raw)-5] ^= 0xff // the CRC-32
 			w.Write(raw)
+		case "/gzip-cut": // every byte of the body, but not of the stream
+			w.Header().Set("Content-Encoding", "gzip")
+			raw := gz([]byte("hello"))
+			w.Write(raw[:len(raw)-6])
+		case "/twice":
+			w.Header().Set("Content-Encoding", "gzip, gzip")
+			w.Write(gz(gz([]byte("hello"))))
 		default:
 			io.WriteString(w, "not compressed at all, whatever the header says")
 		}
 	})
-	for _, path := range []string{"/gzip", "/deflate", "/gzip-checksum"} {
+	for _, path := range []string{"/gzip", "/deflate", "/gzip-checksum", "/gzip-cut", "/br"} {
 		r := runIn(t, "http", "--compressed", "-o", "/dev/null", url+path)
 		if r.code != curlBadEncoding || strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("--compressed %s: exit %d, want %d and one line; stderr:\n%s", path, r.code, curlBadEncoding, r.stderr)
 		}
+	}
+	if r := runIn(t, "http", "--compressed", url+"/twice"); r.code != 0 || r.stdout != "hello" {
+		t.Errorf("--compressed, gzip twice: exit %d, stdout %q; want hello", r.code, r.stdout)
 	}
 }
 
