@@ -312,7 +312,8 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 			retries++ // the observer runs on client.Do's goroutine
 		}
 	})
-	base, err := h.transport()
+	// As curl, --cacert is read only when a certificate may be checked.
+	base, err := h.transport(!h.insecure && (x.url.Scheme == "https" || following))
 	if err != nil {
 		return log.fail(err)
 	}
@@ -626,13 +627,13 @@ func setDefault(h http.Header, name, value string) {
 // TLS and connect-timeout settings, no transparent decompression (curl asks
 // for none without --compressed), and no DNS lookup of names under
 // .invalid (RFC 6761: they fail at once).
-func (h *httpFlags) transport() (*http.Transport, error) {
+func (h *httpFlags) transport(verify bool) (*http.Transport, error) {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	if h.connectTimeout > 0 {
 		dialer.Timeout = h.connectTimeout
 	}
 	tlsConfig := &tls.Config{InsecureSkipVerify: h.insecure}
-	if h.cacert != "" {
+	if h.cacert != "" && verify {
 		pem, err := os.ReadFile(h.cacert)
 		if err != nil {
 			return nil, exitErrorf(curlCACertFile, "--cacert %s: cannot read: %v", h.cacert, unwrapPath(err))

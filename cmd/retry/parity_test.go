@@ -191,13 +191,20 @@ func TestUnreadableBodyFiles(t *testing.T) {
 	}
 	notPEM := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(notPEM, []byte("not a certificate"), 0o644)
+	https := strings.Replace(url, "http://", "https://", 1)
 	for _, ca := range []string{"/nonexistent/ca.pem", notPEM} { // curl's 77
-		if r := runIn(t, "http", "--cacert", ca, url); r.code != curlCACertFile || !strings.Contains(r.stderr, ca) {
+		if r := runIn(t, "http", "--cacert", ca, https); r.code != curlCACertFile || !strings.Contains(r.stderr, ca) {
 			t.Errorf("--cacert %s: exit %d, stderr %q; want %d naming the file", ca, r.code, r.stderr, curlCACertFile)
 		}
 	}
 	if n.Load() != 0 {
 		t.Errorf("%d requests sent", n.Load())
+	}
+	// Not read where no certificate is checked: http://, -k.
+	for _, args := range [][]string{{"--cacert", "/nonexistent/ca.pem", url}, {"-k", "--cacert", "/nonexistent/ca.pem", url}} {
+		if r := runIn(t, append([]string{"http"}, args...)...); r.code != 0 {
+			t.Errorf("%q: exit %d, stderr %q; want 0 (as curl)", args, r.code, r.stderr)
+		}
 	}
 }
 
