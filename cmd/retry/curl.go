@@ -600,6 +600,7 @@ type hopRecorder struct {
 	// badLocation: the last response is a redirect to follow whose Location
 	// does not parse (the client's error then says only "failed to parse").
 	badLocation error
+	refused     bool // the last redirect was taken but could not be followed (its target)
 }
 
 // RoundTrip runs one hop. It and observe run on the client's goroutine.
@@ -625,6 +626,7 @@ func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h.follow && isRedirect(resp.StatusCode) {
 		if loc := resp.Header.Get("Location"); loc != "" {
 			if _, err := req.URL.Parse(loc); err != nil {
+				h.refused = true
 				h.badLocation = exitErrorf(curlURLMalformat, "%s %s: %d with a Location that is not a URL (%q: %s)",
 					req.Method, httpretry.Redact(req.URL), resp.StatusCode, redactRawURL(loc), parseProblem(loc, err))
 			}

@@ -437,7 +437,8 @@ func TestCurlRedirectTargets(t *testing.T) {
 		return "http://" + ln.Addr().String() + "/x"
 	}()
 	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
-		loc := map[string]string{"/bad": "http://[::1", "/ftp": "ftp://127.0.0.1/f", "/nohost": "http:///x", "/dead": dead}[r.URL.Path]
+		loc := map[string]string{"/bad": "http://[::1", "/ftp": "ftp://127.0.0.1/f", "/nohost": "http:///x", "/dead": dead,
+			"/badport": "http://127.0.0.1:99999/"}[r.URL.Path]
 		w.Header().Set("Location", loc)
 		w.WriteHeader(http.StatusFound)
 	})
@@ -445,9 +446,12 @@ func TestCurlRedirectTargets(t *testing.T) {
 		path, stderr, redirect, effective string
 		code, redirects                   int
 	}{
-		{"/bad", `retry http: GET ` + url + `/bad: 302 with a Location that is not a URL ("http://[::1": missing ']' in host)`, "http://[::1", url + "/bad", curlURLMalformat, 0},
-		{"/ftp", `retry http: GET ` + url + `/ftp: a redirect to ftp://127.0.0.1/f: protocol "ftp" not supported (-L follows http:// and https:// only)`, "ftp://127.0.0.1/f", url + "/ftp", curlUnsupported, 0},
-		{"/nohost", `retry http: GET ` + url + `/nohost: a redirect to http:///x: URL rejected: no host`, "http:///x", url + "/nohost", curlURLMalformat, 0},
+		// A redirect taken that leads nowhere counts in num_redirects, as
+		// curl's; the URL fetched last is the one that redirected.
+		{"/bad", `retry http: GET ` + url + `/bad: 302 with a Location that is not a URL ("http://[::1": missing ']' in host)`, "http://[::1", url + "/bad", curlURLMalformat, 1},
+		{"/ftp", `retry http: GET ` + url + `/ftp: a redirect to ftp://127.0.0.1/f: protocol "ftp" not supported (-L follows http:// and https:// only)`, "ftp://127.0.0.1/f", url + "/ftp", curlUnsupported, 1},
+		{"/nohost", `retry http: GET ` + url + `/nohost: a redirect to http:///x: URL rejected: no host`, "http:///x", url + "/nohost", curlURLMalformat, 1},
+		{"/badport", `retry http: GET ` + url + `/badport: a redirect to http://127.0.0.1:99999/: URL rejected: port 99999 is outside 0-65535`, "http://127.0.0.1:99999/", url + "/badport", curlURLMalformat, 1},
 		{"/dead", "connection refused", dead, dead, curlConnect, 1},
 	} {
 		r := runRetry(t, "", nil, "http", "-L", "--attempts", "1", "-w", "%{num_redirects} %{url_effective}", url+tc.path)
@@ -463,6 +467,14 @@ func TestCurlRedirectTargets(t *testing.T) {
 		}
 		if r := runRetry(t, "", nil, "http", "-i", url+tc.path); r.code != 0 || !strings.HasPrefix(r.stdout, "HTTP/1.1 302 Found\r\n") || r.stderr != "" {
 			t.Errorf("no -L, %s: exit %d, stdout %q, stderr %q; want the 302 and exit 0", tc.path, r.code, r.stdout, r.stderr)
+		}
+		// -i and -D write the redirect's headers, as curl, though the
+		// request failed after it.
+		dump := filepath.Join(t.TempDir(), "headers")
+		r = runRetry(t, "", nil, "http", "-L", "-i", "-D", dump, "--attempts", "1", url+tc.path)
+		d, _ := os.ReadFile(dump)
+		if r.code != tc.code || !strings.HasPrefix(r.stdout, "HTTP/1.1 302 Found\r\n") || !strings.HasPrefix(string(d), "HTTP/1.1 302 Found\r\n") {
+			t.Errorf("-L -i -D, %s: exit %d, stdout %q, -D %q; want the 302's headers in both", tc.path, r.code, r.stdout, d)
 		}
 	}
 }

@@ -341,7 +341,13 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	// (http.Client would fail on one that does not parse).
 	do := hops.RoundTrip
 	if following {
-		do = (&http.Client{Transport: hops, CheckRedirect: h.checkRedirect}).Do
+		do = (&http.Client{Transport: hops, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			err := h.checkRedirect(req, via)
+			if _, refused := err.(*exitError); refused {
+				hops.refused = true // a redirect taken, that leads nowhere: counted, as curl
+			}
+			return err
+		}}).Do
 	}
 
 	start := time.Now()
@@ -351,6 +357,9 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		if h.writeOut != "" {
 			res.retries, res.total = retries, time.Since(start)
 			res.redirects = max(len(hops.urls)-1, 0)
+			if hops.refused {
+				res.redirects++
+			}
 			res.url = hops.effectiveURL(x.url)
 			io.WriteString(stdout, expandWriteOut(x.writeOut, res))
 		}
@@ -361,6 +370,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
+		h.writeHopHeaders(stdout, hops)
 		if n := len(hops.resps); n > 0 {
 			res.resp = hops.resps[n-1] // -w: the last answer (a redirect), as curl
 		}
@@ -471,6 +481,29 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 		return curlHTTPError
 	}
 	return exitOK
+}
+
+// writeHopHeaders writes the headers of the hops that answered (redirects)
+// with -D, -i or -I, when a later hop failed: as curl, which has written
+// them by then. A write error is not reported: the request's is.
+func (h *httpFlags) writeHopHeaders(stdout io.Writer, hops *hopRecorder) {
+	if len(hops.resps) == 0 {
+		return
+	}
+	write := func(o *output) {
+		for _, r := range hops.resps {
+			if writeHead(o, r) != nil {
+				break
+			}
+		}
+		o.close(true)
+	}
+	if h.dumpHeader != "" {
+		write(newOutput("-D", h.dumpHeader, stdout))
+	}
+	if h.include || h.head {
+		write(newOutput("-o", h.output, stdout))
+	}
 }
 
 // bodyTimeout says which limit cut the body of the answer short, read after
@@ -799,6 +832,11 @@ func (h *httpFlags) checkRedirect(req *http.Request, via []*http.Request) error 
 	}
 	if req.URL.Hostname() == "" {
 		return exitErrorf(curlURLMalformat, "a redirect to %s: URL rejected: no host", httpretry.Redact(req.URL))
+	}
+	if p := req.URL.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n > 65535 {
+			return exitErrorf(curlURLMalformat, "a redirect to %s: URL rejected: port %s is outside 0-65535", httpretry.Redact(req.URL), p)
+		}
 	}
 	req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, " ", "%20")
 	if via[0].Header.Get("Referer") == "" {
