@@ -60,8 +60,12 @@ func jobShell() int {
 // SIGINT, SIGTERM, SIGHUP or SIGQUIT received, and exits 3 on a signal named in
 // $EXIT_ON (it ignores the others).
 func testChild(mode string) int {
-	if mode == "jobshell" {
+	switch mode {
+	case "jobshell":
 		return jobShell()
+	case "fgcheck": // what terminalForeground says, after a ready line
+		fmt.Printf("ready %d %d\nforeground %v\n", os.Getpid(), syscall.Getpgrp(), terminalForeground())
+		return 0
 	}
 	if mode != "signals" {
 		fmt.Fprintf(os.Stderr, "unknown test child mode %q\n", mode)

@@ -151,8 +151,11 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			name = "SIG" + signalName(sig)
 			key = terminalKey(sig)
 		}
-		if r.interruptGrace > 0 {
-			log.note("interrupt", fmt.Sprintf("%s: waiting up to %v (--kill-after) for the command to end; send %s%s again to kill it now", name, roundDur(r.interruptGrace), name, key))
+		if grace := r.interruptGrace; grace > 0 {
+			if !r.hardDeadline.IsZero() {
+				grace = min(grace, max(time.Until(r.hardDeadline), 0)) // a deadline is a deadline
+			}
+			log.note("interrupt", fmt.Sprintf("%s: waiting up to %v (--kill-after) for the command to end; send %s%s again to kill it now", name, roundDur(grace), name, key))
 			return
 		}
 		log.note("interrupt", fmt.Sprintf("%s: waiting for the command to end; send %s%s again to kill it", name, name, key))
@@ -174,7 +177,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	done := make(chan struct{})
 	defer close(done)
 	go r.relay(sigs, cancel, done)
-	if len(jobSignals) > 0 {
+	if len(jobSignals) > 0 && !signal.Ignored(jobSignals[0]) { // Ctrl-Z ignored at start stays so
 		jobs := make(chan os.Signal, 2)
 		signal.Notify(jobs, jobSignals...)
 		defer signal.Stop(jobs)
@@ -342,7 +345,7 @@ func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done
 				r.sig = s
 			}
 			proc := r.proc
-			if !first && !armed { // the same keypress, twice: ignored
+			if !first && !armed && s == r.sig { // the same keypress, twice: ignored
 				r.mu.Unlock()
 				continue
 			}
@@ -383,8 +386,10 @@ func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done
 // repeatWindow is how long after a first signal the same signal again is
 // taken for the same keypress or event (a terminal's and a parent's
 // SIGINT, the kernel's and the shell's SIGHUP on a hang-up): it does not
-// kill the attempt. retry's line saying to send it again comes after it.
-const repeatWindow = 200 * time.Millisecond
+// kill the attempt. It is shorter than any two presses of a key (a held
+// key repeats every 30ms or more, after a delay). retry's line saying to
+// send it again comes after it.
+const repeatWindow = 50 * time.Millisecond
 
 // jobControl passes Ctrl-Z on: SIGTSTP suspends the running attempt, then
 // retry itself (the shell then sees the job stopped); SIGCONT (fg, bg)
@@ -566,9 +571,9 @@ wait:
 		proc.cleanGroup(time.Time{})
 	case timedOut && !killAt.IsZero():
 		leftKilled = proc.cleanGroup(killAt)
-	case r.interrupted() && r.killAfter > 0:
+	case r.interrupted() && r.interruptGrace > 0:
 		if killAt.IsZero() {
-			killAt = time.Now().Add(r.killAfter)
+			killAt = time.Now().Add(r.interruptGrace)
 			if !r.hardDeadline.IsZero() && r.hardDeadline.Before(killAt) {
 				killAt = r.hardDeadline
 			}

@@ -380,3 +380,97 @@ func TestIgnoredSignalStaysIgnored(t *testing.T) {
 		t.Errorf("exit %d, the child said %q; want 143 and only the SIGTERM; stderr:\n%s", code, rest, s.stderr)
 	}
 }
+
+// TestDifferentSignalKills: a second signal of another kind (a
+// supervisor's SIGTERM after a SIGINT) kills at once, however soon.
+func TestDifferentSignalKills(t *testing.T) {
+	s := startRetry(t, nil, nil, nil, "--attempts", "3")
+	s.cmd.Process.Signal(syscall.SIGINT)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	code, _ := s.wait(t)
+	if code != 130 || alive(t, s.pid) {
+		t.Errorf("exit %d, the child alive %v; want 130 and it killed; stderr:\n%s", code, alive(t, s.pid), s.stderr)
+	}
+}
+
+// TestTerminalForegroundWithoutTTYStdin: retry knows it has the terminal
+// from its controlling terminal, also when stdin is not the terminal (< file,
+// a pipe). It asked stdin, and with --foreground sent a Ctrl-C the command
+// already had from the terminal again. (Counting the command's SIGINTs
+// cannot tell: two pending SIGINTs are one.) The test binary, in a session
+// of its own with the terminal as fd 3 and /dev/null as stdin, says what
+// terminalForeground reports.
+func TestTerminalForegroundWithoutTTYStdin(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, slave := openPTY(t)
+	attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 3}
+	s := startProcessFiles(t, self, []string{"RETRY_TEST_CHILD=fgcheck"}, attr, nil, []*os.File{slave})
+	if l := s.line(t); l != "foreground true" {
+		t.Errorf("terminalForeground() in the terminal's foreground group, stdin /dev/null: %q, want foreground true", l)
+	}
+	s.wait(t)
+}
+
+// TestCtrlZWhenTheParentSharesTheGroup: Ctrl-Z suspends retry's attempt
+// when retry runs inside a script (its parent in its process group, the
+// script's parent the shell): the group is not orphaned. (retry took its
+// parent alone for the group and ignored Ctrl-Z.)
+func TestCtrlZWhenTheParentSharesTheGroup(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv, _ := json.Marshal([]string{"/bin/sh", "-c", `"$0" "$@"; exit $?`, bin, "--attempts", "3", "--", self})
+	master, slave := openPTY(t)
+	attr := &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	sh := startProcess(t, self, []string{"RETRY_TEST_CHILD=jobshell", "JOB_ARGV=" + string(argv), "EXIT_ON=TERM"}, attr, slave)
+	var job, child, pgid int
+	for job == 0 || child == 0 {
+		l := sh.line(t)
+		if _, err := fmt.Sscanf(l, "job %d", &job); err != nil {
+			if _, err := fmt.Sscanf(l, "ready %d %d", &child, &pgid); err != nil {
+				t.Fatalf("the shell said %q", l)
+			}
+		}
+	}
+	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
+	retryPID := parentOf(t, child)
+	if _, err := master.Write([]byte{0x1a}); err != nil { // Ctrl-Z
+		t.Fatal(err)
+	}
+	if l := sh.line(t); l != "job stopped" {
+		t.Fatalf("the shell said %q, want job stopped", l)
+	}
+	for state(t, child) != "T" { // no event tells another process's stop: poll, bounded
+		if sh.ctx.Err() != nil {
+			t.Fatalf("the attempt %d runs on while its job is stopped (state %s)", child, state(t, child))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sh.cmd.Process.Signal(syscall.SIGUSR1) // fg
+	syscall.Kill(retryPID, syscall.SIGTERM)
+	if l := sh.line(t); l != "sig TERM" {
+		t.Fatalf("the child said %q, want sig TERM once resumed", l)
+	}
+	if code, _ := sh.wait(t); code != 143 {
+		t.Errorf("exit %d, want 143; stderr:\n%s", code, sh.stderr)
+	}
+}
+
+// parentOf returns pid's parent, from /proc.
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
+}

@@ -52,9 +52,9 @@ PROCESS CONTROL
     attempt once, and no further attempt starts; if --kill-after was given,
     what still runs that long later is killed, as timeout -k does. A second
     one kills the attempt with SIGKILL at once, and retry exits (130 after
-    Ctrl-C); the same signal again within 200ms is the same keypress (a
+    Ctrl-C); the same signal again within 50ms is the same keypress (a
     parent that passed it on too) and does nothing. A signal ignored when
-    retry started (nohup) stays ignored.
+    retry started (nohup, Ctrl-Z) stays ignored.
 
     A command that reads the terminal (an editor, a password prompt) needs
     --foreground: it then runs in retry's own process group, gets the

@@ -7,6 +7,10 @@ import (
 	"syscall"
 )
 
+// canStop: Ctrl-Z stops retry here (the orphaned-group check reads Linux's
+// /proc).
+func canStop() bool { return true }
+
 // setDeathSignal: no parent-death signal here.
 func setDeathSignal(*syscall.SysProcAttr) {}
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -56,6 +59,64 @@ const (
 	wNoWait    = 0x01000000 // WNOWAIT
 	cldStopped = 5          // CLD_STOPPED, siginfo's code for a child stopped by a signal
 )
+
+// canStop reports whether Ctrl-Z may stop retry: whether its process group
+// is not orphaned, that is, a member's parent is in another group of the
+// same session (the shell, which will continue it). In an orphaned group
+// (under setsid, a service manager) the kernel ignores SIGTSTP, since
+// nothing would ever continue it; retry does too. Its members are found in
+// /proc; if /proc cannot be read, retry may stop.
+func canStop() bool {
+	me, sid := syscall.Getpgrp(), getsid(0)
+	entries, err := os.ReadDir("/proc")
+	if err != nil || sid < 0 {
+		return true
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, pgrp, _, ok := procStat(pid)
+		if !ok || pgrp != me {
+			continue
+		}
+		if _, ppgrp, psid, ok := procStat(ppid); ok && ppgrp != me && psid == sid {
+			return true
+		}
+	}
+	return false
+}
+
+// getsid returns the session of pid (0 for retry), -1 if unknown.
+func getsid(pid int) int {
+	sid, _, errno := syscall.RawSyscall(syscall.SYS_GETSID, uintptr(pid), 0, 0)
+	if errno != 0 {
+		return -1
+	}
+	return int(sid)
+}
+
+// procStat reads the parent, process group and session of pid from
+// /proc/PID/stat.
+func procStat(pid int) (ppid, pgrp, sid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	i := bytes.LastIndexByte(b, ')') // comm may hold spaces and parentheses
+	if i < 0 {
+		return 0, 0, 0, false
+	}
+	f := strings.Fields(string(b[i+1:])) // state ppid pgrp session ...
+	if len(f) < 4 {
+		return 0, 0, 0, false
+	}
+	ppid, err1 := strconv.Atoi(f[1])
+	pgrp, err2 := strconv.Atoi(f[2])
+	sid, err3 := strconv.Atoi(f[3])
+	return ppid, pgrp, sid, err1 == nil && err2 == nil && err3 == nil
+}
 
 // setDeathSignal has the command killed if retry dies (kill -9 retry): it
 // would run on, orphaned, in its own process group.

@@ -61,21 +61,6 @@ func isSuspend(s os.Signal) bool { return s == syscall.SIGTSTP }
 // a background process group (SIGTTIN, SIGTTOU).
 func isTTYStop(s syscall.Signal) bool { return s == syscall.SIGTTIN || s == syscall.SIGTTOU }
 
-// canStop reports whether Ctrl-Z may stop retry: not when its process group
-// is orphaned (no parent in another group of its session: under setsid, a
-// service manager), where the kernel ignores SIGTSTP, since nothing would
-// ever continue it. retry's own parent stands for the group's members.
-func canStop() bool {
-	ppid := os.Getppid()
-	pgid, err := unix.Getpgid(ppid)
-	if err != nil {
-		return false
-	}
-	psid, err1 := unix.Getsid(ppid)
-	sid, err2 := unix.Getsid(0)
-	return err1 == nil && err2 == nil && psid == sid && pgid != unix.Getpgrp()
-}
-
 // stopSelf stops retry, as SIGTSTP's default action would have.
 func stopSelf() { _ = syscall.Kill(syscall.Getpid(), syscall.SIGSTOP) }
 
@@ -140,12 +125,18 @@ func (p *process) cleanGroup(killAt time.Time) (killed bool) {
 }
 
 // terminalForeground reports whether retry's process group is the
-// foreground process group of the terminal on stdin: then the terminal's
-// Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT) and hangup (SIGHUP) reach a command run
-// with --foreground directly, and retry must not forward them again.
+// foreground process group of its controlling terminal (whatever stdin is):
+// then the terminal's Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), Ctrl-Z and hangup
+// reach a command run with --foreground directly, and retry must not
+// forward them again.
 func terminalForeground() bool {
+	tty, err := os.Open("/dev/tty")
+	if err != nil {
+		return false // no controlling terminal
+	}
+	defer tty.Close()
 	var pgrp int32
-	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, os.Stdin.Fd(), uintptr(syscall.TIOCGPGRP), uintptr(unsafe.Pointer(&pgrp)))
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, tty.Fd(), uintptr(syscall.TIOCGPGRP), uintptr(unsafe.Pointer(&pgrp)))
 	return errno == 0 && int(pgrp) == syscall.Getpgrp()
 }
 

@@ -144,11 +144,19 @@ func startRetryArgs(t *testing.T, env []string, attr *syscall.SysProcAttr, stdin
 // PGID" (of the process to watch).
 func startProcess(t *testing.T, path string, env []string, attr *syscall.SysProcAttr, stdin *os.File, args ...string) *started {
 	t.Helper()
+	return startProcessFiles(t, path, env, attr, stdin, nil, args...)
+}
+
+// startProcessFiles is startProcess with extra files for the process (fd 3
+// and up).
+func startProcessFiles(t *testing.T, path string, env []string, attr *syscall.SysProcAttr, stdin *os.File, extra []*os.File, args ...string) *started {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = attr
+	cmd.ExtraFiles = extra
 	if stdin != nil {
 		cmd.Stdin = stdin
 	}
