@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,6 +110,11 @@ func checkRedisURL(raw string) error {
 		return errors.New(redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), raw))
 	}
 	c.Close()
+	if u, err := url.Parse(raw); err == nil && u.Port() != "" { // go-redis checks no range
+		if n, err := strconv.Atoi(u.Port()); err != nil || n > 65535 {
+			return fmt.Errorf("invalid Redis URL %s: port %s is outside 0-65535", redactedURL(raw), u.Port())
+		}
+	}
 	return nil
 }
 

@@ -56,6 +56,7 @@ func TestFleetBadInput(t *testing.T) {
 		{"empty redis", []string{"--redis", "", "--fleet", "ci", "--", "true"}, "--redis: empty URL"},
 		{"redis scheme", []string{"--redis", "http://127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL"},
 		{"redis password", []string{"--redis", "redis://user:s3cret@127.0.0.1:6379/notadb", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL redis://REDACTED@127.0.0.1:6379/notadb: redis: invalid database number"},
+		{"redis port", []string{"--redis", "redis://:s3cret@127.0.0.1:99999/0", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL redis://REDACTED@127.0.0.1:99999/0: port 99999 is outside 0-65535"},
 		{"password in the query", []string{"--redis", "redis://127.0.0.1:6379/0?password=s3cret", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL redis://127.0.0.1:6379/0?password=REDACTED: redis: unexpected option: password"},
 		{"empty fleet", []string{"--redis", r, "--fleet", "", "--", "true"}, `invalid value "" for flag --fleet: empty name`},
 		{"fleet braces", []string{"--redis", r, "--fleet", "a{b}", "--", "true"}, "--fleet: must not contain { or }"},

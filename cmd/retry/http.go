@@ -727,10 +727,12 @@ func (h *httpFlags) transport(verify bool) (*http.Transport, error) {
 // never quoting its user info: url.Parse's error quotes the part at fault,
 // with user info the password ("invalid port \":s3cret\" after host").
 func parseProblem(s string, err error) string {
+	// With user info or a secret value, what url.Parse says may quote them
+	// ("%zz" of a token): say what it says of the URL with them hidden.
 	if hidden := hideUserInfo(s); hidden != s {
 		_, herr := url.Parse(hidden)
 		if herr == nil {
-			return "the user info does not parse (percent-encode '/', '?', '#' and '@' in a password)"
+			return "it does not parse (in a password or a secret value, percent-encode '%', '/', '?', '#' and '@')"
 		}
 		err = herr
 	}

@@ -301,6 +301,10 @@ func TestHTTPBadInput(t *testing.T) {
 		{"duration", []string{"http", "--max-retry-after", "soon", "http://127.0.0.1:1/"}, exitUsage, "--max-retry-after"},
 		{"secret in bad url", []string{"http", "ftp://u:s3cr3t@127.0.0.1/?key=s3cr3t"}, curlUnsupported, "not supported"},
 		{"secret in a bad port", []string{"http", "http://u:s3cr3t@127.0.0.1:99999/?key=s3cr3t"}, curlURLMalformat, "port 99999 is outside 0-65535"},
+		// url.Parse's error quotes the part at fault: not of a secret.
+		{"bad escape", []string{"http", "http://127.0.0.1:1/#x%zz"}, curlURLMalformat, `URL rejected: invalid URL escape "%zz"`},
+		{"bad escape in a secret", []string{"http", "http://127.0.0.1:1/#access_token=s3%zzcr3t"}, curlURLMalformat, "#access_token=REDACTED: it does not parse (in a password or a secret value, percent-encode"},
+		{"password with /", []string{"http", "http://u:s3cr3t/x@127.0.0.1:1/"}, curlURLMalformat, "http://REDACTED@127.0.0.1:1/: it does not parse"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runRetry(t, "", nil, tc.args...)
