@@ -139,9 +139,9 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// the deadline) early; SIGKILL, if needed, lands at the deadline itself.
 	if d := resolved.Deadline; d > 0 {
 		p.Deadline = signalAt(d, *killAfter, *stopSig)
-		r.early = d - p.Deadline
-		r.hardDeadline = time.Now().Add(d)
-		r.loopDeadline = time.Now().Add(p.Deadline)
+		now := time.Now()
+		r.hardDeadline = now.Add(d)
+		r.loopDeadline = now.Add(p.Deadline)
 	}
 	log.describe = r.describe
 	log.hint(resolved)
@@ -151,10 +151,9 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			name = "SIG" + signalName(sig)
 			key = terminalKey(sig)
 		}
-		if grace := r.interruptGrace; grace > 0 {
-			if !r.hardDeadline.IsZero() {
-				grace = min(grace, max(time.Until(r.hardDeadline), 0)) // a deadline is a deadline
-			}
+		if r.interruptGrace > 0 {
+			now := time.Now()
+			grace := max(r.killBy(now, r.interruptGrace).Sub(now), 0)
 			log.note("interrupt", fmt.Sprintf("%s: waiting up to %v (--kill-after) for the command to end; send %s%s again to kill it now", name, roundDur(grace), name, key))
 			return
 		}
@@ -247,7 +246,6 @@ type cmdRunner struct {
 	killAfter      time.Duration  // --kill-after
 	hardDeadline   time.Time      // --deadline from the start; zero if none
 	loopDeadline   time.Time      // the loop's: hardDeadline less the grace of --kill-after
-	early          time.Duration  // hardDeadline - loopDeadline: the grace the deadline keeps
 	group          bool           // each attempt in its own process group
 	// interruptGrace is how long an attempt has after a signal retry passed
 	// on before SIGKILL: --kill-after if given (as timeout -k), else 0 for
@@ -520,10 +518,7 @@ wait:
 				// --kill-after to end, as timeout -k gives it.
 				if r.interruptGrace > 0 {
 					stoppedAt = time.Now()
-					killAt = stoppedAt.Add(r.interruptGrace)
-					if !r.hardDeadline.IsZero() && r.hardDeadline.Before(killAt) {
-						killAt = r.hardDeadline // a deadline is a deadline
-					}
+					killAt = r.killBy(stoppedAt, r.interruptGrace)
 					killTimer = time.NewTimer(time.Until(killAt))
 					defer killTimer.Stop()
 					killC = killTimer.C
@@ -542,10 +537,7 @@ wait:
 			if r.killAfter == 0 {
 				continue
 			}
-			killAt = stoppedAt.Add(r.killAfter)
-			if !r.hardDeadline.IsZero() && r.hardDeadline.Before(killAt) {
-				killAt = r.hardDeadline
-			}
+			killAt = r.killBy(stoppedAt, r.killAfter)
 			killTimer = time.NewTimer(time.Until(killAt))
 			defer killTimer.Stop()
 			killC = killTimer.C
@@ -573,10 +565,7 @@ wait:
 		leftKilled = proc.cleanGroup(killAt)
 	case r.interrupted() && r.interruptGrace > 0:
 		if killAt.IsZero() {
-			killAt = time.Now().Add(r.interruptGrace)
-			if !r.hardDeadline.IsZero() && r.hardDeadline.Before(killAt) {
-				killAt = r.hardDeadline
-			}
+			killAt = r.killBy(time.Now(), r.interruptGrace)
 		}
 		proc.cleanGroup(killAt)
 	}
@@ -596,8 +585,8 @@ wait:
 	}
 	if timedOut {
 		what := "stopped by the --deadline"
-		if r.early > 0 {
-			what = fmt.Sprintf("stopped by the --deadline (SIG%s %v before it, for --kill-after)", signalName(r.stopSig), roundDur(r.early))
+		if early := r.hardDeadline.Sub(r.loopDeadline); early > 0 {
+			what = fmt.Sprintf("stopped by the --deadline (SIG%s %v before it, for --kill-after)", signalName(r.stopSig), roundDur(early))
 		}
 		// The core cancels an attempt at --attempt-timeout with the cause
 		// context.DeadlineExceeded itself, and at the policy's deadline with
@@ -649,6 +638,16 @@ func signalName(s syscall.Signal) string {
 		return name
 	}
 	return strconv.Itoa(int(s))
+}
+
+// killBy returns when an attempt signalled at from is killed if it still
+// runs: grace later, but by the --deadline (a deadline is a deadline).
+func (r *cmdRunner) killBy(from time.Time, grace time.Duration) time.Time {
+	t := from.Add(grace)
+	if !r.hardDeadline.IsZero() && r.hardDeadline.Before(t) {
+		return r.hardDeadline
+	}
+	return t
 }
 
 // signalText names the signal retry received ("SIGTERM").

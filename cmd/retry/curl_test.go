@@ -12,9 +12,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/backoffkit/retry/internal/redistest"
 )
 
 // Tests of retry http's curl parity, against loopback servers only. DNS
@@ -33,14 +36,7 @@ func counting(t *testing.T, h http.HandlerFunc) (url string, n *atomic.Int32) {
 }
 
 func TestCurlExitCodes(t *testing.T) {
-	refused := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return "http://" + ln.Addr().String() + "/"
-	}()
+	refused := "http://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/"
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
 	hung, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
@@ -428,14 +424,7 @@ func TestHTTPJSONLogClosingLine(t *testing.T) {
 // answer, whatever its Location says. -w's url_effective is the URL fetched
 // last, num_redirects the redirects followed, when a later hop fails too.
 func TestCurlRedirectTargets(t *testing.T) {
-	dead := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return "http://" + ln.Addr().String() + "/x"
-	}()
+	dead := "http://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/x"
 	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {
 		loc := map[string]string{"/bad": "http://[::1", "/ftp": "ftp://127.0.0.1/f", "/nohost": "http:///x", "/dead": dead,
 			"/badport": "http://127.0.0.1:99999/"}[r.URL.Path]
