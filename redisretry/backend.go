@@ -30,8 +30,8 @@ type runner interface {
 type env struct {
 	clock backend.Clock
 	tr    backend.Transport
-	rand  func() float64   // nil: the config's Rand or math/rand/v2
-	sim   backend.Env      // the harness's env, if the client is one
+	rand  func() float64 // nil: the config's Rand or math/rand/v2
+	sim   backend.Env    // the harness's env, if the client is one
 }
 
 // envFor returns the env of a limiter on client: the client's own if it
