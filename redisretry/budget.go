@@ -235,9 +235,6 @@ func (b *Budget) AdmitContext(ctx context.Context, retry bool, deadline time.Tim
 		b.admitFirst()
 		return true
 	}
-	if ctx.Err() != nil {
-		return b.decideLocally()
-	}
 	ch := make(chan bool, 1)
 	a := b.admitAsync(true, deadline, func(ok bool) { ch <- ok })
 	select {

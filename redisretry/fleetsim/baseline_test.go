@@ -117,6 +117,7 @@ func healthyFleet(load float64) Config {
 }
 
 func TestHealthyFleet(t *testing.T) {
+	t.Parallel()
 	b := newBounds(t)
 	for _, load := range []float64{0.5, 1.5} {
 		r := run(t, healthyFleet(load))
@@ -139,6 +140,7 @@ func TestHealthyFleet(t *testing.T) {
 }
 
 func TestFinding1SparseFleetWastesTheQuota(t *testing.T) {
+	t.Parallel()
 	b := newBounds(t)
 	for _, tc := range []struct {
 		procs          int
@@ -174,6 +176,7 @@ func TestFinding1SparseFleetWastesTheQuota(t *testing.T) {
 }
 
 func TestFinding2PrefetchIgnoresDeadlines(t *testing.T) {
+	t.Parallel()
 	b := newBounds(t)
 	def, one := run(t, saturatedFleet(50, 2, 2*time.Minute, 0)), run(t, saturatedFleet(50, 2, 2*time.Minute, 1))
 	wide := run(t, saturatedFleet(200, 1, 2*time.Minute, 0))
@@ -198,6 +201,7 @@ func TestFinding2PrefetchIgnoresDeadlines(t *testing.T) {
 }
 
 func TestFinding3FlushOvershootLasts(t *testing.T) {
+	t.Parallel()
 	b := newBounds(t)
 	flush := Fault{Kind: Flush, At: 2 * time.Minute}
 	def := run(t, saturatedFleet(50, 2, 5*time.Minute, 0, flush))
@@ -238,6 +242,7 @@ func lateFleet(k int) Config {
 }
 
 func TestFinding4LateRepliesOverAdmit(t *testing.T) {
+	t.Parallel()
 	b := newBounds(t)
 	var seven *Result
 	for _, tc := range []struct {
@@ -268,6 +273,7 @@ func TestFinding4LateRepliesOverAdmit(t *testing.T) {
 }
 
 func TestFinding5BudgetRecoversWithoutRetries(t *testing.T) {
+	t.Parallel()
 	// One process: a 429 at 2 s makes a retry, which finds Redis
 	// unreachable (2 s to 4 s); then 10 s of first attempts only.
 	c := Config{
@@ -295,6 +301,7 @@ func TestFinding5BudgetRecoversWithoutRetries(t *testing.T) {
 }
 
 func TestFinding6CooldownSurvivesAWallClockStep(t *testing.T) {
+	t.Parallel()
 	// A 429 with a RetryInfo of 30s at 1s starts a cooldown; at 3s the
 	// process's clock is set back an hour.
 	c := Config{
@@ -320,6 +327,7 @@ func TestFinding6CooldownSurvivesAWallClockStep(t *testing.T) {
 }
 
 func TestFinding7ColdStartPacesAtTheWholeQuota(t *testing.T) {
+	t.Parallel()
 	c := Config{
 		Processes: 8, Duration: 5 * time.Second, Seed: 1,
 		Quota:  &redisretry.QuotaConfig{Key: "cold", Limit: redisretry.PerSecond(10)},

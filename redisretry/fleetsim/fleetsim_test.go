@@ -47,6 +47,7 @@ func jsonOf(t *testing.T, c Config) []byte {
 }
 
 func TestRunIsDeterministic(t *testing.T) {
+	t.Parallel()
 	a, b := jsonOf(t, faulty(7)), jsonOf(t, faulty(7))
 	if !bytes.Equal(a, b) {
 		t.Fatalf("two runs of one Config differ:\n%s\n%s", a, b)
@@ -66,6 +67,7 @@ func TestRunIsDeterministic(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	ok := func() Config {
 		return Config{Processes: 2, Duration: time.Second,
 			Quota: &redisretry.QuotaConfig{Key: "k", Limit: redisretry.PerSecond(1)}, Demand: Demand{Rate: 1}}
@@ -109,6 +111,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestKilledProcessNeverOverAdmits(t *testing.T) {
+	t.Parallel()
 	// A process killed holding its lease (no Close): the fleet loses the
 	// slots it held, and never goes above the quota (the review's "what
 	// held").
@@ -134,6 +137,7 @@ func TestKilledProcessNeverOverAdmits(t *testing.T) {
 }
 
 func TestReports(t *testing.T) {
+	t.Parallel()
 	a, b := run(t, faulty(1)), run(t, faulty(2))
 	a.Name, b.Name = "a name longer than its column", ""
 	var out bytes.Buffer

@@ -220,7 +220,7 @@ func (s *sim) partitioned(p *proc, t int64) bool {
 
 func (s *sim) down(t int64) bool {
 	for _, f := range s.cfg.Faults {
-		if f.Kind == Restart && s.within(f, nil, t) && f.For > 0 {
+		if f.Kind == Restart && s.within(f, nil, t) {
 			return true
 		}
 	}
