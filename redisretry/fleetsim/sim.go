@@ -25,7 +25,6 @@ type sim struct {
 	warm  int64
 	q     queue
 	store backend.Store
-	keys  backend.QuotaKeys
 	procs []*proc
 	net   *rand.Rand // the network's latencies
 	srv   apiServer
@@ -72,7 +71,7 @@ func stream(seed, n uint64) *rand.Rand {
 func newSim(c Config) (*sim, error) {
 	s := &sim{
 		cfg: c, epoch: epoch, end: int64(c.Duration), warm: int64(c.Warmup),
-		keys: backend.NewQuotaKeys(c.Quota.Key), net: stream(c.Seed, 0), log: &logCounter{},
+		net: stream(c.Seed, 0), log: &logCounter{},
 	}
 	l := c.Quota.Limit
 	s.rate = float64(l.Rate) / l.Period.Seconds()
@@ -443,12 +442,12 @@ func (s *sim) pace(c *call) {
 	}
 	p.cooldown.Reserve(p.Now(), s.dl(c), func(t time.Time, err error) {
 		if err != nil {
-			s.refused(c, err, false)
+			s.refused(c, err)
 			return
 		}
 		if d := t.Sub(p.Now()); d > 0 {
 			if c.deadline != 0 && !t.Before(s.dl(c)) {
-				s.refused(c, retry.ErrPastDeadline, false)
+				s.refused(c, retry.ErrPastDeadline)
 				return
 			}
 			s.after(p, d, func() { s.askQuota(c) })
@@ -462,21 +461,20 @@ func (s *sim) askQuota(c *call) {
 	p := c.p
 	p.quota.Reserve(1, p.Now(), s.dl(c), func(t time.Time, err error) {
 		if err != nil {
-			s.refused(c, err, true)
+			s.refused(c, err)
 			return
 		}
 		d := t.Sub(p.Now())
 		if c.deadline != 0 && s.now+int64(max(d, 0)) >= c.deadline {
-			s.refused(c, retry.ErrPastDeadline, true) // the loop's own check (pace)
+			s.refused(c, retry.ErrPastDeadline) // the loop's own check (pace)
 			return
 		}
 		s.after(p, d, func() { s.send(c) })
 	})
 }
 
-// refused ends c before an attempt: a pacer refused it (quota says whether
-// it was the quota).
-func (s *sim) refused(c *call, err error, _ bool) {
+// refused ends c before an attempt: a pacer refused it.
+func (s *sim) refused(c *call, err error) {
 	if c.p.budget != nil {
 		c.p.budget.Cancel(c.attempt > 0) // the loop gives back what was admitted
 	}
