@@ -12,6 +12,8 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 // Defaults of a [CooldownConfig].
@@ -110,7 +112,6 @@ func (c CooldownConfig) Validate() error {
 // its state is atomic.
 type Cooldown struct {
 	g      guard
-	be     backend
 	key    string
 	max    time.Duration
 	cache  time.Duration
@@ -120,7 +121,7 @@ type Cooldown struct {
 	until    atomic.Int64 // UnixNano of the local end of the cooldown; 0 if none
 	fetched  atomic.Int64 // UnixNano of the last read from Redis
 	fetching atomic.Bool
-	mu       sync.Mutex // serialises publishing
+	mu       sync.Mutex // guards the waits for a read
 }
 
 // NewCooldown returns a Cooldown on client (a *redis.Client, ClusterClient,
@@ -130,15 +131,21 @@ func NewCooldown(client redis.Scripter, c CooldownConfig) (*Cooldown, error) {
 	if client == nil {
 		return nil, errors.New("redisretry: NewCooldown: nil client")
 	}
-	return newCooldown(scriptBackend{client}, c)
+	return newCooldownOn(envFor(client, c.Now), c)
 }
 
-func newCooldown(be backend, c CooldownConfig) (*Cooldown, error) {
+// newCooldown returns a Cooldown whose calls run on r (the tests' in-memory
+// Redis).
+func newCooldown(r runner, c CooldownConfig) (*Cooldown, error) {
+	return newCooldownOn(runnerEnv(r, c.Now), c)
+}
+
+func newCooldownOn(e env, c CooldownConfig) (*Cooldown, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Cooldown{be: be, key: cooldownKey(c.Key), max: c.Max, cache: c.Cache, jitter: c.Jitter, rand: c.Rand}
-	d.g.common = newCommon("cooldown", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, c.Now)
+	d := &Cooldown{key: backend.CooldownKey(c.Key), max: c.Max, cache: c.Cache, jitter: c.Jitter, rand: c.Rand}
+	d.g.common = newCommon("cooldown", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
 	if d.max == 0 {
 		d.max = DefaultCooldownMax
 	}
@@ -153,9 +160,28 @@ func newCooldown(be backend, c CooldownConfig) (*Cooldown, error) {
 		d.jitter = 0
 	}
 	if d.rand == nil {
+		d.rand = e.rand
+	}
+	if d.rand == nil {
 		d.rand = rand.Float64
 	}
+	e.attach(cooldownCore{d})
 	return d, nil
+}
+
+// cooldownCore is the Cooldown's asynchronous core, for the fleet harness.
+type cooldownCore struct{ d *Cooldown }
+
+func (c cooldownCore) Reserve(earliest, deadline time.Time, done func(time.Time, error)) {
+	c.d.reserveAsync(earliest, deadline, done)
+}
+
+func (c cooldownCore) Record(err error, done func()) {
+	if hint, ok := hintOf(err); ok {
+		c.d.publishAsync(hint, done)
+		return
+	}
+	done()
 }
 
 // Reserve implements [retry.Pacer]: it returns earliest, or the end of the
@@ -172,30 +198,114 @@ func (d *Cooldown) Reserve(ctx context.Context, earliest, deadline time.Time) (t
 	if ctx.Err() != nil {
 		return time.Time{}, context.Cause(ctx)
 	}
-	if d.g.healthy() {
-		if now := d.g.now(); now.UnixNano()-d.fetched.Load() >= int64(d.cache) && d.fetching.CompareAndSwap(false, true) {
-			// One read at a time, until it ends: callers that come while
-			// it is in flight (one that stopped waiting at its deadline
-			// included) decide with what is known, without waiting.
-			_, err := roundTrip(&d.g, ctx, deadline, func(ctx context.Context) (struct{}, error) {
-				return struct{}{}, d.read(ctx)
-			}, func() { d.fetching.Store(false) })
-			switch {
-			case ctx.Err() != nil:
-				return time.Time{}, context.Cause(ctx)
-			case errors.Is(err, errSlow):
-				// The deadline came before Redis answered: no attempt
-				// can start before it now.
-				d.g.refused.Add(1)
-				return time.Time{}, fmt.Errorf("redisretry: the fleet cooldown could not be read from Redis before the deadline: %w", retry.ErrPastDeadline)
-			}
+	if !d.readDue() {
+		return d.decide(earliest, deadline)
+	}
+	ch := make(chan reserveResult, 1)
+	w := d.reserveAsync(earliest, deadline, func(t time.Time, err error) { ch <- reserveResult{t, err} })
+	select {
+	case res := <-ch:
+		return res.t, res.err
+	case <-ctx.Done():
+	}
+	if w != nil && d.cancel(w) {
+		return time.Time{}, context.Cause(ctx)
+	}
+	res := <-ch
+	return res.t, res.err
+}
+
+// readDue reports whether what was read from Redis is older than Cache.
+func (d *Cooldown) readDue() bool {
+	return d.g.healthy() && d.g.now().UnixNano()-d.fetched.Load() >= int64(d.cache)
+}
+
+// coolWait is a Reserve waiting for a read of the fleet's cooldown.
+type coolWait struct {
+	earliest, deadline time.Time
+	done               func(time.Time, error)
+	over               bool        // under Cooldown.mu: decided or cancelled
+	stop               func() bool // the deadline's timer, if it comes before the timeout
+}
+
+// reserveAsync decides a Reserve and calls done with the outcome, once,
+// perhaps before it returns. It returns the wait while it waits for Redis
+// (nil if decided already), for cancel. One read at a time, until it ends:
+// callers that come while it is in flight (one that stopped waiting at its
+// deadline included) decide with what is known, without waiting.
+func (d *Cooldown) reserveAsync(earliest, deadline time.Time, done func(time.Time, error)) *coolWait {
+	if !d.readDue() || !d.fetching.CompareAndSwap(false, true) {
+		done(d.decide(earliest, deadline))
+		return nil
+	}
+	w := &coolWait{earliest: earliest, deadline: deadline, done: done}
+	var left time.Duration
+	if !deadline.IsZero() {
+		if left = deadline.Sub(d.g.now()); left <= 0 {
+			d.fetching.Store(false)
+			done(d.tooSlow())
+			return nil
 		}
 	}
+	d.mu.Lock()
+	sent := d.g.send(d.readCall(), func(r backend.Reply, err error) {
+		if err == nil {
+			d.learn(r.Cooldown)
+		}
+		d.fetching.Store(false)
+		if d.finish(w) {
+			w.done(d.decide(w.earliest, w.deadline))
+		}
+	})
+	if sent && !deadline.IsZero() && left < d.g.timeout {
+		w.stop = d.g.clock.AfterFunc(left, func() {
+			if d.finish(w) {
+				w.done(d.tooSlow())
+			}
+		})
+	}
+	w.over = !sent
+	d.mu.Unlock()
+	if !sent {
+		d.fetching.Store(false)
+		done(d.decide(earliest, deadline)) // closed
+		return nil
+	}
+	return w
+}
+
+// tooSlow is the outcome of a Reserve whose deadline came before Redis
+// answered: no attempt can start before it now.
+func (d *Cooldown) tooSlow() (time.Time, error) {
+	d.g.refused.Add(1)
+	return time.Time{}, fmt.Errorf("redisretry: the fleet cooldown could not be read from Redis before the deadline: %w", retry.ErrPastDeadline)
+}
+
+// finish marks w decided, unless it was already (or cancelled).
+func (d *Cooldown) finish(w *coolWait) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w.over {
+		return false
+	}
+	w.over = true
+	if w.stop != nil {
+		w.stop()
+	}
+	return true
+}
+
+// cancel withdraws w (its caller's context ended): it reports whether it
+// did, before w was decided. The read goes on.
+func (d *Cooldown) cancel(w *coolWait) bool { return d.finish(w) }
+
+// decide decides a Reserve with what is known.
+func (d *Cooldown) decide(earliest, deadline time.Time) (time.Time, error) {
 	switch State(d.g.state.Load()) {
 	case StateClosed:
 		return time.Time{}, ErrClosed
 	case StateFallback:
-		d.g.probe(d.read)
+		d.g.probe(d.readCall, d.learnReply)
 		d.g.local.Add(1)
 		switch d.g.mode {
 		case FailOpen:
@@ -228,38 +338,55 @@ func (d *Cooldown) Reserve(ctx context.Context, earliest, deadline time.Time) (t
 // published for the fleet (one Redis call, bounded by the timeout; while Redis
 // is unavailable it is kept locally only).
 func (d *Cooldown) Record(err error) {
+	if hint, ok := hintOf(err); ok {
+		d.Publish(context.Background(), hint)
+	}
+}
+
+// hintOf returns the server's hint err carries, if it is more than 0.
+func hintOf(err error) (time.Duration, bool) {
 	if err == nil {
-		return
+		return 0, false
 	}
 	hint, ok := retry.RetryAfter(err)
-	if !ok || hint <= 0 {
-		return
-	}
-	d.Publish(context.Background(), hint)
+	return hint, ok && hint > 0
 }
 
 // Publish pauses the fleet for d (capped by CooldownConfig.Max) from now, or
 // until the current cooldown ends if that is later. Record calls it for
 // hints; call it directly for a pause learned some other way.
 func (d *Cooldown) Publish(ctx context.Context, hint time.Duration) {
+	ch := make(chan struct{})
+	d.publishAsync(hint, func() { close(ch) })
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
+
+// publishAsync is Publish that calls done once the hint was published (or
+// the call to Redis failed), perhaps before it returns.
+func (d *Cooldown) publishAsync(hint time.Duration, done func()) {
 	hint = min(hint, d.max)
 	if hint <= 0 || State(d.g.state.Load()) == StateClosed {
+		done()
 		return
 	}
 	now := d.g.now()
 	d.raise(now.Add(hint).UnixNano())
 	d.g.emit(Event{Kind: EventHint, Wait: hint})
 	if !d.g.healthy() {
+		done()
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	ms := max(int64(hint/time.Millisecond), 1)
-	r, err := roundTrip(&d.g, ctx, time.Time{}, func(ctx context.Context) (cooldownReply, error) {
-		return d.be.cooldown(ctx, d.key, ms)
-	}, nil)
-	if err == nil {
-		d.learn(r)
+	if !d.g.send(backend.Call{Script: backend.Cooldown, Cooldown: d.key, HintMS: ms}, func(r backend.Reply, err error) {
+		if err == nil {
+			d.learn(r.Cooldown)
+		}
+		done()
+	}) {
+		done()
 	}
 }
 
@@ -285,23 +412,21 @@ func (d *Cooldown) Close() error {
 	return nil
 }
 
-// read fetches the fleet's cooldown (and is the probe in fallback).
-func (d *Cooldown) read(ctx context.Context) error {
-	r, err := d.be.cooldown(ctx, d.key, 0)
-	if err == nil {
-		d.learn(r)
-	}
-	return err
+// readCall reads the fleet's cooldown (and is the probe in fallback).
+func (d *Cooldown) readCall() backend.Call {
+	return backend.Call{Script: backend.Cooldown, Cooldown: d.key}
 }
+
+func (d *Cooldown) learnReply(r backend.Reply) { d.learn(r.Cooldown) }
 
 // learn takes a reply's remaining time, from the reply's arrival, capped by
 // Max: a process with a larger Max (or a server whose clock went back, or
 // that lies) cannot park this one longer.
-func (d *Cooldown) learn(r cooldownReply) {
+func (d *Cooldown) learn(r backend.CooldownReply) {
 	now := d.g.now()
 	d.fetched.Store(now.UnixNano())
-	if r.remaining > 0 {
-		left := min(r.remaining, int64(d.max/time.Millisecond))
+	if r.Remaining > 0 {
+		left := min(r.Remaining, int64(d.max/time.Millisecond))
 		d.raise(now.Add(time.Duration(left) * time.Millisecond).UnixNano())
 	}
 }

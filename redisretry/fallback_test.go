@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 var errTestDown = errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
@@ -262,14 +263,14 @@ func TestRoundTripReplyIsNeverATimeout(t *testing.T) {
 	// bubble no time passes here, so no call may time out.
 	synctest.Test(t, func(t *testing.T) {
 		var g guard
-		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, nil)
+		g.common = newCommon("cooldown", "k", DefaultTimeout, 0, FailLocal, discard, nil, runnerEnv(newMem(), nil))
 		var wg sync.WaitGroup
 		var misread atomic.Int64
 		for range 8 {
 			wg.Go(func() {
 				for range 2500 {
-					v, err := roundTrip(&g, t.Context(), time.Time{}, func(context.Context) (int, error) { return 7, nil }, nil)
-					if err != nil || v != 7 {
+					r, err := g.call(t.Context(), backend.Call{Script: backend.Cooldown, Cooldown: "k"})
+					if err != nil || r.Cooldown.Now == 0 {
 						misread.Add(1)
 					}
 				}
@@ -346,30 +347,35 @@ func TestCloseRacesCalls(t *testing.T) {
 }
 
 func TestInlineCallMarksFailureAtTheDeadline(t *testing.T) {
-	// A background call (refill, flush, probe) to a client that ignores
-	// context deadlines: Redis is marked failed when the timeout passes,
-	// not when the call returns seconds later, so callers fall back at once.
+	// A call (refill, flush, probe) to a client that ignores context
+	// deadlines: Redis is marked failed when the timeout passes, not when
+	// the call returns seconds later, so callers fall back at once; the
+	// late reply is thrown away.
 	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		release := mem.setHang()
 		var g guard
-		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, nil)
-		release := make(chan struct{})
-		done := make(chan error)
-		go func() {
-			_, err := inline(&g, g.timeout, func(context.Context) (int, error) { <-release; return 1, nil })
-			done <- err
-		}()
+		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, runnerEnv(mem, nil))
+		done := make(chan error, 2)
+		call := backend.Call{Script: backend.Cooldown, Cooldown: "k"}
+		g.send(call, func(_ backend.Reply, err error) { done <- err })
 		time.Sleep(DefaultTimeout + time.Millisecond)
 		synctest.Wait()
 		if g.stats().State != StateFallback {
 			t.Fatalf("state %v %v after the call began, with the call still running", g.stats().State, DefaultTimeout+time.Millisecond)
 		}
-		close(release)
 		if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("a reply after the timeout: %v, want a timeout", err)
+			t.Fatalf("a call past its timeout: %v, want a timeout", err)
+		}
+		release()
+		synctest.Wait()
+		if len(done) != 0 {
+			t.Fatalf("the late reply was delivered too: %v", <-done)
 		}
 		// An answer in time is a success.
-		if v, err := inline(&g, g.timeout, func(context.Context) (int, error) { return 7, nil }); v != 7 || err != nil || g.stats().State != StateRedis {
-			t.Fatalf("%v %v in state %v", v, err, g.stats().State)
+		if r, err := g.call(t.Context(), call); err != nil || r.Cooldown.Now == 0 || g.stats().State != StateRedis {
+			t.Fatalf("%+v %v in state %v", r, err, g.stats().State)
 		}
+		g.close()
 	})
 }

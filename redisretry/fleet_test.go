@@ -450,7 +450,10 @@ func TestRedisWrongPassword(t *testing.T) {
 	// The right password: it works, and the secret never reached the log.
 	good := redis.NewClient(&redis.Options{Addr: srv.addr(), Password: "right-secret"})
 	defer good.Close()
-	q2, _ := NewQuota(good, QuotaConfig{Key: testKey(t), Limit: PerSecond(1000), Logger: slog.New(logs)})
+	// A generous Timeout: the first call dials, authenticates and loads the
+	// script, which a loaded machine under -race does not always do within
+	// the default 20ms (1 failure in 60 runs beside two CPU burners).
+	q2, _ := NewQuota(good, QuotaConfig{Key: testKey(t), Limit: PerSecond(1000), Logger: slog.New(logs), Timeout: 2 * time.Second})
 	defer q2.Close()
 	if _, err := q2.Reserve(context.Background(), time.Now(), time.Time{}); err != nil || q2.State() != StateRedis {
 		t.Fatal(err, q2.State())
