@@ -103,7 +103,7 @@ func (s scriptRunner) run(ctx context.Context, c backend.Call) (backend.Reply, e
 }
 
 func (s scriptRunner) gcra(ctx context.Context, k backend.QuotaKeys, a backend.GCRAArgs) (backend.GCRAReply, error) {
-	v, err := gcraScript.Run(ctx, s.c, []string{k.TAT, k.Members}, a.Inc, a.Tol, a.MaxWait, a.Member, a.MemberTTL).Result()
+	v, err := gcraScript.Run(ctx, s.c, []string{k.TAT, k.Members}, a.Inc, a.Tol, a.MaxWait, a.Member, a.MemberTTL, a.Offset, a.Until).Result()
 	if err != nil {
 		return backend.GCRAReply{}, err
 	}

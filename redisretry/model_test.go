@@ -25,6 +25,8 @@ type gcraCase struct {
 	noKey    bool
 	inc, tol time.Duration
 	maxWait  time.Duration // -1: none
+	offset   time.Duration // where the block may start at the earliest, from now
+	until    time.Duration // from now: when the caller stops waiting (0: never)
 	wantOK   bool
 }
 
@@ -41,6 +43,25 @@ var gcraCases = []gcraCase{
 	{name: "large block", tat: time.Second, inc: 90 * time.Minute, maxWait: -1, wantOK: true},
 	{name: "the clock went back 10 s", tat: 10500 * time.Millisecond, back: 10 * time.Second, inc: 100 * time.Millisecond, maxWait: -1, wantOK: true},
 	{name: "the clock went back an hour", tat: time.Hour, back: time.Hour, inc: 100 * time.Millisecond, maxWait: time.Millisecond, wantOK: true},
+	{name: "a debt placed back on a free past", tat: -5 * time.Second, inc: time.Second, offset: -3 * time.Second, maxWait: -1, wantOK: true},
+	{name: "a debt placed back after the schedule's end", tat: -time.Second, inc: 2 * time.Second, offset: -3 * time.Second, maxWait: -1, wantOK: true},
+	{name: "a debt placed back on a busy schedule", tat: 2 * time.Second, inc: time.Second, offset: -3 * time.Second, maxWait: -1, wantOK: true},
+	{name: "a debt placed back, no key", noKey: true, inc: 500 * time.Millisecond, offset: -time.Minute, maxWait: -1, wantOK: true},
+	{name: "a block after the reply's way back", noKey: true, inc: 100 * time.Millisecond, offset: 30 * time.Millisecond, maxWait: time.Second, wantOK: true},
+	{name: "after the reply's way back: past the deadline", tat: -time.Second, inc: 100 * time.Millisecond, offset: 30 * time.Millisecond, maxWait: 20 * time.Millisecond, wantOK: false},
+	{name: "nobody waits for it any more", tat: 300 * time.Millisecond, inc: 100 * time.Millisecond, until: -time.Millisecond, maxWait: -1, wantOK: false},
+	{name: "still waited for", tat: 300 * time.Millisecond, inc: 100 * time.Millisecond, until: time.Hour, maxWait: -1, wantOK: true},
+}
+
+// modelAt runs the case's call a on the model at the script's now, from the
+// schedule's tat (zero: no key): the reply the script must give.
+func (tc gcraCase) modelAt(tat time.Time, now int64, a backend.GCRAArgs) backend.GCRAResult {
+	var t int64
+	if !tat.IsZero() {
+		t = tat.UnixMicro()
+	}
+	ok, wait, from, to := backend.GCRACall(t, now, a)
+	return backend.GCRAResult{OK: ok, Wait: time.Duration(wait) * time.Microsecond, From: time.UnixMicro(from), To: time.UnixMicro(to)}
 }
 
 func serverMicros(t *testing.T, c *redis.Client) int64 {
@@ -67,7 +88,13 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 				}
 				c.Expire(context.Background(), keys.TAT, 2*time.Hour)
 			}
-			a := backend.GCRAArgs{Inc: us(tc.inc), Tol: us(tc.tol), MaxWait: usWait(tc.maxWait), Member: "m1", MemberTTL: 30000}
+			a := backend.GCRAArgs{Inc: us(tc.inc), Tol: us(tc.tol), MaxWait: usWait(tc.maxWait), Member: "m1", MemberTTL: 30000, Offset: us(tc.offset)}
+			if tc.offset < 0 {
+				a.Offset = -us(-tc.offset)
+			}
+			if tc.until != 0 {
+				a.Until = serverMicros(t, c) + int64(tc.until/time.Microsecond)
+			}
 			r, err := be.gcra(context.Background(), keys, a)
 			if err != nil {
 				t.Fatal(err)
@@ -76,7 +103,7 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 			if !tc.noKey {
 				tatTime = time.UnixMicro(tat - max(at-r.Now, 0))
 			}
-			m := backend.GCRAAt(tatTime, time.UnixMicro(r.Now), tc.inc, tc.tol, tc.maxWait)
+			m := tc.modelAt(tatTime, r.Now, a)
 			got := backend.GCRAResult{OK: r.OK, Wait: time.Duration(r.Wait) * time.Microsecond, From: time.UnixMicro(r.From), To: time.UnixMicro(r.To)}
 			if got != m {
 				t.Fatalf("script %+v, model %+v", got, m)

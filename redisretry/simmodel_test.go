@@ -25,6 +25,9 @@ func TestScriptsMatchSimulatorModels(t *testing.T) {
 	ctx := context.Background()
 
 	for _, tc := range gcraCases {
+		if tc.offset != 0 || tc.until != 0 {
+			continue // the simulator's model has neither (it reserves per call, from now)
+		}
 		t.Run("gcra/"+tc.name, func(t *testing.T) {
 			keys := backend.NewQuotaKeys(testKey(t))
 			var tat, at int64

@@ -69,6 +69,16 @@ type GCRAArgs struct {
 	Inc, Tol, MaxWait int64 // microseconds; MaxWait -1 for none
 	Member            string
 	MemberTTL         int64 // milliseconds
+	// Offset (µs) is where the block may start at the earliest, from the
+	// server's now: after it (> 0) for callers that cannot use a slot
+	// before the reply reaches them, or before it (< 0) where the schedule
+	// is free then, to reserve requests a process already let start
+	// without Redis.
+	Offset int64
+	// Until (µs of the server's time; 0 for none) is when the caller stops
+	// waiting for the reply: a call that runs later (a Redis stopped with
+	// SIGSTOP runs what it received when it resumes) reserves nothing.
+	Until int64
 }
 
 // GCRAReply is gcra.lua's reply.
@@ -84,7 +94,7 @@ type GCRAReply struct {
 func (r GCRAReply) Valid(a GCRAArgs) bool {
 	const limit = 1 << 53 // µs: the script's numbers are exact below it
 	switch {
-	case r.Now <= 0 || r.Now >= limit || r.From < r.Now || r.To < r.From || r.To >= limit || r.Members < 0:
+	case r.Now <= 0 || r.Now >= limit || r.From < r.Now+min(a.Offset, 0) || r.To < r.From || r.To >= limit || r.Members < 0:
 		return false
 	case r.Wait != max(r.From-a.Tol, r.Now)-r.Now:
 		return false

@@ -18,8 +18,18 @@ import (
 // (ok) only if its first request can start less than maxWait after now; from
 // and to bound it (from == to when nothing was reserved).
 func GCRAMicros(tat, now, inc, tol, maxWait int64) (ok bool, wait, from, to int64) {
-	if tat < now {
-		tat = now
+	return GCRAMicrosAt(tat, now, 0, inc, tol, maxWait)
+}
+
+// GCRAMicrosAt is GCRAMicros for a block that starts no earlier than now +
+// offset (gcra.lua's ARGV[6]): after now for callers that cannot use a slot
+// before the reply reaches them; before now (where the schedule is free
+// then) for a process reserving what it let start without Redis, at about
+// the time it did, so that it takes no place the schedule still has free now
+// if nobody reserved those times meanwhile.
+func GCRAMicrosAt(tat, now, offset, inc, tol, maxWait int64) (ok bool, wait, from, to int64) {
+	if floor := now + offset; tat < floor {
+		tat = floor
 	}
 	start := max(tat-tol, now)
 	wait = start - now
@@ -28,6 +38,23 @@ func GCRAMicros(tat, now, inc, tol, maxWait int64) (ok bool, wait, from, to int6
 	}
 	return true, wait, tat, tat + inc
 }
+
+// GCRACall is gcra.lua's decision on the schedule's tat (µs, 0 for a key
+// that does not exist, already moved back if the server's clock went back)
+// for the call a at now: GCRAMicrosAt, unless nobody waits for the reply any
+// more (now after a.Until): then nothing is reserved, and ok is false.
+func GCRACall(tat, now int64, a GCRAArgs) (ok bool, wait, from, to int64) {
+	if a.Until > 0 && now > a.Until {
+		from = max(tat, now)
+		return false, max(from-a.Tol, now) - now, from, from
+	}
+	return GCRAMicrosAt(tat, now, a.Offset, a.Inc, a.Tol, a.MaxWait)
+}
+
+// GCRATTL is how long (ms) gcra.lua keeps a schedule whose TAT is now to,
+// at server time now, for a call of the given offset: until the TAT passes,
+// and at least as long as a block may be placed back.
+func GCRATTL(to, now, offset int64) int64 { return FloorDiv(max(to-now, -offset, 0), 1000) + 1 }
 
 // GCRAResult is GCRAMicros's outcome in times.
 type GCRAResult struct {

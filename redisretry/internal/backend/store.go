@@ -117,9 +117,9 @@ func (s *Store) gcra(now int64, k QuotaKeys, a GCRAArgs) GCRAReply {
 	if at > now {
 		tat -= at - now // the server's clock went back since
 	}
-	ok, wait, from, to := GCRAMicros(tat, now, a.Inc, a.Tol, a.MaxWait)
+	ok, wait, from, to := GCRACall(tat, now, a)
 	if ok && a.Inc > 0 {
-		s.quotas[k.TAT] = &schedule{tat: to, at: now, expMS: nowms + FloorDiv(to-now, 1000) + 1}
+		s.quotas[k.TAT] = &schedule{tat: to, at: now, expMS: nowms + GCRATTL(to, now, a.Offset)}
 		s.counts.Reserved += to - from
 	}
 	return GCRAReply{OK: ok, Wait: wait, From: from, To: to, Now: now, Members: members}
