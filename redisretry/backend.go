@@ -28,19 +28,37 @@ type runner interface {
 
 // env is what a limiter is built on.
 type env struct {
-	clock backend.Clock
-	tr    backend.Transport
-	rand  func() float64 // nil: the config's Rand or math/rand/v2
-	sim   backend.Env    // the harness's env, if the client is one
+	clock   backend.Clock
+	tr      backend.Transport
+	rand    func() float64 // nil: the config's Rand or math/rand/v2
+	sim     backend.Env    // the harness's env, if the client is one
+	connect time.Duration  // how long a connection may take to set up; 0: DefaultDialTimeout
 }
 
 // envFor returns the env of a limiter on client: the client's own if it
-// implements backend.Env, else the scripts run on client.
+// implements backend.Env, else the scripts run on client, whose connections
+// take at most its DialTimeout to set up.
 func envFor(client redis.Scripter, now func() time.Time) env {
 	if e, ok := client.(backend.Env); ok {
 		return env{clock: e, tr: e, rand: e.Float64, sim: e}
 	}
-	return runnerEnv(scriptRunner{client}, now)
+	e := runnerEnv(scriptRunner{client}, now)
+	e.connect = dialTimeout(client)
+	return e
+}
+
+// dialTimeout is the DialTimeout of a go-redis client (0 if client is
+// something else): the bound of a connection's dial and TLS handshake.
+func dialTimeout(client redis.Scripter) time.Duration {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().DialTimeout
+	case *redis.ClusterClient:
+		return c.Options().DialTimeout
+	case *redis.Ring:
+		return c.Options().DialTimeout
+	}
+	return 0
 }
 
 // runnerEnv returns the production env on r: the clock is now (nil means

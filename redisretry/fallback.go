@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,6 +124,12 @@ type Event struct {
 	Err     error         // EventFallback: the Redis error
 	Wait    time.Duration // EventQuotaWait, EventCooldownWait, EventHint
 	Units   int64         // EventRefill: units or permits granted
+	// EventFallback of a fail-local Quota: the fleet's size its local
+	// share divides the quota by (QuotaConfig.FleetSize, else the
+	// processes last counted in Redis), and Cold when Redis never answered
+	// and the size is DefaultColdFleetSize, a default.
+	FleetSize int
+	Cold      bool
 }
 
 // Observer receives a limiter's events: state changes (one per change, never
@@ -146,7 +153,8 @@ type Stats struct {
 }
 
 // common holds the fields every config has, resolved, and what the limiter
-// is built on: its clock and its transport to Redis.
+// is built on: its clock, its transport to Redis and the bound of a
+// connection's setup (the client's DialTimeout).
 type common struct {
 	limiter, key  string
 	timeout       time.Duration
@@ -156,6 +164,7 @@ type common struct {
 	observer      Observer
 	clock         backend.Clock
 	tr            backend.Transport
+	connect       time.Duration
 }
 
 func checkCommon(config, key string, timeout, probe time.Duration, mode FailureMode) error {
@@ -192,7 +201,11 @@ func newCommon(limiter, key string, timeout, probe time.Duration, mode FailureMo
 	if probe == 0 {
 		probe = DefaultProbeInterval
 	}
-	return common{limiter, key, timeout, probe, mode, l, o, e.clock, e.tr}
+	connect := e.connect
+	if connect <= 0 {
+		connect = DefaultDialTimeout
+	}
+	return common{limiter, key, timeout, probe, mode, l, o, e.clock, e.tr, connect}
 }
 
 func (c *common) now() time.Time { return c.clock.Now() }
@@ -200,11 +213,22 @@ func (c *common) now() time.Time { return c.clock.Now() }
 // guard runs a limiter's Redis calls, each bounded by the timeout whatever the
 // client's own settings, and keeps the health state: one log line and one
 // event per change.
+//
+// Connecting is not deciding: until a limiter has had its first answer from
+// Redis, its calls are bounded by the time a connection may take to set up
+// (the client's DialTimeout, DefaultDialTimeout if unknown, if longer than
+// the timeout): a fresh process's first call dials, makes the TLS handshake
+// and loads the script. After that each call is bounded by the timeout.
 type guard struct {
 	common
 	state     atomic.Uint32 // a State
 	nextProbe atomic.Int64  // UnixNano: when a fallback limiter may try Redis
 	probing   atomic.Bool
+	reached   atomic.Bool // Redis answered once
+	// share, if not nil, returns the fleet's size a local decision divides
+	// the quota by and whether it is a default (the fleet never counted),
+	// for the line and the event of a fallback.
+	share func() (size int64, cold bool)
 
 	mu     sync.Mutex     // guards closed and the start of calls
 	closed bool           // Close was called: no call starts
@@ -244,15 +268,25 @@ func (g *guard) failed(err error) {
 	g.nextProbe.Store(g.now().Add(g.probeInterval).UnixNano())
 	if g.state.CompareAndSwap(uint32(StateRedis), uint32(StateFallback)) {
 		g.fallbacks.Add(1)
-		g.log().Warn("redisretry: Redis unavailable, deciding without it",
-			"limiter", g.limiter, "key", g.key, "on_failure", g.mode.String(), "error", err.Error())
-		g.emit(Event{Kind: EventFallback, Err: err})
+		attrs := []any{"limiter", g.limiter, "key", g.key, "on_failure", g.mode.String(), "error", err.Error()}
+		ev := Event{Kind: EventFallback, Err: err}
+		if g.share != nil && g.mode == FailLocal {
+			size, cold := g.share()
+			ev.FleetSize, ev.Cold = int(size), cold
+			attrs = append(attrs, "fleet_size", size)
+			if cold {
+				attrs = append(attrs, "fleet_size_from", "default: Redis never answered (set FleetSize)")
+			}
+		}
+		g.log().Warn("redisretry: Redis unavailable, deciding without it", attrs...)
+		g.emit(ev)
 	}
 }
 
 // succeeded records a Redis answer: a limiter in StateFallback goes back to
 // StateRedis.
 func (g *guard) succeeded() {
+	g.reached.Store(true)
 	if g.state.CompareAndSwap(uint32(StateFallback), uint32(StateRedis)) {
 		g.log().Info("redisretry: Redis available again", "limiter", g.limiter, "key", g.key)
 		g.emit(Event{Kind: EventRecovered})
@@ -273,14 +307,49 @@ func (e errTimeout) Is(t error) bool { return t == context.DeadlineExceeded }
 // marked as failed for it.
 var errSlow = errors.New("redisretry: Redis did not answer in time for this call")
 
-// send starts one Redis call, bounded by the timeout whatever the client
-// does: done is called exactly once, never before send returns, with the
-// reply, with the call's error, or with errTimeout when the timeout passes
-// first. Redis is marked failed right then (not when a client that ignores
-// deadlines returns), and a reply that comes later is thrown away. Every
-// outcome tells the health state. send returns false, and never calls done,
-// when the limiter is closed; Close waits for the calls sent.
+// bound is how long a call made now may take before Redis counts as failed:
+// the timeout once Redis has answered, and before that the longer of the
+// timeout and the connection's setup.
+func (g *guard) bound() time.Duration {
+	if g.reached.Load() {
+		return g.timeout
+	}
+	return max(g.timeout, g.connect)
+}
+
+// patience is how long a call made now is waited for at most, past its
+// bound: the bound plus a connection's setup. A reply after the bound is
+// still a reply (see send); after patience the transport gives up.
+func (g *guard) patience() time.Duration { return g.bound() + g.connect }
+
+// isTimeout reports whether err says that a call ran out of time (a context
+// deadline, or a network timeout such as go-redis's "i/o timeout").
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// send starts one Redis call, bounded by bound whatever the client does: done
+// is called exactly once, never before send returns, with the reply, with the
+// call's error, or with errTimeout when the bound passes first. Redis is
+// marked failed right then (not when a client that ignores deadlines
+// returns). Every outcome tells the health state. send returns false, and
+// never calls done, when the limiter is closed; Close waits for the calls
+// sent.
+//
+// The call itself is not abandoned at the bound: the transport gives it the
+// bound plus a connection's setup (its context ends then), and a reply that
+// comes after the bound is still a reply: it marks Redis available again,
+// and late (if not nil) receives it. A stalled Redis is always reported as
+// errTimeout: a timeout the client reports (go-redis's "i/o timeout", a
+// context deadline) is the same event, and whichever of the two comes first
+// is told the same way.
 func (g *guard) send(c backend.Call, done func(backend.Reply, error)) bool {
+	return g.sendLate(c, done, nil)
+}
+
+// sendLate is send, with late receiving a reply that comes after the bound.
+func (g *guard) sendLate(c backend.Call, done func(backend.Reply, error), late func(backend.Reply)) bool {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -289,21 +358,33 @@ func (g *guard) send(c backend.Call, done func(backend.Reply, error)) bool {
 	g.wg.Add(1)
 	g.mu.Unlock()
 	g.roundTrips.Add(1)
+	bound, patience := g.bound(), g.patience()
 	p := &inflight{}
-	p.stop = g.clock.AfterFunc(g.timeout, func() {
+	p.stop = g.clock.AfterFunc(bound, func() {
 		if p.over.CompareAndSwap(false, true) {
-			err := errTimeout{g.timeout}
+			err := errTimeout{bound}
 			g.failed(err)
 			done(backend.Reply{}, err)
 		}
 	})
-	g.tr.Send(c, g.timeout, func(r backend.Reply, err error) {
+	g.tr.Send(c, patience, func(r backend.Reply, err error) {
 		defer g.wg.Done()
 		if !p.over.CompareAndSwap(false, true) {
-			return // timed out: Redis was marked failed at the timeout
+			// Past the bound: Redis was marked failed then. A reply is a
+			// reply all the same.
+			if err == nil {
+				g.succeeded()
+				if late != nil {
+					late(r)
+				}
+			}
+			return
 		}
 		p.stop()
 		if err != nil {
+			if isTimeout(err) {
+				err = errTimeout{bound}
+			}
 			g.failed(err)
 			done(backend.Reply{}, err)
 			return

@@ -84,13 +84,20 @@ func TestQuotaFallbackAndRecovery(t *testing.T) {
 func TestCallsBoundedByTimeout(t *testing.T) {
 	// A server that stalls (SIGSTOP, a full network buffer) never holds a
 	// caller longer than the timeout: the calls decide locally after it.
+	// (Before a limiter first reached Redis its calls are bounded by the
+	// connection's setup instead: TestColdCallsBoundedByTheDialTimeout.)
 	synctest.Test(t, func(t *testing.T) {
 		leaks := noLeaks(t)
 		mem := newMem()
-		release := mem.setHang()
 		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard})
 		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard})
 		d, _ := newCooldown(mem, CooldownConfig{Key: "k", Logger: discard})
+		// Each reaches Redis once.
+		q.Reserve(t.Context(), time.Now(), time.Time{})
+		b.Admit(true)
+		d.Reserve(t.Context(), time.Now(), time.Time{})
+		time.Sleep(time.Second) // the quota's slot and the cooldown's cache pass
+		release := mem.setHang()
 		for _, call := range []func() error{
 			func() error { _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); return err },
 			func() error { b.Admit(true); return nil },
@@ -350,27 +357,36 @@ func TestInlineCallMarksFailureAtTheDeadline(t *testing.T) {
 	// A call (refill, flush, probe) to a client that ignores context
 	// deadlines: Redis is marked failed when the timeout passes, not when
 	// the call returns seconds later, so callers fall back at once; the
-	// late reply is thrown away.
+	// late reply does not decide the call a second time, but it is a reply:
+	// Redis is available again, and the caller that asked for late replies
+	// gets it.
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		release := mem.setHang()
 		var g guard
 		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, runnerEnv(mem, nil))
-		done := make(chan error, 2)
 		call := backend.Call{Script: backend.Cooldown, Cooldown: "k"}
-		g.send(call, func(_ backend.Reply, err error) { done <- err })
+		if _, err := g.call(t.Context(), call); err != nil { // connected
+			t.Fatal(err)
+		}
+		release := mem.setHang()
+		done := make(chan error, 2)
+		late := make(chan backend.Reply, 1)
+		g.sendLate(call, func(_ backend.Reply, err error) { done <- err }, func(r backend.Reply) { late <- r })
 		time.Sleep(DefaultTimeout + time.Millisecond)
 		synctest.Wait()
 		if g.stats().State != StateFallback {
 			t.Fatalf("state %v %v after the call began, with the call still running", g.stats().State, DefaultTimeout+time.Millisecond)
 		}
-		if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("a call past its timeout: %v, want a timeout", err)
+		if err := <-done; !errors.Is(err, context.DeadlineExceeded) || err.Error() != "redisretry: Redis did not answer within 20ms" {
+			t.Fatalf("a call past its timeout: %v, want the timeout", err)
 		}
 		release()
 		synctest.Wait()
 		if len(done) != 0 {
-			t.Fatalf("the late reply was delivered too: %v", <-done)
+			t.Fatalf("the late reply decided the call again: %v", <-done)
+		}
+		if len(late) != 1 || g.stats().State != StateRedis {
+			t.Fatalf("the late reply: %d delivered, state %v; want it delivered and Redis available again", len(late), g.stats().State)
 		}
 		// An answer in time is a success.
 		if r, err := g.call(t.Context(), call); err != nil || r.Cooldown.Now == 0 || g.stats().State != StateRedis {
