@@ -288,7 +288,7 @@ func BenchmarkRefill(b *testing.B) {
 		q.mu.Unlock()
 		send := q.g.now()
 		q.g.send(call, func(r backend.Reply, err error) {
-			q.refilled(20, time.Microsecond, send, r.GCRA, err)
+			q.refilled(20, 1, sent{at: send}, r.GCRA, err)
 			landed <- struct{}{}
 		})
 		<-landed

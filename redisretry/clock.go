@@ -74,6 +74,17 @@ func (c *serverClock) latest(s int64, now time.Time) time.Time {
 	return c.base.Add(time.Duration(s+hi) * time.Microsecond)
 }
 
+// serverAt returns the earliest time (µs) the server's clock may read at
+// local time t, 0 if nothing is known yet.
+func (c *serverClock) serverAt(t time.Time) int64 {
+	if !c.set {
+		return 0
+	}
+	l := c.local(t)
+	hi, _ := c.bounds(l)
+	return l - hi
+}
+
 // width returns how uncertain the placing is at local time now: the
 // distance between the bounds.
 func (c *serverClock) width(now time.Time) time.Duration {
@@ -83,6 +94,10 @@ func (c *serverClock) width(now time.Time) time.Duration {
 	hi, lo := c.bounds(c.local(now))
 	return time.Duration(hi-lo) * time.Microsecond
 }
+
+// placed is a block of the schedule on the local clock: from tat to full,
+// of which the slots up to end may be used.
+type placed struct{ tat, end, full time.Time }
 
 // place returns the block of the schedule from..to (server µs) on the local
 // clock, by the latest local time at which the server's clock may read each:
@@ -98,8 +113,9 @@ func (c *serverClock) width(now time.Time) time.Duration {
 // passed slot may still be used, and when the width is larger than slack it
 // cuts the block's end by the difference (keeping at least keep, one slot:
 // a block is never lost whole).
-func (c *serverClock) place(from, to int64, keep, slack time.Duration, now time.Time) block {
-	b := block{tat: c.latest(from, now), end: c.latest(to, now)}
+func (c *serverClock) place(from, to int64, keep, slack time.Duration, now time.Time) placed {
+	b := placed{tat: c.latest(from, now), end: c.latest(to, now)}
+	b.full = b.end
 	if cut := c.width(now) - slack; cut > 0 {
 		b.end = later(b.end.Add(-cut), b.tat.Add(min(keep, b.end.Sub(b.tat))))
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +19,12 @@ import (
 // DefaultQuotaLease is the most requests' worth of the schedule a Quota
 // takes per Redis round trip, used when QuotaConfig.Lease is 0.
 const DefaultQuotaLease = 20
+
+// DefaultColdFleetSize is the fleet's size a Quota assumes while it has never
+// reached Redis and QuotaConfig.FleetSize is 0: its local share is then a
+// tenth of the quota. A process that cannot count the fleet is not alone:
+// pacing at the whole quota, N such processes would send N times it.
+const DefaultColdFleetSize = 10
 
 // memberTTL is how long a process counts as a member of the fleet after its
 // last call to the quota script.
@@ -36,14 +41,14 @@ type QuotaConfig struct {
 	// Limit is the quota, e.g. PerMinute(600) or ParseLimit("600/1m").
 	Limit Limit
 
-	// Lease is the most requests' worth of the schedule taken per Redis
-	// round trip (with [WithCost], units are that many times the cost).
-	// This process hands the slots of a block out locally, at the pace,
-	// and takes the next block before the current one runs out. Larger
-	// leases mean fewer round trips, but a process holds a longer stretch
-	// of the fleet's schedule that the others wait behind. The size adapts
-	// to this process's demand, up to Lease (and never more than the
-	// quota's Rate). 0 means 20.
+	// Lease is the most requests' worth of the schedule taken ahead of
+	// need per Redis round trip (with [WithCost], units are that many times
+	// the cost). A Quota takes slots ahead of need only as many as this
+	// process will use before they expire (its own rate of requests over
+	// the Slack), or while it alone reserves on the schedule; a quiet
+	// process takes one slot per request, one round trip each (see
+	// docs/fleet.md). 0 means 20. At a rate above a million per second a
+	// block holds at least a microsecond's worth of the schedule.
 	Lease int64
 
 	// Slack is how late a leased slot may still be used: a slot this
@@ -52,18 +57,24 @@ type QuotaConfig struct {
 	// window (2 % by default) while a busy process catches up. It covers
 	// the uncertainty of where the server's clock falls on the local one
 	// too (about the fastest round trip seen): that much less is left for
-	// catching up, and a block is cut by what exceeds Slack. It must be
-	// less than the Period. 0 means Period/50; use a negative value for
-	// none.
+	// catching up, and a block is cut by what exceeds Slack. What is left
+	// is also how far ahead of need a process holds slots. It must be less
+	// than the Period. 0 means Period/50; use a negative value for none.
 	Slack time.Duration
 
 	// FleetSize is the number of processes that share the quota, for the
-	// local fallback: each then paces at Rate/FleetSize. 0 means the
-	// number of processes that used the quota in the last 30 s, as counted
-	// in Redis (1 until Redis has been reached once).
+	// decisions made without Redis: each process then paces at
+	// Rate/FleetSize. 0 means the number of processes that used the quota
+	// in the last 30 s, as counted in Redis, and DefaultColdFleetSize (10)
+	// while this process has never reached Redis. Set it when processes
+	// may start while Redis is down, or when the fleet is larger than that
+	// (see docs/fleet.md).
 	FleetSize int
 
-	// Timeout bounds each Redis call. 0 means 20 ms.
+	// Timeout bounds each Redis call once a connection is up: the longest
+	// a caller waits for Redis. 0 means 20 ms. A fresh process's first
+	// calls are bounded by the client's DialTimeout instead, if longer
+	// (the dial and TLS handshake; see [NewClientWith]).
 	Timeout time.Duration
 
 	// ProbeInterval is how often a Quota that fell back tries Redis
@@ -112,57 +123,107 @@ func (c QuotaConfig) Validate() error {
 // [Quota.Wait] before each request.
 //
 // The quota is the generic cell rate algorithm of go-redis/redis_rate, run as
-// one Lua script per round trip on a schedule shared in Redis. To avoid a
-// round trip per attempt, a Quota reserves a block of slots at a time (see
-// QuotaConfig.Lease) and hands them out locally at the pace; a slot not used
-// within QuotaConfig.Slack of its time is lost. Every attempt takes a slot,
-// the first and every retry, whatever its outcome: a request that came back
-// 429 used the quota all the same.
+// one Lua script per round trip on a schedule shared in Redis. Every attempt
+// takes a slot, the first and every retry, whatever its outcome: a request
+// that came back 429 used the quota all the same. The loop asks for a slot
+// right before each attempt, after any backoff wait, so a slot is counted
+// when its attempt is sent.
 //
-// The loop asks for a slot right before each attempt, after any backoff wait,
-// so a slot is counted when its attempt is sent. Callers that find the lease
-// empty queue, first come first served, for the next block (they wait for it
-// at most QuotaConfig.Timeout). A block is placed on the local clock by
-// bounds on the server's clock learnt from every round trip, never by one
-// reply's arrival, so that a slot is never used before its place on the
-// server nor more than QuotaConfig.Slack after it, whatever the replies'
-// delays: the processes' blocks do not overlap (see docs/fleet.md).
+// How the lease works. A Quota reserves blocks of the schedule and hands
+// their slots out locally, at the pace; a slot not used within
+// QuotaConfig.Slack of its time is lost. Callers that find no slot queue,
+// first come first served, for the next block, sized for all of them and
+// taken only if its first slot starts before the latest of their deadlines:
+// in a congested schedule every caller waits in one fleet-wide queue, in the
+// order it asked. A block holds more than what is queued (slots ahead of
+// need, up to QuotaConfig.Lease) only when this process will use them before
+// they expire: as many as its own measured rate of requests fills within
+// the Slack, at most its share of the fleet's (the quota's Slack's worth
+// over the processes counted in Redis), and only while the schedule is free
+// within the Slack; or while this process alone reserves on the schedule
+// (its blocks follow each other), and then never past the longest deadline
+// of its recent calls. So a quiet process takes one slot per request, a busy
+// one amortises its round trips, and no process holds slots the others wait
+// behind. A block is placed on the local clock by bounds on the server's
+// clock learnt from every round trip, never by one reply's arrival, so that
+// a slot is never used before its place on the server nor more than Slack
+// after it, whatever the replies' delays.
 //
-// When Redis fails, is slower than QuotaConfig.Timeout or answers errors,
-// the Quota decides by QuotaConfig.OnFailure (by default a local pacer at
-// this process's share of the quota), logs one line, and goes back to Redis
-// when a probe succeeds. A Quota is safe for concurrent use; its lease is
-// behind one mutex, its state and counters are atomic.
+// When Redis fails, is slower than the Timeout or answers errors, the Quota
+// uses the slots it holds, then decides by QuotaConfig.OnFailure: by default
+// a local pacer at this process's share of the quota, starting as far ahead
+// as the schedule ran when Redis last answered. It logs one line, and goes back to
+// Redis when a probe succeeds or a late reply comes: a reply after the
+// Timeout is a reply, and its block is kept. What it let start locally is
+// reserved on the schedule when Redis answers again (placed back at the time
+// it started, where the schedule was free then), and for a ProbeInterval
+// after its last local decision its starts stay within its share, so that
+// the fleet's average holds while the other processes come back. After a
+// flush or a restart that lost the schedule, the slots it had granted and
+// not yet seen start are reserved again.
+//
+// A Quota is safe for concurrent use; its lease is behind one mutex, its
+// state and counters are atomic.
 type Quota struct {
-	g      guard
-	env    env
-	keys   backend.QuotaKeys
-	limit  Limit
-	lease  int64 // most requests' worth per round trip
-	slack  time.Duration
-	fleet  int
-	member string
+	g        guard
+	env      env
+	keys     backend.QuotaKeys
+	limit    Limit
+	lease    int64 // most requests' worth ahead of need per round trip
+	slack    time.Duration
+	fleet    int
+	member   string
+	perMicro int64         // units in a microsecond of the schedule: the least a block holds
+	tau      time.Duration // the memory of the rate of requests
 
 	mu       sync.Mutex
-	blocks   []block        // leased stretches of the schedule, in order
+	blocks   []block        // leased stretches of the schedule, by their start
 	queue    []*reservation // callers waiting for the next block, in order
 	inflight int64          // units asked for by the refills in flight
 	refills  int            // refills in flight
 	idle     []func()       // called when no refill is in flight (Close)
-	want     int64          // units to ask for at a refill
-	used     int64          // units taken since the last resize
-	usedD    time.Duration  // the schedule they took
-	lost     time.Duration  // the schedule let pass unused since the last resize
-	merged   bool           // a block extended the last one since the last resize
-	landed   bool           // a block landed since the last resize
-	most     int64          // the largest cost taken since the last resize
-	members  int64          // the fleet's size as last counted in Redis
+	closing  bool           // Close was called: no refill starts
 	clock    serverClock    // the server's clock, on the local one
 	rtt      time.Duration  // the round trip's time, smoothed
-	local    time.Time      // the local fallback pacer's TAT
-	closing  bool           // Close was called: no refill starts
+	rttMin   time.Duration  // the fastest round trip
+	members  int64          // the fleet's size as last counted in Redis (0: never)
+	lead     time.Duration  // how far past its arrival the schedule ran at the last reply
+	lastTo   int64          // where this process's latest block ended on the schedule (µs)
+	grow     int64          // units ahead of need while this process alone reserves
+	d        demand         // this process's requests
+	last     take           // the last slot taken from the lease (giveBack)
+	granted  []grant        // starts given that may still be ahead (flush)
 
-	lastStart, lastEnd time.Time // the start given by the last take, and its block's TAT after it
+	// Without Redis.
+	local      time.Time // the local share pacer's next free start
+	debt       int64     // units started without Redis, not reserved on the schedule yet
+	debtFrom   time.Time // when the first of them started
+	sending    int64     // of the debt, units being reserved now
+	fellAt     time.Time // the first decision without Redis since it last answered
+	shareUntil time.Time // until then the starts stay within this process's share too
+}
+
+// demand is what a process measures of its own requests.
+type demand struct {
+	rate   float64       // units asked for per second, decayed over tau
+	at     time.Time     // when rate was last updated
+	dl     time.Duration // the longest deadline of the recent calls
+	dlAt   time.Time     // when dl was seen
+	noDLAt time.Time     // when a call without a deadline last came
+	most   int64         // the largest cost asked for recently
+}
+
+// take is a slot taken from the lease: the block (by its start on the
+// schedule), the units after it, and its start.
+type take struct {
+	from, next, n int64
+	start         time.Time
+}
+
+// grant is a start handed out, of n units.
+type grant struct {
+	t time.Time
+	n int64
 }
 
 // reservation is one Reserve being decided: n units for an attempt that can
@@ -174,26 +235,23 @@ type reservation struct {
 	e        time.Time
 	deadline time.Time
 	done     func(time.Time, error)
+	noted    bool // counted in the process's demand
 
 	// Under Quota.mu:
-	over  bool          // decided or cancelled: nothing else may decide it
-	stop  func() bool   // the timer it waits on (until earliest, or for a refill)
-	wait  time.Duration // how long it waits for a refill: the timeout, or less (the deadline)
-	start time.Time     // set by the refill that served it
-	err   error         // a slot past the deadline, or the refill's Redis error
-}
-
-// block is a stretch of the fleet's schedule leased to this process, in
-// local time: slots from tat (the next free place) to end.
-// from and to are its place in the server's time (µs).
-type block struct {
-	tat, end time.Time
-	from, to int64
+	over       bool          // decided or cancelled: nothing else may decide it
+	stop       func() bool   // the timer it waits on (until earliest, or for a refill)
+	wait       time.Duration // how long it waits for a refill: the bound, or less (the deadline)
+	byDeadline bool          // the deadline ends that wait, before the bound
+	start      time.Time     // set by the refill that served it
+	err        error         // a slot past the deadline, or the refill's Redis error
 }
 
 // NewQuota returns a Quota on client (a *redis.Client, ClusterClient, Ring or
-// any redis.Scripter) configured by c. It makes no network call. It returns
-// c's validation error, or an error if client is nil.
+// any redis.Scripter) configured by c. It does not wait for the network: it
+// starts connecting in the background (one call to the quota's script,
+// bounded by the client's DialTimeout, which also counts the fleet), so that
+// the first decision finds a connection. It returns c's validation error, or
+// an error if client is nil.
 func NewQuota(client redis.Scripter, c QuotaConfig) (*Quota, error) {
 	if client == nil {
 		return nil, errors.New("redisretry: NewQuota: nil client")
@@ -214,6 +272,7 @@ func newQuotaOn(e env, c QuotaConfig) (*Quota, error) {
 		slack: c.Slack, fleet: c.FleetSize, member: newMemberID(),
 	}
 	q.g.common = newCommon("quota", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
+	q.g.share = q.shareInfo
 	if q.lease == 0 {
 		q.lease = DefaultQuotaLease
 	}
@@ -223,8 +282,10 @@ func newQuotaOn(e env, c QuotaConfig) (*Quota, error) {
 	case q.slack < 0:
 		q.slack = 0
 	}
-	q.want = min(4, q.lease) // the first lease; it doubles while used up
+	q.perMicro = unitsPerMicro(c.Limit)
+	q.tau = max(10*q.slack, time.Second)
 	e.attach(quotaCore{q})
+	q.warm()
 	return q, nil
 }
 
@@ -238,7 +299,7 @@ func newMemberID() string {
 type quotaCore struct{ q *Quota }
 
 func (c quotaCore) Reserve(n int64, earliest, deadline time.Time, done func(time.Time, error)) {
-	c.q.reserveAsync(max(n, 1), earliest, deadline, done)
+	c.q.reserveAsync(max(n, 1), earliest, deadline, false, done)
 }
 
 func (c quotaCore) Close(done func()) {
@@ -271,9 +332,10 @@ func costFrom(ctx context.Context) int64 {
 // not zero) is not taken: the error wraps [retry.ErrPastDeadline] and says how
 // long the quota would have needed. A fail-closed Quota whose Redis is
 // unavailable returns an error wrapping [ErrUnavailable]. Reserve waits for
-// Redis at most QuotaConfig.Timeout, never past deadline (then it returns at
-// the deadline with an error wrapping [retry.ErrPastDeadline]) and not after
-// ctx ends (then it returns ctx's cause).
+// Redis at most QuotaConfig.Timeout (a fresh process's first call: the
+// client's DialTimeout), never past deadline (then it returns at the deadline
+// with an error wrapping [retry.ErrPastDeadline]) and not after ctx ends (then
+// it returns ctx's cause).
 //
 // The loop, and [retry.Pacers] after a [Cooldown], call it right before the
 // attempt, with earliest now. A caller that passes an earliest in the future
@@ -361,9 +423,11 @@ func (q *Quota) closeAsync(done func(error)) bool {
 func (q *Quota) giveBackLease(done func(error)) {
 	q.mu.Lock()
 	var unused, to int64
-	if n := len(q.blocks); n > 0 {
-		b := q.blocks[n-1]
-		to, unused = b.to, us(b.end.Sub(later(b.tat, q.g.now())))
+	now := q.g.now()
+	for _, b := range q.blocks {
+		if b.to > to {
+			to, unused = b.to, b.unusedMicros(now)
+		}
 	}
 	q.blocks = nil
 	q.mu.Unlock()
@@ -408,16 +472,19 @@ func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Ti
 	if ctx.Err() != nil {
 		return time.Time{}, context.Cause(ctx)
 	}
+	noted := false
 	if now := q.g.now(); !earliest.After(now) && n <= q.limit.Rate && q.g.healthy() {
 		q.mu.Lock()
+		q.d.note(now, n, deadline, q.tau)
 		t, err, ok := q.takeNowLocked(now, n, deadline)
 		q.mu.Unlock()
 		if ok {
 			return q.taken(now, t, err)
 		}
+		noted = true
 	}
 	ch := make(chan reserveResult, 1)
-	r := q.reserveAsync(n, earliest, deadline, func(t time.Time, err error) { ch <- reserveResult{t, err} })
+	r := q.reserveAsync(n, earliest, deadline, noted, func(t time.Time, err error) { ch <- reserveResult{t, err} })
 	select {
 	case res := <-ch:
 		return res.t, res.err
@@ -441,10 +508,11 @@ func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Ti
 // An earliest in the future is waited for first, so that the slot is taken
 // when the attempt is sent. Then a slot of the lease is taken, or the caller
 // queues, first come first served, for the next block (a refill is started
-// unless those in flight cover the queue), for at most Timeout and never
-// past deadline: a refill that lands later still fills the lease, for the
-// next callers.
-func (q *Quota) reserveAsync(n int64, earliest, deadline time.Time, done func(time.Time, error)) *reservation {
+// unless those in flight cover the queue), for at most the bound of a Redis
+// call and never past deadline: a refill that lands later still fills the
+// lease, for the next callers. noted says that the request was counted in
+// this process's demand already.
+func (q *Quota) reserveAsync(n int64, earliest, deadline time.Time, noted bool, done func(time.Time, error)) *reservation {
 	if State(q.g.state.Load()) == StateClosed {
 		done(time.Time{}, ErrClosed)
 		return nil
@@ -456,7 +524,7 @@ func (q *Quota) reserveAsync(n int64, earliest, deadline time.Time, done func(ti
 		done(time.Time{}, fmt.Errorf("redisretry: a request of cost %d exceeds the fleet quota of %v", n, q.limit))
 		return nil
 	}
-	r := &reservation{n: n, deadline: deadline, done: done}
+	r := &reservation{n: n, deadline: deadline, done: done, noted: noted}
 	now := q.g.now()
 	if d := earliest.Sub(now); d > 0 {
 		if !deadline.IsZero() && !earliest.Before(deadline) {
@@ -476,28 +544,35 @@ func (q *Quota) reserveAsync(n int64, earliest, deadline time.Time, done func(ti
 // decide decides r at now, unless it was cancelled.
 func (q *Quota) decide(r *reservation) {
 	now := q.g.now()
-	if !q.g.healthy() {
-		if !q.finish(r) {
-			return
-		}
-		if State(q.g.state.Load()) == StateClosed {
-			r.done(time.Time{}, ErrClosed)
-			return
-		}
-		q.g.probe(q.probeCall, q.probed)
-		r.done(q.decideLocally(now, r.n, r.deadline, nil))
-		return
-	}
 	q.mu.Lock()
 	if r.over {
 		q.mu.Unlock()
 		return
 	}
+	if !r.noted {
+		q.d.note(now, r.n, r.deadline, q.tau)
+		r.noted = true
+	}
 	r.e = now
+	if State(q.g.state.Load()) == StateClosed {
+		r.over = true
+		q.mu.Unlock()
+		r.done(time.Time{}, ErrClosed)
+		return
+	}
+	// The lease first, with Redis or without: its slots are this
+	// process's, counted on the schedule.
 	if t, err, ok := q.takeNowLocked(now, r.n, r.deadline); ok {
 		r.over = true
 		q.mu.Unlock()
 		r.done(q.taken(now, t, err))
+		return
+	}
+	if !q.g.healthy() {
+		r.over = true
+		q.mu.Unlock()
+		q.probe()
+		r.done(q.decideLocally(now, r.n, r.deadline, nil))
 		return
 	}
 	q.queue = append(q.queue, r)
@@ -508,23 +583,12 @@ func (q *Quota) decide(r *reservation) {
 		r.done(time.Time{}, ErrClosed)
 		return
 	}
-	r.wait = q.g.timeout
-	if !r.deadline.IsZero() {
-		r.wait = min(r.wait, r.deadline.Sub(now))
+	r.wait = q.g.bound()
+	if !r.deadline.IsZero() && r.deadline.Sub(now) < r.wait {
+		r.wait, r.byDeadline = r.deadline.Sub(now), true
 	}
 	r.stop = q.g.clock.AfterFunc(r.wait, func() { q.waited(r) })
 	q.mu.Unlock()
-}
-
-// finish marks r decided, unless it was already (or cancelled).
-func (q *Quota) finish(r *reservation) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if r.over {
-		return false
-	}
-	r.over = true
-	return true
 }
 
 // cancel withdraws r (its caller's context ended): it reports whether it
@@ -553,7 +617,7 @@ func (q *Quota) waited(r *reservation) {
 	r.over = true
 	q.dequeueLocked(r)
 	q.mu.Unlock()
-	if r.wait < q.g.timeout {
+	if r.byDeadline {
 		// The deadline came before Redis answered: no attempt can start
 		// before it now (whatever the FailureMode would say).
 		q.g.refused.Add(1)
@@ -576,23 +640,6 @@ func (q *Quota) complete(r *reservation) {
 	default:
 		r.done(q.decideLocally(q.g.now(), r.n, r.deadline, r.err)) // Redis failed
 	}
-}
-
-// takeNowLocked decides at once when it can: no caller is queued and the
-// lease holds the slot, or shows it past the deadline. ok is false when the
-// caller must wait for a refill.
-func (q *Quota) takeNowLocked(now time.Time, n int64, deadline time.Time) (time.Time, error, bool) {
-	if len(q.queue) > 0 { // queue behind the callers already waiting
-		return time.Time{}, nil, false
-	}
-	t, ok, err := q.takeLocked(now, now, n, deadline)
-	if !ok && err == nil {
-		return time.Time{}, nil, false
-	}
-	if ok && q.inflight == 0 && q.lowLocked(now) {
-		q.startRefillLocked(now)
-	}
-	return t, err, true
 }
 
 func (q *Quota) dequeueLocked(r *reservation) {
@@ -629,257 +676,6 @@ func (q *Quota) wakeLocked(served []*reservation) []*reservation {
 	return append(served, r)
 }
 
-// takeLocked takes a slot of n units from the lease for an attempt that can
-// start at e (>= now). ok is false when no block holds it (a refill is
-// needed); err is set when the slot would not start before deadline.
-//
-// The slot is the first free place of a block (a place that passed more than
-// Slack ago is lost); the attempt starts there (up to the burst tolerance
-// before it), or at e if that is later.
-func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.Time, bool, error) {
-	inc, tol := q.limit.Interval(n), q.limit.Tolerance(n)
-	floor := q.floorLocked(now)
-	// Forget the blocks that are spent (used up, or past).
-	for len(q.blocks) > 0 && !later(q.blocks[0].tat, floor).Before(q.blocks[0].end) {
-		if b := q.blocks[0]; b.tat.Before(b.end) {
-			q.lost += b.end.Sub(b.tat)
-		}
-		q.blocks = q.blocks[1:]
-	}
-	for i := range q.blocks {
-		b := &q.blocks[i]
-		base := later(b.tat, floor)
-		if base.Add(inc).After(b.end) {
-			continue
-		}
-		s := later(e, base.Add(-tol))
-		if !deadline.IsZero() && !s.Before(deadline) {
-			return time.Time{}, false, pastDeadline("quota", s.Sub(now))
-		}
-		q.lost += base.Sub(b.tat) // slots that passed unused (Slack ago)
-		b.tat = base.Add(inc)
-		q.usedD += inc
-		q.used = satAdd(q.used, n)
-		q.most = max(q.most, n)
-		q.lastStart, q.lastEnd = s, b.tat
-		return s, true, nil
-	}
-	return time.Time{}, false, nil
-}
-
-// floorLocked returns the earliest place a slot may have to be used at now:
-// Slack ago, less the uncertainty of the blocks' places (see
-// serverClock.place), so that no slot is used more than Slack late.
-func (q *Quota) floorLocked(now time.Time) time.Time {
-	return now.Add(-max(q.slack-q.clock.width(now), 0))
-}
-
-// lowLocked reports whether the lease is running out: less than a quarter of
-// a refill's size is left, or less than four round trips' worth (so that the
-// next block lands before this one ends: blocks of this process that follow
-// each other on the schedule are one block, and no slot is lost between them).
-func (q *Quota) lowLocked(now time.Time) bool {
-	floor := q.floorLocked(now)
-	var left time.Duration
-	for _, b := range q.blocks {
-		left += b.end.Sub(later(b.tat, floor))
-	}
-	return left < max(q.limit.Interval(q.want)/4, 4*q.rtt)
-}
-
-// resizeLocked sizes the refills after a block landed: twice the size while
-// this process uses at least as much of its lease as it lets pass unused, or
-// while its blocks follow each other on the schedule (no other process wanted
-// the slots between them: what it leaves unused costs nobody anything); else
-// what it took since the last resize. A process holding blocks one after the
-// other takes the schedule at the rate time passes: one that uses little of
-// them must hold little, or it would hold up the processes that need the
-// slots. At least most (the largest cost the queue holds), at most Lease
-// requests' worth (of the largest cost taken) and the quota's Rate.
-func (q *Quota) resizeLocked(most int64) {
-	w := q.want
-	if q.lost <= q.usedD || q.merged {
-		w = satMul(w, 2)
-	} else {
-		w = q.used
-	}
-	q.usedD, q.lost = 0, 0
-	q.merged, q.landed = false, false
-	most = max(most, q.most, 1)
-	q.want = max(min(w, satMul(q.lease, most), q.limit.Rate), most)
-	q.used, q.most = 0, 0
-}
-
-// startRefillLocked sends a round trip for a block of the schedule, unless
-// the refills in flight cover the queued callers: so a queued caller waits
-// for one round trip at most, not for the one in flight and then its own.
-// The block is taken only if its first slot starts before the latest
-// deadline of the queued callers (any if one has none). It returns false if
-// the Quota is closed.
-func (q *Quota) startRefillLocked(now time.Time) bool {
-	var need, most int64 = 0, 1
-	maxWait := int64(0)
-	for _, w := range q.queue {
-		need = satAdd(need, w.n)
-		most = max(most, w.n)
-		switch {
-		case maxWait < 0:
-		case w.deadline.IsZero():
-			maxWait = -1
-		default:
-			maxWait = max(maxWait, usWait(max(w.deadline.Sub(now), 0)))
-		}
-	}
-	head := most
-	switch {
-	case len(q.queue) == 0:
-		maxWait = -1 // a refill ahead of need
-	case need <= q.inflight:
-		return true // covered
-	default:
-		head = q.queue[0].n
-	}
-	if q.landed {
-		q.resizeLocked(most) // once per block landed: a top-up keeps the size
-	}
-	// Never more than a Period's worth: a block holds up the fleet.
-	units := min(max(q.want, need-q.inflight, most), max(q.limit.Rate, most))
-	a := backend.GCRAArgs{
-		Inc: us(q.limit.Interval(units)), Tol: us(q.limit.Tolerance(head)), MaxWait: maxWait,
-		Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond),
-	}
-	keep := q.limit.Interval(head)
-	if q.closing {
-		return false
-	}
-	send := q.g.now()
-	c := backend.Call{Script: backend.GCRA, Quota: q.keys, GCRA: a}
-	if !q.g.send(c, func(r backend.Reply, err error) { q.refilled(units, keep, send, r.GCRA, err) }) {
-		return false
-	}
-	q.refills++
-	q.inflight += units
-	return true
-}
-
-// refilled takes the reply of a refill of units sent at send: it adds the
-// block to the lease and serves the queue; while callers are left queued it
-// starts the next refill.
-func (q *Quota) refilled(units int64, keep time.Duration, send time.Time, r backend.GCRAReply, err error) {
-	now := q.g.now() // the reply's arrival
-	q.mu.Lock()
-	q.inflight -= units
-	q.refills--
-	var served []*reservation
-	granted := false
-	switch {
-	case err != nil:
-		// Redis failed (the limiter is in fallback now): every queued
-		// caller decides without it.
-		for len(q.queue) > 0 {
-			q.queue[0].err = err
-			served = q.wakeLocked(served)
-		}
-	case !r.OK:
-		q.members = r.Members
-		q.learnLocked(send, now, r.Now)
-		// Nothing was taken: the schedule's first free slot is too far
-		// for every caller queued when the refill started. Those whose
-		// deadline it passes give up; later ones get another refill.
-		wait := time.Duration(r.Wait) * time.Microsecond
-		kept := q.queue[:0]
-		for _, w := range q.queue {
-			if !w.deadline.IsZero() && !now.Add(wait).Before(w.deadline) {
-				w.err = pastDeadline("quota", wait)
-				w.over = true
-				w.stop()
-				served = append(served, w)
-				continue
-			}
-			kept = append(kept, w)
-		}
-		clear(q.queue[len(kept):])
-		q.queue = kept
-	default:
-		q.members = r.Members
-		q.learnLocked(send, now, r.Now)
-		if r.To > r.From {
-			granted = true
-			b := q.clock.place(r.From, r.To, keep, q.slack, now)
-			b.from, b.to = r.From, r.To
-			q.landed = true
-			q.addBlockLocked(b)
-		}
-		served = q.serveLocked(now, served)
-	}
-	if len(q.queue) > 0 && !q.startRefillLocked(now) {
-		for len(q.queue) > 0 {
-			q.queue[0].err = ErrClosed
-			served = q.wakeLocked(served)
-		}
-	}
-	var idle []func()
-	if q.refills == 0 {
-		idle, q.idle = q.idle, nil
-	}
-	q.mu.Unlock()
-	for _, w := range served {
-		q.complete(w)
-	}
-	if granted {
-		q.g.refills.Add(1)
-		q.g.emit(Event{Kind: EventRefill, Units: units})
-	}
-	for _, f := range idle {
-		f()
-	}
-}
-
-// learnLocked learns from a round trip asked for at send and answered at
-// recv, computed at the server's now (µs).
-func (q *Quota) learnLocked(send, recv time.Time, now int64) {
-	q.clock.learn(send, recv, now)
-	if d := recv.Sub(send); q.rtt == 0 {
-		q.rtt = d
-	} else {
-		q.rtt += (d - q.rtt) / 8
-	}
-}
-
-// addBlockLocked adds b to the lease, in order (refills in flight together
-// may land in any order).
-//
-// A block that starts where one of this process's blocks ends on the
-// server's schedule extends it: no other process's slots lie between them, so
-// the width of the clock's bounds is not lost between them.
-func (q *Quota) addBlockLocked(b block) {
-	for i := range q.blocks {
-		if p := &q.blocks[i]; p.to == b.from {
-			p.end, p.to = b.end, b.to
-			q.merged = true
-			return
-		}
-	}
-	i := len(q.blocks)
-	for i > 0 && q.blocks[i-1].tat.After(b.tat) {
-		i--
-	}
-	q.blocks = slices.Insert(q.blocks, i, b)
-}
-
-// probeCall is the probe of a Quota in fallback: a heartbeat that reserves
-// nothing.
-func (q *Quota) probeCall() backend.Call {
-	return backend.Call{Script: backend.GCRA, Quota: q.keys,
-		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}
-}
-
-func (q *Quota) probed(r backend.Reply) {
-	q.mu.Lock()
-	q.members = r.GCRA.Members
-	q.mu.Unlock()
-}
-
 // taken counts and reports a decision: a start t for an attempt that could
 // start at e, or err.
 func (q *Quota) taken(e, t time.Time, err error) (time.Time, error) {
@@ -894,65 +690,20 @@ func (q *Quota) taken(e, t time.Time, err error) (time.Time, error) {
 	return t, nil
 }
 
-// decideLocally decides without Redis, by the failure mode, for an attempt
-// that could start now. cause is the Redis error, if this call saw one.
-func (q *Quota) decideLocally(now time.Time, n int64, deadline time.Time, cause error) (time.Time, error) {
-	e := now
-	q.g.local.Add(1)
-	switch q.g.mode {
-	case FailOpen:
-		return e, nil
-	case FailClosed:
-		q.g.refused.Add(1)
-		if cause != nil {
-			return time.Time{}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
-		}
-		return time.Time{}, ErrUnavailable
-	}
-	l := q.share()
-	q.mu.Lock()
-	r := backend.GCRAAt(q.local, now, l.Interval(n), l.Tolerance(n), -1)
-	s := later(e, now.Add(r.Wait))
-	if !deadline.IsZero() && !s.Before(deadline) {
-		q.mu.Unlock()
-		q.g.refused.Add(1)
-		return time.Time{}, pastDeadline("quota (local share)", s.Sub(now))
-	}
-	q.local = r.To
-	q.mu.Unlock()
-	return q.taken(e, s, nil)
-}
-
-// share is this process's share of the quota: Rate per Period × fleet size.
-func (q *Quota) share() Limit {
-	size := int64(q.fleet)
-	if size == 0 {
-		q.mu.Lock()
-		size = q.members
-		q.mu.Unlock()
-	}
-	size = max(size, 1)
-	l := q.limit
-	if l.Period > maxSchedule/time.Duration(size) {
-		l.Period = maxSchedule
-	} else {
-		l.Period *= time.Duration(size)
-	}
-	return l
-}
-
 // giveBack returns the slot of an attempt that started at t and will not be
 // made, if it is the last one taken from its block (a later one would
 // otherwise move).
 func (q *Quota) giveBack(t time.Time, n int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	inc := q.limit.Interval(n)
+	l := q.last
+	if l.n != n || !l.start.Equal(t) {
+		return
+	}
 	for i := range q.blocks {
-		b := &q.blocks[i]
-		if b.tat == q.lastEnd && q.lastStart == t {
-			b.tat = b.tat.Add(-inc)
-			q.lastEnd = time.Time{}
+		if b := &q.blocks[i]; b.from == l.from && b.next == l.next {
+			b.next -= n
+			q.last = take{}
 			return
 		}
 	}

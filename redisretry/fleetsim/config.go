@@ -151,15 +151,17 @@ type Server struct {
 type Fault struct {
 	Kind FaultKind
 	// At is when it starts, and For how long it lasts (Partition,
-	// Restart, SlowReplies, Overload; 0 means until the end for those).
+	// Restart, SlowReplies, Overload, Stall; 0 means until the end for
+	// those).
 	At, For time.Duration
 	// Procs is how many processes it hits: the first Procs of them
-	// (0 means all). Partition, SlowReplies, Kill (0 means 1), ClockStep
-	// (0 means 1).
+	// (0 means all). Partition, SlowReplies, SlowConnect, Kill (0 means
+	// 1), ClockStep (0 means 1).
 	Procs int
-	// Delay is the extra delay of a reply (SlowReplies), the step of the
-	// clock (ClockStep, negative for back), or the RetryInfo of the 429s
-	// (Overload).
+	// Delay is the extra delay of a reply (SlowReplies), how long a
+	// process's first connection takes to set up (SlowConnect), the step
+	// of the clock (ClockStep, negative for back), or the RetryInfo of the
+	// 429s (Overload).
 	Delay time.Duration
 	// Count is how many replies of each process come late (SlowReplies;
 	// 0 means every reply within For).
@@ -196,9 +198,20 @@ const (
 	// Overload: the API server answers 429 to every request during
 	// [At, At+For), with a RetryInfo of Delay (0: none).
 	Overload
+	// Stall: Redis stops during [At, At+For) (SIGSTOP): the calls that
+	// reach it meanwhile run when it resumes, in the order they came, and
+	// their replies go back then. A client that stopped waiting (the
+	// limiter's bound of the call, plus its connection's setup) has given
+	// up with an i/o timeout and closed its connection: the call runs all
+	// the same, and its reply is lost.
+	Stall
+	// SlowConnect: the first connection of Procs processes takes Delay to
+	// set up (the dial, a TLS handshake): every call they send before it
+	// is up leaves when it is.
+	SlowConnect
 )
 
-var faultNames = [...]string{"", "slow-replies", "partition", "flush", "restart", "kill", "clock-step", "overload"}
+var faultNames = [...]string{"", "slow-replies", "partition", "flush", "restart", "kill", "clock-step", "overload", "stall", "slow-connect"}
 
 // String returns the fault's name, e.g. "partition".
 func (k FaultKind) String() string {
@@ -299,8 +312,8 @@ func (c Config) Validate() error {
 	for i, f := range c.Faults {
 		field := fmt.Sprintf("Faults[%d]", i)
 		switch {
-		case f.Kind < SlowReplies || f.Kind > Overload:
-			return bad(field+".Kind", f.Kind, "want SlowReplies, Partition, Flush, Restart, Kill, ClockStep or Overload")
+		case f.Kind < SlowReplies || f.Kind > SlowConnect:
+			return bad(field+".Kind", f.Kind, "want SlowReplies, Partition, Flush, Restart, Kill, ClockStep, Overload, Stall or SlowConnect")
 		case f.At < 0 || f.For < 0:
 			return bad(field+".At", fmt.Sprint(f.At, ", For ", f.For), "want 0 or more")
 		case f.Procs < 0 || f.Procs > c.Processes:
@@ -309,6 +322,8 @@ func (c Config) Validate() error {
 			return bad(field+".Count", f.Count, "want 0 or more")
 		case f.Kind == SlowReplies && (f.Delay <= 0 || f.Delay > time.Hour):
 			return bad(field+".Delay", f.Delay, "want the replies' extra delay, above 0, at most 1h")
+		case f.Kind == SlowConnect && (f.Delay <= 0 || f.Delay > time.Hour):
+			return bad(field+".Delay", f.Delay, "want the first connection's setup, above 0, at most 1h")
 		case f.Kind == ClockStep && (f.Delay == 0 || f.Delay > 24*time.Hour || f.Delay < -24*time.Hour):
 			return bad(field+".Delay", f.Delay, "want the clock's step, not 0, at most ±24h")
 		case f.Kind == Overload && (f.Delay < 0 || f.Delay > time.Hour):

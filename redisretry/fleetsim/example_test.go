@@ -11,7 +11,9 @@ import (
 
 // 200 quiet processes share a quota of 600 requests a minute, each making a
 // call about every 40 s (half the quota) with a 30 s deadline: the default
-// Lease against a Lease of 1.
+// Lease against a Lease of 1. A process whose requests are further apart
+// than the Slack holds no slot ahead of need: both take one slot per
+// request.
 func Example() {
 	var results []*fleetsim.Result
 	for _, lease := range []int64{0, 1} {
@@ -34,22 +36,24 @@ func Example() {
 	// Lease 0     Lease 1
 	// quota                         600/1m0s    600/1m0s
 	// processes                          200         200
-	// calls offered per s               4.87        4.98
-	// attempts sent per s               4.02        4.98
-	// utilisation                     82.5 %     100.0 %
-	// wait p50                          6.8s         1ms
-	// wait p99                         30.0s       328ms
-	// refused at the deadline         16.4 %       0.0 %
-	//   of which meetable             15.6 %       0.0 %
-	// expired in an attempt               19           0
+	// calls offered per s               4.98        4.98
+	// attempts sent per s               4.98        4.98
+	// utilisation                    100.0 %     100.0 %
+	// wait p50                           2ms         2ms
+	// wait p99                         328ms       328ms
+	// refused at the deadline          0.0 %       0.0 %
+	//   of which meetable              0.0 %       0.0 %
+	//     with a slot to spare         0.0 %       0.0 %
+	// expired in an attempt                0           0
 	// answered 429                         0           0
 	// max per second (server)             11          11
 	// seconds over quota+2%                0           0
-	// max per period (server)            312         326
-	// Jain's fairness                  0.993       0.994
-	// slots reserved/attempt            2.42        1.00
-	// schedule ahead, max              30.6s       777ms
-	// Redis calls/attempt               1.21        1.00
+	// max per period (server)            326         326
+	// Jain's fairness                  0.994       0.994
+	//   of the shares started          1.000       1.000
+	// slots reserved/attempt            1.00        1.00
+	// schedule ahead, max              776ms       776ms
+	// Redis calls/attempt               1.07        1.07
 	// fallbacks (log lines)            0 (0)       0 (0)
 	// decided without Redis                0           0
 }

@@ -34,7 +34,10 @@ type proc struct {
 	d        *redisretry.Cooldown
 
 	admitted int64   // attempts sent after the warmup
+	calls    int64   // calls begun after the warmup
+	firsts   int64   // of them, those whose first attempt was sent
 	late     []int   // replies already made late, per fault
+	up       int64   // when its first connection is up (SlowConnect; 0: not asked yet)
 	seq      float64 // Jittered and Ramp: the next arrival's state
 }
 
@@ -65,10 +68,14 @@ func (p *proc) Attach(core any) {
 var (
 	errRefused   = errors.New("fleetsim: dial tcp: connect: connection refused (Redis restarting)")
 	errPartition = errors.New("fleetsim: i/o timeout (no route to Redis)")
+	errTimeout   = errors.New("fleetsim: read tcp: i/o timeout (Redis did not answer)")
 )
 
 // Send carries a script call to the shared Store and its reply back, with
-// the configured latency and the faults in force.
+// the configured latency and the faults in force. timeout is when the
+// client stops waiting (the limiter's bound plus a connection's setup): a
+// reply that would come later is lost, the client reports an i/o timeout
+// then.
 func (p *proc) Send(c backend.Call, timeout time.Duration, done func(backend.Reply, error)) {
 	s := p.s
 	if p.dead {
@@ -76,22 +83,41 @@ func (p *proc) Send(c backend.Call, timeout time.Duration, done func(backend.Rep
 	}
 	s.count(c)
 	sent := s.now
+	giveUp := sent + int64(timeout)
 	if s.partitioned(p, sent) {
-		// The client gives up at its deadline, the limiter's timeout.
-		s.q.push(sent+int64(timeout), p, func() { done(backend.Reply{}, errPartition) })
+		// The client gives up at its deadline.
+		s.q.push(giveUp, p, func() { done(backend.Reply{}, errPartition) })
 		return
 	}
+	leave := max(sent, s.connected(p, sent))
 	extra := s.lateBy(p, sent)
-	s.q.push(sent+s.sample(s.cfg.Redis), nil, func() {
-		back := s.now + s.sample(s.cfg.Redis) + int64(extra)
-		if s.down(s.now) {
-			s.q.push(back, p, func() { done(backend.Reply{}, errRefused) })
+	s.q.push(leave+s.sample(s.cfg.Redis), nil, func() {
+		run := func() {
+			back := s.now + s.sample(s.cfg.Redis) + int64(extra)
+			if s.down(s.now) {
+				s.reply(p, back, giveUp, backend.Reply{}, errRefused, done)
+				return
+			}
+			r := s.store.Apply(s.epoch.Add(time.Duration(s.now)), c)
+			s.observe(c, r)
+			s.reply(p, back, giveUp, r, nil, done)
+		}
+		if end, stalled := s.stalled(s.now); stalled {
+			s.q.push(end, nil, run) // after the calls that came before it
 			return
 		}
-		r := s.store.Apply(s.epoch.Add(time.Duration(s.now)), c)
-		s.observe(c, r)
-		s.q.push(back, p, func() { done(r, nil) })
+		run()
 	})
+}
+
+// reply delivers a reply at back, or the client's i/o timeout at giveUp if
+// that comes first (a reply after it is lost).
+func (s *sim) reply(p *proc, back, giveUp int64, r backend.Reply, err error, done func(backend.Reply, error)) {
+	if back > giveUp {
+		s.q.push(max(giveUp, s.now), p, func() { done(backend.Reply{}, errTimeout) })
+		return
+	}
+	s.q.push(back, p, func() { done(r, err) })
 }
 
 // The process is a redis.Scripter only so that NewQuota, NewBudget and

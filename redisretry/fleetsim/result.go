@@ -32,6 +32,15 @@ type Result struct {
 	// in the order they began).
 	RefusedDeadline int64 `json:"refused_deadline"`
 	RefusedMeetable int64 `json:"refused_meetable"`
+	// RefusedClear counts those of RefusedMeetable that the reference
+	// would have started at least one slot (the quota's interval for one
+	// request) before their deadline. The reference decides with no
+	// latency; a limiter decides a round trip later, when the schedule
+	// holds the reservations made meanwhile: at saturation, where the
+	// fleet's queue ends about at the deadline, a call that the reference
+	// starts within one slot of its deadline is a tie that a round trip
+	// decides either way.
+	RefusedClear int64 `json:"refused_clear"`
 	// RefusedOther counts calls a pacer refused otherwise (fail-closed,
 	// a closed limiter); GaveUp those that ran out of attempts, budget or
 	// time between attempts; Expired those whose deadline came during an
@@ -49,16 +58,25 @@ type Result struct {
 	// second, the quota's rate).
 	Utilisation float64 `json:"utilisation"`
 	// RefusedShare is RefusedDeadline ÷ Calls, MeetableShare
-	// RefusedMeetable ÷ Calls.
+	// RefusedMeetable ÷ Calls, ClearShare RefusedClear ÷ Calls.
 	RefusedShare  float64 `json:"refused_share"`
 	MeetableShare float64 `json:"meetable_share"`
+	ClearShare    float64 `json:"clear_share"`
 	// WaitP50 and WaitP99 are the waits of the admitted calls, from the
 	// call's start to its first attempt (cooldown and quota), in seconds.
 	WaitP50 float64 `json:"wait_p50_s"`
 	WaitP99 float64 `json:"wait_p99_s"`
 	// Jain is Jain's fairness index of the attempts sent per process
-	// (1: equal shares; 1/Processes: one process had all).
+	// (1: equal shares; 1/Processes: one process had all). With open-loop
+	// demand it cannot exceed the index of the calls each process offered
+	// (Poisson demand of 81 calls per process: 0.988), whatever the
+	// limiter.
 	Jain float64 `json:"jain"`
+	// JainShare is Jain's index of the share of its own calls each process
+	// got started (first attempts sent ÷ calls begun, over the processes
+	// that began calls): 1 when every process is served alike whatever its
+	// demand drew.
+	JainShare float64 `json:"jain_share"`
 
 	// MaxSecond is the most requests that reached the server in any
 	// sliding second, MaxPeriod in any sliding window of the quota's
@@ -179,6 +197,19 @@ func quantile(xs []int64, q float64) int64 {
 	slices.Sort(xs)
 	i := int(math.Ceil(q*float64(len(xs)))) - 1
 	return xs[min(max(i, 0), len(xs)-1)]
+}
+
+// jainF is Jain's fairness index of xs.
+func jainF(xs []float64) float64 {
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+		sq += x * x
+	}
+	if sq == 0 {
+		return 1
+	}
+	return sum * sum / (float64(len(xs)) * sq)
 }
 
 // jain is Jain's fairness index of xs.

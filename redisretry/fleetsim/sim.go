@@ -36,6 +36,7 @@ type sim struct {
 	// Measures (after the warmup unless said).
 	calls, admitted, succeeded, attempts, rejected         int64
 	refusedDeadline, refusedMeetable, refusedOther, gaveUp int64
+	refusedClear                                           int64
 	expired                                                int64
 	waits                                                  []int64
 	arrivals, starts                                       []int64 // whole run
@@ -217,6 +218,36 @@ func (s *sim) partitioned(p *proc, t int64) bool {
 	return false
 }
 
+// stalled reports whether Redis is stopped at t, and until when.
+func (s *sim) stalled(t int64) (int64, bool) {
+	var end int64
+	for _, f := range s.cfg.Faults {
+		if f.Kind == Stall && s.within(f, nil, t) {
+			e := s.end + 1
+			if f.For > 0 {
+				e = int64(f.At + f.For)
+			}
+			end = max(end, e)
+		}
+	}
+	return end, end > 0
+}
+
+// connected returns when p's first connection is up (SlowConnect), for a
+// call it sends at t: 0 if it needs no wait.
+func (s *sim) connected(p *proc, t int64) int64 {
+	for _, f := range s.cfg.Faults {
+		if f.Kind != SlowConnect || (f.Procs > 0 && p.id >= f.Procs) {
+			continue
+		}
+		if p.up == 0 {
+			p.up = max(t, int64(f.At)) + int64(f.Delay)
+		}
+		return p.up
+	}
+	return 0
+}
+
 func (s *sim) down(t int64) bool {
 	for _, f := range s.cfg.Faults {
 		if f.Kind == Restart && s.within(f, nil, t) {
@@ -389,6 +420,7 @@ type call struct {
 	prev     time.Duration
 	measured bool
 	meetable bool // the reference queue would have started it in time
+	clear    bool // ... at least one slot (the quota's interval) before its deadline
 }
 
 // outcome is how a call ended.
@@ -398,6 +430,7 @@ const (
 	ok outcome = iota
 	refusedDeadline
 	refusedMeetable
+	refusedClear
 	refusedOther
 	gaveUp
 	expired
@@ -417,7 +450,11 @@ func (s *sim) begin(p *proc, caller int) {
 	start := max(s.ideal, s.now)
 	if c.deadline == 0 || start < c.deadline {
 		c.meetable = true
+		c.clear = c.deadline == 0 || start+s.slot*1000 <= c.deadline
 		s.ideal = start + s.slot*1000
+	}
+	if c.measured {
+		p.calls++
 	}
 	if p.budget != nil {
 		p.budget.Admit(false, time.Time{}, func(bool) {}) // counts the request; never refuses
@@ -481,7 +518,10 @@ func (s *sim) refused(c *call, err error) {
 	o := refusedOther
 	if errors.Is(err, retry.ErrPastDeadline) {
 		o = refusedDeadline
-		if c.meetable {
+		switch {
+		case c.clear:
+			o = refusedClear
+		case c.meetable:
 			o = refusedMeetable
 		}
 	}
@@ -497,6 +537,7 @@ func (s *sim) send(c *call) {
 	}
 	if c.attempt == 1 && c.measured {
 		s.admitted++
+		p.firsts++
 		s.waits = append(s.waits, s.now-c.begun)
 	}
 	s.starts = append(s.starts, s.now)
@@ -608,6 +649,10 @@ func (s *sim) finish(c *call, o outcome) {
 		case refusedMeetable:
 			s.refusedDeadline++
 			s.refusedMeetable++
+		case refusedClear:
+			s.refusedDeadline++
+			s.refusedMeetable++
+			s.refusedClear++
 		case refusedOther:
 			s.refusedOther++
 		case gaveUp:
@@ -640,7 +685,7 @@ func (s *sim) result() *Result {
 		Name: c.Name, Processes: c.Processes, Seconds: c.Duration.Seconds(), Measured: (c.Duration - c.Warmup).Seconds(),
 		QuotaRate: s.rate, Quota: c.Quota.Limit.String(), Lease: c.Quota.Lease, Events: s.events, Seed: c.Seed,
 		Calls: s.calls, Admitted: s.admitted, Succeeded: s.succeeded,
-		RefusedDeadline: s.refusedDeadline, RefusedMeetable: s.refusedMeetable, RefusedOther: s.refusedOther,
+		RefusedDeadline: s.refusedDeadline, RefusedMeetable: s.refusedMeetable, RefusedClear: s.refusedClear, RefusedOther: s.refusedOther,
 		GaveUp: s.gaveUp, Expired: s.expired, Attempts: s.attempts, Rejected: s.rejected,
 		RoundTrips: s.rts, BinS: c.Bin.Seconds(),
 	}
@@ -651,6 +696,7 @@ func (s *sim) result() *Result {
 	if s.calls > 0 {
 		r.RefusedShare = float64(s.refusedDeadline) / float64(s.calls)
 		r.MeetableShare = float64(s.refusedMeetable) / float64(s.calls)
+		r.ClearShare = float64(s.refusedClear) / float64(s.calls)
 	}
 	r.WaitP50 = time.Duration(quantile(s.waits, 0.5)).Seconds()
 	r.WaitP99 = time.Duration(quantile(s.waits, 0.99)).Seconds()
@@ -664,6 +710,13 @@ func (s *sim) result() *Result {
 		}
 	}
 	r.Jain = jain(per)
+	var shares []float64
+	for _, p := range s.procs {
+		if p.calls > 0 {
+			shares = append(shares, float64(p.firsts)/float64(p.calls))
+		}
+	}
+	r.JainShare = jainF(shares)
 	r.BudgetCounted, r.CooldownWaitMax, r.Recovered = s.budgetCounted, s.coolWaitMax.Seconds(), s.recovered
 	for _, p := range s.procs {
 		if p.q.State() == redisretry.StateFallback {

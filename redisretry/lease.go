@@ -1,0 +1,785 @@
+package redisretry
+
+import (
+	"fmt"
+	"math"
+	mrand "math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
+)
+
+// The Quota's lease: the blocks of the fleet's schedule it holds, how it
+// sizes them, how it takes them (refills) and what it does without Redis.
+// See the Quota's doc comment ("How the lease works") and docs/fleet.md.
+
+// block is a stretch of the fleet's schedule leased to this process: n units
+// placed on the local clock from start over span, evenly (unit k at
+// start + span×k/n, exactly: a block may hold many units per microsecond),
+// of which the first usable may be used. from and to are its place on the
+// server's schedule (µs).
+type block struct {
+	start    time.Time
+	span     time.Duration
+	n        int64
+	usable   int64 // units that may be used: n, less those cut by the clock's width (see serverClock.place)
+	next     int64 // the first unit not taken
+	from, to int64
+}
+
+// place returns the local place of unit k.
+func (b *block) place(k int64) time.Time {
+	if k <= 0 || b.n == 0 {
+		return b.start
+	}
+	q, _, ok := mulDiv(uint64(b.span), uint64(k), uint64(b.n))
+	if !ok {
+		return b.start.Add(b.span)
+	}
+	return b.start.Add(time.Duration(q))
+}
+
+// unitAt returns the first unit placed at or after t (n if none).
+func (b *block) unitAt(t time.Time) int64 {
+	d := t.Sub(b.start)
+	switch {
+	case d <= 0:
+		return 0
+	case d >= b.span:
+		if d == b.span {
+			return b.n
+		}
+		return b.n
+	}
+	q, r, ok := mulDiv(uint64(d), uint64(b.n), uint64(b.span))
+	if !ok {
+		return b.n
+	}
+	if r != 0 {
+		q++
+	}
+	return min(int64(q), b.n)
+}
+
+// unusedMicros returns the schedule (µs) at the block's end that is neither
+// taken nor past at now.
+func (b *block) unusedMicros(now time.Time) int64 {
+	k := max(b.next, b.unitAt(now))
+	if k >= b.n {
+		return 0
+	}
+	q, _, ok := mulDiv(uint64(b.to-b.from), uint64(b.n-k), uint64(b.n))
+	if !ok {
+		return 0
+	}
+	return int64(q)
+}
+
+// unitsPerMicro returns the units a microsecond of l's schedule holds (the
+// schedule is kept in µs), at least 1: the least a block holds, so that a
+// quota of more than a million a second is not rounded to one unit per
+// microsecond.
+func unitsPerMicro(l Limit) int64 {
+	p := int64(l.Period / time.Microsecond)
+	if l.Rate <= p {
+		return 1
+	}
+	return l.Rate/p + min(l.Rate%p, 1)
+}
+
+// note counts a request of n units asked for at now, with deadline (zero
+// for none).
+func (d *demand) note(now time.Time, n int64, deadline time.Time, tau time.Duration) {
+	d.rate = d.rateAt(now, tau) + float64(n)/tau.Seconds()
+	d.at = now
+	if deadline.IsZero() {
+		d.noDLAt = now
+	} else if dl := deadline.Sub(now); dl >= d.dl || now.Sub(d.dlAt) > tau {
+		d.dl, d.dlAt = dl, now
+	}
+	if n > d.most || now.Sub(d.dlAt) > tau {
+		d.most = n
+	}
+}
+
+// rateAt returns the rate of requests (units per second) as of now.
+func (d *demand) rateAt(now time.Time, tau time.Duration) float64 {
+	if dt := now.Sub(d.at); dt > 0 && d.rate > 0 {
+		return d.rate * math.Exp(-dt.Seconds()/tau.Seconds())
+	}
+	return d.rate
+}
+
+// maxWait returns how far ahead a block taken ahead of need may start (µs):
+// no later than the longest deadline of the recent calls, which are those
+// it is for; -1 (no limit) if a recent call had none.
+func (d *demand) maxWait(now time.Time, tau time.Duration) int64 {
+	if !d.noDLAt.IsZero() && now.Sub(d.noDLAt) <= tau {
+		return -1
+	}
+	return usWait(d.dl)
+}
+
+// horizonLocked returns how long a slot of this process may still be used
+// after its place: Slack, less the uncertainty of the blocks' places (see
+// serverClock.place). It is also how far ahead of need the lease reaches.
+func (q *Quota) horizonLocked(now time.Time) time.Duration {
+	return max(q.slack-q.clock.width(now), 0)
+}
+
+// floorLocked returns the earliest place a slot may have to be used at now:
+// the horizon ago, so that no slot is used more than Slack late.
+func (q *Quota) floorLocked(now time.Time) time.Time {
+	return now.Add(-q.horizonLocked(now))
+}
+
+// leftLocked returns the units of the lease still usable at now.
+func (q *Quota) leftLocked(now time.Time) int64 {
+	floor := q.floorLocked(now)
+	var left int64
+	for i := range q.blocks {
+		b := &q.blocks[i]
+		left += max(b.usable-max(b.next, b.unitAt(floor)), 0)
+	}
+	return left
+}
+
+// aheadLocked returns how many units this process holds ahead of need: what
+// it will use before they expire, and no more than its share.
+//
+// That is the units its own rate of requests fills within the horizon (less
+// a margin for the chance of fewer: m − √m/2 of a mean m), at most its share
+// of the horizon (the quota's rate over the horizon, over the members
+// counted in Redis): together the processes hold at most the horizon's
+// worth of the schedule ahead of need. A process whose requests are further
+// apart than the horizon holds none. While it is the only member and alone
+// reserves on the schedule (its blocks follow each other), it holds more:
+// its growth, doubling with each such block. Both at most Lease requests'
+// worth and the quota's Rate.
+func (q *Quota) aheadLocked(now time.Time) int64 {
+	h := q.horizonLocked(now)
+	var t int64
+	if m := q.d.rateAt(now, q.tau) * h.Seconds(); m >= 1 {
+		t = int64(m - math.Sqrt(m)/2)
+	}
+	share := float64(q.limit.Rate) * h.Seconds() / q.limit.Period.Seconds() / float64(max(q.members, 1))
+	t = int64(min(float64(t), share))
+	t = max(t, q.grow)
+	return max(min(t, satMul(q.lease, max(q.d.most, 1)), q.limit.Rate), 0)
+}
+
+// aheadDueLocked reports whether a block ahead of need is due: the lease
+// holds less than half of what this process keeps ahead, or less than two
+// round trips' worth of its requests.
+func (q *Quota) aheadDueLocked(now time.Time) bool {
+	t := q.aheadLocked(now)
+	if t == 0 {
+		return false
+	}
+	left := q.leftLocked(now)
+	return left < (t+1)/2 || float64(left) < q.d.rateAt(now, q.tau)*2*q.rtt.Seconds()
+}
+
+// takeNowLocked decides at once when it can: no caller is queued and the
+// lease holds the slot, or shows it past the deadline. ok is false when the
+// caller must wait for a refill.
+func (q *Quota) takeNowLocked(now time.Time, n int64, deadline time.Time) (time.Time, error, bool) {
+	if len(q.queue) > 0 { // queue behind the callers already waiting
+		return time.Time{}, nil, false
+	}
+	t, ok, err := q.takeLocked(now, now, n, deadline)
+	if !ok && err == nil {
+		return time.Time{}, nil, false
+	}
+	if ok && q.inflight == 0 && q.g.healthy() && q.aheadDueLocked(now) {
+		q.startRefillLocked(now)
+	}
+	return t, err, true
+}
+
+// takeLocked takes a slot of n units from the lease for an attempt that can
+// start at e (>= now). ok is false when no block holds it (a refill is
+// needed); err is set when the slot would not start before deadline.
+//
+// The slot is the first free place of a block (a place that passed more than
+// the horizon ago is lost); the attempt starts there (up to the burst
+// tolerance before it), or at e if that is later, and for a while after a
+// long fallback no sooner than this process's share allows (see
+// learnLocked).
+func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.Time, bool, error) {
+	tol := q.limit.Tolerance(n)
+	floor := q.floorLocked(now)
+	// Forget the blocks that are spent (used up, or past).
+	q.blocks = slices.DeleteFunc(q.blocks, func(b block) bool { return max(b.next, b.unitAt(floor)) >= b.usable })
+	for i := range q.blocks {
+		b := &q.blocks[i]
+		k := max(b.next, b.unitAt(floor))
+		if k+n > b.usable {
+			continue
+		}
+		s := later(e, b.place(k).Add(-tol))
+		var next time.Time
+		shared := now.Before(q.shareUntil)
+		if shared {
+			s, next = q.shareStartLocked(s, n)
+		}
+		if !deadline.IsZero() && !s.Before(deadline) {
+			return time.Time{}, false, pastDeadline("quota", s.Sub(now))
+		}
+		if shared {
+			q.local = next
+		}
+		b.next = k + n
+		q.last = take{from: b.from, next: b.next, n: n, start: s}
+		q.grantLocked(now, s, n)
+		return s, true, nil
+	}
+	return time.Time{}, false, nil
+}
+
+// grantLocked keeps a start handed out, while it is ahead (see resetLocked).
+func (q *Quota) grantLocked(now, t time.Time, n int64) {
+	i := 0
+	for i < len(q.granted) && !q.granted[i].t.After(now) {
+		i++
+	}
+	q.granted = q.granted[i:]
+	if len(q.granted) >= 4096 {
+		q.granted = slices.DeleteFunc(q.granted, func(g grant) bool { return !g.t.After(now) })
+	}
+	if t.After(now) {
+		q.granted = append(q.granted, grant{t, n})
+	}
+}
+
+// startRefillLocked sends a round trip for a block of the schedule, unless
+// the refills in flight cover the queued callers: so a queued caller waits
+// for one round trip at most, not for the one in flight and then its own.
+// With callers queued the block is sized for them (and what this process
+// keeps ahead, when no refill is in flight) and taken only if its first slot
+// starts before the latest deadline of the queued callers (any if one has
+// none); with none queued, it is a block ahead of need (see aheadLocked),
+// taken only within aheadWaitLocked. It returns false if the Quota is
+// closed.
+func (q *Quota) startRefillLocked(now time.Time) bool {
+	if q.closing {
+		return false
+	}
+	q.reconcileLocked(now)
+	// A block for callers must start before the latest of their deadlines
+	// once placed here: a round trip after the server's now.
+	var need, most int64 = 0, 1
+	maxWait := int64(0)
+	for _, w := range q.queue {
+		need = satAdd(need, w.n)
+		most = max(most, w.n)
+		switch {
+		case maxWait < 0:
+		case w.deadline.IsZero():
+			maxWait = -1
+		default:
+			maxWait = max(maxWait, usWait(max(w.deadline.Sub(now)-q.rtt, 0)))
+		}
+	}
+	head := most
+	var ahead int64
+	switch {
+	case len(q.queue) == 0:
+		if ahead = q.aheadLocked(now); ahead == 0 {
+			return true
+		}
+		// Never past the longest deadline that could use it.
+		maxWait = q.d.maxWait(now, q.tau)
+		head = max(q.d.most, 1)
+		most = head
+	case need <= q.inflight:
+		return true // covered
+	default:
+		head = q.queue[0].n
+		if q.inflight == 0 {
+			ahead = q.aheadLocked(now)
+		}
+	}
+	// Never more than a Period's worth: a block holds up the fleet. Never
+	// less than a microsecond's: the schedule's unit.
+	units := satAdd(max(need-q.inflight, 0), ahead)
+	units = min(max(units, most, q.perMicro), max(q.limit.Rate, most, q.perMicro))
+	// A slot is placed where the server's clock reads its time at the
+	// latest, by the fastest reply seen: a reply slower than that comes
+	// late by the difference, and on a free schedule its first slots
+	// would be lost on arrival if the difference exceeds the horizon. The
+	// block then starts that much after the server's now.
+	s := sent{at: q.g.now(), lastTo: q.lastTo}
+	a := backend.GCRAArgs{
+		Inc: us(q.limit.Interval(units)), Tol: us(q.limit.Tolerance(head)), MaxWait: maxWait,
+		Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond),
+		Offset: us(q.rtt - q.rttMin - q.horizonLocked(now)),
+		Until:  q.untilLocked(s.at),
+	}
+	c := backend.Call{Script: backend.GCRA, Quota: q.keys, GCRA: a}
+	if !q.g.sendLate(c,
+		func(r backend.Reply, err error) { q.refilled(units, head, s, r.GCRA, err) },
+		func(r backend.Reply) { q.landedLate(units, head, s, r.GCRA) }) {
+		return false
+	}
+	q.refills++
+	q.inflight += units
+	return true
+}
+
+// untilLocked returns when (server µs) this process stops waiting for a call
+// sent at send, at the earliest: the script reserves nothing after it (a
+// Redis stopped with SIGSTOP runs what it received when it resumes; blocks
+// nobody waits for any more would be wasted, and a debt reserved twice).
+func (q *Quota) untilLocked(send time.Time) int64 {
+	return q.clock.serverAt(send.Add(q.g.patience()))
+}
+
+// sent is when a call of the script was sent, and where this process's
+// blocks ended on the schedule then: the reply's block cannot start before
+// that unless the schedule was lost.
+type sent struct {
+	at     time.Time
+	lastTo int64
+}
+
+// refilled takes the outcome of a refill of units sent at s (head: the
+// first caller's units): it adds the block to the lease and serves the
+// queue; while callers are left queued it starts the next refill. On an
+// error or at the bound the queued callers decide without Redis.
+func (q *Quota) refilled(units, head int64, s sent, r backend.GCRAReply, err error) {
+	now := q.g.now() // the reply's arrival
+	q.mu.Lock()
+	q.inflight -= units
+	q.refills--
+	var served []*reservation
+	granted := false
+	switch {
+	case err != nil:
+		// Redis failed or is late (the limiter is in fallback now): every
+		// queued caller decides without it.
+		for len(q.queue) > 0 {
+			q.queue[0].err = err
+			served = q.wakeLocked(served)
+		}
+	case !r.OK:
+		q.learnLocked(s.at, now, r)
+		q.resetLocked(now, s, r)
+		// Nothing was taken: the schedule's first free slot is too far
+		// for every caller queued when the refill started. Those whose
+		// deadline it passes give up; later ones get another refill.
+		wait := time.Duration(r.Wait) * time.Microsecond
+		kept := q.queue[:0]
+		for _, w := range q.queue {
+			if !w.deadline.IsZero() && !now.Add(wait).Before(w.deadline) {
+				w.err = pastDeadline("quota", wait)
+				w.over = true
+				w.stop()
+				served = append(served, w)
+				continue
+			}
+			kept = append(kept, w)
+		}
+		clear(q.queue[len(kept):])
+		q.queue = kept
+	default:
+		q.learnLocked(s.at, now, r)
+		q.resetLocked(now, s, r)
+		granted = q.landLocked(now, r, head, false)
+		served = q.serveLocked(now, served)
+	}
+	if len(q.queue) > 0 && q.g.healthy() && !q.startRefillLocked(now) {
+		for len(q.queue) > 0 {
+			q.queue[0].err = ErrClosed
+			served = q.wakeLocked(served)
+		}
+	}
+	idle := q.idleLocked()
+	q.mu.Unlock()
+	for _, w := range served {
+		q.complete(w)
+	}
+	if granted {
+		q.g.refills.Add(1)
+		q.g.emit(Event{Kind: EventRefill, Units: units})
+	}
+	for _, f := range idle {
+		f()
+	}
+}
+
+// landedLate takes a refill's reply that came after the bound: a reply all
+// the same. The callers it was for decided without Redis meanwhile; its
+// block pays for what they started (the debt) first, and the rest goes to
+// the lease.
+func (q *Quota) landedLate(units, head int64, s sent, r backend.GCRAReply) {
+	now := q.g.now()
+	q.mu.Lock()
+	if q.closing {
+		q.mu.Unlock()
+		return
+	}
+	q.learnLocked(s.at, now, r)
+	q.resetLocked(now, s, r)
+	var served []*reservation
+	granted := false
+	if r.OK {
+		granted = q.landLocked(now, r, head, true)
+		served = q.serveLocked(now, served)
+	}
+	q.reconcileLocked(now)
+	q.mu.Unlock()
+	for _, w := range served {
+		q.complete(w)
+	}
+	if granted {
+		q.g.refills.Add(1)
+		q.g.emit(Event{Kind: EventRefill, Units: units})
+	}
+}
+
+// idleLocked returns the functions waiting for the refills to end, once none
+// is in flight.
+func (q *Quota) idleLocked() []func() {
+	if q.refills > 0 {
+		return nil
+	}
+	idle := q.idle
+	q.idle = nil
+	return idle
+}
+
+// learnLocked learns from a reply of the script asked for at send and
+// received at recv: the server's clock, the round trip's time, the fleet's
+// size and where the schedule ends.
+func (q *Quota) learnLocked(send, recv time.Time, r backend.GCRAReply) {
+	q.clock.learn(send, recv, r.Now)
+	if d := recv.Sub(send); q.rtt == 0 {
+		q.rtt, q.rttMin = d, d
+	} else {
+		q.rtt += (d - q.rtt) / 8
+		q.rttMin = min(q.rttMin, d)
+	}
+	q.members = r.Members
+	q.lead = max(q.clock.latest(r.To, recv).Sub(recv), 0)
+	if !q.fellAt.IsZero() {
+		// Redis answers again after this process decided without it. If
+		// that lasted a ProbeInterval, other processes may still do so
+		// for up to one more (each probes on its own), at their share:
+		// until then this one's starts stay within its share too.
+		if recv.Sub(q.fellAt) >= q.g.probeInterval {
+			q.shareUntil = recv.Add(q.g.probeInterval + q.g.bound())
+		}
+		q.fellAt = time.Time{}
+	}
+}
+
+// resetLocked detects a schedule that lost this process's reservations (a
+// flush, a restart of a Redis without data, an eviction): the reply r to a
+// call sent as s says the block starts before the end of one this process
+// had got when it sent the call. No process reserves before the end of the
+// schedule, and a slot given back never moves it before a block reserved
+// earlier. The starts it granted that are
+// still ahead are then not on the schedule: they are reserved again (as a
+// debt), and the slots it holds unused are dropped, so that the overshoot
+// is what the processes had granted when the schedule was lost.
+func (q *Quota) resetLocked(now time.Time, s sent, r backend.GCRAReply) {
+	if s.lastTo == 0 || r.From >= s.lastTo {
+		return
+	}
+	var ahead int64
+	for _, g := range q.granted {
+		if g.t.After(now) {
+			ahead = satAdd(ahead, g.n)
+		}
+	}
+	q.blocks = q.blocks[:0]
+	q.granted = q.granted[:0]
+	q.last = take{}
+	q.lastTo, q.grow = 0, 0
+	if ahead > 0 {
+		q.oweLocked(ahead, now)
+	}
+}
+
+// landLocked adds the block of the reply r to the lease (late: a reply that
+// came after the bound, whose block pays the debt first). It reports whether
+// it held any.
+//
+// A block that starts where this process's last block ended on the server's
+// schedule extends it: no other process reserved between them, so the
+// width of the clock's bounds is not lost between them, and this process,
+// alone on the schedule, grows what it keeps ahead of need.
+func (q *Quota) landLocked(now time.Time, r backend.GCRAReply, head int64, late bool) bool {
+	if r.To <= r.From {
+		return false
+	}
+	merged := q.lastTo != 0 && r.From == q.lastTo
+	if merged && r.Members <= 1 {
+		q.grow = min(max(2*q.grow, 2), satMul(q.lease, max(q.d.most, 1)))
+	} else {
+		q.grow = 0
+	}
+	q.lastTo = max(q.lastTo, r.To)
+	n := q.unitsOf(r.To - r.From)
+	p := q.clock.place(r.From, r.To, q.limit.Interval(head), q.slack, now)
+	b := block{start: p.tat, span: p.full.Sub(p.tat), n: n, from: r.From, to: r.To}
+	b.usable = n
+	if p.end.Before(p.full) {
+		b.usable = max(b.unitAt(p.end), min(head, n))
+		if b.place(b.usable).After(p.end) && b.usable > min(head, n) {
+			b.usable--
+		}
+	}
+	if late && q.debt > q.sending {
+		pay := min(q.debt-q.sending, n)
+		b.next = pay
+		q.debt -= pay
+		if q.debt == 0 {
+			q.debtFrom = time.Time{}
+		}
+	}
+	for i := range q.blocks {
+		if pb := &q.blocks[i]; pb.to == b.from && b.next == 0 && pb.n+b.n > pb.n {
+			// One block: b's units after pb's, placed from pb's start.
+			pb.usable = pb.n + b.usable
+			pb.n += b.n
+			pb.span = p.full.Sub(pb.start)
+			pb.to = b.to
+			return true
+		}
+	}
+	i := len(q.blocks)
+	for i > 0 && q.blocks[i-1].start.After(b.start) {
+		i--
+	}
+	q.blocks = slices.Insert(q.blocks, i, b)
+	return true
+}
+
+// unitsOf returns the units a stretch of µs of the schedule holds.
+func (q *Quota) unitsOf(micros int64) int64 {
+	p := uint64(q.limit.Period / time.Microsecond)
+	n, _, ok := mulDiv(uint64(micros), uint64(q.limit.Rate), p)
+	if !ok || n > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return max(int64(n), 1)
+}
+
+// warm starts connecting at once: one call of the script that reserves
+// nothing (it loads the script, counts this process in the fleet and learns
+// the server's clock and the schedule), bounded by the connection's setup.
+func (q *Quota) warm() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := sent{at: q.g.now()}
+	c := backend.Call{Script: backend.GCRA, Quota: q.keys,
+		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}
+	if q.g.sendLate(c,
+		func(r backend.Reply, err error) { q.refilled(0, 1, s, r.GCRA, err) },
+		func(r backend.Reply) { q.landedLate(0, 1, s, r.GCRA) }) {
+		q.refills++
+	}
+}
+
+// probe tries Redis again when a probe is due: a heartbeat that reserves
+// nothing. (The debt is reserved once Redis answered: a call sent while it
+// stalls may run when it resumes, its reply lost, and what it reserved
+// would be reserved again.)
+func (q *Quota) probe() {
+	if State(q.g.state.Load()) != StateFallback || !q.g.probeDue() {
+		return
+	}
+	q.mu.Lock()
+	now := q.g.now()
+	c := backend.Call{Script: backend.GCRA, Quota: q.keys,
+		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}
+	q.mu.Unlock()
+	if !q.g.sendLate(c,
+		func(r backend.Reply, err error) { q.paid(0, now, r.GCRA, err, false, false); q.g.probing.Store(false) },
+		func(r backend.Reply) { q.paid(0, now, r.GCRA, nil, true, false) }) {
+		q.g.probing.Store(false)
+	}
+}
+
+// debtCallLocked returns the call that reserves the debt not being reserved
+// yet, d units of it (a heartbeat if d is 0). The block may start back as far
+// as the first of them started, where the schedule is free then: if no
+// process reserved those times meanwhile (Redis was down for every process),
+// the debt takes no place the schedule still has free now.
+func (q *Quota) debtCallLocked(now time.Time) (backend.Call, int64) {
+	a := backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}
+	d := max(q.debt-q.sending, 0)
+	if d > 0 {
+		a.Until = q.untilLocked(now)
+		a.Inc = us(q.limit.Interval(d))
+		a.Offset = -us(min(max(now.Sub(q.debtFrom), 0), maxEarly))
+	}
+	return backend.Call{Script: backend.GCRA, Quota: q.keys, GCRA: a}, d
+}
+
+// maxEarly bounds how far back a debt is placed: as far as the processes may
+// have decided without Redis, within reason.
+const maxEarly = time.Hour
+
+// reconcileLocked reserves the debt not being reserved yet, when Redis
+// answers.
+func (q *Quota) reconcileLocked(now time.Time) {
+	if q.debt <= q.sending || q.closing || !q.g.healthy() {
+		return
+	}
+	c, d := q.debtCallLocked(now)
+	if q.g.sendLate(c,
+		func(r backend.Reply, err error) { q.paid(d, now, r.GCRA, err, false, true) },
+		func(r backend.Reply) { q.paid(d, now, r.GCRA, nil, true, true) }) {
+		q.sending += d
+		q.refills++
+	}
+}
+
+// paid takes the outcome of a call sent at send that reserved d units of the
+// debt (a reconcile, which Close waits for as for a refill), or of a probe
+// (d is 0). Once Redis answers, what is left of the debt is reserved.
+func (q *Quota) paid(d int64, send time.Time, r backend.GCRAReply, err error, late, reconcile bool) {
+	now := q.g.now()
+	q.mu.Lock()
+	var idle []func()
+	if !late {
+		q.sending -= d
+		if reconcile {
+			q.refills--
+			idle = q.idleLocked()
+		}
+	}
+	if err == nil {
+		q.learnLocked(send, now, r)
+		if r.OK && d > 0 {
+			q.debt = max(q.debt-d, 0)
+			if q.debt == 0 {
+				q.debtFrom = time.Time{}
+			}
+			q.lastTo = max(q.lastTo, r.To)
+		}
+		q.reconcileLocked(now)
+	}
+	q.mu.Unlock()
+	for _, f := range idle {
+		f()
+	}
+}
+
+// oweLocked adds n units started (or granted) at t without a place on the
+// schedule to the debt.
+func (q *Quota) oweLocked(n int64, t time.Time) {
+	if q.debt == 0 || t.Before(q.debtFrom) {
+		q.debtFrom = t
+	}
+	q.debt = satAdd(q.debt, n)
+}
+
+// decideLocally decides without Redis, by the failure mode, for an attempt
+// that could start now. cause is the Redis error, if this call saw one.
+//
+// FailLocal paces at this process's share of the quota (see
+// shareSizeLocked), starting as far ahead as the schedule ran when Redis
+// last answered (where a slot from Redis would start: the slots granted up
+// to there are the fleet's): what it lets start is owed to the schedule,
+// and for a ProbeInterval after it the starts from the lease stay within
+// the share too.
+func (q *Quota) decideLocally(now time.Time, n int64, deadline time.Time, cause error) (time.Time, error) {
+	q.g.local.Add(1)
+	switch q.g.mode {
+	case FailOpen:
+		return now, nil
+	case FailClosed:
+		q.g.refused.Add(1)
+		if cause != nil {
+			return time.Time{}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
+		}
+		return time.Time{}, ErrUnavailable
+	}
+	q.mu.Lock()
+	base := now.Add(q.lead)
+	if q.members == 0 && q.local.IsZero() {
+		// The first decision of a process that never reached Redis:
+		// processes started together (a deployment, a CI matrix) would
+		// take their first local slots at once. A random phase within the
+		// share's interval spreads them.
+		inc, _ := q.shareIncLocked(n)
+		base = base.Add(time.Duration(q.rand() * float64(inc)))
+	}
+	s, next := q.shareStartLocked(base, n)
+	if !deadline.IsZero() && !s.Before(deadline) {
+		q.mu.Unlock()
+		q.g.refused.Add(1)
+		return time.Time{}, pastDeadline("quota (local share)", s.Sub(now))
+	}
+	q.local = next
+	q.oweLocked(n, s)
+	if q.fellAt.IsZero() {
+		q.fellAt = now
+	}
+	q.grantLocked(now, s, n)
+	q.mu.Unlock()
+	return q.taken(now, s, nil)
+}
+
+// shareStartLocked returns when a request of n units that may start at s
+// starts under the local share pacer (a GCRA at this process's share of the
+// quota, in nanoseconds), and the pacer's next free start after it.
+func (q *Quota) shareStartLocked(s time.Time, n int64) (start, next time.Time) {
+	inc, tol := q.shareIncLocked(n)
+	start = later(s, q.local.Add(-tol))
+	return start, later(q.local, start).Add(inc)
+}
+
+// shareIncLocked returns the interval a request of n units takes at this
+// process's share of the quota (at least 1ns), and its burst tolerance.
+func (q *Quota) shareIncLocked(n int64) (inc, tol time.Duration) {
+	size := q.shareSizeLocked()
+	at := func(units int64) time.Duration {
+		d, _, ok := mulDiv(uint64(q.limit.Period), uint64(satMul(size, units)), uint64(q.limit.Rate))
+		if !ok || d > uint64(maxSchedule) {
+			return maxSchedule
+		}
+		return time.Duration(d)
+	}
+	inc = max(at(n), 1)
+	if b := q.limit.burst(); n < b {
+		tol = at(b - n)
+	}
+	return inc, tol
+}
+
+// rand returns a uniform random number in [0, 1): the harness's, or
+// math/rand/v2's.
+func (q *Quota) rand() float64 {
+	if q.env.rand != nil {
+		return q.env.rand()
+	}
+	return mrand.Float64()
+}
+
+// shareSizeLocked is the fleet's size this process's share divides the
+// quota by: QuotaConfig.FleetSize, else the members last counted in Redis,
+// else (Redis never answered) DefaultColdFleetSize.
+func (q *Quota) shareSizeLocked() int64 {
+	switch {
+	case q.fleet > 0:
+		return int64(q.fleet)
+	case q.members > 0:
+		return q.members
+	}
+	return DefaultColdFleetSize
+}
+
+// shareInfo returns the fleet's size of the local share and whether it is
+// the default of a process that never counted the fleet, for the log line
+// and the event of a fallback.
+func (q *Quota) shareInfo() (int64, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.shareSizeLocked(), q.fleet == 0 && q.members == 0
+}
