@@ -91,7 +91,10 @@ func unitsPerMicro(l Limit) int64 {
 // note counts a request of n units asked for at now, with deadline (zero
 // for none).
 func (d *demand) note(now time.Time, n int64, deadline time.Time, tau time.Duration) {
-	d.rate = d.rateAt(now, tau) + float64(n)/tau.Seconds()
+	if d.since.IsZero() {
+		d.since = now
+	}
+	d.sum = d.sumAt(now, tau) + float64(n)
 	d.at = now
 	if deadline.IsZero() {
 		d.noDLAt = now
@@ -103,12 +106,22 @@ func (d *demand) note(now time.Time, n int64, deadline time.Time, tau time.Durat
 	}
 }
 
-// rateAt returns the rate of requests (units per second) as of now.
-func (d *demand) rateAt(now time.Time, tau time.Duration) float64 {
-	if dt := now.Sub(d.at); dt > 0 && d.rate > 0 {
-		return d.rate * math.Exp(-dt.Seconds()/tau.Seconds())
+// sumAt returns the units asked for, each weighted by e^(-age/tau), as of
+// now.
+func (d *demand) sumAt(now time.Time, tau time.Duration) float64 {
+	if dt := now.Sub(d.at); dt > 0 && d.sum > 0 {
+		return d.sum * math.Exp(-dt.Seconds()/tau.Seconds())
 	}
-	return d.rate
+	return d.sum
+}
+
+// rateAt returns the rate of requests (units per second) as of now, measured
+// with a memory of tau: the weighted sum over its expectation for a steady
+// rate since the first request (so that it is right from the start), at
+// least h of it (one request is not a rate).
+func (d *demand) rateAt(now time.Time, tau, h time.Duration) float64 {
+	span := max(now.Sub(d.since), h, time.Microsecond).Seconds()
+	return d.sumAt(now, tau) / (tau.Seconds() * -math.Expm1(-span/tau.Seconds()))
 }
 
 // maxWait returns how far ahead a block taken ahead of need may start (µs):
@@ -160,7 +173,7 @@ func (q *Quota) leftLocked(now time.Time) int64 {
 func (q *Quota) aheadLocked(now time.Time) int64 {
 	h := q.horizonLocked(now)
 	var t int64
-	if m := q.d.rateAt(now, q.tau) * h.Seconds(); m >= 1 {
+	if m := q.d.rateAt(now, q.tau, h) * h.Seconds(); m >= 1 {
 		t = int64(m - math.Sqrt(m)/2)
 	}
 	share := float64(q.limit.Rate) * h.Seconds() / q.limit.Period.Seconds() / float64(max(q.members, 1))
@@ -178,7 +191,7 @@ func (q *Quota) aheadDueLocked(now time.Time) bool {
 		return false
 	}
 	left := q.leftLocked(now)
-	return left < (t+1)/2 || float64(left) < q.d.rateAt(now, q.tau)*2*q.rtt.Seconds()
+	return left < (t+1)/2 || float64(left) < q.d.rateAt(now, q.tau, q.horizonLocked(now))*2*q.rtt.Seconds()
 }
 
 // takeNowLocked decides at once when it can: no caller is queued and the
@@ -239,16 +252,21 @@ func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.
 }
 
 // grantLocked keeps a start handed out, while it is ahead (see resetLocked).
+// Past 64 entries, a start joins the last one (the latest of the two
+// starts): an entry leaves when all of its starts passed, so the starts
+// counted ahead are never fewer than those granted.
 func (q *Quota) grantLocked(now, t time.Time, n int64) {
 	i := 0
 	for i < len(q.granted) && !q.granted[i].t.After(now) {
 		i++
 	}
 	q.granted = q.granted[i:]
-	if len(q.granted) >= 4096 {
-		q.granted = slices.DeleteFunc(q.granted, func(g grant) bool { return !g.t.After(now) })
-	}
-	if t.After(now) {
+	switch {
+	case !t.After(now):
+	case len(q.granted) >= 64:
+		g := &q.granted[len(q.granted)-1]
+		g.t, g.n = later(g.t, t), satAdd(g.n, n)
+	default:
 		q.granted = append(q.granted, grant{t, n})
 	}
 }
@@ -394,6 +412,9 @@ func (q *Quota) refilled(units, head int64, s sent, r backend.GCRAReply, err err
 			q.queue[0].err = ErrClosed
 			served = q.wakeLocked(served)
 		}
+	}
+	if err == nil {
+		q.reconcileLocked(now)
 	}
 	idle := q.idleLocked()
 	q.mu.Unlock()

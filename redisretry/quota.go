@@ -133,34 +133,37 @@ func (c QuotaConfig) Validate() error {
 // their slots out locally, at the pace; a slot not used within
 // QuotaConfig.Slack of its time is lost. Callers that find no slot queue,
 // first come first served, for the next block, sized for all of them and
-// taken only if its first slot starts before the latest of their deadlines:
-// in a congested schedule every caller waits in one fleet-wide queue, in the
-// order it asked. A block holds more than what is queued (slots ahead of
-// need, up to QuotaConfig.Lease) only when this process will use them before
-// they expire: as many as its own measured rate of requests fills within
-// the Slack, at most its share of the fleet's (the quota's Slack's worth
-// over the processes counted in Redis), and only while the schedule is free
-// within the Slack; or while this process alone reserves on the schedule
-// (its blocks follow each other), and then never past the longest deadline
-// of its recent calls. So a quiet process takes one slot per request, a busy
-// one amortises its round trips, and no process holds slots the others wait
-// behind. A block is placed on the local clock by bounds on the server's
-// clock learnt from every round trip, never by one reply's arrival, so that
-// a slot is never used before its place on the server nor more than Slack
-// after it, whatever the replies' delays.
+// taken only if its first slot starts before the latest of their deadlines
+// once its reply is back: in a congested schedule every caller waits in one
+// fleet-wide queue, in the order it asked. A block holds slots ahead of need
+// (up to QuotaConfig.Lease) only as many as this process will use before
+// they expire: what its own measured rate of requests fills within the
+// Slack, at most its share of the Slack's worth of the quota (over the
+// processes counted in Redis), never starting past the longest deadline of
+// its recent calls; more only while it is the only process counted and its
+// blocks follow each other on the schedule. So a quiet process takes one
+// slot per request (a round trip each), a busy one amortises its round
+// trips, and no process holds slots the others wait behind. A block is
+// placed on the local clock by bounds on the server's clock learnt from
+// every round trip, never by one reply's arrival, so that a slot is never
+// used before its place on the server nor more than Slack after it,
+// whatever the replies' delays.
 //
 // When Redis fails, is slower than the Timeout or answers errors, the Quota
 // uses the slots it holds, then decides by QuotaConfig.OnFailure: by default
-// a local pacer at this process's share of the quota, starting as far ahead
-// as the schedule ran when Redis last answered. It logs one line, and goes back to
-// Redis when a probe succeeds or a late reply comes: a reply after the
-// Timeout is a reply, and its block is kept. What it let start locally is
-// reserved on the schedule when Redis answers again (placed back at the time
-// it started, where the schedule was free then), and for a ProbeInterval
-// after its last local decision its starts stay within its share, so that
-// the fleet's average holds while the other processes come back. After a
-// flush or a restart that lost the schedule, the slots it had granted and
-// not yet seen start are reserved again.
+// a local pacer at this process's share of the quota (QuotaConfig.FleetSize),
+// starting as far ahead as the schedule ran when Redis last answered. It
+// logs one line, and goes back to Redis when a probe succeeds or a late reply
+// comes: a reply after the Timeout is a reply, and its block pays first for
+// what was let start meanwhile. The rest of what it let start is reserved on
+// the schedule once Redis answers, placed back to when it started (where
+// nobody reserved then, it takes no place the schedule has free now). After
+// a fallback of a ProbeInterval or more its starts stay within its share for
+// one more ProbeInterval, while the other processes come back at their own
+// probes. After a flush or a restart that lost the schedule, the starts it
+// had granted that are still ahead are reserved again. The bounds these give
+// (over the quota after a flush, during a partition, at a cold start) are in
+// docs/fleet.md.
 //
 // A Quota is safe for concurrent use; its lease is behind one mutex, its
 // state and counters are atomic.
@@ -205,8 +208,9 @@ type Quota struct {
 
 // demand is what a process measures of its own requests.
 type demand struct {
-	rate   float64       // units asked for per second, decayed over tau
-	at     time.Time     // when rate was last updated
+	sum    float64       // units asked for, decayed over tau
+	at     time.Time     // when sum was last updated
+	since  time.Time     // the first request
 	dl     time.Duration // the longest deadline of the recent calls
 	dlAt   time.Time     // when dl was seen
 	noDLAt time.Time     // when a call without a deadline last came

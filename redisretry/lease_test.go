@@ -1,0 +1,341 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/backoffkit/retry"
+)
+
+// The lease's rules (lease.go), each on the in-memory Redis in virtual time.
+
+// reservedSlots returns the slots of one request reserved on the schedule so
+// far.
+func reservedSlots(mem *memBackend, l Limit) float64 {
+	return float64(mem.store.Stats().Reserved) / float64(l.Interval(1)/time.Microsecond)
+}
+
+func TestQuietProcessHoldsNoSlotAhead(t *testing.T) {
+	// A process whose requests are further apart than the Slack (1.2 s at
+	// 600/1m) takes one slot per request: nothing ahead of need, which it
+	// would lose. (The old lease took 2.4 slots per request here.)
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		l := PerMinute(600)
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		defer q.Close()
+		for range 30 {
+			if err := q.Wait(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(3 * time.Second)
+		}
+		if got := reservedSlots(mem, l); got != 30 {
+			t.Fatalf("%v slots reserved for 30 requests 3 s apart, want 30", got)
+		}
+		if s := q.Stats(); s.RoundTrips != 31 { // and the first, connecting
+			t.Fatalf("%d round trips for 30 requests, want 31", s.RoundTrips)
+		}
+	})
+}
+
+func TestBusyProcessAmortises(t *testing.T) {
+	// A process alone at 1,000 requests a second under a quota of 2,000 (a
+	// Slack of 20 ms: 20 requests' worth) takes its slots ahead of need and
+	// wastes few.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		l := PerSecond(2000)
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		defer q.Close()
+		const n = 5000
+		for range n {
+			if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		rts := q.Stats().RoundTrips
+		slots := reservedSlots(mem, l)
+		t.Logf("%d requests: %d round trips, %.0f slots reserved", n, rts, slots)
+		if rts > n/10 {
+			t.Errorf("%d round trips for %d requests, want at most one per 10", rts, n)
+		}
+		if slots > n*1.1 {
+			t.Errorf("%.0f slots reserved for %d requests, want at most 10 %% more", slots, n)
+		}
+	})
+}
+
+func TestBlockAheadNeverPastTheDeadline(t *testing.T) {
+	// A lone process whose blocks follow each other grows what it holds
+	// ahead of need, but a block ahead of need never starts past the
+	// longest deadline of its recent calls: the schedule stays within it.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		l := PerSecond(10)
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		defer q.Close()
+		var wg sync.WaitGroup
+		stop := time.Now().Add(20 * time.Second)
+		for range 20 {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+					q.Wait(ctx)
+					cancel()
+				}
+			})
+		}
+		var ahead time.Duration
+		for time.Now().Before(stop) {
+			time.Sleep(100 * time.Millisecond)
+			if tat, ok := mem.store.TAT(q.keys, time.Now()); ok {
+				ahead = max(ahead, time.UnixMicro(tat).Sub(time.Now()))
+			}
+		}
+		wg.Wait()
+		if ahead > 3*time.Second+time.Second { // the deadline, and one block of at most the Rate
+			t.Fatalf("the schedule ran %v ahead with 3 s deadlines", ahead)
+		}
+	})
+}
+
+// lateOnce makes the n-th GCRA call's reply come late by d (each way 0
+// otherwise).
+func lateOnce(mem *memBackend, n int64, d time.Duration) {
+	var calls atomic.Int64
+	mem.latency = func() (time.Duration, time.Duration) {
+		if calls.Add(1) == n {
+			return 0, d
+		}
+		return 0, 0
+	}
+}
+
+func TestLateReplyKeepsItsBlock(t *testing.T) {
+	// A refill's reply 30 ms late (Timeout 20 ms): the caller decides
+	// without Redis at the Timeout (its start owed to the schedule); the
+	// reply is a reply: Redis is available again at once, and its block
+	// pays for that start. Nothing else is reserved, and the next request
+	// takes the next slot.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		l := PerSecond(10)
+		logs := &logCounter{}
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: slog.New(logs)})
+		defer q.Close()
+		time.Sleep(time.Millisecond) // connected (the first call)
+		lateOnce(mem, 1, 30*time.Millisecond)
+		begin := time.Now()
+		s, err := q.Reserve(t.Context(), begin, time.Time{})
+		if err != nil || time.Since(begin) != DefaultTimeout || q.Stats().Local != 1 {
+			t.Fatalf("start %v, %v after %v, %+v: want a local decision at the Timeout", s.Sub(begin), err, time.Since(begin), q.Stats())
+		}
+		time.Sleep(20 * time.Millisecond) // the late reply lands
+		if q.State() != StateRedis {
+			t.Fatalf("state %v after the late reply", q.State())
+		}
+		q.mu.Lock()
+		debt := q.debt
+		q.mu.Unlock()
+		if debt != 0 || reservedSlots(mem, l) != 1 {
+			t.Fatalf("debt %d, %v slots reserved: want the late block to pay for the local start", debt, reservedSlots(mem, l))
+		}
+		s2, err := q.Reserve(t.Context(), time.Now(), time.Time{})
+		if err != nil || s2.Sub(begin) < 100*time.Millisecond || reservedSlots(mem, l) != 2 {
+			t.Fatalf("next start at %v (%v), %v slots: want the next slot, 100ms after the first", s2.Sub(begin), err, reservedSlots(mem, l))
+		}
+		if l := logs.lines(); len(l) != 2 {
+			t.Fatalf("log lines %q: want unavailable, then available again", l)
+		}
+	})
+}
+
+func TestDebtReservedWhenRedisAnswers(t *testing.T) {
+	// Redis fails for 3 s: the process decides at its share and owes what
+	// it let start; when a probe gets an answer the debt is reserved,
+	// placed back to when those started. Redis was down for everybody
+	// (nobody reserved meanwhile): the debt takes no slot the schedule has
+	// free now.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		l := PerSecond(10)
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, FleetSize: 1, Logger: discard})
+		defer q.Close()
+		q.Wait(t.Context())
+		mem.setFail(errTestDown)
+		begin := time.Now()
+		n := 0
+		for time.Since(begin) < 3*time.Second {
+			q.Wait(t.Context())
+			n++
+		}
+		if q.State() != StateFallback || q.Stats().Local < 25 {
+			t.Fatalf("state %v, %+v after 3 s of a failed Redis", q.State(), q.Stats())
+		}
+		mem.setFail(nil)
+		before := reservedSlots(mem, l)
+		for q.State() != StateRedis {
+			q.Wait(t.Context())
+			n++
+		}
+		time.Sleep(10 * time.Millisecond)
+		q.mu.Lock()
+		debt := q.debt
+		q.mu.Unlock()
+		owed := reservedSlots(mem, l) - before
+		tat, _ := mem.store.TAT(q.keys, time.Now())
+		t.Logf("%d requests, %d local, %.0f slots reserved as debt, schedule %v ahead", n, q.Stats().Local, owed, time.UnixMicro(tat).Sub(time.Now()))
+		if debt != 0 || owed < float64(q.Stats().Local) {
+			t.Fatalf("debt %d left, %.0f slots reserved for %d local decisions", debt, owed, q.Stats().Local)
+		}
+		if ahead := time.UnixMicro(tat).Sub(time.Now()); ahead > time.Second {
+			t.Fatalf("the debt pushed the schedule %v ahead: it should sit where the starts were", ahead)
+		}
+	})
+}
+
+func TestFlushReservesTheGrantedStartsAgain(t *testing.T) {
+	// 20 callers queue at a quota of 10/s: the schedule runs 2 s ahead,
+	// each start granted. Redis loses its data: the next reply shows it
+	// (its block starts before this process's last one ended), and the
+	// starts still ahead are reserved again, so that another process's
+	// blocks come after them.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		l := PerSecond(10)
+		a, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		defer a.Close()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var last time.Time
+		for range 20 {
+			wg.Go(func() {
+				s, err := a.Reserve(t.Context(), time.Now(), time.Time{})
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				last = later(last, s)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		mem.store.Flush()
+		// a's next round trip (a's lease may hold a few slots more).
+		for rts := a.Stats().RoundTrips; a.Stats().RoundTrips == rts; {
+			if _, err := a.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Millisecond) // the debt's round trip
+		b, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		defer b.Close()
+		s, err := b.Reserve(t.Context(), time.Now(), time.Time{})
+		if err != nil || s.Before(last) {
+			t.Fatalf("another process's first start at %v after a flush, before the last start granted (%v): %v", s.Sub(time.Now()), last.Sub(time.Now()), err)
+		}
+	})
+}
+
+func TestFirstCallWaitsForTheConnection(t *testing.T) {
+	// A fresh process whose first reply (the dial, a TLS handshake, the
+	// script's load) takes 30 ms, more than the Timeout: its first call
+	// waits for it (within the dial's bound) and reaches Redis; it does
+	// not decide alone.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		mem.latency = func() (time.Duration, time.Duration) { return 15 * time.Millisecond, 15 * time.Millisecond }
+		logs := &logCounter{}
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: slog.New(logs)})
+		defer q.Close()
+		if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if s := q.Stats(); s.Local != 0 || s.Fallbacks != 0 || len(logs.lines()) != 0 {
+			t.Fatalf("%+v, log %q: the first call decided without Redis", s, logs.lines())
+		}
+	})
+}
+
+func TestColdCallsBoundedByTheDialTimeout(t *testing.T) {
+	// Redis stalls from the start: the first call waits for it as long as
+	// a connection may take to set up (DefaultDialTimeout for a client of
+	// unknown kind), never past the deadline, then decides alone at a
+	// tenth of the quota (the fleet's size is unknown: DefaultColdFleetSize),
+	// and says so.
+	synctest.Test(t, func(t *testing.T) {
+		leaks := noLeaks(t)
+		mem := newMem()
+		release := mem.setHang()
+		ev := &events{}
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(100), Logger: discard, Observer: ev.observe})
+		begin := time.Now()
+		if _, err := q.Reserve(t.Context(), begin, begin.Add(300*time.Millisecond)); !errors.Is(err, retry.ErrPastDeadline) || time.Since(begin) != 300*time.Millisecond {
+			t.Fatalf("%v after %v: want the deadline (300ms) first", err, time.Since(begin))
+		}
+		begin = time.Now()
+		if _, err := q.Reserve(t.Context(), begin, time.Time{}); err != nil || time.Since(begin) > DefaultDialTimeout {
+			t.Fatalf("%v after %v: want a local decision within %v", err, time.Since(begin), DefaultDialTimeout)
+		}
+		begin = time.Now()
+		n := 0
+		for time.Since(begin) < 2*time.Second {
+			q.Wait(t.Context())
+			n++
+		}
+		if n > 2*10+1 {
+			t.Fatalf("%d starts in 2 s alone: want a tenth of 100/s", n)
+		}
+		ev.mu.Lock()
+		var fb Event
+		for _, e := range ev.ev {
+			if e.Kind == EventFallback {
+				fb = e
+			}
+		}
+		ev.mu.Unlock()
+		if fb.FleetSize != DefaultColdFleetSize || !fb.Cold {
+			t.Fatalf("fallback event %+v: want the cold fleet size said", fb)
+		}
+		release()
+		q.Close()
+		leaks()
+	})
+}
+
+func TestExtremeRateAmortises(t *testing.T) {
+	// A quota of a billion a second: a request's share of the schedule is
+	// a nanosecond, below its unit (a microsecond). A block holds at least
+	// a microsecond's worth (1,000 requests), handed out exactly: not a
+	// round trip per request.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		l := PerSecond(1_000_000_000)
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		defer q.Close()
+		const n = 100_000
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for range n / 8 {
+					if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if rts := q.Stats().RoundTrips; rts > n/500 {
+			t.Fatalf("%d round trips for %d requests at 1e9/s, want at most one per 500", rts, n)
+		}
+	})
+}
