@@ -3,8 +3,10 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -394,4 +396,48 @@ func TestInlineCallMarksFailureAtTheDeadline(t *testing.T) {
 		}
 		g.close()
 	})
+}
+
+// timeoutRunner answers every call at once with a client's own timeout
+// error: a read deadline (go-redis's "i/o timeout") or a context's.
+type timeoutRunner struct{ err error }
+
+func (r timeoutRunner) run(context.Context, backend.Call) (backend.Reply, error) {
+	return backend.Reply{}, r.err
+}
+
+type netTimeout struct{}
+
+func (netTimeout) Error() string   { return "i/o timeout" }
+func (netTimeout) Timeout() bool   { return true }
+func (netTimeout) Temporary() bool { return true }
+
+func TestStalledRedisReportedAsTheTimeout(t *testing.T) {
+	// Issue 29 item 4: a stalled Redis was reported as go-redis's "(i/o
+	// timeout)" in 2 of 5 CLI runs, as "Redis did not answer within 20ms"
+	// in the others: the client's deadline and the limiter's raced. A
+	// timeout the client reports is the same event, told the same way;
+	// other errors keep their cause.
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"read deadline", &net.OpError{Op: "read", Net: "tcp", Err: netTimeout{}}, "redisretry: Redis did not answer within 20ms"},
+		{"context deadline", fmt.Errorf("redis: %w", context.DeadlineExceeded), "redisretry: Redis did not answer within 20ms"},
+		{"refused", errTestDown, errTestDown.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var g guard
+				g.common = newCommon("budget", "k", DefaultTimeout, 0, FailLocal, discard, nil, runnerEnv(timeoutRunner{tc.err}, nil))
+				g.reached.Store(true)
+				_, err := g.call(t.Context(), backend.Call{Script: backend.Cooldown, Cooldown: "k"})
+				if err == nil || err.Error() != tc.want {
+					t.Fatalf("error %q, want %q", err, tc.want)
+				}
+				g.close()
+			})
+		})
+	}
 }

@@ -217,9 +217,7 @@ func (q *Quota) takeNowLocked(now time.Time, n int64, deadline time.Time) (time.
 //
 // The slot is the first free place of a block (a place that passed more than
 // the horizon ago is lost); the attempt starts there (up to the burst
-// tolerance before it), or at e if that is later, and for a while after a
-// long fallback no sooner than this process's share allows (see
-// learnLocked).
+// tolerance before it), or at e if that is later.
 func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.Time, bool, error) {
 	tol := q.limit.Tolerance(n)
 	floor := q.floorLocked(now)
@@ -232,16 +230,8 @@ func (q *Quota) takeLocked(now, e time.Time, n int64, deadline time.Time) (time.
 			continue
 		}
 		s := later(e, b.place(k).Add(-tol))
-		var next time.Time
-		shared := now.Before(q.shareUntil)
-		if shared {
-			s, next = q.shareStartLocked(s, n)
-		}
 		if !deadline.IsZero() && !s.Before(deadline) {
 			return time.Time{}, false, pastDeadline("quota", s.Sub(now))
-		}
-		if shared {
-			q.local = next
 		}
 		b.next = k + n
 		q.last = take{from: b.from, next: b.next, n: n, start: s}
@@ -488,7 +478,8 @@ func (q *Quota) learnLocked(send, recv time.Time, r backend.GCRAReply) {
 		// Redis answers again after this process decided without it. If
 		// that lasted a ProbeInterval, other processes may still do so
 		// for up to one more (each probes on its own), at their share:
-		// until then this one's starts stay within its share too.
+		// until then this one's requests wait for its share's pacer
+		// before they take a slot (see Quota.decide).
 		if recv.Sub(q.fellAt) >= q.g.probeInterval {
 			q.shareUntil = recv.Add(q.g.probeInterval + q.g.bound())
 		}

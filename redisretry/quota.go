@@ -240,6 +240,7 @@ type reservation struct {
 	deadline time.Time
 	done     func(time.Time, error)
 	noted    bool // counted in the process's demand
+	shared   bool // it waited for the share's pacer (after a fallback)
 
 	// Under Quota.mu:
 	over       bool          // decided or cancelled: nothing else may decide it
@@ -385,6 +386,14 @@ func (q *Quota) WaitN(ctx context.Context, n int64) error {
 	}
 }
 
+// sharing reports whether the requests wait for the share's pacer (after a
+// long fallback) at now.
+func (q *Quota) sharing(now time.Time) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return now.Before(q.shareUntil)
+}
+
 // Stats returns the Quota's counters.
 func (q *Quota) Stats() Stats { return q.g.stats() }
 
@@ -477,7 +486,7 @@ func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Ti
 		return time.Time{}, context.Cause(ctx)
 	}
 	noted := false
-	if now := q.g.now(); !earliest.After(now) && n <= q.limit.Rate && q.g.healthy() {
+	if now := q.g.now(); !earliest.After(now) && n <= q.limit.Rate && q.g.healthy() && !q.sharing(now) {
 		q.mu.Lock()
 		q.d.note(now, n, deadline, q.tau)
 		t, err, ok := q.takeNowLocked(now, n, deadline)
@@ -563,6 +572,27 @@ func (q *Quota) decide(r *reservation) {
 		q.mu.Unlock()
 		r.done(time.Time{}, ErrClosed)
 		return
+	}
+	if !r.shared && now.Before(q.shareUntil) && q.g.healthy() {
+		// Back from a long fallback: the request waits for this
+		// process's share first, then takes its slot, at the time it
+		// may start (a slot taken now and started later would not be
+		// where the schedule counts it).
+		r.shared = true
+		s, next := q.shareStartLocked(now, r.n)
+		if !r.deadline.IsZero() && !s.Before(r.deadline) {
+			r.over = true
+			q.mu.Unlock()
+			q.g.refused.Add(1)
+			r.done(time.Time{}, pastDeadline("quota (share after a fallback)", s.Sub(now)))
+			return
+		}
+		q.local = next
+		if d := s.Sub(now); d > 0 {
+			r.stop = q.g.clock.AfterFunc(d, func() { q.decide(r) })
+			q.mu.Unlock()
+			return
+		}
 	}
 	// The lease first, with Redis or without: its slots are this
 	// process's, counted on the schedule.
