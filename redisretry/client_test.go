@@ -1,8 +1,11 @@
 package redisretry_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/redisretry"
@@ -38,5 +41,59 @@ func TestNewClientErrors(t *testing.T) {
 		if strings.Contains(tc.url, "[") && httpretry.RedactText(msg) != msg {
 			t.Errorf("RedactText changes the error of %q: %q", tc.url, httpretry.RedactText(msg))
 		}
+	}
+}
+
+// TestClientConfig: the dial's bound and the certificates; each bad field
+// named, never the password.
+func TestClientConfig(t *testing.T) {
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "not.pem")
+	os.WriteFile(notPEM, []byte("not a certificate"), 0o600)
+	const tls = "rediss://:s3cret@127.0.0.1:6380/0"
+	for _, tc := range []struct {
+		c    redisretry.ClientConfig
+		want string
+	}{
+		{redisretry.ClientConfig{URL: tls, DialTimeout: -time.Second}, "invalid ClientConfig.DialTimeout = -1s"},
+		{redisretry.ClientConfig{URL: tls, CAFile: filepath.Join(dir, "missing.pem")}, `invalid ClientConfig.CAFile = "` + filepath.Join(dir, "missing.pem") + `": open`},
+		{redisretry.ClientConfig{URL: tls, CAFile: notPEM}, "it holds no PEM certificate"},
+		{redisretry.ClientConfig{URL: "redis://:s3cret@127.0.0.1:6379/0", CAFile: notPEM}, "does not use TLS (rediss://)"},
+		{redisretry.ClientConfig{URL: tls, CertFile: notPEM}, "give both (a client certificate and its key) or neither"},
+		{redisretry.ClientConfig{URL: tls, CertFile: notPEM, KeyFile: notPEM}, "invalid ClientConfig.CertFile"},
+	} {
+		err := tc.c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%+v: %v, want an error saying %q without the password", tc.c, err, tc.want)
+		}
+		if c, err := redisretry.NewClientWith(tc.c); err == nil {
+			c.Close()
+			t.Errorf("NewClientWith(%+v): no error", tc.c)
+		}
+	}
+	// The dial's bound: the field, else the URL's dial_timeout, else 1 s;
+	// one dial and one try per command unless the URL says otherwise
+	// (go-redis keeps "no retries" as MaxRetries 0 once the client is
+	// made).
+	for _, tc := range []struct {
+		c                    redisretry.ClientConfig
+		dial                 time.Duration
+		retries, dialRetries int
+	}{
+		{redisretry.ClientConfig{URL: "redis://127.0.0.1:6379/0"}, redisretry.DefaultDialTimeout, 0, 1},
+		{redisretry.ClientConfig{URL: "redis://127.0.0.1:6379/0?dial_timeout=3s"}, 3 * time.Second, 0, 1},
+		{redisretry.ClientConfig{URL: "redis://127.0.0.1:6379/0?dial_timeout=3s", DialTimeout: 200 * time.Millisecond}, 200 * time.Millisecond, 0, 1},
+		{redisretry.ClientConfig{URL: "redis://127.0.0.1:6379/0?max_retries=2"}, redisretry.DefaultDialTimeout, 2, 1},
+	} {
+		c, err := redisretry.NewClientWith(tc.c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := c.Options()
+		if o.DialTimeout != tc.dial || o.MaxRetries != tc.retries || o.DialerRetries != tc.dialRetries || !o.ContextTimeoutEnabled {
+			t.Errorf("%+v: DialTimeout %v, MaxRetries %d, DialerRetries %d, ContextTimeoutEnabled %v; want %v, %d, %d, true",
+				tc.c, o.DialTimeout, o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled, tc.dial, tc.retries, tc.dialRetries)
+		}
+		c.Close()
 	}
 }

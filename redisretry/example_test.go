@@ -110,6 +110,22 @@ func ExampleNewClient() {
 	// Output: true
 }
 
+// A TLS Redis, such as Memorystore with in-transit encryption: its CA from a
+// file (or from SSL_CERT_FILE), a dial's bound for the handshake apart from
+// each decision's Timeout, and AUTH in the URL.
+func ExampleNewClientWith() {
+	client, err := redisretry.NewClientWith(redisretry.ClientConfig{
+		URL:         "rediss://:AUTH_STRING@10.0.0.3:6378/0",
+		DialTimeout: 2 * time.Second,
+		CAFile:      "/etc/ssl/memorystore-server-ca.pem",
+	})
+	fmt.Println(err)
+	if client != nil {
+		client.Close()
+	}
+	// Output: redisretry: invalid ClientConfig.CAFile = "/etc/ssl/memorystore-server-ca.pem": open /etc/ssl/memorystore-server-ca.pem: no such file or directory
+}
+
 // A Limiter's Admit has no context: a caller that has one (and a deadline)
 // bounds a retry's wait for Redis by them with AdmitContext.
 func ExampleBudget_AdmitContext() {

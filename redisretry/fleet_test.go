@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ type quotaServer struct {
 	arrivals []time.Time
 	sent     []time.Time // when each request was handed to the client's connection (X-Sent)
 	delay    time.Duration
+	late     time.Duration // the latest arrival after its start as the quota granted it (X-Grant)
 	accepted []time.Time
 	rejected int
 }
@@ -46,6 +48,9 @@ func (s *quotaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sent := time.Unix(0, ns)
 		s.sent = append(s.sent, sent)
 		s.delay = max(s.delay, now.Sub(sent))
+	}
+	if ns, err := strconv.ParseInt(r.Header.Get("X-Grant"), 10, 64); err == nil {
+		s.late = max(s.late, now.Sub(time.Unix(0, ns)))
 	}
 	n := 0
 	for i := len(s.accepted) - 1; i >= 0 && now.Sub(s.accepted[i]) < s.window; i-- {
@@ -74,6 +79,7 @@ type childReport struct {
 	BudgetRTs  int64         // the budget's
 	Quota      Stats         // the quota's counters
 	Budget     Stats         // the budget's counters
+	Grants     []int64       // the starts the quota granted (UnixNano)
 }
 
 const (
@@ -133,7 +139,7 @@ func TestFleetChild(t *testing.T) {
 	for range clients {
 		wg.Go(func() {
 			for time.Now().Before(end) {
-				ctx, cancel := context.WithDeadline(context.Background(), end.Add(2*time.Second))
+				ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), grantKey{}, new(atomic.Int64)), end.Add(2*time.Second))
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 				resp, err := client.Do(req)
 				ok := err == nil && resp.StatusCode == 200
@@ -155,26 +161,45 @@ func TestFleetChild(t *testing.T) {
 	wg.Wait()
 	client.CloseIdleConnections()
 	rep.MaxBlock = timer.max()
+	timer.mu.Lock()
+	rep.Grants = timer.grants
+	timer.mu.Unlock()
 	rep.Quota, rep.Budget = stats()
 	rep.RoundTrips, rep.BudgetRTs = rep.Quota.RoundTrips, rep.Budget.RoundTrips
 	json.NewEncoder(os.Stdout).Encode(rep)
 }
 
 // stamped sets X-Sent to the time each attempt is handed to the connection,
-// after the pacers let it start: the server can tell its own lateness (a
-// busy machine delivering requests late) from the quota's.
+// after the pacers let it start, and X-Grant to the start the quota granted
+// it: the server can tell its own lateness (a busy machine waking a
+// goroutine or delivering a request late) from the quota's.
 type stamped struct{ http.RoundTripper }
 
 func (s stamped) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("X-Sent", strconv.FormatInt(time.Now().UnixNano(), 10))
+	if g, ok := r.Context().Value(grantKey{}).(*atomic.Int64); ok && g.Load() != 0 {
+		r.Header.Set("X-Grant", strconv.FormatInt(g.Load(), 10))
+	}
 	return s.RoundTripper.RoundTrip(r)
 }
 
-// timing wraps a Pacer and a Limiter to keep the longest call.
+// grantKey holds, in a request's context, the start the quota last granted
+// its attempt (UnixNano).
+type grantKey struct{}
+
+// timing wraps a Pacer and a Limiter to keep the longest call, and the starts
+// the Pacer granted.
 type timing struct {
-	mu    sync.Mutex
-	worst time.Duration
+	mu     sync.Mutex
+	worst  time.Duration
+	grants []int64
+}
+
+func (t *timing) grant(s time.Time) {
+	t.mu.Lock()
+	t.grants = append(t.grants, s.UnixNano())
+	t.mu.Unlock()
 }
 
 func (t *timing) note(d time.Duration) {
@@ -193,7 +218,14 @@ type timedPacer struct {
 func (p timedPacer) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
 	begin := time.Now()
 	defer func() { p.t.note(time.Since(begin)) }()
-	return p.Pacer.Reserve(ctx, earliest, deadline)
+	s, err := p.Pacer.Reserve(ctx, earliest, deadline)
+	if err == nil {
+		p.t.grant(s)
+		if g, ok := ctx.Value(grantKey{}).(*atomic.Int64); ok {
+			g.Store(s.UnixNano())
+		}
+	}
+	return s, err
 }
 
 type timedLimiter struct {
@@ -258,24 +290,47 @@ func splitLines(b []byte) [][]byte {
 	return out
 }
 
+// TestFleetProcesses runs the fleet as it runs: 4 child processes of 8
+// goroutines each on one redis-server, sending GETs through httpretry to a
+// server that answers 429 beyond 40 a second (+5 % grace), once with the
+// fleet's quota and budget and once with a budget per process.
+//
+// What the quota promises, and what is asserted: the starts it grants are
+// at most the quota in any window (42: one slot of the burst, and a block's
+// first slot may come as late as the clock's width; 47 if a child decided
+// without Redis), and each request goes out at or after its start.
+// A request then reaches the server as late as the machine makes it: the
+// server counts a window of arrivals, the quota a window of grants, and a
+// request delivered L late can add a grant of the window before. So the
+// arrivals in any window are at most the grants in any window widened by
+// L, and no 429 is expected only while L is below one slot (25 ms), what
+// the server's grace of 2 requests absorbs. A busy machine (-race, two CPU
+// burners) delivers some requests 100-170 ms late: the test says so and
+// checks the grants and that accounting instead of the 429s.
 func TestFleetProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes for several seconds")
 	}
 	srv := startRedis(t)
 	const procs, clients, d = 4, 8, 4 * time.Second
+	slot := fleetWindow / fleetQuota
 	for _, mode := range []string{"fleet", "local"} {
 		qs, reps := fleetRun(t, srv, mode, procs, clients, d)
 		maxWin := maxInWindow(qs.arrivals, fleetWindow)
 		var ok, failed int
-		var rts, brts int64
+		var rts, brts, local int64
 		var block time.Duration
+		var grants []time.Time
 		for _, r := range reps {
 			ok += r.OK
 			failed += r.Failed
 			rts += r.RoundTrips
 			brts += r.BudgetRTs
+			local += r.Quota.Local
 			block = max(block, r.MaxBlock)
+			for _, g := range r.Grants {
+				grants = append(grants, time.Unix(0, g))
+			}
 			if mode == "fleet" {
 				t.Logf("quota %+v budget %+v", r.Quota, r.Budget)
 			}
@@ -284,24 +339,56 @@ func TestFleetProcesses(t *testing.T) {
 		if rts > 0 {
 			perRT = float64(len(qs.arrivals)) / float64(rts)
 		}
-		t.Logf("%s: %d processes × %d clients, %v, quota %d/%v: %d requests reached the server, at most %d in one window (%d sent in one), %d answered 429; %d calls succeeded, %d failed; quota: %d Redis round trips (%.1f requests each), budget: %d; longest Reserve/Admit %v, longest delivery %v",
-			mode, procs, clients, d, fleetQuota, fleetWindow, len(qs.arrivals), maxWin, maxInWindow(qs.sent, fleetWindow), qs.rejected, ok, failed, rts, perRT, brts, block, qs.delay.Round(time.Microsecond))
+		late := qs.late // the latest arrival of a request after its start as granted
+		t.Logf("%s: %d processes × %d clients, %v, quota %d/%v: %d requests reached the server, at most %d in one window (%d sent in one, %d granted in one), %d answered 429; %d calls succeeded, %d failed; quota: %d Redis round trips (%.1f requests each), %d decided without Redis, budget: %d; longest Reserve/Admit %v, longest delivery %v, latest arrival after the grant %v",
+			mode, procs, clients, d, fleetQuota, fleetWindow, len(qs.arrivals), maxWin, maxInWindow(qs.sent, fleetWindow), maxInWindow(grants, fleetWindow), qs.rejected, ok, failed, rts, perRT, local, brts, block, qs.delay.Round(time.Microsecond), late.Round(time.Microsecond))
 		switch mode {
 		case "fleet":
-			if limit := fleetQuota * 105 / 100; maxWin > limit {
-				t.Errorf("fleet: %d requests in one window, quota %d (+5 %% = %d)", maxWin, fleetQuota, limit)
+			// The schedule holds 40 slots a second; a start is granted at
+			// its slot's place on the local clock, never before it, and
+			// late by at most the width of the clock's bounds (about the
+			// fastest round trip the child saw; with no Slack, only a
+			// block's first slot keeps it, the rest of a block is cut to
+			// be on time): one slot of the burst, one placed late. A
+			// child that decided without Redis (a call past its Timeout:
+			// a machine that stops a process for hundreds of
+			// milliseconds) adds its local starts, paid back on the
+			// schedule later: quota + 15 % then, as in the harness.
+			grantLimit := fleetQuota + 2
+			if local > 0 {
+				grantLimit = fleetQuota*115/100 + 1
 			}
-			if qs.rejected != 0 || failed != 0 {
-				t.Errorf("fleet: %d answered 429, %d calls failed: want none", qs.rejected, failed)
+			if g := maxInWindow(grants, fleetWindow); g > grantLimit {
+				t.Errorf("fleet: %d starts granted in one window, quota %d (at most %d)", g, fleetQuota, grantLimit)
 			}
-			if block > 2*childTimeout+50*time.Millisecond {
-				t.Errorf("fleet: a call was blocked %v by Redis (timeout %v)", block, childTimeout)
+			// Each request goes out at or after its grant, and reaches the
+			// server at most late after it was sent: a window of arrivals
+			// holds requests granted in a window widened by that.
+			if widened := maxInWindow(grants, fleetWindow+late); maxWin > widened {
+				t.Errorf("fleet: %d requests arrived in one window, more than the %d granted in any window of %v", maxWin, widened, fleetWindow+late)
 			}
-			// A short run at 10 requests per second per process is mostly
-			// the leases' ramp (4, 8, 16, 20); the steady state is measured
-			// by TestQuotaFleetStaysUnderQuota and the benchmarks.
-			if perRT < 6 {
-				t.Errorf("fleet: %.1f requests per quota round trip, want the leases to amortise", perRT)
+			if failed != 0 {
+				t.Errorf("fleet: %d calls failed: want none", failed)
+			}
+			switch {
+			case late < slot && qs.rejected != 0:
+				t.Errorf("fleet: %d answered 429 with every request delivered within %v: want none", qs.rejected, late)
+			case qs.rejected != 0:
+				t.Logf("fleet: %d answered 429: a request delivered %v late (more than a slot, %v) moves it into the next window; the grants kept the quota", qs.rejected, late, slot)
+			}
+			// Before its first answer a call waits for the connection
+			// (the dial's bound, 1 s); after it, for the Timeout; the
+			// budget's Admit and the quota's Reserve each once.
+			if limit := max(2*childTimeout, DefaultDialTimeout) + 50*time.Millisecond; block > limit {
+				t.Errorf("fleet: a call was blocked %v by Redis (timeout %v, dial bound %v)", block, childTimeout, DefaultDialTimeout)
+			}
+			// No Slack: the children hold no slot ahead of need, and
+			// each round trip serves the callers queued together; at
+			// most one per request, the first (connecting) and the
+			// last (Close) of each child, and each caller's last,
+			// refused at the end.
+			if rts > int64(len(qs.arrivals)+(2+clients)*procs) {
+				t.Errorf("fleet: %d quota round trips for %d requests: more than one per request", rts, len(qs.arrivals))
 			}
 		case "local":
 			// Per-process budgets do not know the fleet: the quota is
@@ -567,5 +654,38 @@ func TestRedisExtremeConfigs(t *testing.T) {
 		if s.Errors != 0 || s.State != StateRedis {
 			t.Errorf("%s: %+v", name, s)
 		}
+	}
+}
+
+func TestQuotaAtABillionPerSecond(t *testing.T) {
+	// Issue 21 §5: at a quota of 1e9/s a request's share of the schedule is
+	// a nanosecond, below the schedule's unit (a microsecond); every
+	// request cost a round trip of 9 Redis commands. A block holds at least
+	// a microsecond's worth (1,000 requests), handed out exactly.
+	srv := startRedis(t)
+	c, err := NewClient(srv.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q, _ := NewQuota(c, QuotaConfig{Key: testKey(t), Limit: PerSecond(1_000_000_000), Logger: discard, Timeout: time.Second})
+	const n = 40_000
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range n / 8 {
+				if _, err := q.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	q.Close()
+	s := q.Stats()
+	t.Logf("%d requests at 1e9/s: %+v", n, s)
+	if s.RoundTrips > n/500 || s.Local != 0 {
+		t.Fatalf("%d round trips (%d decided without Redis) for %d requests, want at most one per 500", s.RoundTrips, s.Local, n)
 	}
 }
