@@ -224,7 +224,8 @@ type guard struct {
 	state     atomic.Uint32 // a State
 	nextProbe atomic.Int64  // UnixNano: when a fallback limiter may try Redis
 	probing   atomic.Bool
-	reached   atomic.Bool // Redis answered once
+	reached   atomic.Bool           // Redis answered once
+	lastErr   atomic.Pointer[error] // the last failed call's error
 	// share, if not nil, returns the fleet's size a local decision divides
 	// the quota by and whether it is a default (the fleet never counted),
 	// for the line and the event of a fallback.
@@ -265,6 +266,7 @@ func (g *guard) log() *slog.Logger {
 // answered turns the limiter to StateFallback.
 func (g *guard) failed(err error) {
 	g.errs.Add(1)
+	g.lastErr.Store(&err)
 	g.nextProbe.Store(g.now().Add(g.probeInterval).UnixNano())
 	if g.state.CompareAndSwap(uint32(StateRedis), uint32(StateFallback)) {
 		g.fallbacks.Add(1)
@@ -281,6 +283,14 @@ func (g *guard) failed(err error) {
 		g.log().Warn("redisretry: Redis unavailable, deciding without it", attrs...)
 		g.emit(ev)
 	}
+}
+
+// cause returns the error of the last failed call (nil if none failed).
+func (g *guard) cause() error {
+	if e := g.lastErr.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // succeeded records a Redis answer: a limiter in StateFallback goes back to

@@ -162,7 +162,8 @@ func (q *Quota) leftLocked(now time.Time) int64 {
 // it will use before they expire, and no more than its share.
 //
 // That is the units its own rate of requests fills within the horizon (less
-// a margin for the chance of fewer: m − √m/2 of a mean m), at most its share
+// a margin for the chance of fewer: m − √m/2 of a mean m; no margin for the
+// only process counted, whose unused slots cost nobody), at most its share
 // of the horizon (the quota's rate over the horizon, over the members
 // counted in Redis): together the processes hold at most the horizon's
 // worth of the schedule ahead of need. A process whose requests are further
@@ -175,6 +176,9 @@ func (q *Quota) aheadLocked(now time.Time) int64 {
 	var t int64
 	if m := q.d.rateAt(now, q.tau, h) * h.Seconds(); m >= 1 {
 		t = int64(m - math.Sqrt(m)/2)
+		if q.members <= 1 && m >= 2 {
+			t = int64(m) // alone: what it leaves unused costs nobody
+		}
 	}
 	share := float64(q.limit.Rate) * h.Seconds() / q.limit.Period.Seconds() / float64(max(q.members, 1))
 	t = int64(min(float64(t), share))
@@ -250,7 +254,9 @@ func (q *Quota) grantLocked(now, t time.Time, n int64) {
 	for i < len(q.granted) && !q.granted[i].t.After(now) {
 		i++
 	}
-	q.granted = q.granted[i:]
+	if i > 0 { // keep the slice's capacity: no allocation per start
+		q.granted = q.granted[:copy(q.granted, q.granted[i:])]
+	}
 	switch {
 	case !t.After(now):
 	case len(q.granted) >= 64:
@@ -695,8 +701,8 @@ func (q *Quota) oweLocked(n int64, t time.Time) {
 // that could start now. cause is the Redis error, if this call saw one.
 //
 // FailLocal paces at this process's share of the quota (see
-// shareSizeLocked), starting as far ahead as the schedule ran when Redis
-// last answered (where a slot from Redis would start: the slots granted up
+// shareSizeLocked), its first decision starting as far ahead as the schedule
+// ran when Redis last answered (where a slot from Redis would start: the slots granted up
 // to there are the fleet's): what it lets start is owed to the schedule,
 // and for a ProbeInterval after it the starts from the lease stay within
 // the share too.
@@ -707,13 +713,21 @@ func (q *Quota) decideLocally(now time.Time, n int64, deadline time.Time, cause 
 		return now, nil
 	case FailClosed:
 		q.g.refused.Add(1)
+		if cause == nil || cause == errSlow {
+			cause = q.g.cause()
+		}
 		if cause != nil {
 			return time.Time{}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
 		}
 		return time.Time{}, ErrUnavailable
 	}
 	q.mu.Lock()
-	base := now.Add(q.lead)
+	base := now
+	if q.fellAt.IsZero() {
+		// The first decision without Redis since it last answered: the
+		// slots granted up to where the schedule ran are the fleet's.
+		base = now.Add(q.lead)
+	}
 	if q.members == 0 && q.local.IsZero() {
 		// The first decision of a process that never reached Redis:
 		// processes started together (a deployment, a CI matrix) would

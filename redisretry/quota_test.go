@@ -395,15 +395,27 @@ func TestQuotaFleetLateReplies(t *testing.T) {
 
 func TestQuotaCloseGivesBackTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// Process a leases 4 slots (0, 100, 200, 300 ms), uses one and
-		// closes: the 3 it did not use go back to the fleet, so b's first
-		// slot is at 100 ms, not 400 ms. A second Close does nothing.
+		// Process a, busy alone at 1,000 requests a second (one a
+		// millisecond), holds slots ahead of need; it closes: those it did
+		// not use go back to the fleet, so b's first slot follows a's last
+		// start, not a's lease. A second Close does nothing.
 		mem := newMem()
-		cfg := QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard}
+		cfg := QuotaConfig{Key: "k", Limit: PerSecond(1000), Logger: discard}
 		a, _ := newQuota(mem, cfg)
-		now := time.Now()
-		if s, err := a.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
-			t.Fatal(s, err)
+		var last time.Time
+		for range 50 {
+			s, err := a.Reserve(t.Context(), time.Now(), time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = s
+			time.Sleep(time.Until(s))
+		}
+		a.mu.Lock()
+		held := a.leftLocked(time.Now())
+		a.mu.Unlock()
+		if held == 0 {
+			t.Fatal("a busy process held no slot ahead of need: nothing to give back")
 		}
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
@@ -412,13 +424,13 @@ func TestQuotaCloseGivesBackTheLease(t *testing.T) {
 		if err := a.Close(); err != nil || mem.calls.Load() != calls {
 			t.Fatalf("a second Close: %v, %d Redis calls", err, mem.calls.Load()-calls)
 		}
-		if _, err := a.Reserve(t.Context(), now, time.Time{}); !errors.Is(err, ErrClosed) {
+		if _, err := a.Reserve(t.Context(), time.Now(), time.Time{}); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Reserve after Close: %v", err)
 		}
 		b, _ := newQuota(mem, cfg)
 		defer b.Close()
-		if s, err := b.Reserve(t.Context(), now, time.Time{}); err != nil || s.Sub(now) != 100*time.Millisecond {
-			t.Fatalf("b's first slot at %v (%v), want 100ms", s.Sub(now), err)
+		if s, err := b.Reserve(t.Context(), time.Now(), time.Time{}); err != nil || s.Sub(last) > time.Millisecond {
+			t.Fatalf("b's first slot %v after a's last start (%v), want the next one: a held %d slots", s.Sub(last), err, held)
 		}
 	})
 }
