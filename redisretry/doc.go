@@ -10,14 +10,22 @@
 //     a [retry.Pacer], put before the Quota with [retry.Pacers].
 //
 // Each decision is one Lua script run with EVALSHA, atomic on the server,
-// whose clock it uses. None of them costs a round trip per attempt: the quota
-// and the budget lease blocks of slots and permits and hand them out locally,
-// the cooldown is cached for a moment.
+// whose clock it uses. The budget leases permits and counts requests
+// locally, the cooldown is cached for a moment. The quota takes slots ahead
+// of need only as many as a process will use before they expire: a busy
+// process amortises its round trips (up to 20 attempts each), a process
+// whose requests are further apart than the quota's Slack, or that shares a
+// saturated schedule, makes about one round trip per attempt (see
+// [Quota]'s "How the lease works").
 //
 // Redis is a helper, never a single point of failure: every call is bounded
-// by a timeout (20 ms by default) whatever the client's own settings, and a
-// limiter whose Redis fails, stalls or answers errors decides locally (see
-// [FailureMode]), logs one line, and goes back to Redis when it answers again.
+// by a timeout (20 ms by default; before a limiter first reached Redis, by
+// the client's DialTimeout, which covers a TLS handshake) whatever the
+// client's own settings, and a limiter whose Redis fails, stalls or answers
+// errors decides locally (see [FailureMode]), logs one line, and goes back to
+// Redis when it answers again; a reply that comes late is still used.
+// [NewClient] and [NewClientWith] make a client for a URL, rediss:// with a
+// CA file and a client certificate included.
 //
 // Every Redis key of a limiter is "{Key}:...", with the Key as a hash tag, so
 // the scripts run on Redis Cluster too. Take the client as a *redis.Client,

@@ -20,8 +20,8 @@
 // answers 429 with a RetryInfo beyond it, as a Google server does.
 //
 // Faults (late replies, partitions, a flush or a restart of Redis without
-// data, killed processes, clock steps, a 429 storm) hit some processes or
-// all, for a while. [Run] returns a [Result]: requests per window against the
+// data, a stall of Redis, a slow first connection, killed processes, clock
+// steps, a 429 storm) hit some processes or all, for a while. [Run] returns a [Result]: requests per window against the
 // quota, 429s, utilisation, waits, refusals at the deadline, fairness, Redis
 // round trips, the schedule reserved and how far it runs ahead; [WriteTable],
 // [WriteJSON] and [WritePlots] report it.
