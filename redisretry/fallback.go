@@ -214,17 +214,19 @@ func (c *common) now() time.Time { return c.clock.Now() }
 // client's own settings, and keeps the health state: one log line and one
 // event per change.
 //
-// Connecting is not deciding: until a limiter has had its first answer from
-// Redis, its calls are bounded by the time a connection may take to set up
-// (the client's DialTimeout, DefaultDialTimeout if unknown, if longer than
-// the timeout): a fresh process's first call dials, makes the TLS handshake
-// and loads the script. After that each call is bounded by the timeout.
+// Connecting is not deciding: until Redis answered one of a limiter's calls,
+// its calls are bounded by the time a connection may take to set up (the
+// client's DialTimeout, DefaultDialTimeout if unknown, if longer than the
+// timeout): a fresh process's first call of each limiter dials (the client
+// opens one connection per call in flight), makes the TLS handshake and
+// loads the script. A warm-up's answer (sendWarm) does not count: it opened
+// one connection. After that each call is bounded by the timeout.
 type guard struct {
 	common
 	state     atomic.Uint32 // a State
 	nextProbe atomic.Int64  // UnixNano: when a fallback limiter may try Redis
 	probing   atomic.Bool
-	reached   atomic.Bool           // Redis answered once
+	reached   atomic.Bool           // Redis answered one of the limiter's calls (a warm-up's aside)
 	lastErr   atomic.Pointer[error] // the last failed call's error
 	// share, if not nil, returns the fleet's size a local decision divides
 	// the quota by and whether it is a default (the fleet never counted),
@@ -295,8 +297,10 @@ func (g *guard) cause() error {
 
 // succeeded records a Redis answer: a limiter in StateFallback goes back to
 // StateRedis.
-func (g *guard) succeeded() {
-	g.reached.Store(true)
+func (g *guard) succeeded(warm bool) {
+	if !warm {
+		g.reached.Store(true)
+	}
 	if g.state.CompareAndSwap(uint32(StateFallback), uint32(StateRedis)) {
 		g.log().Info("redisretry: Redis available again", "limiter", g.limiter, "key", g.key)
 		g.emit(Event{Kind: EventRecovered})
@@ -318,8 +322,8 @@ func (e errTimeout) Is(t error) bool { return t == context.DeadlineExceeded }
 var errSlow = errors.New("redisretry: Redis did not answer in time for this call")
 
 // bound is how long a call made now may take before Redis counts as failed:
-// the timeout once Redis has answered, and before that the longer of the
-// timeout and the connection's setup.
+// the timeout once Redis answered one of the limiter's calls, and before
+// that the longer of the timeout and the connection's setup.
 func (g *guard) bound() time.Duration {
 	if g.reached.Load() {
 		return g.timeout
@@ -360,6 +364,16 @@ func (g *guard) send(c backend.Call, done func(backend.Reply, error)) bool {
 
 // sendLate is send, with late receiving a reply that comes after the bound.
 func (g *guard) sendLate(c backend.Call, done func(backend.Reply, error), late func(backend.Reply)) bool {
+	return g.sendCall(c, done, late, false)
+}
+
+// sendWarm is sendLate for a call that opens the first connection ahead of
+// the decisions: its answer does not end their longer bound.
+func (g *guard) sendWarm(c backend.Call, done func(backend.Reply, error), late func(backend.Reply)) bool {
+	return g.sendCall(c, done, late, true)
+}
+
+func (g *guard) sendCall(c backend.Call, done func(backend.Reply, error), late func(backend.Reply), warm bool) bool {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -383,7 +397,7 @@ func (g *guard) sendLate(c backend.Call, done func(backend.Reply, error), late f
 			// Past the bound: Redis was marked failed then. A reply is a
 			// reply all the same.
 			if err == nil {
-				g.succeeded()
+				g.succeeded(warm)
 				if late != nil {
 					late(r)
 				}
@@ -399,7 +413,7 @@ func (g *guard) sendLate(c backend.Call, done func(backend.Reply, error), late f
 			done(backend.Reply{}, err)
 			return
 		}
-		g.succeeded()
+		g.succeeded(warm)
 		done(r, nil)
 	})
 	return true

@@ -274,8 +274,8 @@ func (q *Quota) grantLocked(now, t time.Time, n int64) {
 // keeps ahead, when no refill is in flight) and taken only if its first slot
 // starts before the latest deadline of the queued callers (any if one has
 // none); with none queued, it is a block ahead of need (see aheadLocked),
-// taken only within aheadWaitLocked. It returns false if the Quota is
-// closed.
+// taken only if it starts before the longest deadline of the recent calls.
+// It returns false if the Quota is closed.
 func (q *Quota) startRefillLocked(now time.Time) bool {
 	if q.closing {
 		return false
@@ -595,7 +595,7 @@ func (q *Quota) warm() {
 	s := sent{at: q.g.now()}
 	c := backend.Call{Script: backend.GCRA, Quota: q.keys,
 		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}
-	if q.g.sendLate(c,
+	if q.g.sendWarm(c,
 		func(r backend.Reply, err error) { q.refilled(0, 1, s, r.GCRA, err) },
 		func(r backend.Reply) { q.landedLate(0, 1, s, r.GCRA) }) {
 		q.refills++

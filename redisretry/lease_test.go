@@ -131,7 +131,13 @@ func TestLateReplyKeepsItsBlock(t *testing.T) {
 		logs := &logCounter{}
 		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: slog.New(logs)})
 		defer q.Close()
-		time.Sleep(time.Millisecond) // connected (the first call)
+		// Connected: a first decision reached Redis (the next calls have
+		// the Timeout, not the dial's bound).
+		first, err := q.Reserve(t.Context(), time.Now(), time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(first.Add(time.Second)))
 		lateOnce(mem, 1, 30*time.Millisecond)
 		begin := time.Now()
 		s, err := q.Reserve(t.Context(), begin, time.Time{})
@@ -145,12 +151,12 @@ func TestLateReplyKeepsItsBlock(t *testing.T) {
 		q.mu.Lock()
 		debt := q.debt
 		q.mu.Unlock()
-		if debt != 0 || reservedSlots(mem, l) != 1 {
+		if debt != 0 || reservedSlots(mem, l) != 2 {
 			t.Fatalf("debt %d, %v slots reserved: want the late block to pay for the local start", debt, reservedSlots(mem, l))
 		}
 		s2, err := q.Reserve(t.Context(), time.Now(), time.Time{})
-		if err != nil || s2.Sub(begin) < 100*time.Millisecond || reservedSlots(mem, l) != 2 {
-			t.Fatalf("next start at %v (%v), %v slots: want the next slot, 100ms after the first", s2.Sub(begin), err, reservedSlots(mem, l))
+		if err != nil || s2.Sub(begin) < 100*time.Millisecond || reservedSlots(mem, l) != 3 {
+			t.Fatalf("next start at %v (%v), %v slots: want the next slot, 100ms after the local one", s2.Sub(begin), err, reservedSlots(mem, l))
 		}
 		if l := logs.lines(); len(l) != 2 {
 			t.Fatalf("log lines %q: want unavailable, then available again", l)
