@@ -47,9 +47,6 @@ func (b *block) unitAt(t time.Time) int64 {
 	case d <= 0:
 		return 0
 	case d >= b.span:
-		if d == b.span {
-			return b.n
-		}
 		return b.n
 	}
 	q, r, ok := mulDiv(uint64(d), uint64(b.n), uint64(b.span))
@@ -101,8 +98,8 @@ func (d *demand) note(now time.Time, n int64, deadline time.Time, tau time.Durat
 	} else if dl := deadline.Sub(now); dl >= d.dl || now.Sub(d.dlAt) > tau {
 		d.dl, d.dlAt = dl, now
 	}
-	if n > d.most || now.Sub(d.dlAt) > tau {
-		d.most = n
+	if n >= d.most || now.Sub(d.mostAt) > tau {
+		d.most, d.mostAt = n, now
 	}
 }
 
@@ -559,7 +556,7 @@ func (q *Quota) landLocked(now time.Time, r backend.GCRAReply, head int64, late 
 		}
 	}
 	for i := range q.blocks {
-		if pb := &q.blocks[i]; pb.to == b.from && b.next == 0 && pb.n+b.n > pb.n {
+		if pb := &q.blocks[i]; pb.to == b.from && b.next == 0 && pb.n+b.n > pb.n && p.full.After(pb.start) {
 			// One block: b's units after pb's, placed from pb's start.
 			pb.usable = pb.n + b.usable
 			pb.n += b.n

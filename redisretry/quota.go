@@ -215,6 +215,7 @@ type demand struct {
 	dlAt   time.Time     // when dl was seen
 	noDLAt time.Time     // when a call without a deadline last came
 	most   int64         // the largest cost asked for recently
+	mostAt time.Time     // when most was seen
 }
 
 // take is a slot taken from the lease: the block (by its start on the
@@ -386,14 +387,6 @@ func (q *Quota) WaitN(ctx context.Context, n int64) error {
 	}
 }
 
-// sharing reports whether the requests wait for the share's pacer (after a
-// long fallback) at now.
-func (q *Quota) sharing(now time.Time) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return now.Before(q.shareUntil)
-}
-
 // Stats returns the Quota's counters.
 func (q *Quota) Stats() Stats { return q.g.stats() }
 
@@ -486,15 +479,18 @@ func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Ti
 		return time.Time{}, context.Cause(ctx)
 	}
 	noted := false
-	if now := q.g.now(); !earliest.After(now) && n <= q.limit.Rate && q.g.healthy() && !q.sharing(now) {
+	if now := q.g.now(); !earliest.After(now) && n <= q.limit.Rate && q.g.healthy() {
 		q.mu.Lock()
-		q.d.note(now, n, deadline, q.tau)
-		t, err, ok := q.takeNowLocked(now, n, deadline)
-		q.mu.Unlock()
-		if ok {
-			return q.taken(now, t, err)
+		if !now.Before(q.shareUntil) { // else it waits for its share first (decide)
+			q.d.note(now, n, deadline, q.tau)
+			noted = true
+			t, err, ok := q.takeNowLocked(now, n, deadline)
+			if ok {
+				q.mu.Unlock()
+				return q.taken(now, t, err)
+			}
 		}
-		noted = true
+		q.mu.Unlock()
 	}
 	ch := make(chan reserveResult, 1)
 	r := q.reserveAsync(n, earliest, deadline, noted, func(t time.Time, err error) { ch <- reserveResult{t, err} })
