@@ -29,6 +29,8 @@ func faulty(seed uint64) Config {
 			{Kind: Kill, At: 35 * time.Second, Procs: 2},
 			{Kind: ClockStep, At: 40 * time.Second, Delay: time.Hour},
 			{Kind: Overload, At: 45 * time.Second, For: 500 * time.Millisecond, Delay: 5 * time.Second},
+			{Kind: Stall, At: 50 * time.Second, For: 1500 * time.Millisecond},
+			{Kind: SlowConnect, Procs: 5, Delay: 40 * time.Millisecond},
 		},
 	}
 }
@@ -98,6 +100,8 @@ func TestConfigValidation(t *testing.T) {
 		{func(c *Config) { c.Faults = []Fault{{Kind: Kill, Procs: 3}} }, "Config.Faults[0].Procs = 3"},
 		{func(c *Config) { c.Faults = []Fault{{Kind: SlowReplies}} }, "Config.Faults[0].Delay = 0s"},
 		{func(c *Config) { c.Faults = []Fault{{Kind: ClockStep}} }, "Config.Faults[0].Delay = 0s"},
+		{func(c *Config) { c.Faults = []Fault{{Kind: SlowConnect}} }, "Config.Faults[0].Delay = 0s: want the first connection's setup"},
+		{func(c *Config) { c.Faults = []Fault{{Kind: SlowConnect + 1}} }, "Config.Faults[0].Kind"},
 	} {
 		c := ok()
 		q := *c.Quota
