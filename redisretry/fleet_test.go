@@ -481,6 +481,15 @@ func outage(t *testing.T, srv *redisServer, c redis.UniversalClient, breakIt, fi
 	if n := wait(); n != 0 {
 		t.Errorf("%d calls failed during the outage", n)
 	}
+	// A loaded machine may make a call miss its bound after the recovery
+	// too (a pair of lines more): each limiter must come back, asked
+	// again until it does (a limiter probes Redis when it is asked).
+	waitFor("each limiter back on Redis", func() bool {
+		q.Reserve(context.Background(), time.Now(), time.Time{})
+		d.Reserve(context.Background(), time.Now(), time.Time{})
+		b.Admit(true)
+		return q.State() == StateRedis && d.State() == StateRedis && b.State() == StateRedis
+	})
 	for _, x := range []interface{ Close() error }{q, b, d} {
 		x.Close()
 	}
