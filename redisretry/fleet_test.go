@@ -490,6 +490,7 @@ func outage(t *testing.T, srv *redisServer, c redis.UniversalClient, breakIt, fi
 		b.Admit(true)
 		return q.State() == StateRedis && d.State() == StateRedis && b.State() == StateRedis
 	})
+	lines := logs.lines() // Close's own calls (a flush past its timeout) are not the outage's
 	for _, x := range []interface{ Close() error }{q, b, d} {
 		x.Close()
 	}
@@ -501,17 +502,17 @@ func outage(t *testing.T, srv *redisServer, c redis.UniversalClient, breakIt, fi
 	// One line per change: per limiter, down and up alternate, starting
 	// down and ending up (a loaded machine may add a pair).
 	last := map[string]string{}
-	for _, line := range logs.lines() {
+	for _, line := range lines {
 		lim := line[strings.Index(line, "limiter=")+len("limiter="):]
 		lim, _, _ = strings.Cut(lim, " ")
 		up := strings.Contains(line, "available again")
 		if (last[lim] == "up") == up && !(last[lim] == "" && !up) {
-			t.Errorf("log lines %q: two lines for one change of %s", logs.lines(), lim)
+			t.Errorf("log lines %q: two lines for one change of %s", lines, lim)
 		}
 		last[lim] = map[bool]string{true: "up", false: "down"}[up]
 	}
 	if len(last) != 3 || last["quota"] != "up" || last["budget"] != "up" || last["cooldown"] != "up" {
-		t.Errorf("log lines %q: want each limiter down then up", logs.lines())
+		t.Errorf("log lines %q: want each limiter down then up", lines)
 	}
 	t.Logf("outage: longest call %v; quota %+v; budget %+v; cooldown %+v", tm.max(), q.Stats(), b.Stats(), d.Stats())
 }
