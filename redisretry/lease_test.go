@@ -107,16 +107,18 @@ func TestBlockAheadNeverPastTheDeadline(t *testing.T) {
 	})
 }
 
-// lateOnce makes the n-th GCRA call's reply come late by d (each way 0
-// otherwise).
-func lateOnce(mem *memBackend, n int64, d time.Duration) {
-	var calls atomic.Int64
+// lateOnce makes mem's replies to GCRA calls late by d, for the next one
+// after arm is called (each way 0 otherwise). Call it before any limiter is
+// made on mem.
+func lateOnce(mem *memBackend, d time.Duration) (arm func()) {
+	var armed atomic.Bool
 	mem.latency = func() (time.Duration, time.Duration) {
-		if calls.Add(1) == n {
+		if armed.CompareAndSwap(true, false) {
 			return 0, d
 		}
 		return 0, 0
 	}
+	return func() { armed.Store(true) }
 }
 
 func TestLateReplyKeepsItsBlock(t *testing.T) {
@@ -127,6 +129,7 @@ func TestLateReplyKeepsItsBlock(t *testing.T) {
 	// takes the next slot.
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
+		arm := lateOnce(mem, 30*time.Millisecond)
 		l := PerSecond(10)
 		logs := &logCounter{}
 		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: slog.New(logs)})
@@ -138,7 +141,7 @@ func TestLateReplyKeepsItsBlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Until(first.Add(time.Second)))
-		lateOnce(mem, 1, 30*time.Millisecond)
+		arm()
 		begin := time.Now()
 		s, err := q.Reserve(t.Context(), begin, time.Time{})
 		if err != nil || time.Since(begin) != DefaultTimeout || q.Stats().Local != 1 {
