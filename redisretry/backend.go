@@ -3,8 +3,11 @@ package redisretry
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
+	"weak"
 
 	"github.com/redis/go-redis/v9"
 
@@ -32,42 +35,49 @@ type env struct {
 	tr      backend.Transport
 	rand    func() float64 // nil: the config's Rand or math/rand/v2
 	sim     backend.Env    // the harness's env, if the client is one
-	connect time.Duration  // how long a connection may take to set up; 0: DefaultDialTimeout
+	connect time.Duration  // how long a connection may take to set up; 0: unknown (calls bounded by the Timeout)
 }
 
 // envFor returns the env of a limiter on client: the client's own if it
-// implements backend.Env, else the scripts run on client, whose connections
-// take at most its DialTimeout to set up.
+// implements backend.Env (whose connections take up to DefaultDialTimeout to
+// set up), else the scripts run on client: a client made by NewClientWith
+// takes its DialTimeout to set up a connection; of another client the
+// limiter knows nothing (its DialTimeout may be go-redis's 5 s, not chosen
+// for this), and bounds every call by the Timeout.
 func envFor(client redis.Scripter, now func() time.Time) env {
 	if e, ok := client.(backend.Env); ok {
-		return env{clock: e, tr: e, rand: e.Float64, sim: e}
+		return env{clock: e, tr: e, rand: e.Float64, sim: e, connect: DefaultDialTimeout}
 	}
 	e := runnerEnv(scriptRunner{client}, now)
-	e.connect = dialTimeout(client)
+	e.connect = 0
+	if c, ok := client.(*redis.Client); ok {
+		if d, ok := ourClients.Load(weak.Make(c)); ok {
+			e.connect = d.(time.Duration)
+		}
+	}
 	return e
 }
 
-// dialTimeout is the DialTimeout of a go-redis client (0 if client is
-// something else): the bound of a connection's dial and TLS handshake.
-func dialTimeout(client redis.Scripter) time.Duration {
-	switch c := client.(type) {
-	case *redis.Client:
-		return c.Options().DialTimeout
-	case *redis.ClusterClient:
-		return c.Options().DialTimeout
-	case *redis.Ring:
-		return c.Options().DialTimeout
-	}
-	return 0
+// ourClients holds the DialTimeout of the clients NewClientWith made, until
+// they are collected.
+var ourClients sync.Map // weak.Pointer[redis.Client] → time.Duration
+
+// remember records c, made by NewClientWith with the dial bound d.
+func remember(c *redis.Client, d time.Duration) {
+	k := weak.Make(c)
+	ourClients.Store(k, d)
+	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { ourClients.Delete(k) }, k)
 }
 
 // runnerEnv returns the production env on r: the clock is now (nil means
-// time.Now) with time.AfterFunc, and each call runs on a goroutine of its own.
+// time.Now) with time.AfterFunc, and each call runs on a goroutine of its own;
+// a connection takes up to DefaultDialTimeout to set up (envFor says what a
+// client's does).
 func runnerEnv(r runner, now func() time.Time) env {
 	if now == nil {
 		now = time.Now
 	}
-	return env{clock: sysClock{now}, tr: goTransport{r}}
+	return env{clock: sysClock{now}, tr: goTransport{r}, connect: DefaultDialTimeout}
 }
 
 // attach hands the harness a limiter's asynchronous core.

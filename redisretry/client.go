@@ -17,8 +17,9 @@ import (
 
 // DefaultDialTimeout bounds a connection's setup (the dial, the TLS
 // handshake) for a client made by [NewClient], unless the URL's dial_timeout
-// says otherwise. A limiter on a client whose dial bound it cannot read (not a
-// go-redis client) uses it too.
+// says otherwise. A limiter waits that long for its first calls on such a
+// client; on a client made otherwise it knows nothing of the dial's bound and
+// waits for each call its Timeout.
 const DefaultDialTimeout = time.Second
 
 // ClientConfig configures a client made by [NewClientWith]. URL is required;
@@ -70,9 +71,10 @@ func NewClient(rawURL string) (*redis.Client, error) {
 //     instead of the client's 3 s read timeout (the limiters bound every call
 //     anyway; this client also frees the connection);
 //   - a connection's setup has its own bound, ClientConfig.DialTimeout
-//     (1 s by default), apart from the limiters' decisions: a limiter waits
-//     for its first connection within that bound, and each call once a
-//     connection is up within its Timeout;
+//     (1 s by default), apart from the limiters' decisions: a limiter on this
+//     client waits for its first calls (the first connections) within that
+//     bound, and for each call once Redis answered within its Timeout (on a
+//     client made otherwise, the Timeout from the first call);
 //   - it dials once and sends each command once: go-redis's retries (5 dials
 //     100 ms apart, 3 tries of a command) would spend a limiter's bound and
 //     hide why a call failed (a refused connection, a certificate the CA did
@@ -87,7 +89,9 @@ func NewClientWith(c ClientConfig) (*redis.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return redis.NewClient(opt), nil
+	client := redis.NewClient(opt)
+	remember(client, opt.DialTimeout)
+	return client, nil
 }
 
 // options returns the go-redis options of c.

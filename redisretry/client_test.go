@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/redisretry"
 )
@@ -95,5 +97,31 @@ func TestClientConfig(t *testing.T) {
 				tc.c, o.DialTimeout, o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled, tc.dial, tc.retries, tc.dialRetries)
 		}
 		c.Close()
+	}
+}
+
+// TestDialBoundOfOurClientsOnly: a limiter waits for its first calls as long
+// as the dial may take on a client NewClient or NewClientWith made (they
+// chose it: 1 s, or the field); of another client it knows nothing (go-redis's
+// DialTimeout is 5 s, not chosen for this) and every call has the Timeout.
+func TestDialBoundOfOurClientsOnly(t *testing.T) {
+	ours, _ := redisretry.NewClient("redis://127.0.0.1:1/0")
+	defer ours.Close()
+	set, _ := redisretry.NewClientWith(redisretry.ClientConfig{URL: "redis://127.0.0.1:1/0", DialTimeout: 3 * time.Second})
+	defer set.Close()
+	other := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer other.Close()
+	for _, tc := range []struct {
+		name   string
+		client *redis.Client
+		want   time.Duration
+	}{
+		{"NewClient", ours, redisretry.DefaultDialTimeout},
+		{"NewClientWith", set, 3 * time.Second},
+		{"redis.NewClient", other, 0},
+	} {
+		if got := redisretry.DialBoundOf(tc.client); got != tc.want {
+			t.Errorf("%s: a limiter's first calls bounded by %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

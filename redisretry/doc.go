@@ -19,8 +19,9 @@
 // [Quota]'s "How the lease works").
 //
 // Redis is a helper, never a single point of failure: every call is bounded
-// by a timeout (20 ms by default; before a limiter first reached Redis, by
-// the client's DialTimeout, which covers a TLS handshake) whatever the
+// by a timeout (20 ms by default; before a limiter first reached Redis on a
+// client made by [NewClient], by the client's DialTimeout, which covers a TLS
+// handshake) whatever the
 // client's own settings, and a limiter whose Redis fails, stalls or answers
 // errors decides locally (see [FailureMode]), logs one line, and goes back to
 // Redis when it answers again; a reply that comes late is still used.

@@ -201,11 +201,7 @@ func newCommon(limiter, key string, timeout, probe time.Duration, mode FailureMo
 	if probe == 0 {
 		probe = DefaultProbeInterval
 	}
-	connect := e.connect
-	if connect <= 0 {
-		connect = DefaultDialTimeout
-	}
-	return common{limiter, key, timeout, probe, mode, l, o, e.clock, e.tr, connect}
+	return common{limiter, key, timeout, probe, mode, l, o, e.clock, e.tr, max(e.connect, 0)}
 }
 
 func (c *common) now() time.Time { return c.clock.Now() }
@@ -216,8 +212,8 @@ func (c *common) now() time.Time { return c.clock.Now() }
 //
 // Connecting is not deciding: until Redis answered one of a limiter's calls,
 // its calls are bounded by the time a connection may take to set up (the
-// client's DialTimeout, DefaultDialTimeout if unknown, if longer than the
-// timeout): a fresh process's first call of each limiter dials (the client
+// DialTimeout of a client made by NewClientWith, DefaultDialTimeout for the
+// harness's; none known for another client), if longer than the timeout: a fresh process's first call of each limiter dials (the client
 // opens one connection per call in flight), makes the TLS handshake and
 // loads the script. A warm-up's answer (sendWarm) does not count: it opened
 // one connection. After that each call is bounded by the timeout.
@@ -332,9 +328,15 @@ func (g *guard) bound() time.Duration {
 }
 
 // patience is how long a call made now is waited for at most, past its
-// bound: the bound plus a connection's setup. A reply after the bound is
-// still a reply (see send); after patience the transport gives up.
-func (g *guard) patience() time.Duration { return g.bound() + g.connect }
+// bound: the bound plus a connection's setup (DefaultDialTimeout if unknown).
+// A reply after the bound is still a reply (see send); after patience the
+// transport gives up.
+func (g *guard) patience() time.Duration {
+	if g.connect > 0 {
+		return g.bound() + g.connect
+	}
+	return g.bound() + DefaultDialTimeout
+}
 
 // isTimeout reports whether err says that a call ran out of time (a context
 // deadline, or a network timeout such as go-redis's "i/o timeout").

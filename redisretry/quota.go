@@ -72,9 +72,10 @@ type QuotaConfig struct {
 	FleetSize int
 
 	// Timeout bounds each Redis call once a connection is up: the longest
-	// a caller waits for Redis. 0 means 20 ms. A fresh process's first
-	// calls are bounded by the client's DialTimeout instead, if longer
-	// (the dial and TLS handshake; see [NewClientWith]).
+	// a caller waits for Redis. 0 means 20 ms. On a client made by
+	// [NewClient] or [NewClientWith], the calls before one is answered are
+	// bounded by the client's DialTimeout instead, if longer (the dial and
+	// the TLS handshake of a fresh process).
 	Timeout time.Duration
 
 	// ProbeInterval is how often a Quota that fell back tries Redis
@@ -338,8 +339,8 @@ func costFrom(ctx context.Context) int64 {
 // not zero) is not taken: the error wraps [retry.ErrPastDeadline] and says how
 // long the quota would have needed. A fail-closed Quota whose Redis is
 // unavailable returns an error wrapping [ErrUnavailable]. Reserve waits for
-// Redis at most QuotaConfig.Timeout (a fresh process's first call: the
-// client's DialTimeout), never past deadline (then it returns at the deadline
+// Redis at most QuotaConfig.Timeout (see there for a fresh process's first
+// calls), never past deadline (then it returns at the deadline
 // with an error wrapping [retry.ErrPastDeadline]) and not after ctx ends (then
 // it returns ctx's cause).
 //
