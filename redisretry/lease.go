@@ -539,6 +539,7 @@ func (q *Quota) landLocked(now time.Time, r backend.GCRAReply, head int64, late 
 	q.lastTo = max(q.lastTo, r.To)
 	n := q.unitsOf(r.To - r.From)
 	p := q.clock.place(r.From, r.To, q.limit.Interval(head), q.slack, now)
+	q.widest = max(q.widest, q.clock.width(now))
 	b := block{start: p.tat, span: p.full.Sub(p.tat), n: n, from: r.From, to: r.To}
 	b.usable = n
 	if p.end.Before(p.full) {

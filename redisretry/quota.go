@@ -190,6 +190,7 @@ type Quota struct {
 	clock    serverClock    // the server's clock, on the local one
 	rtt      time.Duration  // the round trip's time, smoothed
 	rttMin   time.Duration  // the fastest round trip
+	widest   time.Duration  // the widest clock bounds a block was placed by: how late its first slot may be
 	members  int64          // the fleet's size as last counted in Redis (0: never)
 	lead     time.Duration  // how far past its arrival the schedule ran at the last reply
 	lastTo   int64          // where this process's latest block ended on the schedule (µs)
