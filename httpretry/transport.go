@@ -187,7 +187,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// per-call Observer that kept the give-up's Elapsed instead moved the
 	// call to the heap: 2 allocations.)
 	start := time.Now()
+	returned := false
+	defer func() {
+		if !returned { // a panic: an Observer, Retryable, the base transport
+			c.abandon()
+		}
+	}()
 	err := retry.Run(ctx, p, c.attempt)
+	returned = true
 	if c.stream != nil {
 		c.stream.end()
 	}
@@ -215,6 +222,34 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		err = &retry.Error{Attempts: c.n, Elapsed: time.Since(start), Reason: retry.ReasonPermanent, Last: err}
 	}
 	return nil, err
+}
+
+// abandon closes what the call holds when a panic ends it (in an Observer,
+// the policy's Retryable, the base transport or GetBody), before the panic
+// goes on: the response nobody will get (the last retryable one, or a
+// success), the body fetched for the next attempt, and the caller's body
+// unless the base transport has it. Nothing is drained: a panic waits for
+// nothing.
+func (c *call) abandon() {
+	if c.stream != nil {
+		c.stream.end()
+	}
+	for _, rc := range []io.Closer{c.next, respBody(c.last), respBody(c.resp)} {
+		if rc != nil {
+			rc.Close()
+		}
+	}
+	if !c.bodyUsed {
+		closeBody(c.req)
+	}
+}
+
+// respBody returns resp's body, nil if none.
+func respBody(resp *http.Response) io.Closer {
+	if resp == nil || resp.Body == nil {
+		return nil
+	}
+	return resp.Body
 }
 
 // idempotent decides whether the request may be repeated (see the package
@@ -441,6 +476,11 @@ func (c *call) attempt(actx context.Context) error {
 	}
 	resp, err := base.RoundTrip(req)
 	if err != nil {
+		if resp != nil && resp.Body != nil {
+			// A base that breaks the RoundTripper rule and returns both:
+			// net/http's Client ignores such a response; close it.
+			resp.Body.Close()
+		}
 		timedOut := cancel != nil && rctx.Err() != nil
 		if cancel != nil {
 			cancel()
