@@ -233,7 +233,11 @@
 // the fragment, are replaced by REDACTED, user info is removed) and
 // headers are never logged (use [RedactHeader] to log them yourself).
 // [*AttemptError] messages are redacted too, with [RedactText], which
-// applies the same rules to URLs quoted in text.
+// applies the same rules to URLs quoted in text and also hides, anywhere
+// in the text, Google API keys (AIza...), bearer tokens and the values of
+// credential headers ("x-goog-api-key: ...", "Authorization: ..."): the
+// message of a stream's error event, which the server writes, may quote
+// them.
 //
 // # Endpoint fallback
 //

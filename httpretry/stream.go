@@ -385,7 +385,7 @@ type streamError struct {
 func (e *streamError) Error() string {
 	msg := "the stream's first event is an error"
 	if e.status != "" {
-		msg += " " + e.status
+		msg += " " + RedactText(e.status)
 	}
 	if e.message != "" {
 		msg += ": " + RedactText(e.message)
