@@ -106,7 +106,13 @@
 // retryable response (this drain, and the peek for RetryInfo below) takes
 // at most 1 s, and never longer than the attempt's deadline or the caller's
 // context: a body that stalls is closed, with its connection, and the retry
-// goes ahead. When the transport gives up on a retryable status (attempts
+// goes ahead. (That read runs on a goroutine of its own, which the retry
+// does not wait for past the bound: the body of a response net/http
+// decompresses, Content-Encoding gzip, cannot be closed while its first
+// Read waits for the gzip header. With an attempt timeout or a deadline
+// the transport cancels the attempt's context, and net/http closes the
+// connection at once; without one, that read and its connection end when
+// the server sends or closes, or the caller's context ends.) When the transport gives up on a retryable status (attempts
 // used up, deadline, budget) it returns the last response, status and body
 // intact, with a nil error, as net/http callers expect.
 //

@@ -132,10 +132,11 @@ type call struct {
 	next     io.ReadCloser // bodyGetBody: the next attempt's body, from GetBody
 	sent     *sentBody     // the body the current attempt sends, when it can fail
 
-	n          int            // attempts made
-	resp       *http.Response // the successful response
-	last       *http.Response // the last response with a retryable status, until the next attempt
-	lastStream bool           // last is a stream that failed: closed, not drained
+	n          int                // attempts made
+	resp       *http.Response     // the successful response
+	last       *http.Response     // the last response with a retryable status, until the next attempt
+	lastStream bool               // last is a stream that failed: closed, not drained
+	lastCancel context.CancelFunc // cancels last's attempt context, nil if it has none
 
 	ep   int  // current endpoint, -1 without endpoints
 	move bool // the last attempt saw an overload signal: the next one moves on
@@ -532,9 +533,9 @@ func (c *call) attempt(actx context.Context) error {
 		c.resp = resp
 		return nil
 	}
-	c.last, c.lastStream = resp, false
+	c.last, c.lastStream, c.lastCancel = resp, false, cancel
 	ae := c.attemptError(req.URL, code, ClassStatus, nil)
-	return c.failed(ae, false, func() (time.Duration, string) { return hint(resp, c.ctx, deadline(rctx)) })
+	return c.failed(ae, false, func() (time.Duration, string) { return hint(resp, c.ctx, deadline(rctx), cancel) })
 }
 
 // failed returns the loop's error for an attempt that failed in a way
@@ -672,9 +673,10 @@ func (c *call) attemptError(u interface{ String() string }, status int, class st
 // hint returns the server's hint for the next wait: the Retry-After header,
 // else google.rpc.RetryInfo in a JSON body. Peeking at the body (bounded by
 // maxPeek bytes, and in time by maxBodyWait, the attempt's deadline dl and
-// the caller's ctx) replaces resp.Body with one that yields the same bytes,
-// then the error that ended the peek, if any.
-func hint(resp *http.Response, ctx context.Context, dl time.Time) (time.Duration, string) {
+// the caller's ctx; abort cancels the attempt's context, nil if it has
+// none, see readBounded) replaces resp.Body with one that yields the same
+// bytes, then the error that ended the peek, if any.
+func hint(resp *http.Response, ctx context.Context, dl time.Time, abort func()) (time.Duration, string) {
 	if v := resp.Header.Get("Retry-After"); v != "" {
 		if d, ok := ParseRetryAfter(v, time.Now()); ok {
 			return d, HintRetryAfter
@@ -686,13 +688,10 @@ func hint(resp *http.Response, ctx context.Context, dl time.Time) (time.Duration
 	if ct := resp.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 		return 0, ""
 	}
-	var (
-		prefix []byte
-		err    error
-	)
 	rest := resp.Body
-	if bounded(resp.Body, ctx, dl, func() { prefix, err = io.ReadAll(io.LimitReader(resp.Body, maxPeek)) }) {
-		rest, err = closedBody{errBodyStalled}, errBodyStalled // closed once, not again
+	prefix, err, stalled := readBounded(resp.Body, maxPeek, true, ctx, dl, abort)
+	if stalled {
+		rest = closedBody{errBodyStalled} // closed once, not again
 	}
 	resp.Body = keepWriter(resp.Body, &prefixBody{prefix: prefix, rc: rest, err: err})
 	if err != nil {
@@ -711,18 +710,19 @@ func (c *call) discardLast() {
 		// first event already said it failed.
 		c.last.Body.Close()
 	} else {
-		discard(c.last, c.ctx)
+		discard(c.last, c.ctx, c.lastCancel)
 	}
-	c.last, c.lastStream = nil, false
+	c.last, c.lastStream, c.lastCancel = nil, false, nil
 }
 
 // discard drains (at most maxDrain bytes, for at most maxBodyWait, not past
 // its attempt's deadline nor the caller's ctx) and closes a response that is
 // not handed to the caller, so that its HTTP/1 connection can be reused; a
-// body not drained in time is closed with its connection. An HTTP/2
+// body not drained in time is closed with its connection (abort cancels
+// its attempt's context, nil if it has none: see readBounded). An HTTP/2
 // response is closed at once: that resets its stream only, its connection
 // stays.
-func discard(resp *http.Response, ctx context.Context) {
+func discard(resp *http.Response, ctx context.Context, abort func()) {
 	if resp.Body == nil {
 		return
 	}
@@ -734,7 +734,7 @@ func discard(resp *http.Response, ctx context.Context) {
 	if resp.Request != nil {
 		dl = deadline(resp.Request.Context())
 	}
-	if !bounded(resp.Body, ctx, dl, func() { io.CopyN(io.Discard, resp.Body, maxDrain) }) {
+	if _, _, stalled := readBounded(resp.Body, maxDrain, false, ctx, dl, abort); !stalled {
 		resp.Body.Close()
 	}
 }
