@@ -193,7 +193,9 @@
 // # Server hints
 //
 // On a retryable status, a Retry-After header (delta-seconds, or an HTTP-date
-// in any of the three formats http.ParseTime knows) and, failing that,
+// in any of the three formats http.ParseTime knows, measured from the
+// response's Date header when it has a valid one: the date is in the
+// server's clock, not this machine's) and, failing that,
 // google.rpc.RetryInfo.retryDelay in a Google JSON error body are used as a
 // hint: the next wait is at least the hint, plus jitter, capped by the
 // policy's MaxRetryAfter (default MaxDelay). The body is peeked (at most

@@ -297,7 +297,13 @@ func ExampleWithEndpoints() {
 }
 
 func ExampleParseRetryAfter() {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	// A response's headers: a date is measured from the response's Date
+	// (the server's clock), whatever this machine's clock says.
+	h := http.Header{"Date": {"Mon, 30 Nov 2026 12:00:00 GMT"}}
+	now, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		now = time.Now()
+	}
 	for _, v := range []string{"120", "Mon, 30 Nov 2026 12:00:30 GMT", "soon"} {
 		d, ok := httpretry.ParseRetryAfter(v, now)
 		fmt.Println(d, ok)

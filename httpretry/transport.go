@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -678,7 +679,7 @@ func (c *call) attemptError(u interface{ String() string }, status int, class st
 // bytes, then the error that ended the peek, if any.
 func hint(resp *http.Response, ctx context.Context, dl time.Time, abort func()) (time.Duration, string) {
 	if v := resp.Header.Get("Retry-After"); v != "" {
-		if d, ok := ParseRetryAfter(v, time.Now()); ok {
+		if d, ok := ParseRetryAfter(v, serverNow(resp.Header, v)); ok {
 			return d, HintRetryAfter
 		}
 	}
@@ -701,6 +702,18 @@ func hint(resp *http.Response, ctx context.Context, dl time.Time, abort func()) 
 		return d, HintRetryInfo
 	}
 	return 0, ""
+}
+
+// serverNow returns the time a Retry-After value v is measured from: for
+// an HTTP-date, the response's Date header when it is valid (the server's
+// clock, in which the date is written), else the local clock.
+func serverNow(h http.Header, v string) time.Time {
+	if !isDigits(strings.TrimSpace(v)) {
+		if t, err := http.ParseTime(h.Get("Date")); err == nil {
+			return t
+		}
+	}
+	return time.Now()
 }
 
 // discardLast discards c.last, the response of the previous attempt.
