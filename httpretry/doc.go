@@ -124,12 +124,16 @@
 // retried (a TLS error, a request body that failed: Reason
 // retry.ReasonPermanent) or a skipped retry (ReasonPermanent too). Its Last
 // error holds the last attempt's [*AttemptError] (or, when the caller's
-// context ended that attempt, the base transport's error as it came), and
+// context ended that attempt, the base transport's error as it came, or the
+// context's error when it ended the wait for a stream's first event), and
 // errors.Is reaches the causes through it: the transport error (syscall.ECONNRESET, ...),
 // [ErrNotIdempotent] or [ErrBodyNotReplayable] for a skipped retry,
 // GetBody's error, the request body's error, the context's error. (An
 // invalid Transport, or a request body that fails while it is buffered
 // before the first attempt, returns its own error: no attempt was made.)
+// When the caller's deadline ends an attempt, the Reason is
+// retry.ReasonContext, whichever of its timers and the transport's own
+// (the bound of a body's read) fires first.
 // http.Client wraps each in a *url.Error, as it does any transport's.
 //
 // # Streams

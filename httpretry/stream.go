@@ -612,8 +612,14 @@ func (c *call) peekStream(resp *http.Response, format int, rctx context.Context,
 
 	if r.failed {
 		if done {
+			// The caller's own cancel or deadline: the loop stops. A body
+			// the transport closed for it failed for that reason, not the
+			// read's ("use of closed network connection").
 			resp.Body.Close()
-			return r.err // the caller's own cancel or deadline: the loop stops
+			if r.closed {
+				return c.callerErr()
+			}
+			return r.err
 		}
 		// A timeout when the body was closed at the attempt's deadline or
 		// that deadline has passed: not when the attempt's context ended

@@ -536,7 +536,9 @@ func (c *call) attempt(actx context.Context) error {
 	}
 	c.last, c.lastStream, c.lastCancel = resp, false, cancel
 	ae := c.attemptError(req.URL, code, ClassStatus, nil)
-	return c.failed(ae, false, func() (time.Duration, string) { return hint(resp, c.ctx, deadline(rctx), cancel) })
+	err = c.failed(ae, false, func() (time.Duration, string) { return hint(resp, c.ctx, deadline(rctx), cancel) })
+	c.callerDone() // a peek cut at the caller's deadline: the loop must see the context ended
+	return err
 }
 
 // failed returns the loop's error for an attempt that failed in a way
@@ -604,15 +606,39 @@ func (c *call) classify(err error, timedOut bool) (classification, error) {
 }
 
 // callerDone reports whether the caller's context has ended, or its
-// deadline has passed by the clock: a context's Err says so only once its
+// deadline has passed by the clock. A context's Err says so only once its
 // timer has run, a moment later (stretched on a busy machine), and the
-// transport's own timers may see the deadline first.
+// transport's own timers (a body read's bound, a peek's) may see the
+// deadline first: callerDone then waits for that moment (at most
+// maxBodyWait, for a context whose Done is late or never comes), so that
+// the loop sees the context ended too and gives up on it (ReasonContext,
+// with the context's cause), whichever timer fired first.
 func (c *call) callerDone() bool {
 	if c.ctx.Err() != nil {
 		return true
 	}
 	dl, ok := c.ctx.Deadline()
-	return ok && !time.Now().Before(dl)
+	if !ok || time.Now().Before(dl) {
+		return false
+	}
+	if done := c.ctx.Done(); done != nil {
+		t := time.NewTimer(maxBodyWait)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return true
+}
+
+// callerErr returns the error of the caller's context once callerDone:
+// its cause, or context.DeadlineExceeded while it has not ended yet.
+func (c *call) callerErr() error {
+	if err := context.Cause(c.ctx); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
 }
 
 // attemptContext returns the context of one HTTP attempt. It derives from the
