@@ -41,7 +41,10 @@ func (policyDeadlineError) Is(target error) bool {
 //
 // A context that is already done returns its cause at once, without calling
 // fn. Waits use one timer per call, stopped when ctx ends; Do starts no
-// goroutine.
+// goroutine. A panic in fn or in the Observer goes on up to the caller: Do
+// does not recover it, but first records the attempt with the Pacer (fn)
+// or gives back to the limiters the retry they admitted (the Observer's
+// retry event).
 //
 // The success path allocates nothing and reads the clock once (so that
 // [Error.Elapsed] counts every attempt; once more with an Observer, for the

@@ -92,7 +92,11 @@
 // [MaxBufferedBody](math.MaxInt64) buffers without a limit.
 // The caller's request body is closed exactly once, and the caller's
 // *http.Request is never modified (attempts that need a different body,
-// URL, header or context use a copy).
+// URL, header or context use a copy). A panic in the policy's Observer or
+// Retryable, in the base transport or in GetBody goes on up to the caller,
+// after the transport closed what it held: the response it would have
+// retried or returned, the body fetched for the next attempt, the
+// caller's body.
 //
 // # Responses
 //
