@@ -327,6 +327,16 @@ func ExampleRedact() {
 	// Output: https://generativelanguage.googleapis.com/v1beta/models?key=REDACTED&pageSize=5
 }
 
+// A server's error text, quoted in an error message, may hold credentials
+// anywhere: URLs' secret parameters, API keys, tokens, credential headers.
+func ExampleRedactText() {
+	msg := `Post "https://example.com/v1/m:generateContent?key=AIzaSyA0123456789abcdefghijklmnopq_-XYZ": ` +
+		`the server said: "API key AIzaSyA0123456789abcdefghijklmnopq_-XYZ not valid; ` +
+		`x-goog-api-key: AIzaSyA0123456789abcdefghijklmnopq_-XYZ; Authorization: Bearer ya29.a0secret"`
+	fmt.Println(httpretry.RedactText(msg))
+	// Output: Post "https://example.com/v1/m:generateContent?key=REDACTED": the server said: "API key REDACTED not valid; x-goog-api-key: REDACTED; Authorization: REDACTED"
+}
+
 func ExampleRedactHeader() {
 	h := http.Header{"Authorization": {"Bearer ya29.abc"}, "Content-Type": {"application/json"}}
 	r := httpretry.RedactHeader(h)

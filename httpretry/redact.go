@@ -49,10 +49,10 @@ var (
 // tokens ("Bearer ..."), and the values of the headers RedactHeader hides
 // written as "name: value", name=value or "name":"value" (the name in any
 // case; an Authorization value with its scheme; a Cookie's, after a colon
-// only, to the end of the line). Each is replaced by REDACTED. Use it on error messages (a
-// *url.Error quotes the request's URL; a server's error text may quote
-// anything). A colon right after a URL's value and before white space
-// ("GET URL: cause") is left in place.
+// only, to the end of the line). Each is replaced by REDACTED. Use it on
+// error messages (a *url.Error quotes the request's URL; a server's error
+// text may quote anything). A colon right after a URL's value and before
+// white space ("GET URL: cause") is left in place.
 func RedactText(s string) string {
 	if strings.ContainsAny(s, "=@") {
 		s = redactPairs(s, false)
