@@ -92,7 +92,11 @@
 // [MaxBufferedBody](math.MaxInt64) buffers without a limit.
 // The caller's request body is closed exactly once, and the caller's
 // *http.Request is never modified (attempts that need a different body,
-// URL, header or context use a copy).
+// URL, header or context use a copy). A panic in the policy's Observer or
+// Retryable, in the base transport or in GetBody goes on up to the caller,
+// after the transport closed what it held: the response it would have
+// retried or returned, the body fetched for the next attempt, the
+// caller's body.
 //
 // # Responses
 //
@@ -106,7 +110,13 @@
 // retryable response (this drain, and the peek for RetryInfo below) takes
 // at most 1 s, and never longer than the attempt's deadline or the caller's
 // context: a body that stalls is closed, with its connection, and the retry
-// goes ahead. When the transport gives up on a retryable status (attempts
+// goes ahead. (That read runs on a goroutine of its own, which the retry
+// does not wait for past the bound: the body of a response net/http
+// decompresses, Content-Encoding gzip, cannot be closed while its first
+// Read waits for the gzip header. With an attempt timeout or a deadline
+// the transport cancels the attempt's context, and net/http closes the
+// connection at once; without one, that read and its connection end when
+// the server sends or closes, or the caller's context ends.) When the transport gives up on a retryable status (attempts
 // used up, deadline, budget) it returns the last response, status and body
 // intact, with a nil error, as net/http callers expect.
 //
@@ -118,12 +128,16 @@
 // retried (a TLS error, a request body that failed: Reason
 // retry.ReasonPermanent) or a skipped retry (ReasonPermanent too). Its Last
 // error holds the last attempt's [*AttemptError] (or, when the caller's
-// context ended that attempt, the base transport's error as it came), and
+// context ended that attempt, the base transport's error as it came, or the
+// context's error when it ended the wait for a stream's first event), and
 // errors.Is reaches the causes through it: the transport error (syscall.ECONNRESET, ...),
 // [ErrNotIdempotent] or [ErrBodyNotReplayable] for a skipped retry,
 // GetBody's error, the request body's error, the context's error. (An
 // invalid Transport, or a request body that fails while it is buffered
 // before the first attempt, returns its own error: no attempt was made.)
+// When the caller's deadline ends an attempt, the Reason is
+// retry.ReasonContext, whichever of its timers and the transport's own
+// (the bound of a body's read) fires first.
 // http.Client wraps each in a *url.Error, as it does any transport's.
 //
 // # Streams
@@ -140,13 +154,23 @@
 // the blank line after an event with data (comments and data-less blocks
 // are skipped; lines end at LF, CRLF or a bare CR, and the event is
 // complete at the CR or LF that ends its blank line, without waiting for
-// another byte; a UTF-8 byte order mark in front is skipped); in NDJSON,
-// the first line that is not blank; in a JSON array, its first element.
+// another byte; a UTF-8 byte order mark in front is skipped), or the end
+// of the stream right after the line end of a data line (see below); in
+// NDJSON, the first line that is not blank; in a JSON array, its first
+// element.
 //
 // text/event-stream and application/x-ndjson say by their type that they
-// are streams, whatever the request. An application/json answer is taken
-// for a stream only when the request looks like one: one of Google's
-// streaming methods, whose URL path's last segment holds ":stream" (as in
+// are streams: the answer to a POST (a call: generateContent, a chat
+// completion) is peeked whatever its URL. A GET is also how one subscribes
+// to a feed (an EventSource, a notification stream) that may stay quiet
+// for minutes, sending keep-alive comments meanwhile that its caller may
+// watch: the answer to a GET is peeked only when the GET names a streamed
+// call (its URL path's last segment holds ":stream", or its query has
+// alt=sse) or its context asks for it with [StreamPeek](ctx, true); any
+// other is handed over with its headers, unpeeked. An application/json
+// answer is taken for a stream only when the request looks like one: one
+// of Google's streaming methods, whose URL path's last segment holds
+// ":stream" (as in
 // /v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=json), or a
 // request whose context asks for it with [StreamPeek](ctx, true). Any
 // other JSON answer (an object, a watch that sends nothing for minutes) is
@@ -164,30 +188,42 @@
 //     [*AttemptError] has Class [ClassStreamError] and that Status;
 //   - or the body fails or ends before the first event is complete (a
 //     reset, an EOF, the attempt timeout or deadline): the error's class
-//     says which (ClassTimeout only when the attempt's time was up). An
-//     SSE event whose blank line never came is incomplete at the end of
-//     the stream, and discarded, as the SSE format says: a stream that
-//     ends so before its first event has failed.
+//     says which (ClassTimeout only when the attempt's time was up). At
+//     the end of an SSE stream, a block whose data line ended (CR or LF)
+//     is the first event without its blank line: the SSE format would
+//     discard it, but the Gen AI SDKs read it as a chunk, so that a retry
+//     would only buy the same answer again; it is checked like any first
+//     event. A stream that ends inside a line, or before any data, has
+//     failed.
 //
 // Otherwise the caller gets the response at once, its body unchanged: the
-// bytes read are put back in front of it, byte for byte, and the rest
-// flows as it comes, without a copy. A first event longer than 64 KiB is
-// handed over as it is. Once the first event has been handed over nothing
-// is retried: a later failure reaches the caller as it happened. A stream
-// that is retried is closed before the next attempt, not drained. When the
-// loop gives up after a failed stream (attempts, deadline, budget), the
-// caller gets that last response, its body as the server sent it. Reading
-// the first event takes no time of its own: the caller could read nothing
-// sooner. It is bounded by the attempt's timeout and deadline, not by the
-// 1 s of a retryable answer's body (a model may think for a while before
-// its first token). Compressed answers the base transport did not decode
-// are not peeked. [WithStreamPeek](false) turns peeking off for a
-// transport, [StreamPeek] on or off for one request.
+// bytes read are put back in front of it, byte for byte, and the rest flows
+// as it comes, without a copy. The first event must begin within the first
+// 256 KiB of the body (what comes before it: a byte order mark, comments
+// such as keep-alive pings, retry:, id: and event: fields, blank lines, the
+// array's '[') and end within 64 KiB of its beginning (in SSE, its first
+// data line): otherwise the answer is handed over as it is. Once the first
+// event has been handed over nothing is retried: a later failure reaches the
+// caller as it happened. A stream that is retried is closed before the next
+// attempt, not drained. When the loop gives up after a failed stream
+// (attempts, deadline, budget), the caller gets that last response, its body
+// as the server sent it. Reading the first event takes no time of its own:
+// the caller could read nothing of the answer sooner. What comes before that
+// event (SSE comments such as keep-alive pings) reaches the caller with it,
+// not as it comes: a caller that must see them (an idle watchdog) turns the
+// peek off for its request with [StreamPeek](ctx, false). It is bounded by
+// the attempt's timeout and deadline, not by the 1 s of a retryable answer's
+// body (a model may think for a while before its first token). Compressed
+// answers the base transport did not decode are not peeked.
+// [WithStreamPeek](false) turns peeking off for a transport, [StreamPeek] on
+// or off for one request.
 //
 // # Server hints
 //
 // On a retryable status, a Retry-After header (delta-seconds, or an HTTP-date
-// in any of the three formats http.ParseTime knows) and, failing that,
+// in any of the three formats http.ParseTime knows, measured from the
+// response's Date header when it has a valid one: the date is in the
+// server's clock, not this machine's) and, failing that,
 // google.rpc.RetryInfo.retryDelay in a Google JSON error body are used as a
 // hint: the next wait is at least the hint, plus jitter, capped by the
 // policy's MaxRetryAfter (default MaxDelay). The body is peeked (at most
@@ -233,7 +269,11 @@
 // the fragment, are replaced by REDACTED, user info is removed) and
 // headers are never logged (use [RedactHeader] to log them yourself).
 // [*AttemptError] messages are redacted too, with [RedactText], which
-// applies the same rules to URLs quoted in text.
+// applies the same rules to URLs quoted in text and also hides, anywhere
+// in the text, Google API keys (AIza...), bearer tokens and the values of
+// credential headers ("x-goog-api-key: ...", "Authorization: ..."): the
+// message of a stream's error event, which the server writes, may quote
+// them.
 //
 // # Endpoint fallback
 //

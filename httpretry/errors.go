@@ -79,7 +79,7 @@ type AttemptError struct {
 
 // Error returns "httpretry: METHOD URL: " followed by the status ("503
 // Service Unavailable") or the class and the transport error, with the URL
-// redacted.
+// redacted ([Redact]) and the error's text too ([RedactText]).
 func (e *AttemptError) Error() string {
 	msg := "httpretry: " + e.Method + " " + e.URL + ": "
 	if e.Class == ClassStatus {
@@ -95,7 +95,7 @@ func (e *AttemptError) Error() string {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		msg += " (" + err.Error() + ")"
+		msg += " (" + RedactText(err.Error()) + ")"
 	}
 	return msg
 }

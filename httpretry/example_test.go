@@ -297,7 +297,13 @@ func ExampleWithEndpoints() {
 }
 
 func ExampleParseRetryAfter() {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	// A response's headers: a date is measured from the response's Date
+	// (the server's clock), whatever this machine's clock says.
+	h := http.Header{"Date": {"Mon, 30 Nov 2026 12:00:00 GMT"}}
+	now, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		now = time.Now()
+	}
 	for _, v := range []string{"120", "Mon, 30 Nov 2026 12:00:30 GMT", "soon"} {
 		d, ok := httpretry.ParseRetryAfter(v, now)
 		fmt.Println(d, ok)
@@ -319,6 +325,16 @@ func ExampleRedact() {
 	u, _ := url.Parse("https://user:pw@generativelanguage.googleapis.com/v1beta/models?key=AIza123&pageSize=5")
 	fmt.Println(httpretry.Redact(u))
 	// Output: https://generativelanguage.googleapis.com/v1beta/models?key=REDACTED&pageSize=5
+}
+
+// A server's error text, quoted in an error message, may hold credentials
+// anywhere: URLs' secret parameters, API keys, tokens, credential headers.
+func ExampleRedactText() {
+	msg := `Post "https://example.com/v1/m:generateContent?key=AIzaSyA0123456789abcdefghijklmnopq_-XYZ": ` +
+		`the server said: "API key AIzaSyA0123456789abcdefghijklmnopq_-XYZ not valid; ` +
+		`x-goog-api-key: AIzaSyA0123456789abcdefghijklmnopq_-XYZ; Authorization: Bearer ya29.a0secret"`
+	fmt.Println(httpretry.RedactText(msg))
+	// Output: Post "https://example.com/v1/m:generateContent?key=REDACTED": the server said: "API key REDACTED not valid; x-goog-api-key: REDACTED; Authorization: REDACTED"
 }
 
 func ExampleRedactHeader() {

@@ -183,9 +183,10 @@ func checkEndpoint(s string) error {
 
 // WithStreamPeek turns first-event peeking on (the default) or off for
 // every request: see "Streams" in the package documentation. On, it peeks
-// at SSE and NDJSON answers, and at application/json answers to Google's
-// streaming methods (":stream..." in the path). [StreamPeek] overrides it
-// for one request.
+// at SSE and NDJSON answers (to a GET only when it names a streamed call:
+// ":stream..." in the path, or alt=sse), and at application/json answers
+// to Google's streaming methods (":stream..." in the path). [StreamPeek]
+// overrides it for one request.
 func WithStreamPeek(on bool) Option {
 	return func(c *config) { c.noStreamPeek = !on }
 }
@@ -197,10 +198,11 @@ type peekKey struct{}
 // StreamPeek returns a copy of ctx that turns first-event peeking on or off
 // for the requests made with it, whatever the transport's [WithStreamPeek]
 // says: for example off for a stream whose first event the caller must see
-// as soon as its bytes arrive, even when incomplete. On, it also takes any
-// application/json answer that begins with '[' for a stream (its first
-// element is peeked), whatever the URL: use it for a JSON array streamed
-// by a method whose path does not say ":stream".
+// as soon as its bytes arrive, even when incomplete, or its keep-alive
+// comments as they come. On, it also takes any application/json answer
+// that begins with '[' for a stream (its first element is peeked), and
+// peeks at the SSE or NDJSON answer to a GET, whatever the URL: use it for
+// a stream whose URL does not say ":stream" (nor alt=sse for a GET).
 func StreamPeek(ctx context.Context, on bool) context.Context {
 	return context.WithValue(ctx, peekKey{}, on)
 }
