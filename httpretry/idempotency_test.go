@@ -3,10 +3,12 @@ package httpretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -437,5 +439,55 @@ func BenchmarkGoogleReadOnly(b *testing.B) {
 				GoogleReadOnly(req)
 			}
 		})
+	}
+}
+
+// TestRulesConcurrent: one transport, its rules and Google's, 200 callers
+// at once (run with -race): each request is decided by its own path, and
+// a POST refused with a 429 is sent again whatever its path.
+func TestRulesConcurrent(t *testing.T) {
+	var hits sync.Map // path -> *atomic.Int32
+	srv := newScript(t, func(w http.ResponseWriter, r *http.Request) {
+		v, _ := hits.LoadOrStore(r.URL.Path, new(atomic.Int32))
+		n := v.(*atomic.Int32).Add(1)
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/refused") && n == 1:
+			w.WriteHeader(http.StatusTooManyRequests)
+		case n == 1:
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	})
+	chat := func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/chat/") }
+	rt := NewTransport(srv.Client().Transport, fast, IdempotentIf(chat))
+	paths := []struct {
+		prefix string
+		hits   int32
+	}{
+		{"/v1beta/models/m%d:generateContent", 2}, // Google's rule
+		{"/chat/%d", 2},           // the caller's rule
+		{"/orders/%d", 1},         // no rule: the 500 is not retried
+		{"/orders/%d/refused", 2}, // a refusal
+	}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			path := fmt.Sprintf(paths[i%len(paths)].prefix, i)
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader("x"))
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	for i := range 200 {
+		p := paths[i%len(paths)]
+		path := fmt.Sprintf(p.prefix, i)
+		v, ok := hits.Load(path)
+		if !ok || v.(*atomic.Int32).Load() != p.hits {
+			t.Errorf("%s: %v hits, want %d", path, v, p.hits)
+		}
 	}
 }
