@@ -46,12 +46,17 @@ var googleCollections = [...]string{"models", "tunedModels", "endpoints"}
 //
 // Whatever the host: generativelanguage.googleapis.com, a regional Vertex
 // AI host, or a proxy or Gemini-compatible server that serves the same
-// paths. The query is not looked at. The path is compared exactly, case
-// included, as Google's are: :GenerateContent, :generateContentUpload or
-// a trailing slash do not match. The transport applies it to every request
+// paths. The query is not looked at. The path, decoded (%3A is a colon), is
+// compared exactly, case included: :GenerateContent, :generateContentUpload
+// or a trailing slash do not match. The transport applies it to every request
 // unless built with [WithGoogleReadOnly](false); it is exported so that a
 // rule of [IdempotentIf] can build on it (for example to apply it to some
 // hosts only).
+//
+// predict and rawPredict only answer, unless the model behind them writes
+// something: a custom container may, and an image model asked to store its
+// output in a Cloud Storage bucket does. Such calls are not safe to repeat:
+// mark them [NotIdempotent], or turn the rule off.
 func GoogleReadOnly(req *http.Request) bool {
 	if req == nil || req.URL == nil || req.Method != http.MethodPost {
 		return false

@@ -63,12 +63,12 @@ func AllowNonIdempotent() Option {
 // call of one of the read-only methods of Google's generative AI APIs
 // (generateContent, streamGenerateContent, countTokens, computeTokens,
 // embedContent, batchEmbedContents, predict, rawPredict: see
-// [GoogleReadOnly]) for idempotent, whatever the host, as Google's own
-// clients carry a retry setting per method. Off, such a POST is retried
-// like any other POST: when its context is marked [Idempotent], it has an
-// Idempotency-Key, or the server refused it (see "Idempotency" in the
-// package documentation). A request marked [NotIdempotent] is never
-// idempotent, whatever this says.
+// [GoogleReadOnly]) for idempotent, whatever the host, in the way Google's
+// generated clients keep a retry setting per method. Off, such a POST is
+// retried like any other POST: when it is made idempotent otherwise (a
+// mark, a key, [AllowNonIdempotent], a rule of [IdempotentIf]) or the
+// server refused it (see "Idempotency" in the package documentation). A
+// request marked [NotIdempotent] is never idempotent, whatever this says.
 func WithGoogleReadOnly(on bool) Option {
 	return func(c *config) { c.noGoogleReadOnly = !on }
 }
