@@ -40,24 +40,51 @@
 //
 // # Idempotency
 //
-// Following RFC 9110 section 9.2.2, GET, HEAD, OPTIONS, TRACE, PUT and DELETE
-// are retried. POST and PATCH (and any other method) are retried only when
-// the request carries an Idempotency-Key header, when its context is marked
-// with [Idempotent] (generateContent, for example, changes no server state
-// and is safe to retry), or when the transport was built with
-// [AllowNonIdempotent]. [NotIdempotent] marks a request as unsafe to repeat,
-// whatever its method or headers. The decision, first match wins:
+// A request that may have reached the server is sent again only when it is
+// idempotent: sending it twice has the effect of sending it once. The
+// decision, first match wins:
 //
-//  1. the context mark ([Idempotent] or [NotIdempotent], the innermost wins);
-//  2. an Idempotency-Key header;
-//  3. [AllowNonIdempotent];
-//  4. the method.
+//  1. the context mark: [Idempotent] or [NotIdempotent], the innermost wins;
+//  2. an Idempotency-Key header, the caller's or one added by
+//     [AddIdempotencyKey] (to POST and PATCH requests that lack one);
+//  3. [AllowNonIdempotent]: every request is;
+//  4. a rule: Google's read-only methods ([GoogleReadOnly]), unless the
+//     transport was built with [WithGoogleReadOnly](false), then the rules
+//     added with [IdempotentIf], in order;
+//  5. the method, following RFC 9110 section 9.2.2: GET, HEAD, OPTIONS,
+//     TRACE, PUT and DELETE are idempotent; POST, PATCH and any other
+//     method are not.
 //
-// Errors that prove the request never reached the server (the dial failed,
-// for example connection refused, or HTTP/2 REFUSED_STREAM) are retried for
-// every method. [AddIdempotencyKey] adds a random UUID v4 Idempotency-Key,
-// the same on every attempt, to POST and PATCH requests that lack one (and
-// are not marked [NotIdempotent]), which makes them retryable.
+// Google's rule takes for idempotent a POST to a method of the Gemini API
+// or Vertex AI that changes no server state: generateContent,
+// streamGenerateContent, countTokens, computeTokens, embedContent,
+// batchEmbedContents, predict and rawPredict, called on a model, a tuned
+// model or a Vertex AI endpoint (/v1beta/models/gemini-2.5-flash:generateContent),
+// whatever the host. Generating content is not strictly idempotent (the
+// answer differs each time), but it creates nothing, so Google's guidance
+// calls it safe to retry. The methods that create something (file uploads,
+// cachedContents, tunedModels, batch jobs) are not on the list. So the calls
+// of a Gen AI SDK client built on this transport need no mark.
+//
+// A request that is not idempotent is still sent again after:
+//
+//   - an error that proves it never reached the server: the dial failed
+//     (connection refused, for example), or HTTP/2 REFUSED_STREAM. This
+//     holds even for a request marked [NotIdempotent].
+//   - a refusal: a 429 Too Many Requests, or a 503 Service Unavailable with
+//     a Retry-After header or a RetryInfo (see "Server hints"). A rate
+//     limit or an overload turns a request away before acting on it, and
+//     RFC 9110 lets a client repeat a request that is not idempotent when
+//     it knows the first one was not applied. This does not hold for a
+//     request marked [NotIdempotent] (use it for a server that may act and
+//     then answer 429). Other retryable answers (500, 502, 504, 408, a 503
+//     without a hint, a reset) may come after the server acted: they are
+//     no such proof.
+//
+// Either way the body rules below still apply: the body of a request that
+// is not idempotent is streamed, not buffered, so after a refusal it is
+// sent again only when it has a GetBody or the transport had read none of
+// it, and never in part.
 //
 // When a retry is skipped because of idempotency, the policy's Observer gets
 // a give-up event whose Err matches [ErrNotIdempotent] (errors.Is) and holds
@@ -85,10 +112,11 @@
 //
 // Any other body (a request that is not idempotent, a body longer than the
 // limit, MaxBufferedBody(0)) is streamed as it is produced, without a copy.
-// It is sent again only after an error that proves the request never left
-// (connection refused, for example) and only if the transport had not read
-// any of it; otherwise the retry is skipped and the give-up event's Err
-// matches [ErrBodyNotReplayable]. A partial or doubled body is never sent.
+// It is sent again (after an error that proves the request never left,
+// connection refused for example, or after a refusal) only if the
+// transport had not read any of it; otherwise the retry is skipped and the
+// give-up event's Err matches [ErrBodyNotReplayable]. A partial or doubled
+// body is never sent.
 // [MaxBufferedBody](math.MaxInt64) buffers without a limit.
 // The caller's request body is closed exactly once, and the caller's
 // *http.Request is never modified (attempts that need a different body,

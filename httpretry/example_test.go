@@ -110,10 +110,10 @@ func ExampleWithPolicy() {
 	// 200 ok
 }
 
-// generateContent changes no server state, so its POST is safe to retry:
-// mark it idempotent.
+// A search changes no server state, so its POST is safe to retry, but no
+// rule of the transport knows it: mark the call idempotent.
 func ExampleIdempotent() {
-	srv := flaky(1, http.StatusTooManyRequests)
+	srv := flaky(1, http.StatusInternalServerError)
 	defer srv.Close()
 	client, err := httpretry.NewClient(quick)
 	if err != nil {
@@ -121,10 +121,107 @@ func ExampleIdempotent() {
 	}
 
 	ctx := httpretry.Idempotent(context.Background())
-	body := `{"contents":[{"parts":[{"text":"Hello"}]}]}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/models/gemini:generateContent", strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/search", strings.NewReader(`{"q":"retry"}`))
 	show(client.Do(req))
 	// Output: 200 ok
+}
+
+// The calls of Gemini and Vertex AI that change no server state are
+// idempotent by rule: this generateContent is retried after a 500 without
+// a mark; the file upload, which creates a file, is not.
+func ExampleGoogleReadOnly() {
+	for _, u := range []string{
+		"https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent",
+		"https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+		"https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/endpoints/42:rawPredict",
+		"https://generativelanguage.googleapis.com/upload/v1beta/files",
+		"https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:batchGenerateContent",
+	} {
+		req, _ := http.NewRequest(http.MethodPost, u, nil)
+		fmt.Println(httpretry.GoogleReadOnly(req), req.URL.Path[strings.LastIndexByte(req.URL.Path, '/')+1:])
+	}
+
+	srv := flaky(1, http.StatusInternalServerError)
+	defer srv.Close()
+	client, err := httpretry.NewClient(quick)
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Post(srv.URL+"/v1beta/models/gemini-2.5-flash:generateContent", "application/json", strings.NewReader(`{"contents":[]}`)))
+	// Output:
+	// true gemini-2.5-flash:generateContent
+	// true gemini-2.5-flash:streamGenerateContent
+	// true 42:rawPredict
+	// false files
+	// false gemini-2.5-flash:batchGenerateContent
+	// 200 ok
+}
+
+// Google's rule applies whatever the host. To apply it to Google's hosts
+// only, turn it off and add it back as a rule of your own.
+func ExampleWithGoogleReadOnly() {
+	srv := flaky(1, http.StatusInternalServerError) // not a Google host
+	defer srv.Close()
+	googleOnly := func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Hostname(), ".googleapis.com") && httpretry.GoogleReadOnly(r)
+	}
+	client, err := httpretry.NewClient(quick, httpretry.WithGoogleReadOnly(false), httpretry.IdempotentIf(googleOnly))
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Post(srv.URL+"/v1beta/models/gemini-2.5-flash:generateContent", "application/json", strings.NewReader(`{"contents":[]}`)))
+	// Output: 500 Internal Server Error
+}
+
+// The chat completions of an OpenAI-compatible server change no server
+// state: a rule makes them idempotent, with no mark on each call.
+func ExampleIdempotentIf() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 1 { // every other request fails
+			http.Error(w, "Bad Gateway", http.StatusBadGateway)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	chat := func(r *http.Request) bool {
+		return r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions"
+	}
+	client, err := httpretry.NewClient(quick, httpretry.IdempotentIf(chat))
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[]}`)))
+	show(client.Post(srv.URL+"/v1/files", "application/json", strings.NewReader(`{}`)))
+	// Output:
+	// 200 ok
+	// 502 Bad Gateway
+}
+
+// A 429 says the server did not act on the request: even a POST that is not
+// idempotent is sent again, after the server's Retry-After.
+func Example_refusal() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "order 42")
+	}))
+	defer srv.Close()
+	client, err := httpretry.NewClient(quick)
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Post(srv.URL+"/v1/orders", "application/json", strings.NewReader(`{"item":"book"}`)))
+	fmt.Println(n.Load(), "requests")
+	// Output:
+	// 201 order 42
+	// 2 requests
 }
 
 // A POST that creates a resource is not retried; the observer sees why.

@@ -312,7 +312,7 @@ func TestStreamNotPeeked(t *testing.T) {
 		p      retry.Policy
 		header []string // response header pairs added
 	}{
-		{name: "POST without a key", method: http.MethodPost},
+		{name: "POST without a key, Google's rule off", method: http.MethodPost, opts: []Option{WithGoogleReadOnly(false)}},
 		{name: "last attempt", method: http.MethodGet, p: retry.Policy{Attempts: 1}},
 		{name: "WithStreamPeek(false)", method: http.MethodGet, opts: []Option{WithStreamPeek(false)}},
 		{name: "StreamPeek(ctx, false)", method: http.MethodGet, ctx: func(c context.Context) context.Context { return StreamPeek(c, false) }},

@@ -121,10 +121,11 @@ type call struct {
 	timeout time.Duration   // per attempt, 0 for none
 	max     int             // attempts allowed
 
-	idempotent bool
-	header     http.Header // the request's header with an added Idempotency-Key, else nil
-	peek       bool        // peek at the first event of a streamed answer
-	peekJSON   bool        // ... also of any application/json answer (StreamPeek(ctx, true))
+	idempotent    bool        // may be repeated after it may have reached the server
+	notIdempotent bool        // marked NotIdempotent: not even a refusal is retried
+	header        http.Header // the request's header with an added Idempotency-Key, else nil
+	peek          bool        // peek at the first event of a streamed answer
+	peekJSON      bool        // ... also of any application/json answer (StreamPeek(ctx, true))
 
 	bodyKind int
 	buf      []byte
@@ -252,34 +253,6 @@ func respBody(resp *http.Response) io.Closer {
 		return nil
 	}
 	return resp.Body
-}
-
-// idempotent decides whether the request may be repeated (see the package
-// documentation), adding an Idempotency-Key when the options say so.
-func (t *Transport) idempotent(req *http.Request, ctx context.Context, c *call) bool {
-	mark, marked := ctx.Value(idemKey{}).(bool)
-	if marked && !mark {
-		return false
-	}
-	if _, ok := req.Header["Idempotency-Key"]; ok {
-		return true
-	}
-	if t.cfg.addIdempotencyKey && (req.Method == http.MethodPost || req.Method == http.MethodPatch) {
-		c.header = req.Header.Clone()
-		if c.header == nil {
-			c.header = make(http.Header)
-		}
-		c.header.Set("Idempotency-Key", newUUID())
-		return true
-	}
-	if marked || t.cfg.allowNonIdempotent {
-		return true
-	}
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return false
 }
 
 // newUUID returns a random UUID, version 4 (RFC 9562).
@@ -544,19 +517,34 @@ func (c *call) attempt(actx context.Context) error {
 // failed returns the loop's error for an attempt that failed in a way
 // that is retried (ae; neverSent says the request provably never reached
 // the server). The loop retries it unless this was the last attempt, or
-// the retry is skipped: the request is not idempotent (and may have been
-// sent), or its body cannot be sent again (not replayable, or GetBody
-// fails: the next attempt's body is fetched here, so that the call ends on
-// this attempt's error at once). A skipped retry is Unretryable, a
-// *skipError holding ae. hint, when set, returns the server's hint for the
-// next wait; it is asked only when the hint matters: for a retry, or for
-// the policy's Pacer (a fleet's shared cooldown learns it from every
-// attempt, the last one included).
+// the retry is skipped: the request is not idempotent and may have been
+// acted on (sent, and not refused: see refused), or its body cannot be
+// sent again (not replayable, or GetBody fails: the next attempt's body is
+// fetched here, so that the call ends on this attempt's error at once). A
+// skipped retry is Unretryable, a *skipError holding ae. hint, when set,
+// returns the server's hint for the next wait; it is asked at most once,
+// and only when the hint matters: for a retry, for the policy's Pacer (a
+// fleet's shared cooldown learns it from every attempt, the last one
+// included), or to tell whether a 503 to a request that is not idempotent
+// is a refusal.
 func (c *call) failed(ae *AttemptError, neverSent bool, hint func() (time.Duration, string)) error {
-	var skip, cause error // why the loop must not retry the request, nil if it may
+	var (
+		skip, cause error // why the loop must not retry the request, nil if it may
+		d           time.Duration
+		src         string
+		asked       bool
+	)
+	// ask asks hint once. (A closure, not a struct holding hint: that would
+	// move the call to the heap.)
+	ask := func() {
+		if !asked && hint != nil {
+			d, src = hint()
+			asked = true
+		}
+	}
 	if c.n < c.max {
 		switch {
-		case !c.idempotent && !neverSent:
+		case !c.idempotent && !neverSent && !c.refused(ae, func() bool { ask(); return src != "" }):
 			skip = ErrNotIdempotent
 		case !c.replayable():
 			skip = ErrBodyNotReplayable
@@ -571,7 +559,7 @@ func (c *call) failed(ae *AttemptError, neverSent bool, hint func() (time.Durati
 		err = &skipError{reason: skip, err: ae, cause: cause}
 	}
 	if hint != nil && ((c.n < c.max && skip == nil) || c.pacer) {
-		if d, src := hint(); src != "" {
+		if ask(); src != "" {
 			ae.HintSource = src
 			err = retry.After(err, d)
 		}

@@ -118,11 +118,12 @@ type hit struct {
 	events       int // the events of a stream written and flushed
 }
 
-// fakeGemini is a local stand-in for the Gemini API's generateContent and
-// streamGenerateContent endpoints: it checks the request like the real one
-// would (method, path, alt=sse for a stream, API key, JSON body with
-// contents) and answers with the next reply of its script, the last one
-// repeating.
+// fakeGemini is a local stand-in for the Gemini API's generateContent,
+// streamGenerateContent, countTokens and batchEmbedContents methods, Vertex
+// AI's embedContent and predict (express mode), and the start of a file
+// upload: it checks the request like the real one would (method, path,
+// alt=sse for a stream, API key, the JSON body's main field) and answers
+// with the next reply of its script, the last one repeating.
 type fakeGemini struct {
 	mu     sync.Mutex
 	script []reply
@@ -212,26 +213,65 @@ func badReply(status int, msg string) reply {
 	return reply{status: status, body: string(b)}
 }
 
+// The paths the fake serves, as the SDK builds them against a base URL:
+// the Gemini API's model methods, Vertex AI's in express mode (an API key,
+// no project), and the start of a Gemini API file upload.
+const (
+	geminiModels = "/v1beta/models/"
+	vertexModels = "/v1beta1/publishers/google/models/"
+	uploadPath   = "/upload/v1beta/files"
+)
+
+// modelMethods are the methods the fake serves on a model, by path prefix,
+// and the field of the JSON body each must carry.
+var modelMethods = map[string]map[string]string{
+	geminiModels: {"generateContent": "contents", "streamGenerateContent": "contents", "countTokens": "contents", "batchEmbedContents": "requests"},
+	vertexModels: {"embedContent": "content", "predict": "instances"},
+}
+
 // check returns an error reply for a request the real API would refuse, or
 // the zero reply.
 func (f *fakeGemini) check(r *http.Request) reply {
 	bad := badReply
-	method, _ := strings.CutPrefix(r.URL.Path, "/v1beta/models/")
-	_, method, _ = strings.Cut(method, ":")
-	switch {
-	case r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1beta/models/") ||
-		(method != "generateContent" && method != "streamGenerateContent"):
+	if r.Method != http.MethodPost {
 		return bad(http.StatusNotFound, "not found: "+r.Method+" "+r.URL.Path)
-	case method == "streamGenerateContent" && r.URL.Query().Get("alt") != "sse":
-		return bad(http.StatusBadRequest, "this fake streams with alt=sse only")
-	case r.Header.Get("x-goog-api-key") == "":
+	}
+	if r.Header.Get("x-goog-api-key") == "" {
 		return bad(http.StatusUnauthorized, "API key missing")
 	}
-	var body struct {
-		Contents []json.RawMessage `json:"contents"`
+	field := ""
+	if r.URL.Path == uploadPath {
+		// The start of a resumable upload: it creates the file.
+		if r.Header.Get("X-Goog-Upload-Protocol") != "resumable" || r.Header.Get("X-Goog-Upload-Command") != "start" {
+			return bad(http.StatusBadRequest, "this fake serves the start of a resumable upload only")
+		}
+	} else {
+		method := ""
+		for prefix, methods := range modelMethods {
+			if rest, ok := strings.CutPrefix(r.URL.Path, prefix); ok {
+				model, m, _ := strings.Cut(rest, ":")
+				if model != "" && !strings.Contains(model, "/") {
+					method, field = m, methods[m]
+				}
+			}
+		}
+		switch {
+		case field == "":
+			return bad(http.StatusNotFound, "not found: "+r.Method+" "+r.URL.Path)
+		case method == "streamGenerateContent" && r.URL.Query().Get("alt") != "sse":
+			return bad(http.StatusBadRequest, "this fake streams with alt=sse only")
+		}
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Contents) == 0 {
-		return bad(http.StatusBadRequest, "invalid JSON body or no contents")
+	if field == "" { // the upload's start: its body, if any, is the file's metadata
+		io.Copy(io.Discard, r.Body)
+		return reply{}
+	}
+	var body map[string]json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		return bad(http.StatusBadRequest, "invalid JSON body")
+	}
+	if v, ok := body[field]; !ok || len(v) < 3 { // at least [x] or {}
+		return bad(http.StatusBadRequest, "the body has no "+field)
 	}
 	return reply{}
 }

@@ -30,12 +30,16 @@
 //     SDK attempt becomes a full retried call of ours. With 3 attempts each a
 //     failing request reaches the server 3 × 3 = 9 times (the tests count
 //     them), and the waits add up.
-//   - Mark generateContent calls as safe to retry with httpretry.Idempotent:
-//     they are POSTs, which httpretry does not retry by default, but they change
-//     no server state. Do not mark calls that create resources (tuning jobs,
-//     file uploads, caches). Mark streamed calls too: an unmarked stream is
-//     handed to the SDK as soon as its headers arrive, so a quota error sent
-//     as its first event reaches the range loop.
+//   - Mark nothing. The SDK's calls are POSTs, but httpretry knows the
+//     methods of Gemini and Vertex AI that change no server state
+//     (generateContent, streamGenerateContent, countTokens, computeTokens,
+//     embedContent, batchEmbedContents, predict, rawPredict): it retries
+//     them like a GET, after any retryable status (408, 429, 500, 502, 503,
+//     504 by default) or a reset, and holds a stream until its first event. Calls that create something (file uploads, caches,
+//     tuning and batch jobs) are retried only after a refusal (a 429, or a
+//     503 with a Retry-After or RetryInfo), which says the server did not
+//     act. Mark a call's context with httpretry.NotIdempotent to have it
+//     sent again only when it never reached the server.
 package main
 
 import (
@@ -91,10 +95,10 @@ func newClient(ctx context.Context, baseURL string, hc *http.Client, retryOpts *
 	})
 }
 
-// generate asks the model for a greeting. The context is marked idempotent:
-// generateContent changes no server state, so httpretry may retry the POST.
+// generate asks the model for a greeting. The context carries no mark:
+// generateContent changes no server state, and httpretry knows it.
 func generate(ctx context.Context, c *genai.Client) (string, error) {
-	resp, err := c.Models.GenerateContent(httpretry.Idempotent(ctx), model, genai.Text("Say hello."), nil)
+	resp, err := c.Models.GenerateContent(ctx, model, genai.Text("Say hello."), nil)
 	if err != nil {
 		return "", err
 	}
@@ -105,16 +109,15 @@ func generate(ctx context.Context, c *genai.Client) (string, error) {
 // each chunk in the order received, and the error that ended the stream, if
 // any (after the chunks it ended).
 //
-// The context is marked idempotent: streamGenerateContent is a POST, which
-// httpretry never sends twice unless told, but it changes no server state,
-// so sending it again is safe. The mark is also what lets the transport
-// peek: it holds the answer until its first event, retries the request if
-// that event is a retryable error (a 429 with RetryInfo, waiting at least
-// the hint) or if the connection fails before it, and never retries once
-// the first event has been handed to the SDK.
+// The context carries no mark: streamGenerateContent is a POST, but it
+// changes no server state, so httpretry may send it again. It holds the
+// answer until its first event, retries the request if that event is a
+// retryable error (a 429 with RetryInfo, waiting at least the hint) or if
+// the connection fails before it, and never retries once the first event
+// has been handed to the SDK.
 func stream(ctx context.Context, c *genai.Client) ([]string, error) {
 	var texts []string
-	for chunk, err := range c.Models.GenerateContentStream(httpretry.Idempotent(ctx), model, genai.Text("Say hello."), nil) {
+	for chunk, err := range c.Models.GenerateContentStream(ctx, model, genai.Text("Say hello."), nil) {
 		if err != nil {
 			return texts, err
 		}
