@@ -3,6 +3,7 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -115,4 +116,94 @@ func TestCooldownContextDone(t *testing.T) {
 	if _, err := d.Reserve(ctx, time.Now(), time.Time{}); err == nil || err.Error() != "caller left" || d.Stats().RoundTrips != 0 {
 		t.Fatalf("Reserve with a done context: %v after %d round trips", err, d.Stats().RoundTrips)
 	}
+}
+
+// wallClock is a settable clock whose readings have no monotonic part, as
+// a clock read from the wall (or a time that went through UnixNano) has:
+// set it back and every reading goes back.
+type wallClock struct{ step atomic.Int64 }
+
+func (c *wallClock) now() time.Time { return time.Now().Round(0).Add(time.Duration(c.step.Load())) }
+
+func TestCooldownWallClockStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Review finding 6: a 30 s cooldown, then the clock is set back
+		// 1 h. No wait may be longer than Max (+ Jitter), and the cooldown
+		// ends Max after the step at the latest, not an hour later.
+		for _, tc := range []struct {
+			name   string
+			jitter time.Duration
+		}{{"no jitter", -1}, {"jitter 1s", time.Second}} {
+			clock := &wallClock{}
+			mem := newMem()
+			d, _ := newCooldown(mem, CooldownConfig{Key: "k", Jitter: tc.jitter, Rand: func() float64 { return 0.999 }, Now: clock.now, Logger: discard})
+			d.Publish(t.Context(), 30*time.Second)
+			time.Sleep(2 * time.Second)
+			clock.step.Store(int64(-time.Hour))
+			limit := DefaultCooldownMax + max(tc.jitter, 0)
+			now := clock.now()
+			s, err := d.Reserve(t.Context(), now, time.Time{})
+			if err != nil || s.Sub(now) > limit || s.Sub(now) < 28*time.Second {
+				t.Errorf("%s: clock set back 1h during a 30s cooldown: wait %v (%v), want 28s to %v", tc.name, s.Sub(now), err, limit)
+			}
+			// Under a deadline 2 min away it is not refused.
+			if _, err := d.Reserve(t.Context(), now, now.Add(2*time.Minute)); err != nil {
+				t.Errorf("%s: with a deadline 2 min away: %v", tc.name, err)
+			}
+			// Max after the step at the latest, the cooldown is over.
+			time.Sleep(DefaultCooldownMax)
+			now = clock.now()
+			if s, err := d.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
+				t.Errorf("%s: Max after the step: wait %v (%v), want none", tc.name, s.Sub(now), err)
+			}
+			d.Close()
+		}
+	})
+}
+
+func TestCooldownJitterBeforeDeadline(t *testing.T) {
+	// Review R6. The rule: the deadline is checked against the cooldown's
+	// end without jitter; the jitter is then drawn in [0, min(Jitter,
+	// deadline − end)), so the start is before the deadline.
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			name     string
+			cooldown time.Duration // from now
+			deadline time.Duration // from now
+			rand     float64
+			want     time.Duration // start from now; -1: refused
+		}{
+			{"ends 0.5s before the deadline, large draw", 10 * time.Second, 10500 * time.Millisecond, 0.999, 10*time.Second + 499500*time.Microsecond},
+			{"ends 0.5s before the deadline, draw 0.5", 10 * time.Second, 10500 * time.Millisecond, 0.5, 10*time.Second + 250*time.Millisecond},
+			{"ends 0.5s before the deadline, draw 0", 10 * time.Second, 10500 * time.Millisecond, 0, 10 * time.Second},
+			{"deadline far: the whole jitter", 10 * time.Second, time.Minute, 0.5, 10*time.Second + 500*time.Millisecond},
+			{"no deadline", 10 * time.Second, 0, 0.75, 10*time.Second + 750*time.Millisecond},
+			{"a Rand out of range stays below the deadline", 10 * time.Second, 10500 * time.Millisecond, 1.5, 10500*time.Millisecond - 1},
+			{"a negative Rand means no jitter", 10 * time.Second, 10500 * time.Millisecond, -1, 10 * time.Second},
+			{"ends at the deadline: refused", 10 * time.Second, 10 * time.Second, 0, -1},
+			{"ends after the deadline: refused", 10 * time.Second, 5 * time.Second, 0, -1},
+		} {
+			mem := newMem()
+			r := tc.rand
+			d, _ := newCooldown(mem, CooldownConfig{Key: "k", Jitter: time.Second, Rand: func() float64 { return r }, Logger: discard})
+			d.Publish(t.Context(), tc.cooldown)
+			now := time.Now()
+			var deadline time.Time
+			if tc.deadline > 0 {
+				deadline = now.Add(tc.deadline)
+			}
+			s, err := d.Reserve(t.Context(), now, deadline)
+			switch {
+			case tc.want < 0:
+				if !errors.Is(err, retry.ErrPastDeadline) {
+					t.Errorf("%s: start in %v (%v), want refused past the deadline", tc.name, s.Sub(now), err)
+				}
+			case err != nil || s.Sub(now) != tc.want:
+				t.Errorf("%s: start in %v (%v), want %v", tc.name, s.Sub(now), err, tc.want)
+			case !deadline.IsZero() && !s.Before(deadline):
+				t.Errorf("%s: start %v not before the deadline", tc.name, s.Sub(now))
+			}
+			d.Close()
+		}
+	})
 }

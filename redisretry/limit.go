@@ -152,3 +152,16 @@ func satMul(a, b int64) int64 {
 	}
 	return a * b
 }
+
+// satSub returns a − b, saturating at math.MaxInt64 and math.MinInt64
+// instead of overflowing.
+func satSub(a, b int64) int64 {
+	d := a - b
+	switch {
+	case b < 0 && d < a:
+		return math.MaxInt64
+	case b > 0 && d > a:
+		return math.MinInt64
+	}
+	return d
+}
