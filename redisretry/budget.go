@@ -154,7 +154,8 @@ type Budget struct {
 	ttl    time.Duration // how long a lease's permits may be used: a slot
 	every  time.Duration // FlushInterval
 	pend   atomic.Int64  // requests not yet counted in Redis
-	flushT atomic.Int64  // UnixNano of the next flush
+	base   time.Time     // when the Budget was made: the clock's reading flushT counts from
+	flushT atomic.Int64  // when the next flush is due, nanoseconds since base
 
 	mu        sync.Mutex
 	leases    []permits
@@ -200,7 +201,8 @@ func newBudgetOn(e env, c BudgetConfig) (*Budget, error) {
 		want: 1,
 	}
 	b.g.common = newCommon("budget", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
-	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
+	b.base = b.g.now()
+	b.flushT.Store(int64(b.every))
 	e.attach(budgetCore{b})
 	return b, nil
 }
@@ -248,20 +250,33 @@ func (b *Budget) AdmitContext(ctx context.Context, retry bool, deadline time.Tim
 	return <-ch
 }
 
-// admitFirst counts a first attempt, and starts a flush when one is due.
+// admitFirst counts a first attempt, and starts a flush when one is due. In
+// fallback it probes Redis when a probe is due (one atomic load when none
+// is), so a process that makes no retries goes back to Redis too; the probe
+// counts no request: those made in fallback are counted locally only.
 func (b *Budget) admitFirst() {
 	b.local.Admit(false)
-	if b.g.healthy() {
-		b.pend.Add(1)
-		if t, now := b.flushT.Load(), b.g.now().UnixNano(); now >= t && b.flushT.CompareAndSwap(t, now+int64(b.every)) {
-			b.mu.Lock()
-			if b.inflight == nil {
-				b.startLocked(false)
-			}
-			b.mu.Unlock()
+	if !b.g.healthy() {
+		b.g.probe(b.flushCall, nil)
+		return
+	}
+	b.pend.Add(1)
+	t, now := b.flushT.Load(), b.since(b.g.now())
+	// Due, or the clock went back past the last flush (a clock with no
+	// monotonic reading was set back): flush now rather than wait for it.
+	if (now >= t || now < t-int64(b.every)) && b.flushT.CompareAndSwap(t, now+int64(b.every)) {
+		b.mu.Lock()
+		if b.inflight == nil {
+			b.startLocked(false)
 		}
+		b.mu.Unlock()
 	}
 }
+
+// since returns the nanoseconds from the Budget's making to now, by the
+// monotonic clock when both readings have one (time.Now's do): a step of the
+// wall clock does not move it.
+func (b *Budget) since(now time.Time) int64 { return int64(now.Sub(b.base)) }
 
 // admission is a retry waiting for a round trip of the budget: at most
 // until limit (the timeout, or the deadline if earlier).
@@ -309,7 +324,7 @@ func (b *Budget) tryAdmit(a *admission) bool {
 	}
 	now := b.g.now()
 	b.mu.Lock()
-	if now.Before(b.dry) && b.leftLocked(now) == 0 {
+	if b.ahead(now, b.dry) && b.leftLocked(now) == 0 {
 		// Redis said no a moment ago: do not ask again per retry.
 		b.mu.Unlock()
 		b.g.refused.Add(1)
@@ -407,7 +422,7 @@ func (b *Budget) Cancel(retry bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i := range b.leases {
-		if l := &b.leases[i]; l.epoch == b.lastEpoch && now.Before(l.expires) {
+		if l := &b.leases[i]; l.epoch == b.lastEpoch && b.ahead(now, l.expires) {
 			l.n++
 			b.used--
 			return
@@ -463,7 +478,7 @@ func (b *Budget) Close() error {
 	now := b.g.now()
 	b.mu.Lock()
 	for _, l := range b.leases {
-		if l.n > 0 && now.Before(l.expires) {
+		if l.n > 0 && b.ahead(now, l.expires) {
 			b.giveBackLocked(l)
 		}
 	}
@@ -486,10 +501,15 @@ func (b *Budget) Close() error {
 	return errors.Join(errs...)
 }
 
+// ahead reports whether t, a time set at most a slot ahead (a lease's
+// expiry, the end of a refusal), is still ahead of now. One further ahead
+// than that has passed: the clock has no monotonic reading and was set back.
+func (b *Budget) ahead(now, t time.Time) bool { return now.Before(t) && t.Sub(now) <= b.ttl }
+
 // takeLocked takes a permit from an unexpired lease; expired ones are kept
 // for giving back.
 func (b *Budget) takeLocked(now time.Time) bool {
-	for len(b.leases) > 0 && (b.leases[0].n == 0 || !now.Before(b.leases[0].expires)) {
+	for len(b.leases) > 0 && (b.leases[0].n == 0 || !b.ahead(now, b.leases[0].expires)) {
 		if b.leases[0].n > 0 {
 			b.giveBackLocked(b.leases[0])
 		}
@@ -507,7 +527,7 @@ func (b *Budget) takeLocked(now time.Time) bool {
 func (b *Budget) leftLocked(now time.Time) int64 {
 	var n int64
 	for _, l := range b.leases {
-		if now.Before(l.expires) {
+		if b.ahead(now, l.expires) {
 			n += l.n
 		}
 	}
@@ -535,7 +555,7 @@ func (b *Budget) startLocked(permit bool) *flight {
 		a.Back, a.BackEpoch = b.back[0].n, b.back[0].epoch
 	}
 	a.Add = b.pending()
-	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
+	b.flushT.Store(b.since(b.g.now()) + int64(b.every))
 	f := &flight{done: make(chan struct{})}
 	if !b.g.send(backend.Call{Script: backend.Budget, Budget: b.keys, BudgetArgs: a}, func(r backend.Reply, err error) {
 		b.landed(f, a, r.Budget, err)

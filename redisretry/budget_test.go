@@ -3,11 +3,15 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/backoffkit/retry"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 func TestBudgetFleetRatio(t *testing.T) {
@@ -236,3 +240,146 @@ func (p *refuseRetries) Reserve(ctx context.Context, earliest, deadline time.Tim
 	return earliest, nil
 }
 func (*refuseRetries) Record(error) {}
+
+func TestBudgetRecoversWithoutRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Review finding 5: Redis fails during a retry, then is back; the
+		// process makes only first attempts from then on (20 per second
+		// for 10 s). The Budget must go back to Redis within two probe
+		// intervals, and count its requests in the fleet's window again.
+		leaks := noLeaks(t)
+		mem := newMem()
+		ev := &events{}
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard, Observer: ev.observe})
+		mem.setFail(errTestDown)
+		b.Admit(false)
+		b.Admit(true) // the retry finds Redis down
+		if b.State() != StateFallback {
+			t.Fatalf("state %v after a failed retry, want fallback", b.State())
+		}
+		mem.setFail(nil)
+		back := time.Duration(-1)
+		begin := time.Now()
+		for range 200 {
+			time.Sleep(50 * time.Millisecond)
+			b.Admit(false)
+			synctest.Wait() // a probe or a flush sent lands
+			if back < 0 && b.State() == StateRedis {
+				back = time.Since(begin)
+			}
+		}
+		b.Close() // flushes what is pending
+		leaks()
+		if back < 0 || back > 2*DefaultProbeInterval {
+			t.Fatalf("back on Redis after %v of first attempts (-1: never), want within %v", back, 2*DefaultProbeInterval)
+		}
+		if n := ev.count(EventRecovered); n != 1 {
+			t.Errorf("%d EventRecovered, want 1", n)
+		}
+		requests, _ := mem.store.Budget(backend.NewBudgetKeys("k"))
+		var counted int64
+		for _, n := range requests {
+			counted += n
+		}
+		// The window is 10 s: the requests of the last 10 s, less those
+		// of the time before it went back.
+		if counted < 100 {
+			t.Fatalf("%d of the last 200 requests counted in Redis, want ≥ 100", counted)
+		}
+		t.Logf("back on Redis after %v; %d of 200 requests counted in the fleet's window", back, counted)
+	})
+}
+
+func TestBudgetWallClockStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A clock with no monotonic reading set back 1 h: the Budget keeps
+		// flushing its requests and asking Redis, instead of waiting an
+		// hour for the next flush and refusing retries for an hour because
+		// Redis said "exhausted" just before the step.
+		clock := &wallClock{}
+		mem := newMem()
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", MinPerSecond: -1, Now: clock.now, Logger: discard})
+		defer b.Close()
+		if b.Admit(true) {
+			t.Fatal("a retry admitted with no request in the window and no floor")
+		}
+		clock.step.Store(int64(-time.Hour))
+		for range 100 {
+			b.Admit(false)
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+		}
+		requests, _ := mem.store.Budget(backend.NewBudgetKeys("k"))
+		var counted int64
+		for _, n := range requests {
+			counted += n
+		}
+		// Flushed once per slot (500 ms): those of the last slot are
+		// pending.
+		if counted < 50 {
+			t.Errorf("%d of 100 requests counted in Redis in the second after the step, want those of the first slot at least", counted)
+		}
+		if !b.Admit(true) {
+			t.Errorf("a retry refused after 100 requests (20 %% of them allowed): stats %+v", b.Stats())
+		}
+	})
+}
+
+func TestRedisBudgetRecoversWithoutRetries(t *testing.T) {
+	// Review finding 5 on a real redis-server: it is killed while the
+	// Budget makes a retry, and started again (without its data); from then
+	// on the process makes first attempts only. The Budget goes back to
+	// Redis within two probe intervals and counts its requests there again.
+	srv := startRedis(t)
+	c := srv.client(t)
+	key := testKey(t)
+	logs := &logCounter{}
+	// A 1 s Timeout: the outage, not a busy machine, is under test.
+	b, _ := NewBudget(c, BudgetConfig{Key: key, Timeout: time.Second, Logger: slog.New(logs)})
+	defer b.Close()
+	for range 10 {
+		b.Admit(false)
+	}
+	if !b.Admit(true) || b.State() != StateRedis {
+		t.Fatalf("healthy: state %v, stats %+v", b.State(), b.Stats())
+	}
+	srv.kill()
+	b.Admit(true)
+	if b.State() != StateFallback {
+		t.Fatalf("the retry's round trip to a killed server: state %v, want fallback", b.State())
+	}
+	srv.start()
+	restarted := time.Now()
+	for b.State() != StateRedis {
+		if time.Since(restarted) > 10*time.Second {
+			t.Fatalf("still in fallback 10s after Redis came back, making first attempts: %+v", b.Stats())
+		}
+		b.Admit(false)
+		time.Sleep(5 * time.Millisecond)
+	}
+	back := time.Since(restarted)
+	errs := b.Stats().Errors
+	for range 100 {
+		b.Admit(false)
+	}
+	b.Close() // counts the requests not yet flushed
+	if back > 2*DefaultProbeInterval {
+		t.Errorf("back on Redis %v after it came back, want within 2 probe intervals (%v)", back, 2*DefaultProbeInterval)
+	}
+	var counted int64
+	h, err := c.HGetAll(context.Background(), "{"+key+"}:budget:requests").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range h {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		counted += n
+	}
+	if s := b.Stats(); counted != 100 || s.Errors != errs {
+		t.Errorf("%d of the 100 requests made after it went back counted in Redis (stats %+v, %d errors before)", counted, s, errs)
+	}
+	if lines := logs.lines(); len(lines) != 2 {
+		t.Errorf("log lines %q, want one down and one up", lines)
+	}
+	t.Logf("back on Redis %v after Redis came back; %d requests counted", back, counted)
+}
