@@ -212,7 +212,7 @@ func TestParseLimit(t *testing.T) {
 		{in: "100000/m", want: PerMinute(100000)},
 		{in: " 5/h ", want: Limit{Rate: 5, Period: time.Hour}},
 		{in: "5/250ms", want: Limit{Rate: 5, Period: 250 * time.Millisecond}},
-		{in: "1000000000/1s", want: PerSecond(1e9)},                          // 1 per ns: the most
+		{in: "1000000000/1s", want: PerSecond(1e9)},                         // 1 per ns: the most
 		{in: "1/876000h", want: Limit{Rate: 1, Period: 876000 * time.Hour}}, // 100 years: the longest
 		{in: "1000000/1ms", want: Limit{Rate: 1e6, Period: time.Millisecond}},
 		{in: "", err: "want COUNT/PERIOD"},
