@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -166,6 +169,8 @@ type Budget struct {
 	lastEpoch int64     // the epoch of the lease the last permit came from
 	dry       time.Time // the fleet's budget was exhausted: refuse locally until then
 	inflight  *flight   // the round trip in flight; nil if none
+
+	mismatch atomic.Bool // another configuration of the budget was logged
 }
 
 // permits is a lease of retry permits granted in a slot.
@@ -576,6 +581,9 @@ func (b *Budget) startLocked(permit bool) *flight {
 func (b *Budget) landed(f *flight, a backend.BudgetArgs, r backend.BudgetReply, err error) {
 	// On an error the requests are not counted: the budget errs on the
 	// strict side.
+	if err == nil && r.Other != "" {
+		b.otherConfig(r.Other)
+	}
 	b.mu.Lock()
 	b.inflight = nil
 	f.err = err
@@ -607,6 +615,36 @@ func (b *Budget) landed(f *flight, a backend.BudgetArgs, r backend.BudgetReply, 
 		}
 		b.tryAdmit(w)
 	}
+}
+
+// otherConfig logs, once per Budget, that another process uses this budget
+// (its Key, on this Redis) with another configuration: other, as budget.lua
+// returned it. Their windows' slots (Window) or limits (Ratio, MinPerSecond)
+// then disagree: each decides by its own, and slots of another width are
+// deleted as out of the window.
+func (b *Budget) otherConfig(other string) {
+	if !b.mismatch.CompareAndSwap(false, true) {
+		return
+	}
+	b.g.log().Warn("redisretry: another process shares this budget with another configuration: give every process of the fleet the same Window, Ratio and MinPerSecond",
+		"limiter", b.g.limiter, "key", b.g.key, "this", describeBudget(b.args.Config()), "other", describeBudget(other))
+}
+
+// describeBudget writes a configuration stored by budget.lua
+// ("slotms/slots/ratio/floor") as the BudgetConfig fields it comes from.
+func describeBudget(cfg string) string {
+	p := strings.Split(cfg, "/")
+	if len(p) == 4 {
+		slotMS, err1 := strconv.ParseInt(p[0], 10, 64)
+		slots, err2 := strconv.ParseInt(p[1], 10, 64)
+		ratio, err3 := strconv.ParseFloat(p[2], 64)
+		floor, err4 := strconv.ParseFloat(p[3], 64)
+		if err := errors.Join(err1, err2, err3, err4); err == nil && slotMS > 0 && slots > 0 && slotMS <= math.MaxInt64/slots/int64(time.Millisecond) {
+			window := time.Duration(slotMS*slots) * time.Millisecond
+			return fmt.Sprintf("Window %v, Ratio %v, MinPerSecond %v", window, ratio, floor/window.Seconds())
+		}
+	}
+	return fmt.Sprintf("%.100q", cfg) // not a configuration: another program's
 }
 
 // flushCall is the probe of a Budget in fallback: it counts the pending

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -382,4 +384,127 @@ func TestRedisBudgetRecoversWithoutRetries(t *testing.T) {
 		t.Errorf("log lines %q, want one down and one up", lines)
 	}
 	t.Logf("back on Redis %v after Redis came back; %d requests counted", back, counted)
+}
+
+func TestRedisBudgetRepairsForeignKeys(t *testing.T) {
+	// Review R2: a key of another type, or fields that are not the
+	// budget's, at the budget's keys (written by another program, or by
+	// hand) were a permanent fallback: every call failed (WRONGTYPE, or a
+	// sum that is no integer) until someone deleted the key. The script
+	// deletes what is not its own, and the Budget stays on Redis.
+	srv := startRedis(t)
+	c := srv.client(t)
+	ctx := context.Background()
+	epoch := func() string {
+		return strconv.FormatInt(serverMicros(t, c)/1000/500, 10) // the current slot of a 10 s window
+	}
+	for _, tc := range []struct {
+		name  string
+		spoil func(k backend.BudgetKeys) error
+	}{
+		{"requests is a string", func(k backend.BudgetKeys) error { return c.Set(ctx, k.Requests, "x", 0).Err() }},
+		{"retries is a list", func(k backend.BudgetKeys) error { return c.RPush(ctx, k.Retries, "a", "b").Err() }},
+		{"requests is a set", func(k backend.BudgetKeys) error { return c.SAdd(ctx, k.Requests, "a").Err() }},
+		{"a field that is no epoch", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Requests, "abc", 1).Err() }},
+		{"a count that is no number", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Requests, epoch(), "x").Err() }},
+		{"a count beyond 2^53", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Retries, epoch(), "1e300").Err() }},
+		{"a negative count", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Retries, epoch(), "-5").Err() }},
+		{"a fractional count", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Requests, epoch(), "1.5").Err() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := testKey(t)
+			keys := backend.NewBudgetKeys(key)
+			if err := tc.spoil(keys); err != nil {
+				t.Fatal(err)
+			}
+			logs := &logCounter{}
+			b, _ := NewBudget(c, BudgetConfig{Key: key, MinPerSecond: -1, Timeout: time.Second, Logger: slog.New(logs)})
+			defer b.Close()
+			for range 100 {
+				b.Admit(false)
+			}
+			n := 0
+			for range 30 {
+				if b.Admit(true) {
+					n++
+				}
+			}
+			// 20 % of the 100 requests, counted by the first retry's round
+			// trip.
+			if s := b.Stats(); n != 20 || s.State != StateRedis || s.Errors != 0 {
+				t.Fatalf("%d retries admitted of 30 after 100 requests, stats %+v, log %q; want 20 on Redis", n, s, logs.lines())
+			}
+			for _, k := range []string{keys.Requests, keys.Retries} {
+				if typ := c.Type(ctx, k).Val(); typ != "hash" {
+					t.Fatalf("%s is a %s after the call, want a hash", k, typ)
+				}
+				for f, v := range c.HGetAll(ctx, k).Val() {
+					_, errF := strconv.ParseInt(f, 10, 64)
+					_, errV := strconv.ParseUint(v, 10, 53)
+					if (errF != nil || errV != nil) && !(k == keys.Requests && f == "config") {
+						t.Fatalf("%s still holds %q: %q", k, f, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestBudgetOtherConfigLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Review R3 for the budget: two processes share a Key with other
+		// windows (their slots then disagree: each deletes the other's as
+		// out of its window). Each logs it once, naming both
+		// configurations; a third with the same as the first says
+		// nothing while the first is the last to call.
+		mem := newMem()
+		logs := &textLog{}
+		l := slog.New(slog.NewTextHandler(logs, nil))
+		a, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: l})
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", Window: time.Minute, Ratio: 0.1, MinPerSecond: 1, Logger: l})
+		defer a.Close()
+		defer b.Close()
+		for range 5 {
+			a.Admit(true)
+			time.Sleep(time.Second) // the leases expire: each retry asks Redis
+			b.Admit(true)
+			time.Sleep(time.Second)
+		}
+		lines := logs.lines()
+		if len(lines) != 2 {
+			t.Fatalf("log lines %q, want one per Budget", lines)
+		}
+		for _, want := range []string{"Window 10s, Ratio 0.2, MinPerSecond 10", "Window 1m0s, Ratio 0.1, MinPerSecond 1"} {
+			for _, line := range lines {
+				if !strings.Contains(line, want) {
+					t.Errorf("log line %q does not name %q", line, want)
+				}
+			}
+		}
+		same, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: l})
+		defer same.Close()
+		a.Admit(true)
+		same.Admit(true)
+		if n := len(logs.lines()); n != 2 {
+			t.Errorf("%d log lines after a process of the same configuration called, want still 2", n)
+		}
+	})
+}
+
+// textLog keeps the lines of a slog.TextHandler, every attribute included.
+type textLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *textLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *textLog) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSuffix(l.buf.String(), "\n"), "\n")
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 func TestCooldownSharedByTheFleet(t *testing.T) {
@@ -206,4 +208,59 @@ func TestCooldownJitterBeforeDeadline(t *testing.T) {
 			d.Close()
 		}
 	})
+}
+
+func TestRedisCooldownRepairsForeignKeys(t *testing.T) {
+	// Review R2: a key of another type, or a value that is no time, at the
+	// cooldown's key was a permanent fallback (WRONGTYPE, or a remaining
+	// time that is no integer). The script deletes it: no cooldown, and
+	// the Cooldown stays on Redis. A time written by hand is honoured.
+	srv := startRedis(t)
+	c := srv.client(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		spoil func(key string) error
+		left  time.Duration // the cooldown then read (0 for none, and the key is gone)
+	}{
+		{"a hash", func(k string) error { return c.HSet(ctx, k, "a", "b").Err() }, 0},
+		{"a list", func(k string) error { return c.LPush(ctx, k, "a").Err() }, 0},
+		{"no number", func(k string) error { return c.Set(ctx, k, "abc", 0).Err() }, 0},
+		{"beyond 2^53", func(k string) error { return c.Set(ctx, k, "1e300", 0).Err() }, 0},
+		{"negative", func(k string) error { return c.Set(ctx, k, "-5", 0).Err() }, 0},
+		{"fractional", func(k string) error { return c.Set(ctx, k, "12.5", 0).Err() }, 0},
+		{"a time 30s ahead, by hand, no expiry", func(k string) error {
+			return c.Set(ctx, k, serverMicros(t, c)/1000+30_000, 0).Err()
+		}, 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := testKey(t)
+			if err := tc.spoil(backend.CooldownKey(key)); err != nil {
+				t.Fatal(err)
+			}
+			d, _ := NewCooldown(c, CooldownConfig{Key: key, Jitter: -1, Timeout: time.Second, Logger: discard})
+			defer d.Close()
+			now := time.Now()
+			s, err := d.Reserve(ctx, now, time.Time{})
+			if st := d.Stats(); err != nil || st.State != StateRedis || st.Errors != 0 {
+				t.Fatalf("Reserve: %v, stats %+v; want no error on Redis", err, st)
+			}
+			// What is left is counted from the reply's arrival: up to the
+			// call's Timeout after now.
+			if w := s.Sub(now); (tc.left == 0 && w != 0) || (tc.left > 0 && (w > tc.left+time.Second || w < tc.left-5*time.Second)) {
+				t.Fatalf("wait %v, want %v", w, tc.left)
+			}
+			if n := c.Exists(ctx, backend.CooldownKey(key)).Val(); (n == 0) != (tc.left == 0) {
+				t.Fatalf("the key exists: %d after the read", n)
+			}
+			// Publishing works as on a clean key.
+			d.Publish(ctx, time.Minute)
+			if u := time.Until(d.Until()); u < 50*time.Second {
+				t.Fatalf("after a 1 min hint: until in %v", u)
+			}
+			if typ := c.Type(ctx, backend.CooldownKey(key)).Val(); typ != "string" || c.PTTL(ctx, backend.CooldownKey(key)).Val() <= 0 {
+				t.Fatalf("after a 1 min hint the key is a %s with PTTL %v", typ, c.PTTL(ctx, backend.CooldownKey(key)).Val())
+			}
+		})
+	}
 }

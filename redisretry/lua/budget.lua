@@ -2,7 +2,9 @@
 -- permits over a sliding window of slots and grants permits while
 -- retries <= max(ratio * requests, floor) (retry.RatioBudget's rule).
 --
--- KEYS[1]  requests: a hash of slot epoch -> requests counted in that slot
+-- KEYS[1]  requests: a hash of slot epoch -> requests counted in that slot,
+--          and "config" -> the configuration (ARGV[1] to ARGV[4] joined by
+--          "/") of the last process that called
 -- KEYS[2]  retries: a hash of slot epoch -> retry permits granted in that slot
 -- ARGV[1]  the width of a slot, milliseconds (an integer >= 1)
 -- ARGV[2]  the number of slots in the window (an integer >= 1)
@@ -14,10 +16,18 @@
 -- ARGV[8]  the epoch of the slot the given-back permits were granted in
 --
 -- A slot's epoch is floor(server time in ms / width); the window is the
--- current slot and the slots-1 before it. Reply: {granted, epoch, requests,
--- retries, now}, all integers: the permits granted (counted in the current
--- slot), the current epoch, the window's requests and retries after the call,
--- and the server time in milliseconds.
+-- current slot and the slots-1 before it. A key of another type, or a field
+-- that is neither an epoch with a count (an integer from 0 to 2^53) nor
+-- "config", is not the budget's (another program, or a hand, wrote it): it is
+-- deleted, so the budget repairs itself instead of failing until someone
+-- deletes it.
+--
+-- Reply: {granted, epoch, requests, retries, now, other}: the permits granted
+-- (counted in the current slot), the current epoch, the window's requests and
+-- retries after the call, and the server time in milliseconds, all integers;
+-- other is "" or, when the last process that called had another
+-- configuration, that configuration (a string): the processes that share a
+-- budget must share its configuration, or their slots and limits disagree.
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local width = tonumber(ARGV[1])
@@ -28,38 +38,68 @@ local add = tonumber(ARGV[5])
 local want = tonumber(ARGV[6])
 local back = tonumber(ARGV[7])
 local backepoch = tonumber(ARGV[8])
+local config = ARGV[1] .. "/" .. ARGV[2] .. "/" .. ARGV[3] .. "/" .. ARGV[4]
 local epoch = math.floor(now / width)
 local oldest = epoch - slots + 1
 
--- sum of the window's slots, deleting the slots that left it
-local function sum(key)
-  local kv = redis.call("HGETALL", key)
-  local total = 0
-  for i = 1, #kv, 2 do
-    local e = tonumber(kv[i])
-    if e == nil or e < oldest then
-      redis.call("HDEL", key, kv[i])
-    else
-      total = total + tonumber(kv[i + 1])
-    end
+-- the fields and values of the hash at key; a key of another type is deleted
+local function fields(key)
+  local kv = redis.pcall("HGETALL", key)
+  if kv.err then
+    redis.call("DEL", key)
+    return {}
   end
-  return total
+  return kv
 end
 
-if back > 0 and backepoch >= oldest and backepoch <= epoch then
-  local f = string.format("%d", backepoch)
-  local cur = tonumber(redis.call("HGET", KEYS[2], f) or "0") or 0
-  if cur <= back then
-    redis.call("HDEL", KEYS[2], f)
-  else
-    redis.call("HSET", KEYS[2], f, string.format("%d", cur - back))
+-- the count a field holds, or nil if it is not one
+local function count(v)
+  local n = tonumber(v)
+  if n == nil or n < 0 or n >= 2 ^ 53 or n ~= math.floor(n) then
+    return nil
   end
+  return n
 end
+
+-- the sum of the window's counts in the hash at key: the fields that left
+-- the window or are not counts are deleted, the permits given back are taken
+-- off their slot when givenback is true; and the configuration stored (in
+-- KEYS[1])
+local function sum(key, givenback)
+  local kv = fields(key)
+  local total, stored = 0, nil
+  for i = 1, #kv, 2 do
+    local f = kv[i]
+    local e, n = tonumber(f), count(kv[i + 1])
+    if key == KEYS[1] and f == "config" then
+      stored = kv[i + 1]
+    elseif e == nil or n == nil or e < oldest then
+      redis.call("HDEL", key, f)
+    elseif givenback and e == backepoch then
+      if n <= back then
+        redis.call("HDEL", key, f)
+      else
+        redis.call("HSET", key, f, string.format("%d", n - back))
+        total = total + n - back
+      end
+    else
+      total = total + n
+    end
+  end
+  return total, stored
+end
+
+local requests, stored = sum(KEYS[1], false)
+local retries = sum(KEYS[2], back > 0 and backepoch >= oldest and backepoch <= epoch)
 if add > 0 then
   redis.call("HINCRBY", KEYS[1], string.format("%d", epoch), add)
+  requests = requests + add
 end
-local requests = sum(KEYS[1])
-local retries = sum(KEYS[2])
+local other = ""
+if stored ~= config then
+  redis.call("HSET", KEYS[1], "config", config)
+  other = stored or ""
+end
 local limit = math.floor(math.max(ratio * requests, floor))
 local granted = 0
 if want > 0 and limit - retries > 0 then
@@ -70,4 +110,4 @@ end
 local ttl = width * (slots + 1)
 redis.call("PEXPIRE", KEYS[1], ttl)
 redis.call("PEXPIRE", KEYS[2], ttl)
-return {granted, epoch, requests, retries, now}
+return {granted, epoch, requests, retries, now, other}
