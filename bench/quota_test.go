@@ -159,8 +159,14 @@ func admitN(admit admitter, n int) error {
 	return <-errs
 }
 
-// quotaFigures are one library's figures per admitted request.
-type quotaFigures struct{ ns, cpu, commands, redisCPU float64 }
+// quotaTotals add up one library's runs: admitted requests, wall time,
+// this process's CPU time, Redis's commands and CPU time.
+type quotaTotals struct{ n, ns, cpu, commands, redisCPU float64 }
+
+// per returns the totals per admitted request.
+func (t quotaTotals) per() quotaTotals {
+	return quotaTotals{1, t.ns / t.n, t.cpu / t.n, t.commands / t.n, t.redisCPU / t.n}
+}
 
 // BenchmarkFleetQuota compares redisretry's Quota with redis_rate on one
 // redis-server, quotaClients goroutines admitting requests as fast as each
@@ -170,17 +176,20 @@ type quotaFigures struct{ ns, cpu, commands, redisCPU float64 }
 // those inside the scripts included) and redis-cpu-ns/op the server's CPU
 // time (INFO cpu). local/op counts our decisions made without Redis (0
 // unless a reply took over 1 s). lib=ratio reports redis_rate's figures
-// divided by ours, from the two runs before it in the same process: how many
-// times ours is cheaper. Run it with
+// divided by ours, over every run of both at that quota so far in this
+// process (-count runs included): how many times cheaper ours is. Run it
+// with
 //
-//	cd bench && GOWORK=off go test -run x -bench FleetQuota -benchmem
+//	cd bench && GOWORK=off go test -run x -bench FleetQuota -count 3
 func BenchmarkFleetQuota(b *testing.B) {
 	srv := redistest.Start(b)
 	stats := newClient(b, srv)
 	for _, qc := range quotaCases {
 		b.Run("quota="+qc.name, func(b *testing.B) {
-			got := map[string]quotaFigures{}
+			totals := map[string]*quotaTotals{}
 			for _, p := range quotaPeers {
+				tot := &quotaTotals{}
+				totals[p.name] = tot
 				b.Run("lib="+p.name, func(b *testing.B) {
 					admit, local := p.make(b, srv, qc.rate)
 					if err := admitN(admit, 1000); err != nil { // connections, scripts, leases
@@ -193,30 +202,33 @@ func BenchmarkFleetQuota(b *testing.B) {
 					}
 					b.StopTimer()
 					cpu, r1, l1 := processCPU()-cpu0, readRedisStats(b, stats), local()
-					n := float64(b.N)
-					f := quotaFigures{
-						ns:       float64(b.Elapsed().Nanoseconds()) / n,
-						cpu:      float64(cpu.Nanoseconds()) / n,
-						commands: float64(r1.commands-r0.commands) / n,
-						redisCPU: float64((r1.cpu - r0.cpu).Nanoseconds()) / n,
+					run := quotaTotals{
+						n:        float64(b.N),
+						ns:       float64(b.Elapsed().Nanoseconds()),
+						cpu:      float64(cpu.Nanoseconds()),
+						commands: float64(r1.commands - r0.commands),
+						redisCPU: float64((r1.cpu - r0.cpu).Nanoseconds()),
 					}
-					got[p.name] = f
-					b.ReportMetric(f.cpu, "cpu-ns/op")
-					b.ReportMetric(f.commands, "redis-cmds/op")
-					b.ReportMetric(f.redisCPU, "redis-cpu-ns/op")
-					b.ReportMetric(float64(l1-l0)/n, "local/op")
+					tot.n, tot.ns, tot.cpu = tot.n+run.n, tot.ns+run.ns, tot.cpu+run.cpu
+					tot.commands, tot.redisCPU = tot.commands+run.commands, tot.redisCPU+run.redisCPU
+					per := run.per()
+					b.ReportMetric(per.cpu, "cpu-ns/op")
+					b.ReportMetric(per.commands, "redis-cmds/op")
+					b.ReportMetric(per.redisCPU, "redis-cpu-ns/op")
+					b.ReportMetric(float64(l1-l0)/run.n, "local/op")
 				})
 			}
-			ours, theirs := got["ours"], got["redis_rate"]
-			if ours.ns == 0 || theirs.ns == 0 {
+			ours, theirs := totals["ours"], totals["redis_rate"]
+			if ours.n == 0 || theirs.n == 0 {
 				return // a -bench filter ran one library only
 			}
 			b.Run("lib=ratio", func(b *testing.B) {
+				o, t := ours.per(), theirs.per()
 				b.ReportMetric(0, "ns/op")
-				b.ReportMetric(theirs.ns/ours.ns, "ns-ratio")
-				b.ReportMetric(theirs.cpu/ours.cpu, "cpu-ratio")
-				b.ReportMetric(theirs.commands/ours.commands, "redis-cmds-ratio")
-				b.ReportMetric(theirs.redisCPU/ours.redisCPU, "redis-cpu-ratio")
+				b.ReportMetric(t.ns/o.ns, "ns-ratio")
+				b.ReportMetric(t.cpu/o.cpu, "cpu-ratio")
+				b.ReportMetric(t.commands/o.commands, "redis-cmds-ratio")
+				b.ReportMetric(t.redisCPU/o.redisCPU, "redis-cpu-ratio")
 			})
 		})
 	}
