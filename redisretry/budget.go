@@ -31,8 +31,11 @@ const budgetSlots = 20
 // what they mean in [retry.RatioBudgetConfig], for the whole fleet.
 type BudgetConfig struct {
 	// Key names the fleet's budget: every process that uses the same Key
-	// (and Redis) shares it. Redis keys are "{Key}:budget:requests" and
-	// "{Key}:budget:retries".
+	// (and Redis) shares it, and must use the same Window, Ratio and
+	// MinPerSecond (a Budget that finds another configuration in Redis logs
+	// it once). Redis keys are "{Key}:budget:requests" and
+	// "{Key}:budget:retries". It must not contain {, } or a control
+	// character.
 	Key string
 
 	// Ratio is the number of retries the fleet may make per request made
@@ -44,9 +47,11 @@ type BudgetConfig struct {
 	Window time.Duration
 
 	// MinPerSecond is a floor of retries per second of Window for the
-	// whole fleet, allowed whatever the traffic. 0 means 10; a negative
-	// value means no floor. In fallback each process keeps this floor for
-	// itself.
+	// whole fleet, allowed whatever the traffic: by default 100 retries
+	// per 10 s for all the processes together, which is what decides (at
+	// the default Ratio) for a fleet of fewer than 500 requests per 10 s.
+	// 0 means 10; a negative value means no floor. In fallback each
+	// process keeps this floor for itself.
 	MinPerSecond float64
 
 	// Lease is the most retry permits taken per Redis round trip. A
@@ -62,8 +67,8 @@ type BudgetConfig struct {
 	// Timeout bounds each Redis call. 0 means 20 ms.
 	Timeout time.Duration
 
-	// ProbeInterval is how often a Budget that fell back tries Redis again.
-	// 0 means 1 s.
+	// ProbeInterval is how often a Budget that fell back tries Redis again,
+	// with its next call (a first attempt or a retry). 0 means 1 s.
 	ProbeInterval time.Duration
 
 	// OnFailure says what to do while Redis is unavailable. The zero value

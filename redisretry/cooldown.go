@@ -34,7 +34,8 @@ const (
 type CooldownConfig struct {
 	// Key names what the cooldown pauses, e.g. an endpoint and a model:
 	// "myproject:gemini-2.5-pro:us-central1". One Cooldown per key. The
-	// Redis key is "{Key}:cooldown".
+	// Redis key is "{Key}:cooldown". It must not contain {, } or a control
+	// character.
 	Key string
 
 	// Max caps a hint: a server asking for more gets Max, and so does what
@@ -49,8 +50,10 @@ type CooldownConfig struct {
 	Cache time.Duration
 
 	// Jitter is the upper bound of a random extra wait after a cooldown,
-	// drawn per attempt, so that the fleet does not restart all at once.
-	// 0 means 1 s; a negative value means none.
+	// drawn per attempt, so that the fleet does not restart all at once;
+	// for an attempt with a deadline, at most the time between the
+	// cooldown's end and the deadline. 0 means 1 s; a negative value means
+	// none.
 	Jitter time.Duration
 
 	// Rand returns a uniform random number in [0, 1), safe for concurrent
@@ -194,10 +197,13 @@ func (c cooldownCore) Record(err error, done func()) {
 }
 
 // Reserve implements [retry.Pacer]: it returns earliest, or the end of the
-// fleet's cooldown for this key (plus jitter) if that is later. When that
-// would not be before deadline it returns an error wrapping
-// [retry.ErrPastDeadline] that says how long the cooldown lasts. It takes
-// nothing. It reads Redis only when the cached value is older than
+// fleet's cooldown for this key plus a jitter if that end is later. The end
+// is never more than Max from now (a wall clock set back cannot stretch
+// it). When the end (without jitter) would not be before deadline it returns
+// an error wrapping [retry.ErrPastDeadline] that says how long the cooldown
+// lasts; otherwise the jitter is drawn uniformly in [0, min(Jitter,
+// deadline − end)), so the start is before deadline, and at most Max +
+// Jitter from now. It takes nothing. It reads Redis only when the cached value is older than
 // CooldownConfig.Cache, and waits for it at most the timeout, never past
 // deadline (then it returns at the deadline with an error wrapping
 // [retry.ErrPastDeadline]) and not after ctx ends (then it returns ctx's
