@@ -356,8 +356,8 @@ func (d *Cooldown) decide(earliest, deadline time.Time) (time.Time, error) {
 		left = d.max
 	}
 	end := now.Add(left)
-	if !end.After(earliest) {
-		return earliest, nil
+	if left <= 0 || !end.After(earliest) {
+		return earliest, nil // over, or over by earliest
 	}
 	if !deadline.IsZero() && !end.Before(deadline) {
 		d.g.refused.Add(1)

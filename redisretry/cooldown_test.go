@@ -264,3 +264,19 @@ func TestRedisCooldownRepairsForeignKeys(t *testing.T) {
 		})
 	}
 }
+
+func TestCooldownOverMeansNoWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A cooldown that ended is no wait, even for a caller whose
+		// earliest is before its end: no jitter after it either (a jitter
+		// of up to 3 s after an end 1 s ago was a wait of up to 2 s).
+		d, _ := newCooldown(newMem(), CooldownConfig{Key: "k", Jitter: 3 * time.Second, Rand: func() float64 { return 0.999 }, Logger: discard})
+		defer d.Close()
+		d.Publish(t.Context(), time.Second)
+		time.Sleep(2 * time.Second)
+		earliest := time.Now().Add(-5 * time.Second)
+		if s, err := d.Reserve(t.Context(), earliest, time.Time{}); err != nil || !s.Equal(earliest) {
+			t.Fatalf("Reserve after the cooldown ended: start %v after earliest (%v), want earliest", s.Sub(earliest), err)
+		}
+	})
+}
