@@ -7,11 +7,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
@@ -328,62 +330,97 @@ func TestBudgetWallClockStep(t *testing.T) {
 }
 
 func TestRedisBudgetRecoversWithoutRetries(t *testing.T) {
-	// Review finding 5 on a real redis-server: it is killed while the
-	// Budget makes a retry, and started again (without its data); from then
-	// on the process makes first attempts only. The Budget goes back to
-	// Redis within two probe intervals and counts its requests there again.
-	srv := startRedis(t)
-	c := srv.client(t)
-	key := testKey(t)
-	logs := &logCounter{}
-	// A 1 s Timeout: the outage, not a busy machine, is under test.
-	b, _ := NewBudget(c, BudgetConfig{Key: key, Timeout: time.Second, Logger: slog.New(logs)})
-	defer b.Close()
-	for range 10 {
-		b.Admit(false)
+	// Review finding 5 on a real redis-server: it is killed (or paused)
+	// while the Budget makes retries, and started again (resumed); from
+	// then on the process makes first attempts only. The Budget goes back
+	// to Redis within two probe intervals and counts its requests there
+	// again.
+	for _, tc := range []struct {
+		name string
+		// client: for the kill, one dial and one try per call (as the
+		// CLI's client): go-redis's own reconnect backoff, which dials a
+		// pool whose dials failed PoolSize times once per second, is not
+		// under test. For the pause, go-redis's defaults.
+		client     func(t *testing.T, srv *redisServer) *redis.Client
+		breakIt    func(srv *redisServer)
+		fix        func(srv *redisServer)
+		keepsState bool // the server keeps its data
+	}{
+		{"killed and started again", func(t *testing.T, srv *redisServer) *redis.Client {
+			c := redis.NewClient(&redis.Options{Addr: srv.addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 1000})
+			t.Cleanup(func() { c.Close() })
+			return c
+		}, (*redisServer).kill, (*redisServer).start, false},
+		{"paused and resumed", func(t *testing.T, srv *redisServer) *redis.Client { return srv.client(t) },
+			func(srv *redisServer) { srv.signal(syscall.SIGSTOP) }, func(srv *redisServer) { srv.signal(syscall.SIGCONT) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startRedis(t)
+			c := tc.client(t, srv)
+			key := testKey(t)
+			counted := func() int64 {
+				h, err := c.HGetAll(context.Background(), "{"+key+"}:budget:requests").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var n int64
+				for f, v := range h {
+					if f != "config" {
+						k, _ := strconv.ParseInt(v, 10, 64)
+						n += k
+					}
+				}
+				return n
+			}
+			logs := &logCounter{}
+			// A 1 s Timeout: the outage, not a busy machine, is under test.
+			b, _ := NewBudget(c, BudgetConfig{Key: key, Timeout: time.Second, Logger: slog.New(logs)})
+			defer b.Close()
+			for range 10 {
+				b.Admit(false)
+			}
+			if !b.Admit(true) || b.State() != StateRedis {
+				t.Fatalf("healthy: state %v, stats %+v", b.State(), b.Stats())
+			}
+			tc.breakIt(srv)
+			// Retries use up the permits leased before, then one asks
+			// the broken server.
+			for broken := time.Now(); b.State() != StateFallback; {
+				if time.Since(broken) > 10*time.Second {
+					t.Fatalf("retries 10s after the outage began: state %v, want fallback", b.State())
+				}
+				b.Admit(true)
+			}
+			tc.fix(srv)
+			fixed := time.Now()
+			for b.State() != StateRedis {
+				if time.Since(fixed) > 10*time.Second {
+					t.Fatalf("still in fallback 10s after Redis came back, making first attempts: %+v", b.Stats())
+				}
+				b.Admit(false)
+				time.Sleep(5 * time.Millisecond)
+			}
+			back := time.Since(fixed)
+			errs, before := b.Stats().Errors, counted()
+			for range 100 {
+				b.Admit(false)
+			}
+			b.Close() // counts the requests not yet flushed
+			if back > 2*DefaultProbeInterval {
+				t.Errorf("back on Redis %v after it came back, want within 2 probe intervals (%v)", back, 2*DefaultProbeInterval)
+			}
+			if s, n := b.Stats(), counted()-before; n != 100 || s.Errors != errs {
+				t.Errorf("%d of the 100 requests made after it went back counted in Redis (stats %+v, %d errors before)", n, s, errs)
+			}
+			if tc.keepsState && before < 10 {
+				t.Errorf("the 10 requests before the pause: %d counted", before)
+			}
+			if lines := logs.lines(); len(lines) != 2 {
+				t.Errorf("log lines %q, want one down and one up", lines)
+			}
+			t.Logf("back on Redis %v after Redis came back", back)
+		})
 	}
-	if !b.Admit(true) || b.State() != StateRedis {
-		t.Fatalf("healthy: state %v, stats %+v", b.State(), b.Stats())
-	}
-	srv.kill()
-	b.Admit(true)
-	if b.State() != StateFallback {
-		t.Fatalf("the retry's round trip to a killed server: state %v, want fallback", b.State())
-	}
-	srv.start()
-	restarted := time.Now()
-	for b.State() != StateRedis {
-		if time.Since(restarted) > 10*time.Second {
-			t.Fatalf("still in fallback 10s after Redis came back, making first attempts: %+v", b.Stats())
-		}
-		b.Admit(false)
-		time.Sleep(5 * time.Millisecond)
-	}
-	back := time.Since(restarted)
-	errs := b.Stats().Errors
-	for range 100 {
-		b.Admit(false)
-	}
-	b.Close() // counts the requests not yet flushed
-	if back > 2*DefaultProbeInterval {
-		t.Errorf("back on Redis %v after it came back, want within 2 probe intervals (%v)", back, 2*DefaultProbeInterval)
-	}
-	var counted int64
-	h, err := c.HGetAll(context.Background(), "{"+key+"}:budget:requests").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range h {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		counted += n
-	}
-	if s := b.Stats(); counted != 100 || s.Errors != errs {
-		t.Errorf("%d of the 100 requests made after it went back counted in Redis (stats %+v, %d errors before)", counted, s, errs)
-	}
-	if lines := logs.lines(); len(lines) != 2 {
-		t.Errorf("log lines %q, want one down and one up", lines)
-	}
-	t.Logf("back on Redis %v after Redis came back; %d requests counted", back, counted)
 }
 
 func TestRedisBudgetRepairsForeignKeys(t *testing.T) {
