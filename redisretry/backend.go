@@ -130,7 +130,7 @@ func (s scriptRunner) gcraReturn(ctx context.Context, k backend.QuotaKeys, a bac
 }
 
 func (s scriptRunner) budget(ctx context.Context, k backend.BudgetKeys, a backend.BudgetArgs) (backend.BudgetReply, error) {
-	v, err := budgetScript.Run(ctx, s.c, []string{k.Requests, k.Retries},
+	v, err := budgetScript.Run(ctx, s.c, []string{k.Requests, k.Retries, k.Config},
 		a.SlotMS, a.Slots, backend.FormatFloat(a.Ratio), backend.FormatFloat(a.Floor),
 		a.Add, a.Want, a.Back, a.BackEpoch).Result()
 	if err != nil {

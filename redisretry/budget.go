@@ -33,9 +33,9 @@ type BudgetConfig struct {
 	// Key names the fleet's budget: every process that uses the same Key
 	// (and Redis) shares it, and must use the same Window, Ratio and
 	// MinPerSecond (a Budget that finds another configuration in Redis logs
-	// it once). Redis keys are "{Key}:budget:requests" and
-	// "{Key}:budget:retries". It must not contain {, } or a control
-	// character.
+	// it once). Redis keys are "{Key}:budget:requests",
+	// "{Key}:budget:retries" and "{Key}:budget:config". It must not contain
+	// {, } or a control character.
 	Key string
 
 	// Ratio is the number of retries the fleet may make per request made

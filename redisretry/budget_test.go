@@ -364,11 +364,9 @@ func TestRedisBudgetRecoversWithoutRetries(t *testing.T) {
 					t.Fatal(err)
 				}
 				var n int64
-				for f, v := range h {
-					if f != "config" {
-						k, _ := strconv.ParseInt(v, 10, 64)
-						n += k
-					}
+				for _, v := range h {
+					k, _ := strconv.ParseInt(v, 10, 64)
+					n += k
 				}
 				return n
 			}
@@ -442,6 +440,7 @@ func TestRedisBudgetRepairsForeignKeys(t *testing.T) {
 		{"requests is a string", func(k backend.BudgetKeys) error { return c.Set(ctx, k.Requests, "x", 0).Err() }},
 		{"retries is a list", func(k backend.BudgetKeys) error { return c.RPush(ctx, k.Retries, "a", "b").Err() }},
 		{"requests is a set", func(k backend.BudgetKeys) error { return c.SAdd(ctx, k.Requests, "a").Err() }},
+		{"config is a hash", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Config, "a", "b").Err() }},
 		{"a field that is no epoch", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Requests, "abc", 1).Err() }},
 		{"a count that is no number", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Requests, epoch(), "x").Err() }},
 		{"a count beyond 2^53", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Retries, epoch(), "1e300").Err() }},
@@ -478,10 +477,13 @@ func TestRedisBudgetRepairsForeignKeys(t *testing.T) {
 				for f, v := range c.HGetAll(ctx, k).Val() {
 					_, errF := strconv.ParseInt(f, 10, 64)
 					_, errV := strconv.ParseUint(v, 10, 53)
-					if (errF != nil || errV != nil) && !(k == keys.Requests && f == "config") {
+					if errF != nil || errV != nil {
 						t.Fatalf("%s still holds %q: %q", k, f, v)
 					}
 				}
+			}
+			if cfg := c.Get(ctx, keys.Config).Val(); cfg != "500/20/0.2/0" {
+				t.Fatalf("%s holds %q, want this Budget's configuration", keys.Config, cfg)
 			}
 		})
 	}

@@ -163,7 +163,7 @@ func TestBudgetScriptMatchesModel(t *testing.T) {
 			}
 			if tc.config != "" {
 				w.Config = tc.config
-				c.HSet(context.Background(), keys.Requests, "config", tc.config)
+				c.Set(context.Background(), keys.Config, tc.config, time.Hour)
 			}
 			call := tc.call
 			call.GiveBackEpoch += epoch
@@ -196,18 +196,15 @@ func TestBudgetScriptMatchesModel(t *testing.T) {
 			}{{keys.Requests, w.Requests}, {keys.Retries, w.Retries}} {
 				got := map[int64]int64{}
 				for f, v := range c.HGetAll(context.Background(), kv.key).Val() {
-					if kv.key == keys.Requests && f == "config" {
-						if v != w.Config {
-							t.Fatalf("%s holds the configuration %q, the model %q", kv.key, v, w.Config)
-						}
-						continue
-					}
 					e, _ := strconv.ParseInt(f, 10, 64)
 					got[e], _ = strconv.ParseInt(v, 10, 64)
 				}
 				if !maps.Equal(got, kv.m) {
 					t.Fatalf("%s holds %v, the model %v", kv.key, got, kv.m)
 				}
+			}
+			if cfg := c.Get(context.Background(), keys.Config).Val(); cfg != w.Config || c.PTTL(context.Background(), keys.Config).Val() <= 0 {
+				t.Fatalf("%s holds %q (PTTL %v), the model %q", keys.Config, cfg, c.PTTL(context.Background(), keys.Config).Val(), w.Config)
 			}
 			if req, ret := st.Budget(keys); !maps.Equal(req, w.Requests) || !maps.Equal(ret, w.Retries) {
 				t.Fatalf("the store holds %v %v, the model %v %v", req, ret, w.Requests, w.Retries)

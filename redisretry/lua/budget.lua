@@ -2,10 +2,11 @@
 -- permits over a sliding window of slots and grants permits while
 -- retries <= max(ratio * requests, floor) (retry.RatioBudget's rule).
 --
--- KEYS[1]  requests: a hash of slot epoch -> requests counted in that slot,
---          and "config" -> the configuration (ARGV[1] to ARGV[4] joined by
---          "/") of the last process that called
+-- KEYS[1]  requests: a hash of slot epoch -> requests counted in that slot
 -- KEYS[2]  retries: a hash of slot epoch -> retry permits granted in that slot
+-- KEYS[3]  config: a configuration (ARGV[1] to ARGV[4] joined by "/"),
+--          written by a call that found none or another one, for a window
+--          and a slot (a string)
 -- ARGV[1]  the width of a slot, milliseconds (an integer >= 1)
 -- ARGV[2]  the number of slots in the window (an integer >= 1)
 -- ARGV[3]  ratio: retries allowed per request (a decimal string)
@@ -17,17 +18,16 @@
 --
 -- A slot's epoch is floor(server time in ms / width); the window is the
 -- current slot and the slots-1 before it. A key of another type, or a field
--- that is neither an epoch with a count (an integer from 0 to 2^53) nor
--- "config", is not the budget's (another program, or a hand, wrote it): it is
--- deleted, so the budget repairs itself instead of failing until someone
--- deletes it.
+-- that is not an epoch with a count (an integer from 0 to 2^53), is not the
+-- budget's (another program, or a hand, wrote it): it is deleted, so the
+-- budget repairs itself instead of failing until someone deletes it.
 --
 -- Reply: {granted, epoch, requests, retries, now, other}: the permits granted
 -- (counted in the current slot), the current epoch, the window's requests and
 -- retries after the call, and the server time in milliseconds, all integers;
--- other is "" or, when the last process that called had another
--- configuration, that configuration (a string): the processes that share a
--- budget must share its configuration, or their slots and limits disagree.
+-- other is "" or, when config held another configuration, that one (a
+-- string): the processes that share a budget must share its configuration,
+-- or their slots and limits disagree.
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local width = tonumber(ARGV[1])
@@ -62,18 +62,15 @@ local function count(v)
 end
 
 -- the sum of the window's counts in the hash at key: the fields that left
--- the window or are not counts are deleted, the permits given back are taken
--- off their slot when givenback is true; and the configuration stored (in
--- KEYS[1])
+-- the window or are not counts are deleted, and the permits given back are
+-- taken off their slot when givenback is true
 local function sum(key, givenback)
   local kv = fields(key)
-  local total, stored = 0, nil
+  local total = 0
   for i = 1, #kv, 2 do
     local f = kv[i]
     local e, n = tonumber(f), count(kv[i + 1])
-    if key == KEYS[1] and f == "config" then
-      stored = kv[i + 1]
-    elseif e == nil or n == nil or e < oldest then
+    if e == nil or n == nil or e < oldest then
       redis.call("HDEL", key, f)
     elseif givenback and e == backepoch then
       if n <= back then
@@ -86,19 +83,14 @@ local function sum(key, givenback)
       total = total + n
     end
   end
-  return total, stored
+  return total
 end
 
-local requests, stored = sum(KEYS[1], false)
+local requests = sum(KEYS[1], false)
 local retries = sum(KEYS[2], back > 0 and backepoch >= oldest and backepoch <= epoch)
 if add > 0 then
   redis.call("HINCRBY", KEYS[1], string.format("%d", epoch), add)
   requests = requests + add
-end
-local other = ""
-if stored ~= config then
-  redis.call("HSET", KEYS[1], "config", config)
-  other = stored or ""
 end
 local limit = math.floor(math.max(ratio * requests, floor))
 local granted = 0
@@ -110,4 +102,14 @@ end
 local ttl = width * (slots + 1)
 redis.call("PEXPIRE", KEYS[1], ttl)
 redis.call("PEXPIRE", KEYS[2], ttl)
+local stored = redis.pcall("GET", KEYS[3])
+if type(stored) == "table" and stored.err then
+  redis.call("DEL", KEYS[3])
+  stored = false
+end
+local other = ""
+if stored ~= config then
+  redis.call("SET", KEYS[3], config, "PX", ttl)
+  other = stored or ""
+end
 return {granted, epoch, requests, retries, now, other}

@@ -46,8 +46,8 @@ func (s Script) String() string {
 type QuotaKeys struct{ TAT, Members string }
 
 // BudgetKeys are a budget's Redis keys: the requests and the retry permits
-// counted per slot.
-type BudgetKeys struct{ Requests, Retries string }
+// counted per slot, and the configuration of the window last written.
+type BudgetKeys struct{ Requests, Retries, Config string }
 
 // Every key of one limiter shares the hash tag {key}, so that a script's
 // keys live in one Cluster slot.
@@ -59,7 +59,7 @@ func NewQuotaKeys(key string) QuotaKeys {
 
 // NewBudgetKeys returns the keys of the budget named key.
 func NewBudgetKeys(key string) BudgetKeys {
-	return BudgetKeys{Requests: "{" + key + "}:budget:requests", Retries: "{" + key + "}:budget:retries"}
+	return BudgetKeys{Requests: "{" + key + "}:budget:requests", Retries: "{" + key + "}:budget:retries", Config: "{" + key + "}:budget:config"}
 }
 
 // CooldownKey returns the key of the cooldown named key.
@@ -129,8 +129,9 @@ type BudgetReply struct {
 	Retries  int64 // permits in the window after the call
 	Now      int64 // the server's time, milliseconds
 
-	// Other is the configuration (BudgetArgs.Config) of the process that
-	// called before, when it differs from this call's; "" if not.
+	// Other is the configuration (BudgetArgs.Config) that the config key
+	// held, when it differs from this call's; "" if not (or if it held
+	// none).
 	Other string
 }
 

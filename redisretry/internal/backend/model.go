@@ -72,11 +72,10 @@ type BudgetWindow struct {
 	// Requests and Retries count per epoch, as the script's hashes do.
 	Requests, Retries map[int64]int64
 
-	// Config is the configuration of the last call (BudgetConfig of the
-	// four fields above, as they were then), as the script keeps it in
-	// the requests' hash; "" for none. The model keeps it as long as the
-	// window (the keys' expiry, after a window of no call, is not
-	// modelled).
+	// Config is the configuration last written (BudgetConfig of the four
+	// fields above, as they were then), as the script keeps it in its
+	// config key; "" for none. The model keeps it for ever (the key's
+	// expiry, a window and a slot after it was written, is not modelled).
 	Config string
 }
 
