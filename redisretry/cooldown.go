@@ -203,12 +203,13 @@ func (c cooldownCore) Record(err error, done func()) {
 // an error wrapping [retry.ErrPastDeadline] that says how long the cooldown
 // lasts; otherwise the jitter is drawn uniformly in [0, min(Jitter,
 // deadline − end)), so the start is before deadline, and at most Max +
-// Jitter from now. It takes nothing. It reads Redis only when the cached value is older than
-// CooldownConfig.Cache, and waits for it at most the timeout, never past
-// deadline (then it returns at the deadline with an error wrapping
-// [retry.ErrPastDeadline]) and not after ctx ends (then it returns ctx's
-// cause). A read that timed out turns the Cooldown to its FailureMode until a
-// probe reaches Redis: the next calls do not wait for Redis.
+// Jitter from now. It takes nothing. It reads Redis only when the cached
+// value is older than CooldownConfig.Cache, and waits for it at most the
+// timeout, never past deadline (then it returns at the deadline with an
+// error wrapping [retry.ErrPastDeadline]) and not after ctx ends (then it
+// returns ctx's cause). A read that timed out turns the Cooldown to its
+// FailureMode until a probe reaches Redis: the next calls do not wait for
+// Redis.
 func (d *Cooldown) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
 	if ctx.Err() != nil {
 		return time.Time{}, context.Cause(ctx)
