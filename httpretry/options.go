@@ -33,6 +33,8 @@ type config struct {
 	noStreamPeek       bool
 	noGoogleReadOnly   bool                       // WithGoogleReadOnly(false)
 	rules              []func(*http.Request) bool // IdempotentIf
+	profileHeader      []headerField              // WithProfile: the headers to add
+	priority           bool                       // WithProfile("priority"): refuse regional hosts
 	errs               []error
 }
 

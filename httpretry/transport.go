@@ -80,6 +80,11 @@ func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) *Trans
 		t.policy.Observer = logObserver(nil, slog.LevelDebug)
 	}
 	errs := t.cfg.errs
+	if t.cfg.priority {
+		if err := checkPriorityEndpoints(t.cfg.endpoints); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := t.policy.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -174,6 +179,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		p.AttemptTimeout = 0
 	}
 	c.idempotent = t.idempotent(req, ctx, &c)
+	if len(t.cfg.profileHeader) > 0 {
+		c.addProfileHeader()
+	}
+	if t.cfg.priority && t.eps == nil {
+		if err := c.checkPriorityHost(); err != nil {
+			closeBody(req)
+			return nil, err
+		}
+	}
 	c.peek = !t.cfg.noStreamPeek
 	if on, ok := ctx.Value(peekKey{}).(bool); ok {
 		c.peek, c.peekJSON = on, on
