@@ -3,6 +3,7 @@ package httpretry
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -232,7 +233,7 @@ func headerKey(h http.Header, name string) (key string, ok bool) {
 
 // addProfileHeader adds to the attempts' header the profile's headers the
 // caller's request lacks (under any case of the name), copying the
-// caller's header first, once. The values are the call's own (one
+// caller's header map first, once. The values are the call's own (one
 // allocation for all), so that a caller who changes resp.Request.Header
 // changes nothing for other calls.
 func (c *call) addProfileHeader() {
@@ -243,10 +244,10 @@ func (c *call) addProfileHeader() {
 			continue
 		}
 		if c.header == nil {
-			c.header = c.req.Header.Clone()
-			if c.header == nil {
-				c.header = make(http.Header, len(fields))
-			}
+			// A shallow copy: the caller's values are shared, and
+			// never modified.
+			c.header = make(http.Header, len(c.req.Header)+len(fields))
+			maps.Copy(c.header, c.req.Header)
 		}
 		if vals == nil {
 			vals = make([]string, len(fields))
