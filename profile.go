@@ -43,7 +43,7 @@ func ProfileNames() []string { return slices.Clone(profileNames) }
 // X-Vertex-AI-LLM-Shared-Request-Type: flex; X-Vertex-AI-LLM-Shared-Request-Type:
 // priority): without them a request is served as Standard pay-as-you-go,
 // whatever the policy. httpretry.WithProfile(name) sends them, and keeps
-// "priority" off regional endpoints, which do not serve it;
+// both off Vertex AI's regional endpoints, which serve neither;
 // httpretry.ProfileHeader(name) returns them for a client that sets its
 // own (the Gen AI SDK's HTTPOptions.Headers). The other profiles send
 // none ("provisioned" included: see docs/profiles.md).

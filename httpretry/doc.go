@@ -314,9 +314,9 @@
 // A [retry.Profile] is a policy; on Vertex AI the "flex" and "priority"
 // profiles also need request headers, without which a request is served
 // as Standard pay-as-you-go: [WithProfile] adds them to every request that
-// lacks them (a header the caller set wins) and keeps the priority profile
-// on Vertex AI's global endpoint; [ProfileHeader] returns them for a
-// client that sets its own:
+// lacks them (a header the caller set wins) and keeps both profiles on
+// Vertex AI's global endpoint, the only one that serves them;
+// [ProfileHeader] returns them for a client that sets its own:
 //
 //	p, _ := retry.Profile("flex")
 //	client, err := httpretry.NewClient(p, httpretry.WithProfile("flex"))

@@ -574,9 +574,9 @@ func (offline) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, errors.New("offline: nothing is sent")
 }
 
-// Priority pay-as-you-go exists on Vertex AI's global endpoint only: the
-// priority profile refuses a fallback list that names a region, and a
-// request to a regional host.
+// Priority (and Flex) pay-as-you-go exist on Vertex AI's global endpoint
+// only: the priority profile refuses a fallback list that names a region,
+// and a request to a regional host.
 func ExampleWithProfile_priority() {
 	p, err := retry.Profile("priority")
 	if err != nil {

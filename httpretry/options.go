@@ -34,7 +34,7 @@ type config struct {
 	noGoogleReadOnly   bool                       // WithGoogleReadOnly(false)
 	rules              []func(*http.Request) bool // IdempotentIf
 	profileHeader      []headerField              // WithProfile: the headers to add
-	priority           bool                       // WithProfile("priority"): refuse regional hosts
+	globalOnly         string                     // WithProfile("priority" or "flex"): the name; regional hosts are refused
 	errs               []error
 }
 

@@ -53,12 +53,13 @@ func profileFields(name string) ([]headerField, error) {
 // caller may modify. The name is matched without regard to case.
 //
 //   - "flex": X-Vertex-AI-LLM-Request-Type: shared and
-//     X-Vertex-AI-LLM-Shared-Request-Type: flex (Flex pay-as-you-go).
-//   - "priority": X-Vertex-AI-LLM-Shared-Request-Type: priority (Priority
+//     X-Vertex-AI-LLM-Shared-Request-Type: flex: Flex pay-as-you-go only.
+//     (Without the first, a project's Provisioned Throughput would be used
+//     first; low-priority work should leave it to the traffic it was
+//     bought for.)
+//   - "priority": X-Vertex-AI-LLM-Shared-Request-Type: priority: Priority
 //     pay-as-you-go, after the project's Provisioned Throughput if it has
-//     any; add X-Vertex-AI-LLM-Request-Type: shared to skip that).
-//     Priority is served by the global endpoint, aiplatform.googleapis.com,
-//     only: see [WithProfile].
+//     any (add X-Vertex-AI-LLM-Request-Type: shared to skip that).
 //   - every other profile: none (an empty header). "standard" is Standard
 //     pay-as-you-go, which needs none. "provisioned" sends none either: a
 //     project's Provisioned Throughput is used first by default and the
@@ -67,10 +68,11 @@ func profileFields(name string) ([]headerField, error) {
 //     up, which is what that profile's policy assumes) set
 //     X-Vertex-AI-LLM-Request-Type: dedicated yourself.
 //
-// It is the table [WithProfile] applies. A Gen AI SDK user who builds the
-// client's http.Client without it passes the header as
-// genai.HTTPOptions.Headers. An unknown name is an error that lists the
-// known ones.
+// Flex and Priority are served by Vertex AI's global endpoint only (see
+// [WithProfile]). This is the table WithProfile applies. A Gen AI SDK user
+// who builds the client's http.Client without WithProfile passes the
+// header as genai.HTTPOptions.Headers. An unknown name is an error that
+// lists the known ones.
 func ProfileHeader(name string) (http.Header, error) {
 	fields, err := profileFields(name)
 	if err != nil {
@@ -96,30 +98,30 @@ func ProfileHeader(name string) (http.Header, error) {
 // unknown name is an error reported by [Transport.Err]. Given twice, the
 // last wins.
 //
-// Priority pay-as-you-go exists only on Vertex AI's global endpoint,
-// aiplatform.googleapis.com (or aiplatform.mtls.googleapis.com). So,
-// under "priority", a regional or multi-regional Vertex AI host is
-// refused, with an error that matches [ErrRegionalEndpoint]: such a
-// request would be served without priority, or not at all. A host is
-// regional when it is LOCATION-aiplatform.googleapis.com (us-central1,
-// europe-west4, ...) or aiplatform.LOCATION.rep.googleapis.com (the us
-// and eu multi-regions, and the regions' representative endpoints), in
-// any case, with or without a port or a final dot, or their mtls forms.
-// Any other host is allowed: a proxy, a gateway or a test server (this
-// transport cannot know where it forwards), or another Google API. The
-// rule applies:
+// Priority and Flex pay-as-you-go exist only on Vertex AI's global
+// endpoint, aiplatform.googleapis.com (or aiplatform.mtls.googleapis.com).
+// So, under "priority" and "flex", a regional or multi-regional Vertex AI
+// host is refused, with an error that matches [ErrRegionalEndpoint]: such
+// a request would be served as Standard pay-as-you-go, or not at all. A
+// host is regional when it is LOCATION-aiplatform.googleapis.com
+// (us-central1, europe-west4, ...) or aiplatform.LOCATION.rep.googleapis.com
+// (the us and eu multi-regions, and the regions' representative
+// endpoints), in any case, with or without a port or a final dot, or
+// their mtls forms. Any other host is allowed: a proxy, a gateway or a
+// test server (this transport cannot know where it forwards), or another
+// Google API. The rule applies:
 //
 //   - when the transport is built: a [WithEndpoints] list that names a
 //     regional host is an error reported by [Transport.Err] (and
-//     [NewClient]), so that the endpoint fallback never moves a priority
-//     request to a region;
+//     [NewClient]), so that the endpoint fallback never moves a request
+//     to a region;
 //   - to each request without WithEndpoints, before anything is sent:
 //     one whose URL (or Host field) names a regional host, and whose
-//     X-Vertex-AI-LLM-Shared-Request-Type is priority (the profile's, or
-//     the caller's own), gets the error from RoundTrip, its body closed.
-//     A request whose caller set another value (flex, say) goes ahead.
+//     X-Vertex-AI-LLM-Shared-Request-Type says priority or flex (the
+//     profile's, or the caller's own), gets the error from RoundTrip, its
+//     body closed. A request whose caller set another value goes ahead.
 //
-// A caller who knows better (a region that has since gained Priority)
+// A caller who knows better (a region that has since gained the option)
 // sets the headers itself, from ProfileHeader, without WithProfile: the
 // transport checks no host then.
 func WithProfile(name string) Option {
@@ -130,25 +132,42 @@ func WithProfile(name string) Option {
 			return
 		}
 		c.profileHeader = fields
-		c.priority = strings.EqualFold(name, "priority")
+		c.globalOnly = ""
+		if globalOnly(strings.ToLower(name)) {
+			c.globalOnly = strings.ToLower(name)
+		}
 	}
 }
 
-// ErrRegionalEndpoint says that a transport built with
-// [WithProfile]("priority") refused a regional or multi-regional Vertex AI
-// endpoint: in a [WithEndpoints] list ([Transport.Err]), or as the host of
-// a request (RoundTrip). Priority pay-as-you-go is served by the global
-// endpoint, aiplatform.googleapis.com, only. Match it with errors.Is.
-var ErrRegionalEndpoint = errors.New("httpretry: Priority PayGo is served by Vertex AI's global endpoint (aiplatform.googleapis.com) only")
+// globalOnly reports whether v, a value of X-Vertex-AI-LLM-Shared-Request-Type
+// (or a profile's name), selects an option that Vertex AI serves on its
+// global endpoint only.
+func globalOnly(v string) bool {
+	return strings.EqualFold(v, "priority") || strings.EqualFold(v, "flex")
+}
 
-// regionalError is the error of a regional host refused under the
-// priority profile: where says where the host came from.
+// ErrRegionalEndpoint says that a transport built with
+// [WithProfile]("priority") or WithProfile("flex") refused a regional or
+// multi-regional Vertex AI endpoint: in a [WithEndpoints] list
+// ([Transport.Err]), or as the host of a request (RoundTrip). Priority and
+// Flex pay-as-you-go are served by the global endpoint,
+// aiplatform.googleapis.com, only. Match it with errors.Is.
+var ErrRegionalEndpoint = errors.New("httpretry: Priority and Flex PayGo are served by Vertex AI's global endpoint (aiplatform.googleapis.com) only")
+
+// regionalError is the error of a regional host refused under a
+// global-only profile: where says where the host came from, option is
+// the consumption option asked for (priority or flex).
 type regionalError struct {
-	where, host, kind string
+	profile, option, where, host, kind string
 }
 
 func (e *regionalError) Error() string {
-	return fmt.Sprintf("httpretry: WithProfile(\"priority\"): %s: %s is a %s Vertex AI endpoint; Priority PayGo is served by the global endpoint (aiplatform.googleapis.com) only", e.where, e.host, e.kind)
+	option := "Priority"
+	if e.option == "flex" {
+		option = "Flex"
+	}
+	return fmt.Sprintf("httpretry: WithProfile(%q): %s: %s is a %s Vertex AI endpoint; %s PayGo is served by the global endpoint (aiplatform.googleapis.com) only",
+		e.profile, e.where, e.host, e.kind, option)
 }
 
 func (e *regionalError) Is(target error) bool { return target == ErrRegionalEndpoint }
@@ -204,13 +223,14 @@ func regionalKind(loc string) string {
 	return "multi-regional"
 }
 
-// checkPriorityEndpoints returns an error for the first endpoint of list
-// that is a regional Vertex AI host, nil if none is.
-func checkPriorityEndpoints(list []string) error {
-	for i, e := range list {
+// checkEndpoints returns an error for the first endpoint of list that is
+// a regional Vertex AI host, nil if none is: the transport's profile
+// (priority or flex) is served on the global endpoint only.
+func (c *config) checkEndpoints() error {
+	for i, e := range c.endpoints {
 		u, _ := url.Parse(e) // checked by WithEndpoints
 		if loc := vertexLocation(u.Host); loc != "" && loc != "global" {
-			return &regionalError{where: fmt.Sprintf("WithEndpoints: endpoint %d %q", i, e), host: u.Host, kind: regionalKind(loc)}
+			return &regionalError{profile: c.globalOnly, option: c.globalOnly, where: fmt.Sprintf("WithEndpoints: endpoint %d %q", i, e), host: u.Host, kind: regionalKind(loc)}
 		}
 	}
 	return nil
@@ -258,17 +278,18 @@ func (c *call) addProfileHeader() {
 	}
 }
 
-// checkPriorityHost returns the error for a request under the priority
-// profile, without WithEndpoints, that asks for Priority (its
-// X-Vertex-AI-LLM-Shared-Request-Type says priority) and goes to a
-// regional Vertex AI host (its URL's or its Host field's), nil otherwise.
-func (c *call) checkPriorityHost() error {
+// checkHost returns the error for a request under a global-only profile,
+// without WithEndpoints, that asks for Priority or Flex (its
+// X-Vertex-AI-LLM-Shared-Request-Type says so) and goes to a regional
+// Vertex AI host (its URL's or its Host field's), nil otherwise.
+func (c *call) checkHost() error {
+	profile := c.t.cfg.globalOnly
 	h := c.header
 	if h == nil {
 		h = c.req.Header
 	}
 	k, ok := headerKey(h, headerSharedRequestType)
-	if !ok || len(h[k]) == 0 || !strings.EqualFold(strings.TrimSpace(h[k][0]), "priority") {
+	if !ok || len(h[k]) == 0 || !globalOnly(strings.TrimSpace(h[k][0])) {
 		return nil
 	}
 	if c.req.URL == nil {
@@ -280,7 +301,7 @@ func (c *call) checkPriorityHost() error {
 			if method == "" {
 				method = http.MethodGet
 			}
-			return &regionalError{where: method + " " + Redact(c.req.URL), host: host, kind: regionalKind(loc)}
+			return &regionalError{profile: profile, option: strings.ToLower(strings.TrimSpace(h[k][0])), where: method + " " + Redact(c.req.URL), host: host, kind: regionalKind(loc)}
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -294,12 +295,12 @@ func TestVertexLocation(t *testing.T) {
 	}
 }
 
-// TestPriorityEndpoints is the construction rule: under the priority
-// profile, a WithEndpoints list that names a regional or multi-regional
-// Vertex AI host is an error naming it, whatever the order of the options;
-// the global endpoint and any host that is not Vertex AI's are allowed.
-// Other profiles allow every host.
-func TestPriorityEndpoints(t *testing.T) {
+// TestGlobalOnlyEndpoints is the construction rule: under the priority
+// and flex profiles, a WithEndpoints list that names a regional or
+// multi-regional Vertex AI host is an error naming it, whatever the order
+// of the options; the global endpoint and any host that is not Vertex
+// AI's are allowed. Other profiles allow every host.
+func TestGlobalOnlyEndpoints(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		list []string
@@ -316,65 +317,77 @@ func TestPriorityEndpoints(t *testing.T) {
 		{"multi-regional eu", []string{"https://proxy.example.com", "https://AIPLATFORM.EU.REP.googleapis.com."}, "https://AIPLATFORM.EU.REP.googleapis.com.", "multi-regional"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			for _, order := range []string{"profile first", "endpoints first"} {
-				opts := []Option{WithProfile("priority"), WithEndpoints(tt.list, time.Minute)}
-				if order == "endpoints first" {
-					opts[0], opts[1] = opts[1], opts[0]
-				}
-				err := NewTransport(nil, retry.Policy{}, opts...).Err()
-				if tt.bad == "" {
-					if err != nil {
-						t.Errorf("%s: Err() = %v, want nil", order, err)
+			for _, profile := range []string{"priority", "Flex"} {
+				for _, order := range []string{"profile first", "endpoints first"} {
+					opts := []Option{WithProfile(profile), WithEndpoints(tt.list, time.Minute)}
+					if order == "endpoints first" {
+						opts[0], opts[1] = opts[1], opts[0]
 					}
-					continue
-				}
-				i := slices.Index(tt.list, tt.bad)
-				if !errors.Is(err, ErrRegionalEndpoint) {
-					t.Fatalf("%s: Err() = %v, want ErrRegionalEndpoint", order, err)
-				}
-				for _, want := range []string{`WithProfile("priority")`, "WithEndpoints: endpoint " + string(rune('0'+i)) + ` "` + tt.bad + `"`, "a " + tt.kind + " Vertex AI endpoint", "global endpoint (aiplatform.googleapis.com)"} {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("%s: Err() = %q, want it to say %q", order, err, want)
+					err := NewTransport(nil, retry.Policy{}, opts...).Err()
+					if tt.bad == "" {
+						if err != nil {
+							t.Errorf("%s, %s: Err() = %v, want nil", profile, order, err)
+						}
+						continue
 					}
-				}
-				if c, cerr := NewClient(retry.Policy{}, opts...); c != nil || !errors.Is(cerr, ErrRegionalEndpoint) {
-					t.Errorf("%s: NewClient = %v, %v", order, c, cerr)
+					i := slices.Index(tt.list, tt.bad)
+					if !errors.Is(err, ErrRegionalEndpoint) {
+						t.Fatalf("%s, %s: Err() = %v, want ErrRegionalEndpoint", profile, order, err)
+					}
+					option := map[string]string{"priority": "Priority PayGo", "Flex": "Flex PayGo"}[profile]
+					for _, want := range []string{`WithProfile("` + strings.ToLower(profile) + `")`, fmt.Sprintf("WithEndpoints: endpoint %d %q", i, tt.bad),
+						"a " + tt.kind + " Vertex AI endpoint", option + " is served by the global endpoint (aiplatform.googleapis.com)"} {
+						if !strings.Contains(err.Error(), want) {
+							t.Errorf("%s, %s: Err() = %q, want it to say %q", profile, order, err, want)
+						}
+					}
+					if c, cerr := NewClient(retry.Policy{}, opts...); c != nil || !errors.Is(cerr, ErrRegionalEndpoint) {
+						t.Errorf("%s, %s: NewClient = %v, %v", profile, order, c, cerr)
+					}
 				}
 			}
-			// Flex and the others may fall back anywhere.
-			for _, p := range []string{"flex", "standard", "provisioned"} {
-				if err := NewTransport(nil, retry.Policy{}, WithProfile(p), WithEndpoints(tt.list, time.Minute)).Err(); err != nil {
-					t.Errorf("WithProfile(%q): Err() = %v", p, err)
+			// The others may fall back anywhere; so may a transport whose
+			// last WithProfile is one of them.
+			for _, opts := range [][]Option{
+				{WithProfile("standard")}, {WithProfile("provisioned")}, {WithProfile("realtime")},
+				{WithProfile("priority"), WithProfile("standard")}, {},
+			} {
+				if err := NewTransport(nil, retry.Policy{}, append(opts, WithEndpoints(tt.list, time.Minute))...).Err(); err != nil {
+					t.Errorf("%d options: Err() = %v", len(opts), err)
 				}
 			}
 		})
 	}
 }
 
-// TestPriorityRegionalRequest is the per-request rule: without endpoints,
-// a priority request to a regional Vertex AI host is refused before
+// TestGlobalOnlyRequest is the per-request rule: without endpoints, a
+// priority or flex request to a regional Vertex AI host is refused before
 // anything is sent, its body closed once; the global endpoint, a proxy, a
-// request whose caller asks for another option, and other profiles go
-// ahead.
-func TestPriorityRegionalRequest(t *testing.T) {
+// request whose caller removed the header, and other profiles go ahead.
+func TestGlobalOnlyRequest(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
 		profile string
 		url     string
-		host    string            // the request's Host field
-		header  map[string]string // the caller's
-		refused string            // the host the error names, "" when sent
+		host    string              // the request's Host field
+		header  map[string][]string // the caller's
+		refused string              // the host the error names, "" when sent
+		option  string              // the option the error names
 	}{
-		{"global", "priority", "https://aiplatform.googleapis.com/v1/x:generateContent", "", nil, ""},
-		{"a proxy", "priority", "http://127.0.0.1:9/v1/x:generateContent", "", nil, ""},
-		{"regional", "priority", "https://us-central1-aiplatform.googleapis.com/v1/x:generateContent", "", nil, "us-central1-aiplatform.googleapis.com"},
-		{"regional, port, case", "priority", "https://US-EAST4-aiplatform.googleapis.com:443/v1/x", "", nil, "US-EAST4-aiplatform.googleapis.com:443"},
-		{"multi-regional", "priority", "https://aiplatform.eu.rep.googleapis.com/v1/x", "", nil, "aiplatform.eu.rep.googleapis.com"},
-		{"regional Host field", "priority", "http://127.0.0.1:9/v1/x", "europe-west4-aiplatform.googleapis.com", nil, "europe-west4-aiplatform.googleapis.com"},
-		{"the caller asks for flex", "priority", "https://us-central1-aiplatform.googleapis.com/v1/x", "", map[string]string{sharedType: "flex"}, ""},
-		{"the caller's own priority", "priority", "https://us-central1-aiplatform.googleapis.com/v1/x", "", map[string]string{sharedType: " Priority "}, "us-central1-aiplatform.googleapis.com"},
-		{"flex profile", "flex", "https://us-central1-aiplatform.googleapis.com/v1/x", "", nil, ""},
-		{"standard profile, the caller's priority", "standard", "https://us-central1-aiplatform.googleapis.com/v1/x", "", map[string]string{sharedType: "priority"}, ""},
+		{"global", "priority", "https://aiplatform.googleapis.com/v1/x:generateContent", "", nil, "", ""},
+		{"global, flex", "flex", "https://aiplatform.googleapis.com/v1/x:generateContent", "", nil, "", ""},
+		{"a proxy", "priority", "http://127.0.0.1:9/v1/x:generateContent", "", nil, "", ""},
+		{"regional", "priority", "https://us-central1-aiplatform.googleapis.com/v1/x:generateContent", "", nil, "us-central1-aiplatform.googleapis.com", "Priority"},
+		{"regional, flex", "flex", "https://us-central1-aiplatform.googleapis.com/v1/x:generateContent", "", nil, "us-central1-aiplatform.googleapis.com", "Flex"},
+		{"regional, port, case", "priority", "https://US-EAST4-aiplatform.googleapis.com:443/v1/x", "", nil, "US-EAST4-aiplatform.googleapis.com:443", "Priority"},
+		{"multi-regional", "priority", "https://aiplatform.eu.rep.googleapis.com/v1/x", "", nil, "aiplatform.eu.rep.googleapis.com", "Priority"},
+		{"multi-regional, flex", "flex", "https://aiplatform.us.rep.googleapis.com/v1/x", "", nil, "aiplatform.us.rep.googleapis.com", "Flex"},
+		{"regional Host field", "priority", "http://127.0.0.1:9/v1/x", "europe-west4-aiplatform.googleapis.com", nil, "europe-west4-aiplatform.googleapis.com", "Priority"},
+		{"the caller removed the header", "priority", "https://us-central1-aiplatform.googleapis.com/v1/x", "", map[string][]string{sharedType: nil}, "", ""},
+		{"the caller asks for another value", "flex", "https://us-central1-aiplatform.googleapis.com/v1/x", "", map[string][]string{sharedType: {"standard"}}, "", ""},
+		{"the caller asks for flex under priority", "priority", "https://us-central1-aiplatform.googleapis.com/v1/x", "", map[string][]string{sharedType: {"flex"}}, "us-central1-aiplatform.googleapis.com", "Flex"},
+		{"the caller's own priority", "priority", "https://us-central1-aiplatform.googleapis.com/v1/x", "", map[string][]string{"x-vertex-ai-llm-shared-request-type": {" Priority "}}, "us-central1-aiplatform.googleapis.com", "Priority"},
+		{"standard profile, the caller's priority", "standard", "https://us-central1-aiplatform.googleapis.com/v1/x", "", map[string][]string{sharedType: {"priority"}}, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var sent atomic.Int32
@@ -389,7 +402,10 @@ func TestPriorityRegionalRequest(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, tt.url+"?key=SECRET", body)
 			req.Host = tt.host
 			for k, v := range tt.header {
-				req.Header.Set(k, v)
+				if k == sharedType {
+					k = http.CanonicalHeaderKey(k)
+				}
+				req.Header[k] = v
 			}
 			resp, err := tr.RoundTrip(req)
 			if tt.refused == "" {
@@ -409,7 +425,7 @@ func TestPriorityRegionalRequest(t *testing.T) {
 				t.Errorf("the body was closed %d times, want 1", n)
 			}
 			msg := err.Error()
-			for _, want := range []string{`WithProfile("priority"): POST `, tt.refused + " is a ", "Vertex AI endpoint", "key=REDACTED"} {
+			for _, want := range []string{`WithProfile("` + tt.profile + `"): POST `, tt.refused + " is a ", "Vertex AI endpoint; " + tt.option + " PayGo", "key=REDACTED"} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("error %q does not say %q", msg, want)
 				}

@@ -80,8 +80,8 @@ func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) *Trans
 		t.policy.Observer = logObserver(nil, slog.LevelDebug)
 	}
 	errs := t.cfg.errs
-	if t.cfg.priority {
-		if err := checkPriorityEndpoints(t.cfg.endpoints); err != nil {
+	if t.cfg.globalOnly != "" {
+		if err := t.cfg.checkEndpoints(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -182,8 +182,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if len(t.cfg.profileHeader) > 0 {
 		c.addProfileHeader()
 	}
-	if t.cfg.priority && t.eps == nil {
-		if err := c.checkPriorityHost(); err != nil {
+	if t.cfg.globalOnly != "" && t.eps == nil {
+		if err := c.checkHost(); err != nil {
 			closeBody(req)
 			return nil, err
 		}
