@@ -436,3 +436,53 @@ func TestGlobalOnlyRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestWithProfileConcurrent: one transport, many goroutines, each request
+// with or without the caller's own header: every request gets its own
+// headers and nothing is shared between them (run with -race).
+func TestWithProfileConcurrent(t *testing.T) {
+	base := rtFunc(func(r *http.Request) (*http.Response, error) {
+		want := "flex"
+		if r.URL.Query().Get("own") != "" {
+			want = "caller-" + r.URL.Query().Get("own")
+		}
+		if got := r.Header.Values(sharedType); len(got) != 1 || got[0] != want || r.Header.Get(reqType) != "shared" {
+			return response(r, http.StatusBadRequest, fmt.Sprintf("%s %q, want %q", sharedType, got, want)), nil
+		}
+		return response(r, http.StatusOK, "ok"), nil
+	})
+	tr := NewTransport(base, fast, WithProfile("flex"))
+	const workers, each = 8, 50
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			for i := range each {
+				u := "https://aiplatform.googleapis.com/v1/x"
+				req, _ := http.NewRequest(http.MethodGet, u, nil)
+				if i%2 == 1 {
+					own := fmt.Sprint(w, "-", i)
+					req, _ = http.NewRequest(http.MethodGet, u+"?own="+own, nil)
+					req.Header.Set(sharedType, "caller-"+own)
+				}
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					errs <- errors.New(string(b))
+					return
+				}
+				resp.Request.Header.Set(sharedType, "changed by the caller") // changes nothing for others
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

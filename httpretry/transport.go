@@ -128,7 +128,7 @@ type call struct {
 
 	idempotent    bool        // may be repeated after it may have reached the server
 	notIdempotent bool        // marked NotIdempotent: not even a refusal is retried
-	header        http.Header // the request's header with an added Idempotency-Key, else nil
+	header        http.Header // a copy of the request's header with an added Idempotency-Key or profile headers, else nil
 	peek          bool        // peek at the first event of a streamed answer
 	peekJSON      bool        // ... also of any application/json answer (StreamPeek(ctx, true))
 
