@@ -5,9 +5,12 @@
 //   - [Quota] paces attempts under a shared rate (requests or tokens per
 //     minute): a [retry.Pacer] for [retry.Policy.Pacer], or [Quota.Wait].
 //   - [Budget] keeps the fleet's retries under a ratio of the fleet's
-//     requests: a [retry.Limiter] for [retry.Policy.Budget].
-//   - [Cooldown] shares a server's "retry after" hint with every process:
-//     a [retry.Pacer], put before the Quota with [retry.Pacers].
+//     requests, with a floor for the whole fleet (by default max(20 % of
+//     the requests, 100) per 10 s: for a fleet of quiet processes the
+//     floor decides): a [retry.Limiter] for [retry.Policy.Budget].
+//   - [Cooldown] shares a server's "retry after" hint with every process
+//     (no wait longer than its Max plus its Jitter, on the monotonic
+//     clock): a [retry.Pacer], put before the Quota with [retry.Pacers].
 //
 // Each decision is one Lua script run with EVALSHA, atomic on the server,
 // whose clock it uses. The budget leases permits and counts requests
@@ -21,12 +24,13 @@
 // Redis is a helper, never a single point of failure: every call is bounded
 // by a timeout (20 ms by default; before a limiter first reached Redis on a
 // client made by [NewClient], by the client's DialTimeout, which covers a TLS
-// handshake) whatever the
-// client's own settings, and a limiter whose Redis fails, stalls or answers
-// errors decides locally (see [FailureMode]), logs one line, and goes back to
-// Redis when it answers again; a reply that comes late is still used.
-// [NewClient] and [NewClientWith] make a client for a URL, rediss:// with a
-// CA file and a client certificate included.
+// handshake) whatever the client's own settings, and a limiter whose Redis
+// fails, stalls or answers errors decides locally (see [FailureMode]), logs
+// one line, and goes back to Redis when it answers again (tried once per
+// ProbeInterval, with the next call); a reply that comes late is still used.
+// A key of another type at a limiter's key is deleted by its script rather
+// than failing every call. [NewClient] and [NewClientWith] make a client for
+// a URL, rediss:// with a CA file and a client certificate included.
 //
 // Every Redis key of a limiter is "{Key}:...", with the Key as a hash tag, so
 // the scripts run on Redis Cluster too. Take the client as a *redis.Client,
