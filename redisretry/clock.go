@@ -1,6 +1,11 @@
 package redisretry
 
-import "time"
+import (
+	"sync"
+	"time"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
+)
 
 // driftDiv bounds how fast the offset between the server's clock and the
 // local one may change: 1/2000 (500 ppm, the fastest an NTP daemon slews a
@@ -120,4 +125,71 @@ func (c *serverClock) place(from, to int64, keep, slack time.Duration, now time.
 		b.end = later(b.end.Add(-cut), b.tat.Add(min(keep, b.end.Sub(b.tat))))
 	}
 	return b
+}
+
+// steadyClock is a Quota's clock: the readings of its clock, never going
+// back. time.Now's readings carry the monotonic clock, which a step of the
+// wall clock (NTP, a VM resumed, date) does not move, and never go back when
+// read in turn: with them the steady time is the reading itself. A clock
+// whose readings have no monotonic part (a config's Now that returns wall
+// times, the fleet harness's) goes back with the wall clock; the steady time
+// then stands still for that moment instead (off grows by the step), so that
+// nothing the Quota holds (its lease, its local pacer, its debt, the next
+// probe) moves an hour ahead of the time it reads. A step forward is time
+// passing: the slots held are passed, the pacer is free, never more.
+//
+// Times a caller passes are readings of the clock: in turns them into
+// steady times, out turns a steady time back into a reading, by the steps
+// seen so far.
+type steadyClock struct {
+	c backend.Clock
+
+	mu   sync.Mutex
+	last time.Time     // the latest reading
+	off  time.Duration // steady − reading: the steps back seen so far
+}
+
+// Now returns the steady time now.
+func (s *steadyClock) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.readLocked().Add(s.off)
+}
+
+// readLocked reads the clock and notes a step back. It reads under the lock:
+// time.Now's readings are then in order.
+func (s *steadyClock) readLocked() time.Time {
+	r := s.c.Now()
+	if !s.last.IsZero() && r.Before(s.last) {
+		s.off += s.last.Sub(r)
+	}
+	s.last = r
+	return r
+}
+
+// AfterFunc is the clock's: a timer waits for a duration.
+func (s *steadyClock) AfterFunc(d time.Duration, f func()) func() bool { return s.c.AfterFunc(d, f) }
+
+// in returns the steady time of a reading t (zero stays zero), by the steps
+// seen up to now: t was read after the last of them.
+func (s *steadyClock) in(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readLocked()
+	return t.Add(s.off)
+}
+
+// out returns the reading of a steady time t (zero stays zero), by the steps
+// seen up to now.
+func (s *steadyClock) out(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readLocked()
+	return t.Add(-s.off)
 }

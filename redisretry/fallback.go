@@ -168,6 +168,7 @@ type common struct {
 	clock         backend.Clock
 	tr            backend.Transport
 	connect       time.Duration
+	base          time.Time // the clock's reading when the limiter was made
 }
 
 func checkCommon(config, key string, timeout, probe time.Duration, mode FailureMode) error {
@@ -208,10 +209,15 @@ func newCommon(limiter, key string, timeout, probe time.Duration, mode FailureMo
 	if probe == 0 {
 		probe = DefaultProbeInterval
 	}
-	return common{limiter, key, timeout, probe, mode, l, o, e.clock, e.tr, max(e.connect, 0)}
+	return common{limiter, key, timeout, probe, mode, l, o, e.clock, e.tr, max(e.connect, 0), e.clock.Now()}
 }
 
 func (c *common) now() time.Time { return c.clock.Now() }
+
+// since returns now as nanoseconds since the limiter was made, by the
+// monotonic clock when both readings have one (time.Now's do): a step of the
+// wall clock does not move it.
+func (c *common) since(now time.Time) int64 { return int64(now.Sub(c.base)) }
 
 // guard runs a limiter's Redis calls, each bounded by the timeout whatever the
 // client's own settings, and keeps the health state: one log line and one
@@ -226,11 +232,11 @@ func (c *common) now() time.Time { return c.clock.Now() }
 // one connection. After that each call is bounded by the timeout.
 type guard struct {
 	common
-	state     atomic.Uint32 // a State
-	nextProbe atomic.Int64  // UnixNano: when a fallback limiter may try Redis
-	probing   atomic.Bool
-	reached   atomic.Bool           // Redis answered one of the limiter's calls (a warm-up's aside)
-	lastErr   atomic.Pointer[error] // the last failed call's error
+	state    atomic.Uint32 // a State
+	failedAt atomic.Int64  // when a call last failed (common.since): a fallback limiter tries Redis a ProbeInterval later
+	probing  atomic.Bool
+	reached  atomic.Bool           // Redis answered one of the limiter's calls (a warm-up's aside)
+	lastErr  atomic.Pointer[error] // the last failed call's error
 	// share, if not nil, returns the fleet's size a local decision divides
 	// the quota by and whether it is a default (the fleet never counted),
 	// for the line and the event of a fallback.
@@ -272,7 +278,7 @@ func (g *guard) log() *slog.Logger {
 func (g *guard) failed(err error) {
 	g.errs.Add(1)
 	g.lastErr.Store(&err)
-	g.nextProbe.Store(g.now().Add(g.probeInterval).UnixNano())
+	g.failedAt.Store(g.since(g.now()))
 	if g.state.CompareAndSwap(uint32(StateRedis), uint32(StateFallback)) {
 		g.fallbacks.Add(1)
 		attrs := []any{"limiter", g.limiter, "key", g.key, "on_failure", g.mode.String(), "error", err.Error()}
@@ -458,9 +464,14 @@ func (g *guard) call(ctx context.Context, c backend.Call) (backend.Reply, error)
 }
 
 // probeDue reports whether a limiter in fallback should try Redis now, for
-// one caller at a time.
+// one caller at a time: a ProbeInterval after the last failed call, on the
+// monotonic clock. A clock with no monotonic reading that reads before that
+// failure was set back: a probe is due rather than one an hour later.
 func (g *guard) probeDue() bool {
-	if g.probing.Load() || g.now().UnixNano() < g.nextProbe.Load() {
+	if g.probing.Load() {
+		return false
+	}
+	if f, now := g.failedAt.Load(), g.since(g.now()); now-f < int64(g.probeInterval) && now >= f {
 		return false
 	}
 	return g.probing.CompareAndSwap(false, true)

@@ -532,3 +532,36 @@ func TestStalledRedisReportedAsTheTimeout(t *testing.T) {
 		})
 	}
 }
+
+func TestProbeAfterTheClockWentBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A limiter in fallback tries Redis a ProbeInterval after its last
+		// failed call. Its clock (a Now with no monotonic reading: the
+		// step moves every reading) is set back an hour during the
+		// fallback: the probe is still due a ProbeInterval later, not an
+		// hour and a ProbeInterval later (it was kept as the wall clock's
+		// UnixNano).
+		var back atomic.Int64
+		now := func() time.Time { return time.Now().Add(-time.Duration(back.Load())) }
+		mem := newMem()
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard, Now: now})
+		defer b.Close()
+		mem.setFail(errTestDown)
+		b.Admit(true) // the retry finds Redis down
+		if b.State() != StateFallback {
+			t.Fatalf("state %v after a failed retry, want fallback", b.State())
+		}
+		mem.setFail(nil)
+		back.Store(int64(time.Hour))
+		for i := range 3 {
+			time.Sleep(DefaultProbeInterval)
+			b.Admit(false)
+			synctest.Wait() // the probe lands
+			if b.State() == StateRedis {
+				t.Logf("back on Redis %v after the step", time.Duration(i+1)*DefaultProbeInterval)
+				return
+			}
+		}
+		t.Fatalf("state %v 3 probe intervals after the clock went back 1h, want redis", b.State())
+	})
+}

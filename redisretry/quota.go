@@ -179,6 +179,7 @@ type Quota struct {
 	member   string
 	perMicro int64         // units in a microsecond of the schedule: the least a block holds
 	tau      time.Duration // the memory of the rate of requests
+	steady   *steadyClock  // the Quota's clock (q.g's): every time below is on it
 
 	mu       sync.Mutex
 	blocks   []block        // leased stretches of the schedule, by their start
@@ -279,6 +280,8 @@ func newQuotaOn(e env, c QuotaConfig) (*Quota, error) {
 		env: e, keys: backend.NewQuotaKeys(c.Key), limit: c.Limit, lease: c.Lease,
 		slack: c.Slack, fleet: c.FleetSize, member: newMemberID(),
 	}
+	q.steady = &steadyClock{c: e.clock}
+	e.clock = q.steady // everything the Quota holds is on its steady time
 	q.g.common = newCommon("quota", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
 	q.g.share = q.shareInfo
 	if q.lease == 0 {
@@ -307,7 +310,8 @@ func newMemberID() string {
 type quotaCore struct{ q *Quota }
 
 func (c quotaCore) Reserve(n int64, earliest, deadline time.Time, done func(time.Time, error)) {
-	c.q.reserveAsync(max(n, 1), earliest, deadline, false, done)
+	s := c.q.steady
+	c.q.reserveAsync(max(n, 1), s.in(earliest), s.in(deadline), false, func(t time.Time, err error) { done(s.out(t), err) })
 }
 
 func (c quotaCore) Close(done func()) {
@@ -351,7 +355,8 @@ func costFrom(ctx context.Context) int64 {
 // taken when the attempt is sent: a slot taken now for an attempt sent later
 // would let every attempt held back start at once at that time.
 func (q *Quota) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
-	return q.reserve(ctx, costFrom(ctx), earliest, deadline)
+	t, err := q.reserve(ctx, costFrom(ctx), q.steady.in(earliest), q.steady.in(deadline))
+	return q.steady.out(t), err
 }
 
 // Record implements [retry.Pacer]. It does nothing: the slot was used

@@ -430,3 +430,54 @@ func TestStallAcrossTheFleet(t *testing.T) {
 	}
 	b.done()
 }
+
+// TestQuotaSurvivesAWallClockStep: the clock of every process steps an hour
+// forward or back, once while Redis is partitioned from them all (the quota
+// decides locally: its share's pacer, its debt, its next probe) and once on
+// Redis (its lease). The harness's clocks have no monotonic reading, so the
+// step moves every reading: what a Quota whose Now returns wall times sees,
+// and more than what time.Now's readings let a step do. The Quota holds its
+// times on a steady clock: a step back is a moment in which time stands
+// still, a step forward is time passing. Compared with the same run without
+// a step: no call refused at its deadline, waits within 200 ms at the 99th
+// percentile, every Quota back on Redis within 2 probe intervals of the
+// partition's end, and the starts in any second within the quota + 2 %, or
+// for a step forward the starts each process had granted ahead once more
+// (its callers': the pacer's grants ahead are passed by the step).
+func TestQuotaSurvivesAWallClockStep(t *testing.T) {
+	t.Parallel()
+	b := newBounds(t, phase2Quota)
+	const procs, callers = 8, 2
+	cfg := func(step time.Duration, at time.Duration) Config {
+		c := Config{
+			Processes: procs, Duration: time.Minute, Seed: 1,
+			Quota:  &redisretry.QuotaConfig{Key: "step", Limit: redisretry.PerSecond(40)},
+			Demand: Demand{Callers: callers, Deadline: 30 * time.Second},
+			Server: limitersOnly,
+			Faults: []Fault{{Kind: Partition, At: 10 * time.Second, For: 20 * time.Second, Procs: procs}},
+		}
+		if step != 0 {
+			c.Faults = append(c.Faults, Fault{Kind: ClockStep, At: at, Delay: step, Procs: procs})
+		}
+		return c
+	}
+	ref := run(t, cfg(0, 0))
+	t.Logf("no step: wait p50 %.3fs p99 %.3fs, %d starts in one second, %d refused at the deadline, back on Redis at %.2fs", ref.WaitP50, ref.WaitP99, ref.MaxSecondStarts, ref.RefusedDeadline, ref.Recovered.Quota)
+	for _, at := range []time.Duration{20 * time.Second, 40 * time.Second} {
+		for _, step := range []time.Duration{-time.Hour, time.Hour} {
+			r := run(t, cfg(step, at))
+			what := fmt.Sprintf("a step of %v at %v (%s)", step, at, map[bool]string{true: "partitioned", false: "on Redis"}[at < 30*time.Second])
+			t.Logf("%s: wait p50 %.3fs p99 %.3fs, %d starts in one second, %d refused at the deadline, back on Redis at %.2fs, %d in fallback at the end",
+				what, r.WaitP50, r.WaitP99, r.MaxSecondStarts, r.RefusedDeadline, r.Recovered.Quota, r.InFallback.Quota)
+			b.pending(what+": no call refused at its deadline", r.RefusedDeadline == ref.RefusedDeadline, fmt.Sprint(r.RefusedDeadline))
+			b.pending(what+": wait p99 within 200ms of the run without a step", math.Abs(r.WaitP99-ref.WaitP99) <= 0.2, fmt.Sprintf("%.3fs (%.3fs)", r.WaitP99, ref.WaitP99))
+			b.pending(what+": back on Redis within 2 probe intervals of the partition's end", r.InFallback.Quota == 0 && r.Recovered.Quota <= 32, fmt.Sprintf("%.2fs, %d in fallback", r.Recovered.Quota, r.InFallback.Quota))
+			limit := int64(40 + 1) // the quota + 2 % (40.8), whole starts
+			if step > 0 {
+				limit += procs * callers
+			}
+			b.pending(fmt.Sprintf("%s: ≤ %d starts in any second", what, limit), r.MaxSecondStarts <= limit, fmt.Sprint(r.MaxSecondStarts))
+		}
+	}
+	b.done()
+}
