@@ -130,15 +130,21 @@ func (s scriptRunner) run(ctx context.Context, c backend.Call) (backend.Reply, e
 }
 
 func (s scriptRunner) gcra(ctx context.Context, k backend.QuotaKeys, a backend.GCRAArgs) (backend.GCRAReply, error) {
-	v, err := gcraScript.Run(ctx, s.c, []string{k.TAT, k.Members}, a.Inc, a.Tol, a.MaxWait, a.Member, a.MemberTTL, a.Offset, a.Until).Result()
+	v, err := gcraScript.Run(ctx, s.c, []string{k.TAT, k.Members}, a.Inc, a.Tol, a.MaxWait, a.Member, a.MemberTTL, a.Offset, a.Until, a.Limit).Result()
 	if err != nil {
 		return backend.GCRAReply{}, err
 	}
-	n, ok := ints(v, 6)
-	if !ok {
+	// Six integers and a string.
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 7 {
 		return backend.GCRAReply{}, unexpected("gcra.lua", v)
 	}
-	r := backend.GCRAReply{OK: n[0] == 1, Wait: n[1], From: n[2], To: n[3], Now: n[4], Members: n[5]}
+	other, ok := arr[6].(string)
+	n, ok2 := ints(arr[:6], 6)
+	if !ok || !ok2 {
+		return backend.GCRAReply{}, unexpected("gcra.lua", v)
+	}
+	r := backend.GCRAReply{OK: n[0] == 1, Wait: n[1], From: n[2], To: n[3], Now: n[4], Members: n[5], Other: other}
 	if (n[0] != 0 && n[0] != 1) || !r.Valid(a) {
 		return backend.GCRAReply{}, unexpected("gcra.lua", v)
 	}

@@ -324,7 +324,7 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 	s := sent{at: q.g.now(), lastTo: q.lastTo}
 	a := backend.GCRAArgs{
 		Inc: us(q.limit.Interval(units)), Tol: us(q.limit.Tolerance(head)), MaxWait: maxWait,
-		Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond),
+		Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg,
 		Offset: us(q.rtt - q.rttMin - q.horizonLocked(now)),
 		Until:  q.untilLocked(s.at),
 	}
@@ -468,6 +468,9 @@ func (q *Quota) idleLocked() []func() {
 // received at recv: the server's clock, the round trip's time, the fleet's
 // size and where the schedule ends.
 func (q *Quota) learnLocked(send, recv time.Time, r backend.GCRAReply) {
+	if r.Other != "" {
+		q.otherLimit(r.Other)
+	}
 	q.clock.learn(send, recv, r.Now)
 	if d := recv.Sub(send); q.rtt == 0 {
 		q.rtt, q.rttMin = d, d
@@ -592,7 +595,7 @@ func (q *Quota) warm() {
 	defer q.mu.Unlock()
 	s := sent{at: q.g.now()}
 	c := backend.Call{Script: backend.GCRA, Quota: q.keys,
-		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}
+		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg}}
 	if q.g.sendWarm(c,
 		func(r backend.Reply, err error) { q.refilled(0, 1, s, r.GCRA, err) },
 		func(r backend.Reply) { q.landedLate(0, 1, s, r.GCRA) }) {
@@ -611,7 +614,7 @@ func (q *Quota) probe() {
 	q.mu.Lock()
 	now := q.g.now()
 	c := backend.Call{Script: backend.GCRA, Quota: q.keys,
-		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}
+		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg}}
 	q.mu.Unlock()
 	if !q.g.sendLate(c,
 		func(r backend.Reply, err error) { q.paid(0, now, r.GCRA, err, false, false); q.g.probing.Store(false) },
@@ -626,7 +629,7 @@ func (q *Quota) probe() {
 // process reserved those times meanwhile (Redis was down for every process),
 // the debt takes no place the schedule still has free now.
 func (q *Quota) debtCallLocked(now time.Time) (backend.Call, int64) {
-	a := backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}
+	a := backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg}
 	d := max(q.debt-q.sending, 0)
 	if d > 0 {
 		a.Until = q.untilLocked(now)

@@ -27,6 +27,8 @@ type gcraCase struct {
 	maxWait  time.Duration // -1: none
 	offset   time.Duration // where the block may start at the earliest, from now
 	until    time.Duration // from now: when the caller stops waiting (0: never)
+	stored   string        // the limit the schedule holds ("": none)
+	limit    string        // the call's limit ("": none)
 	wantOK   bool
 }
 
@@ -51,6 +53,13 @@ var gcraCases = []gcraCase{
 	{name: "after the reply's way back: past the deadline", tat: -time.Second, inc: 100 * time.Millisecond, offset: 30 * time.Millisecond, maxWait: 20 * time.Millisecond, wantOK: false},
 	{name: "nobody waits for it any more", tat: 300 * time.Millisecond, inc: 100 * time.Millisecond, until: -time.Millisecond, maxWait: -1, wantOK: false},
 	{name: "still waited for", tat: 300 * time.Millisecond, inc: 100 * time.Millisecond, until: time.Hour, maxWait: -1, wantOK: true},
+	{name: "the same limit", tat: 300 * time.Millisecond, inc: 100 * time.Millisecond, maxWait: -1, stored: "10/1s", limit: "10/1s", wantOK: true},
+	{name: "another limit", tat: 300 * time.Millisecond, inc: 100 * time.Millisecond, maxWait: -1, stored: "20/1s", limit: "10/1s", wantOK: true},
+	{name: "another limit, refused", tat: 5 * time.Second, inc: time.Second, maxWait: time.Second, stored: "20/1s", limit: "1/1s", wantOK: false},
+	{name: "another limit, a probe", tat: time.Second, maxWait: -1, stored: "20/1s", limit: "10/1s", wantOK: true},
+	{name: "a limit where none was kept", tat: 300 * time.Millisecond, inc: 100 * time.Millisecond, maxWait: -1, limit: "10/1s", wantOK: true},
+	{name: "a limit, no key", noKey: true, inc: 100 * time.Millisecond, maxWait: -1, limit: "10/1s", wantOK: true},
+	{name: "no limit sent", tat: 300 * time.Millisecond, inc: 100 * time.Millisecond, maxWait: -1, stored: "20/1s", wantOK: true},
 }
 
 // modelAt runs the case's call a on the model at the script's now, from the
@@ -83,12 +92,16 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 			if !tc.noKey {
 				now := serverMicros(t, c)
 				tat, at = now+int64(tc.tat/time.Microsecond), now+int64(tc.back/time.Microsecond)
-				if err := c.HSet(context.Background(), keys.TAT, "tat", tat, "at", at).Err(); err != nil {
+				fields := []any{"tat", tat, "at", at}
+				if tc.stored != "" {
+					fields = append(fields, "limit", tc.stored)
+				}
+				if err := c.HSet(context.Background(), keys.TAT, fields...).Err(); err != nil {
 					t.Fatal(err)
 				}
 				c.Expire(context.Background(), keys.TAT, 2*time.Hour)
 			}
-			a := backend.GCRAArgs{Inc: us(tc.inc), Tol: us(tc.tol), MaxWait: usWait(tc.maxWait), Member: "m1", MemberTTL: 30000, Offset: us(tc.offset)}
+			a := backend.GCRAArgs{Inc: us(tc.inc), Tol: us(tc.tol), MaxWait: usWait(tc.maxWait), Member: "m1", MemberTTL: 30000, Offset: us(tc.offset), Limit: tc.limit}
 			if tc.offset < 0 {
 				a.Offset = -us(-tc.offset)
 			}
@@ -111,7 +124,7 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 			// The in-memory server, from the same state at the same time.
 			var st backend.Store
 			if !tc.noKey {
-				st.SetSchedule(keys.TAT, tat, at, time.UnixMicro(r.Now))
+				st.SetSchedule(keys.TAT, tat, at, tc.stored, time.UnixMicro(r.Now))
 			}
 			if sr := st.Apply(time.UnixMicro(r.Now), backend.Call{Script: backend.GCRA, Quota: keys, GCRA: a}).GCRA; sr != r {
 				t.Fatalf("script %+v, in-memory store %+v", r, sr)
@@ -124,6 +137,21 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 			}
 			if r.Members != 1 {
 				t.Fatalf("members = %d, want 1", r.Members)
+			}
+			// Another limit is told; the limit of a call that reserved is
+			// kept, one that did not leaves the field.
+			if want := map[bool]string{true: tc.stored, false: ""}[tc.limit != "" && tc.stored != "" && tc.stored != tc.limit && !tc.noKey]; r.Other != want {
+				t.Fatalf("other = %q, want %q", r.Other, want)
+			}
+			wantLimit := tc.stored
+			if r.OK && tc.inc > 0 && tc.limit != "" {
+				wantLimit = tc.limit
+			}
+			if tc.noKey && !(r.OK && tc.inc > 0) {
+				wantLimit = ""
+			}
+			if got := c.HGet(context.Background(), keys.TAT, "limit").Val(); got != wantLimit {
+				t.Fatalf("the schedule keeps the limit %q, want %q", got, wantLimit)
 			}
 			stored, err := c.HGet(context.Background(), keys.TAT, "tat").Int64()
 			switch {
@@ -344,27 +372,31 @@ func TestScriptRepliesChecked(t *testing.T) {
 		return out
 	}
 	ga := backend.GCRAArgs{Inc: inc, MaxWait: -1, Member: "m", MemberTTL: 30000}
+	g := func(v ...int64) []any { return append(i(v...), "") } // six integers and no other limit
 	for _, tc := range []struct {
 		name  string
 		reply any
 		ok    bool
 	}{
-		{"valid", i(1, 0, now, now+inc, now, 1), true},
-		{"valid refusal", i(0, 0, now, now, now, 1), true},
+		{"valid", g(1, 0, now, now+inc, now, 1), true},
+		{"valid refusal", g(0, 0, now, now, now, 1), true},
 		{"nil", nil, false},
 		{"a string", "OK", false},
 		{"empty", []any{}, false},
 		{"short", i(1, 0, now), false},
 		{"strings", []any{"1", "0", "1", "2", "3", "1"}, false},
-		{"ok is 2", i(2, 0, now, now+inc, now, 1), false},
-		{"negative wait", i(1, -5, now, now+inc, now, 1), false},
-		{"wait inconsistent", i(1, 999, now, now+inc, now, 1), false},
-		{"block before now", i(1, 0, now-1, now-1+inc, now, 1), false},
-		{"block of another size", i(1, 0, now, now+5, now, 1), false},
-		{"refused but a block", i(0, 0, now, now+inc, now, 1), false},
-		{"beyond 2^53", i(1, 0, 1<<60, 1<<60+inc, 1<<60, 1), false},
-		{"no time", i(1, 0, 0, inc, 0, 1), false},
-		{"negative members", i(1, 0, now, now+inc, now, -1), false},
+		{"ok is 2", g(2, 0, now, now+inc, now, 1), false},
+		{"negative wait", g(1, -5, now, now+inc, now, 1), false},
+		{"wait inconsistent", g(1, 999, now, now+inc, now, 1), false},
+		{"block before now", g(1, 0, now-1, now-1+inc, now, 1), false},
+		{"block of another size", g(1, 0, now, now+5, now, 1), false},
+		{"refused but a block", g(0, 0, now, now+inc, now, 1), false},
+		{"beyond 2^53", g(1, 0, 1<<60, 1<<60+inc, 1<<60, 1), false},
+		{"no time", g(1, 0, 0, inc, 0, 1), false},
+		{"negative members", g(1, 0, now, now+inc, now, -1), false},
+		{"another limit", append(i(1, 0, now, now+inc, now, 1), "40/1000000000/1"), true},
+		{"six integers, no limit", i(1, 0, now, now+inc, now, 1), false},
+		{"the limit not a string", i(1, 0, now, now+inc, now, 1, 7), false},
 	} {
 		_, err := scriptRunner{lyingScripter{tc.reply}}.gcra(ctx, backend.NewQuotaKeys("k"), ga)
 		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: gcra.lua: unexpected reply")) {

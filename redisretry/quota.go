@@ -7,7 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -180,6 +184,8 @@ type Quota struct {
 	perMicro int64         // units in a microsecond of the schedule: the least a block holds
 	tau      time.Duration // the memory of the rate of requests
 	steady   *steadyClock  // the Quota's clock (q.g's): every time below is on it
+	limitArg string        // the limit as gcra.lua keeps it with the schedule (storedLimit)
+	mismatch atomic.Bool   // another limit on the schedule was logged
 
 	mu       sync.Mutex
 	blocks   []block        // leased stretches of the schedule, by their start
@@ -280,6 +286,7 @@ func newQuotaOn(e env, c QuotaConfig) (*Quota, error) {
 		env: e, keys: backend.NewQuotaKeys(c.Key), limit: c.Limit, lease: c.Lease,
 		slack: c.Slack, fleet: c.FleetSize, member: newMemberID(),
 	}
+	q.limitArg = storedLimit(c.Limit)
 	q.steady = &steadyClock{c: e.clock}
 	e.clock = q.steady // everything the Quota holds is on its steady time
 	q.g.common = newCommon("quota", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
@@ -749,3 +756,58 @@ func (q *Quota) giveBack(t time.Time, n int64) {
 func us(d time.Duration) int64 { return backend.Micros(d) }
 
 func usWait(d time.Duration) int64 { return backend.MicrosWait(d) }
+
+// storedLimit returns l as gcra.lua keeps it with the schedule: Rate,
+// Period in nanoseconds and Burst, e.g. "40/1000000000/1".
+func storedLimit(l Limit) string {
+	return strconv.FormatInt(l.Rate, 10) + "/" + strconv.FormatInt(int64(l.Period), 10) + "/" + strconv.FormatInt(l.burst(), 10)
+}
+
+// parseStoredLimit reads what storedLimit wrote.
+func parseStoredLimit(s string) (Limit, bool) {
+	p := strings.Split(s, "/")
+	if len(p) != 3 {
+		return Limit{}, false
+	}
+	rate, err1 := strconv.ParseInt(p[0], 10, 64)
+	period, err2 := strconv.ParseInt(p[1], 10, 64)
+	burst, err3 := strconv.ParseInt(p[2], 10, 64)
+	l := Limit{Rate: rate, Period: time.Duration(period), Burst: burst}
+	if errors.Join(err1, err2, err3) != nil || l.validate("") != nil {
+		return Limit{}, false
+	}
+	return l, true
+}
+
+// sameLimit reports whether a and b pace a schedule alike: the same rate
+// (600/1m is 10/1s) and the same burst.
+func sameLimit(a, b Limit) bool {
+	hi1, lo1 := bits.Mul64(uint64(a.Rate), uint64(b.Period))
+	hi2, lo2 := bits.Mul64(uint64(b.Rate), uint64(a.Period))
+	return hi1 == hi2 && lo1 == lo2 && a.burst() == b.burst()
+}
+
+// otherLimit logs, once per Quota, that another process reserved on this
+// quota's schedule (its Key, on this Redis) under another limit: other, as
+// gcra.lua returned it. The schedule is then paced by both: a slot taken at
+// a slower rate holds the others up longer (after one request at 1/1h, the
+// next waits up to an hour whatever its own limit), and no process keeps its
+// own.
+func (q *Quota) otherLimit(other string) {
+	if q.mismatch.Load() {
+		return
+	}
+	l, ok := parseStoredLimit(other)
+	if ok && sameLimit(l, q.limit) {
+		return
+	}
+	if !q.mismatch.CompareAndSwap(false, true) {
+		return
+	}
+	desc := fmt.Sprintf("%.100q", other) // not a limit: another program's
+	if ok {
+		desc = l.String()
+	}
+	q.g.log().Warn("redisretry: another process shares this quota with another limit: give every process of the fleet the same Limit (the CLI's --quota)",
+		"limiter", q.g.limiter, "key", q.g.key, "this", q.limit.String(), "other", desc)
+}

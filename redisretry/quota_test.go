@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 // maxInWindow returns the most starts in any window of width w.
@@ -480,4 +481,122 @@ func TestPastDeadlineRounds(t *testing.T) {
 			t.Errorf("pastDeadline(%v) = %q, want %q and ErrPastDeadline", need, err, want)
 		}
 	}
+}
+
+func TestRedisQuotaRepairsForeignKeys(t *testing.T) {
+	// Review R2 for the quota: a key of another type at the schedule or the
+	// members, or a schedule whose times are not times (written by another
+	// program, or by hand), failed every call of gcra.lua (WRONGTYPE, or a
+	// reply no integer): a permanent fallback until someone deleted the
+	// key. The scripts delete what is not their own, and the Quota stays on
+	// Redis; its Close gives its lease back without an error.
+	srv := startRedis(t)
+	c := srv.client(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		spoil func(k backend.QuotaKeys) error
+	}{
+		{"the schedule is a string", func(k backend.QuotaKeys) error { return c.Set(ctx, k.TAT, "x", 0).Err() }},
+		{"the schedule is a list", func(k backend.QuotaKeys) error { return c.RPush(ctx, k.TAT, "a").Err() }},
+		{"the members are a string", func(k backend.QuotaKeys) error { return c.Set(ctx, k.Members, "x", 0).Err() }},
+		{"the members are a hash", func(k backend.QuotaKeys) error { return c.HSet(ctx, k.Members, "a", "b").Err() }},
+		{"a tat that is no number", func(k backend.QuotaKeys) error { return c.HSet(ctx, k.TAT, "tat", "x").Err() }},
+		{"a tat beyond 2^53", func(k backend.QuotaKeys) error { return c.HSet(ctx, k.TAT, "tat", "1e300").Err() }},
+		{"a negative at", func(k backend.QuotaKeys) error { return c.HSet(ctx, k.TAT, "tat", "1", "at", "-5").Err() }},
+		{"a fractional tat", func(k backend.QuotaKeys) error { return c.HSet(ctx, k.TAT, "tat", "1.5").Err() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := testKey(t)
+			keys := backend.NewQuotaKeys(key)
+			if err := tc.spoil(keys); err != nil {
+				t.Fatal(err)
+			}
+			logs := &logCounter{}
+			q, err := NewQuota(c, QuotaConfig{Key: key, Limit: PerSecond(1000), Lease: 1, Timeout: time.Second, Logger: slog.New(logs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 5 {
+				if _, err := q.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s := q.Stats(); s.State != StateRedis || s.Errors != 0 || s.Local != 0 || s.RoundTrips < 5 {
+				t.Fatalf("stats %+v, log %q: want 5 decisions on Redis, no error", s, logs.lines())
+			}
+			if typ := c.Type(ctx, keys.TAT).Val(); typ != "hash" {
+				t.Fatalf("%s is a %s after the calls, want a hash", keys.TAT, typ)
+			}
+			if typ := c.Type(ctx, keys.Members).Val(); typ != "zset" {
+				t.Fatalf("%s is a %s after the calls, want a zset", keys.Members, typ)
+			}
+			// The lease given back onto a key spoilt meanwhile: gcra_return.lua
+			// deletes it rather than failing.
+			c.Del(ctx, keys.TAT, keys.Members)
+			if err := tc.spoil(keys); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if s := q.Stats(); s.Errors != 0 {
+				t.Fatalf("stats after Close %+v: want no error", s)
+			}
+		})
+	}
+}
+
+func TestQuotaOtherLimitLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Review R3 for the quota: two processes share a Key with other
+		// limits (10/1s and 20/1s: the schedule is paced by both, and a
+		// slot taken at the slower rate holds the other up longer). Each
+		// logs it once, naming both limits. A process of the same rate
+		// written otherwise (600/1m is 10/1s) says nothing.
+		mem := newMem()
+		logs := &textLog{}
+		l := slog.New(slog.NewTextHandler(logs, nil))
+		a, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Lease: 1, Logger: l})
+		b, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(20), Lease: 1, Logger: l})
+		ctx := context.Background()
+		for range 5 {
+			for _, q := range []*Quota{a, b} {
+				if err := q.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		lines := logs.lines()
+		if len(lines) != 2 {
+			t.Fatalf("log lines %q, want one per Quota", lines)
+		}
+		for _, line := range lines {
+			for _, want := range []string{"this=10/1s", "this=20/1s"} {
+				if strings.Contains(line, want) {
+					other := map[string]string{"this=10/1s": "other=20/1s", "this=20/1s": "other=10/1s"}[want]
+					if !strings.Contains(line, other) {
+						t.Errorf("log line %q does not name the other limit (%s)", line, other)
+					}
+				}
+			}
+			if !strings.Contains(line, "another process shares this quota with another limit") {
+				t.Errorf("log line %q", line)
+			}
+		}
+		b.Close()
+		same, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerMinute(600), Lease: 1, Logger: l})
+		for range 5 {
+			for _, q := range []*Quota{a, same} {
+				if err := q.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		a.Close()
+		same.Close()
+		if n := len(logs.lines()); n != 2 {
+			t.Errorf("%d log lines after a process of the same rate (600/1m) shared the schedule, want still 2: %q", n, logs.lines())
+		}
+	})
 }

@@ -24,15 +24,25 @@
 --          the reply (absent or 0: none); a call run later (a server stopped
 --          with SIGSTOP runs what it received when it resumes) reserves
 --          nothing and answers ok 0
+-- ARGV[8]  the calling process's limit (absent or "": none), e.g. "40/1s";
+--          kept in the schedule's field limit by a call that reserves
 --
--- Reply: {ok, wait, from, to, now, members}, all integers. ok is 1 if the
+-- A key of another type at KEYS[1] or KEYS[2], or a tat or an at that is not
+-- such a time (an integer from 0 to 2^53), is not the quota's (another
+-- program, or a hand, wrote it): it is deleted, so the quota repairs itself
+-- instead of failing until someone deletes it.
+--
+-- Reply: {ok, wait, from, to, now, members, other}: the first six integers,
+-- other a string. ok is 1 if the
 -- block was reserved, 0 if its first request would have had to wait maxwait or
 -- more (nothing is changed then). wait: microseconds from now until the first
 -- request may start (when ok is 0: how long it would have had to wait).
 -- from, to: the block on the schedule, absolute microseconds (from = to when
 -- nothing was reserved; from is before now by up to -offset). now: the
 -- server's time, microseconds. members: the number of processes that called
--- within ARGV[5] ms.
+-- within ARGV[5] ms. other is "" or, when the schedule was last reserved
+-- under another limit than ARGV[8], that limit: the processes that share a
+-- quota must share its limit, or the schedule is paced by several.
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local inc = tonumber(ARGV[1])
@@ -41,16 +51,43 @@ local maxwait = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[5])
 local offset = tonumber(ARGV[6]) or 0
 local untl = tonumber(ARGV[7]) or 0
+local limit = ARGV[8] or ""
 
 local nowms = math.floor(now / 1000)
-redis.call("ZADD", KEYS[2], string.format("%d", nowms), ARGV[4])
+local added = redis.pcall("ZADD", KEYS[2], string.format("%d", nowms), ARGV[4])
+if type(added) == "table" and added.err then
+  redis.call("DEL", KEYS[2])
+  redis.call("ZADD", KEYS[2], string.format("%d", nowms), ARGV[4])
+end
 redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", string.format("(%d", nowms - ttl))
 redis.call("PEXPIRE", KEYS[2], ttl)
 local members = redis.call("ZCARD", KEYS[2])
 
-local v = redis.call("HMGET", KEYS[1], "tat", "at")
-local tat = tonumber(v[1]) or 0
-local at = tonumber(v[2]) or 0
+-- a time the schedule holds, or nil if the field is not one
+local function time(f)
+  local n = tonumber(f)
+  if n == nil or n < 0 or n >= 2 ^ 53 or n ~= math.floor(n) then
+    return nil
+  end
+  return n
+end
+
+local v = redis.pcall("HMGET", KEYS[1], "tat", "at", "limit")
+if v.err then
+  redis.call("DEL", KEYS[1])
+  v = {false, false, false}
+end
+local tat = time(v[1] or "0")
+local at = time(v[2] or "0")
+if tat == nil or at == nil then
+  redis.call("DEL", KEYS[1])
+  tat, at = 0, 0
+  v[3] = false
+end
+local other = ""
+if limit ~= "" and v[3] and v[3] ~= limit then
+  other = v[3]
+end
 -- The server's clock went back since (it was set, or a failover reached a
 -- server whose clock is behind): the schedule goes back with it, or the
 -- fleet would wait for the difference.
@@ -66,7 +103,7 @@ if untl > 0 and now > untl then
   if start < now then
     start = now
   end
-  return {0, start - now, tat, tat, now, members}
+  return {0, start - now, tat, tat, now, members, other}
 end
 if tat < now + offset then
   tat = now + offset
@@ -77,17 +114,21 @@ if start < now then
 end
 local wait = start - now
 if maxwait >= 0 and wait >= maxwait then
-  return {0, wait, tat, tat, now, members}
+  return {0, wait, tat, tat, now, members, other}
 end
 if inc > 0 then
   local new = tat + inc
-  redis.call("HSET", KEYS[1], "tat", string.format("%d", new), "at", string.format("%d", now))
+  if limit ~= "" then
+    redis.call("HSET", KEYS[1], "tat", string.format("%d", new), "at", string.format("%d", now), "limit", limit)
+  else
+    redis.call("HSET", KEYS[1], "tat", string.format("%d", new), "at", string.format("%d", now))
+  end
   -- Kept until the TAT passes, and as long as a block may be placed back.
   local keep = new - now
   if keep < -offset then
     keep = -offset
   end
   redis.call("PEXPIRE", KEYS[1], math.floor(keep / 1000) + 1)
-  return {1, wait, tat, new, now, members}
+  return {1, wait, tat, new, now, members, other}
 end
-return {1, wait, tat, tat, now, members}
+return {1, wait, tat, tat, now, members, other}

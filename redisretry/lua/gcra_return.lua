@@ -6,10 +6,15 @@
 -- ARGV[2]  unused: microseconds of schedule at the block's end to give back
 --
 -- Reply: 1 if the schedule was moved back, 0 if another reservation follows
--- the block (or the key is gone): nothing is changed then.
+-- the block (or the key is gone): nothing is changed then. A key of another
+-- type is not the quota's: it is deleted (as gcra.lua does), and 0.
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local v = redis.call("HMGET", KEYS[1], "tat", "at")
+local v = redis.pcall("HMGET", KEYS[1], "tat", "at")
+if v.err then
+  redis.call("DEL", KEYS[1])
+  return 0
+end
 local cur = tonumber(v[1])
 local at = tonumber(v[2]) or 0
 local to = tonumber(ARGV[1])

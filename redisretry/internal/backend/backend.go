@@ -80,6 +80,10 @@ type GCRAArgs struct {
 	// waiting for the reply: a call that runs later (a Redis stopped with
 	// SIGSTOP runs what it received when it resumes) reserves nothing.
 	Until int64
+	// Limit is the calling process's limit (e.g. "40/1s"; "" for none),
+	// kept with the schedule by a call that reserves: a call under another
+	// limit is told it (GCRAReply.Other).
+	Limit string
 }
 
 // GCRAReply is gcra.lua's reply.
@@ -87,6 +91,11 @@ type GCRAReply struct {
 	OK                  bool
 	Wait, From, To, Now int64 // microseconds
 	Members             int64
+
+	// Other is the limit (GCRAArgs.Limit) the schedule was last reserved
+	// under, when it differs from this call's; "" if not (or if none was
+	// kept).
+	Other string
 }
 
 // Valid reports whether r is a reply the script can give for a: a server

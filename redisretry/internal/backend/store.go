@@ -21,8 +21,9 @@ type Store struct {
 
 // schedule is a quota's hash {tat, at} and its expiry, as gcra.lua keeps it.
 type schedule struct {
-	tat, at int64 // µs of server time
-	expMS   int64 // the key expires after this ms
+	tat, at int64  // µs of server time
+	expMS   int64  // the key expires after this ms
+	limit   string // the limit of the last call that reserved ("": none)
 }
 
 // memberSet is a sorted set of process ids scored by their last call (ms),
@@ -111,18 +112,28 @@ func (s *Store) gcra(now int64, k QuotaKeys, a GCRAArgs) GCRAReply {
 	members := int64(len(m.last))
 
 	var tat, at int64
+	var other string
 	if q := s.live(k.TAT, now); q != nil {
 		tat, at = q.tat, q.at
+		if a.Limit != "" && q.limit != a.Limit {
+			other = q.limit
+		}
 	}
 	if at > now {
 		tat -= at - now // the server's clock went back since
 	}
 	ok, wait, from, to := GCRACall(tat, now, a)
 	if ok && a.Inc > 0 {
-		s.quotas[k.TAT] = &schedule{tat: to, at: now, expMS: nowms + GCRATTL(to, now, a.Offset)}
+		limit := a.Limit
+		if limit == "" {
+			if q := s.quotas[k.TAT]; q != nil {
+				limit = q.limit // HSET leaves the field
+			}
+		}
+		s.quotas[k.TAT] = &schedule{tat: to, at: now, expMS: nowms + GCRATTL(to, now, a.Offset), limit: limit}
 		s.counts.Reserved += to - from
 	}
-	return GCRAReply{OK: ok, Wait: wait, From: from, To: to, Now: now, Members: members}
+	return GCRAReply{OK: ok, Wait: wait, From: from, To: to, Now: now, Members: members, Other: other}
 }
 
 func (s *Store) gcraReturn(now int64, key string, a ReturnArgs) bool {
@@ -199,14 +210,15 @@ func (s *Store) Stats() StoreStats {
 }
 
 // SetSchedule writes a quota's schedule as gcra.lua keeps it: tat and at in
-// µs of server time, expiring when gcra.lua would make it expire from now.
-// It is for tests that start from a given state.
-func (s *Store) SetSchedule(key string, tat, at int64, now time.Time) {
+// µs of server time and the limit of the last call that reserved ("" for
+// none), expiring when gcra.lua would make it expire from now. It is for
+// tests that start from a given state.
+func (s *Store) SetSchedule(key string, tat, at int64, limit string, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.init()
 	us := now.UnixMicro()
-	s.quotas[key] = &schedule{tat: tat, at: at, expMS: us/1000 + FloorDiv(max(tat-us, 0), 1000) + 1}
+	s.quotas[key] = &schedule{tat: tat, at: at, expMS: us/1000 + FloorDiv(max(tat-us, 0), 1000) + 1, limit: limit}
 }
 
 // SetBudget writes a budget's counts per epoch and the configuration of the
