@@ -43,6 +43,9 @@ type QuotaConfig struct {
 	Key string
 
 	// Limit is the quota, e.g. PerMinute(600) or ParseLimit("600/1m").
+	// Every process of the fleet must give the same one: the schedule is
+	// one. A Quota that finds the schedule last reserved under another
+	// limit (600/1m and 10/1s are one) logs it once, naming both.
 	Limit Limit
 
 	// Lease is the most requests' worth of the schedule taken ahead of
