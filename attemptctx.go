@@ -1,0 +1,167 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// attemptCtx is the context of one attempt under a policy Deadline or
+// AttemptTimeout when the caller's context can never be cancelled (its Done
+// returns nil: context.Background, TODO, WithoutCancel, values over them).
+// It behaves as context.WithDeadlineCause(parent, deadline, cause) whose
+// cancel func is called when the attempt returns, but costs one allocation
+// instead of four, and no timer, as long as nobody asks for its Done channel.
+//
+// Until then, while the attempt runs, Err compares the clock with the
+// deadline; when the attempt returns, end records which came first: the
+// return (context.Canceled from then on) or the deadline
+// (context.DeadlineExceeded). The first call of Done, or the lookup of the
+// standard library's private key (which context.Cause, context.AfterFunc and
+// the With functions make), derives the standard library's own context in the
+// same state, and every method but Deadline and Value hands over to it: a
+// timer for what is left before the deadline, children and AfterFunc
+// registered on it without a goroutine, context.Cause answered by it.
+//
+// A parent that can be cancelled gets context.WithDeadlineCause at once (see
+// call): without a timer at the deadline, a parent cancelled while an attempt
+// ran past the deadline without looking at its context would leave no trace
+// of which came first, and the two orders give different errors
+// (TestAttemptContextMatchesStdlib has both).
+type attemptCtx struct {
+	parent   context.Context // Done returns nil
+	deadline time.Time
+	cause    error // of the deadline: errPolicyDeadline or context.DeadlineExceeded
+
+	derived atomic.Bool // inner is set, never to change again
+
+	mu     sync.Mutex
+	state  attemptState // set by end; what inner is derived from
+	inner  context.Context
+	cancel context.CancelFunc
+}
+
+type attemptState uint8
+
+const (
+	attemptRunning attemptState = iota
+	attemptExpired              // returned at or after the deadline: context.DeadlineExceeded
+	attemptEnded                // returned before the deadline: context.Canceled
+)
+
+// Deadline returns the attempt's deadline.
+func (c *attemptCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Done returns the channel of the derived standard context, deriving it on
+// first use.
+func (c *attemptCtx) Done() <-chan struct{} { return c.derive().Done() }
+
+// Err returns nil while the attempt runs before its deadline,
+// context.DeadlineExceeded once the deadline has passed, and
+// context.Canceled once the attempt has returned before its deadline.
+func (c *attemptCtx) Err() error {
+	if c.derived.Load() {
+		return c.inner.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner != nil {
+		return c.inner.Err()
+	}
+	switch c.state {
+	case attemptRunning:
+		if time.Until(c.deadline) > 0 {
+			return nil
+		}
+		return context.DeadlineExceeded
+	case attemptExpired:
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
+}
+
+// Value returns the parent's value for key, except for the standard
+// library's private key (see cancelCtxKey), answered by the derived context.
+func (c *attemptCtx) Value(key any) any {
+	if cancelCtxKey == nil || key == cancelCtxKey {
+		return c.derive().Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+// String names the context as the standard library's would be named.
+func (c *attemptCtx) String() string {
+	name := fmt.Sprintf("%T", c.parent)
+	if s, ok := c.parent.(fmt.Stringer); ok {
+		name = s.String()
+	}
+	return name + ".WithDeadline(" + c.deadline.String() + " [" + time.Until(c.deadline).String() + "])"
+}
+
+// derive returns the standard library's context in the attempt's state,
+// deriving it on first use.
+func (c *attemptCtx) derive() context.Context {
+	if c.derived.Load() {
+		return c.inner
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inner == nil {
+		if c.state == attemptEnded {
+			c.inner, c.cancel = context.WithCancel(c.parent)
+			c.cancel()
+		} else {
+			// Running: a timer for what is left. Expired: cancelled at once
+			// (the deadline has passed), with the cause.
+			c.inner, c.cancel = context.WithDeadlineCause(c.parent, c.deadline, c.cause)
+		}
+		c.derived.Store(true)
+	}
+	return c.inner
+}
+
+// end is the cancel func, called when the attempt returns: a context still
+// running is cancelled (context.Canceled), unless its deadline has passed.
+func (c *attemptCtx) end() {
+	c.mu.Lock()
+	if c.inner != nil {
+		c.mu.Unlock()
+		c.cancel()
+		return
+	}
+	if c.state == attemptRunning {
+		// time.Until reads only the monotonic clock: half of time.Now.
+		if time.Until(c.deadline) > 0 {
+			c.state = attemptEnded
+		} else {
+			c.state = attemptExpired
+		}
+	}
+	c.mu.Unlock()
+}
+
+// cancelCtxKey is the private key under which the standard library's
+// contexts answer Value with their cancellation state: context.Cause looks it
+// up to find the cause, context.AfterFunc and the With functions to register
+// a child directly instead of starting a goroutine. It is learnt once by
+// asking context.Cause about a context that records the key it is asked for.
+// Should a future Go stop asking (nil here), every Value lookup goes to the
+// derived context, which answers it correctly, only at the derived context's
+// cost.
+var cancelCtxKey = probeCancelCtxKey()
+
+func probeCancelCtxKey() any {
+	p := &keyProbe{}
+	context.Cause(p)
+	return p.key
+}
+
+// keyProbe is a cancelled context that records the key Value is asked for.
+type keyProbe struct{ key any }
+
+func (*keyProbe) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*keyProbe) Done() <-chan struct{}       { return nil }
+func (*keyProbe) Err() error                  { return context.Canceled }
+func (p *keyProbe) Value(key any) any         { p.key = key; return nil }
