@@ -23,7 +23,10 @@ import (
 // the With functions make), derives the standard library's own context in the
 // same state, and every method but Deadline and Value hands over to it: a
 // timer for what is left before the deadline, children and AfterFunc
-// registered on it without a goroutine, context.Cause answered by it.
+// registered on it without a goroutine, context.Cause answered by it. The
+// state changes once, by a CompareAndSwap, so that end and Err take no lock:
+// whichever of end, Err (seeing the deadline passed) and derive moves it
+// first decides, and the others follow.
 //
 // A parent that can be cancelled gets context.WithDeadlineCause at once (see
 // call): without a timer at the deadline, a parent cancelled while an attempt
@@ -35,20 +38,19 @@ type attemptCtx struct {
 	deadline time.Time
 	cause    error // of the deadline: errPolicyDeadline or context.DeadlineExceeded
 
-	derived atomic.Bool // inner is set, never to change again
+	state   atomic.Uint32 // attemptRunning until end, Err or derive moves it, once
+	derived atomic.Bool   // inner and cancel are set, never to change
 
-	mu     sync.Mutex
-	state  attemptState // set by end; what inner is derived from
+	mu     sync.Mutex // held by derive
 	inner  context.Context
 	cancel context.CancelFunc
 }
 
-type attemptState uint8
-
 const (
-	attemptRunning attemptState = iota
-	attemptExpired              // returned at or after the deadline: context.DeadlineExceeded
-	attemptEnded                // returned before the deadline: context.Canceled
+	attemptRunning  = iota
+	attemptExpired  // returned at or after the deadline, or seen past it by Err: context.DeadlineExceeded
+	attemptEnded    // returned before the deadline: context.Canceled
+	attemptHandedOn // derived while running: inner decides, end cancels it
 )
 
 // Deadline returns the attempt's deadline.
@@ -62,24 +64,28 @@ func (c *attemptCtx) Done() <-chan struct{} { return c.derive().Done() }
 // context.DeadlineExceeded once the deadline has passed, and
 // context.Canceled once the attempt has returned before its deadline.
 func (c *attemptCtx) Err() error {
-	if c.derived.Load() {
-		return c.inner.Err()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.inner != nil {
-		return c.inner.Err()
-	}
-	switch c.state {
-	case attemptRunning:
-		if time.Until(c.deadline) > 0 {
-			return nil
+	for {
+		if c.derived.Load() {
+			return c.inner.Err()
 		}
-		return context.DeadlineExceeded
-	case attemptExpired:
-		return context.DeadlineExceeded
+		switch c.state.Load() {
+		case attemptRunning:
+			if time.Until(c.deadline) > 0 {
+				return nil
+			}
+			// Past the deadline: say so for good (the clock says so from
+			// now on anyway), unless end or derive has just decided.
+			if c.state.CompareAndSwap(attemptRunning, attemptExpired) {
+				return context.DeadlineExceeded
+			}
+		case attemptExpired:
+			return context.DeadlineExceeded
+		case attemptEnded:
+			return context.Canceled
+		default: // being derived
+			return c.derive().Err()
+		}
 	}
-	return context.Canceled
 }
 
 // Value returns the parent's value for key, except for the standard
@@ -109,12 +115,17 @@ func (c *attemptCtx) derive() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.inner == nil {
-		if c.state == attemptEnded {
+		s := c.state.Load()
+		if s == attemptRunning && !c.state.CompareAndSwap(attemptRunning, attemptHandedOn) {
+			s = c.state.Load() // end or Err decided first
+		}
+		if s == attemptEnded {
 			c.inner, c.cancel = context.WithCancel(c.parent)
 			c.cancel()
 		} else {
-			// Running: a timer for what is left. Expired: cancelled at once
-			// (the deadline has passed), with the cause.
+			// Running: a timer for what is left, cancelled by end.
+			// Expired: cancelled at once (the deadline has passed), with
+			// the cause.
 			c.inner, c.cancel = context.WithDeadlineCause(c.parent, c.deadline, c.cause)
 		}
 		c.derived.Store(true)
@@ -122,24 +133,28 @@ func (c *attemptCtx) derive() context.Context {
 	return c.inner
 }
 
-// end is the cancel func, called when the attempt returns: a context still
-// running is cancelled (context.Canceled), unless its deadline has passed.
+// end is the cancel func, called once, when the attempt returns: a context
+// still running is cancelled (context.Canceled), unless its deadline has
+// passed (context.DeadlineExceeded); one handed on to a derived context
+// cancels that.
 func (c *attemptCtx) end() {
-	c.mu.Lock()
-	if c.inner != nil {
-		c.mu.Unlock()
-		c.cancel()
-		return
-	}
-	if c.state == attemptRunning {
+	if c.state.Load() == attemptRunning {
+		s := uint32(attemptEnded)
 		// time.Until reads only the monotonic clock: half of time.Now.
-		if time.Until(c.deadline) > 0 {
-			c.state = attemptEnded
-		} else {
-			c.state = attemptExpired
+		if time.Until(c.deadline) <= 0 {
+			s = attemptExpired
+		}
+		if c.state.CompareAndSwap(attemptRunning, s) {
+			return
 		}
 	}
+	if c.state.Load() != attemptHandedOn {
+		return // Err saw the deadline pass first
+	}
+	c.mu.Lock() // derive may still be at work
+	cancel := c.cancel
 	c.mu.Unlock()
+	cancel()
 }
 
 // cancelCtxKey is the private key under which the standard library's

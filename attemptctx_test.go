@@ -701,3 +701,67 @@ func TestAttemptContextCancelledOnPanic(t *testing.T) {
 		}
 	}
 }
+
+// TestAttemptContextRaces: Err, Done, Cause and end racing each other around
+// the deadline (run with -race). Whoever decides first, every caller sees
+// nil and then one error for good, the same one, with its cause; and the
+// context is done once end has returned.
+func TestAttemptContextRaces(t *testing.T) {
+	rnd := NewRand(1)
+	for i := range 2000 {
+		a := &attemptCtx{parent: context.Background(), deadline: time.Now().Add(time.Duration(rnd() * float64(100*time.Microsecond))), cause: errPolicyDeadline}
+		var (
+			wg    sync.WaitGroup
+			ended = make(chan struct{})
+			final [4]error
+		)
+		for g := range final {
+			wg.Go(func() {
+				var seen error
+				for {
+					if g == 3 && seen == nil && rnd() < 0.01 {
+						<-a.Done()
+						if a.Err() == nil {
+							t.Errorf("run %d: Done closed, Err nil", i)
+						}
+					}
+					err := a.Err()
+					switch {
+					case seen != nil && err != seen:
+						t.Errorf("run %d: Err was %v, then %v", i, seen, err)
+						return
+					case err != nil:
+						want := error(context.Canceled)
+						if err == context.DeadlineExceeded {
+							want = errPolicyDeadline
+						}
+						if c := context.Cause(a); c != want {
+							t.Errorf("run %d: Err %v, Cause %v", i, err, c)
+						}
+						seen = err
+					}
+					select {
+					case <-ended:
+						if seen == nil {
+							t.Errorf("run %d: Err nil after the attempt", i)
+						}
+						final[g] = seen
+						return
+					default:
+					}
+				}
+			})
+		}
+		for rnd() < 0.999 {
+			_ = a.Err() // let the others run a little
+		}
+		a.end()
+		close(ended)
+		wg.Wait()
+		for _, e := range final[1:] {
+			if e != final[0] {
+				t.Fatalf("run %d: callers disagree: %v", i, final)
+			}
+		}
+	}
+}
