@@ -141,3 +141,16 @@ func BenchmarkClock(b *testing.B) {
 	}
 	_ = t
 }
+
+// BenchmarkClockMonotonic is the cost of the read an attempt context makes
+// when the attempt returns (time.Until: the monotonic clock only), for
+// comparison with Do/success/deadline.
+func BenchmarkClockMonotonic(b *testing.B) {
+	b.ReportAllocs()
+	deadline := time.Now().Add(time.Hour)
+	var d time.Duration
+	for b.Loop() {
+		d = time.Until(deadline)
+	}
+	_ = d
+}
