@@ -131,6 +131,11 @@ func BenchmarkOverhead(b *testing.B) {
 	b.Run("get-200-endpoints", func(b *testing.B) {
 		run(b, NewTransport(base, retry.Policy{}, WithEndpoints([]string{"https://a.example.com", "https://b.example.com"}, time.Minute)))
 	})
+	// The profiles' headers: flex adds two to a request that has none,
+	// priority one and checks the host.
+	b.Run("get-200-profile-standard", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{}, WithProfile("standard"))) })
+	b.Run("get-200-profile-flex", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{}, WithProfile("flex"))) })
+	b.Run("get-200-profile-priority", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{}, WithProfile("priority"))) })
 
 	// A server-sent-events answer whose first event (a Gemini chunk of
 	// about 300 bytes) the transport reads before handing it over; the

@@ -308,4 +308,24 @@
 // [WithEndpoints] sends requests to an ordered list of base URLs (for
 // example a regional Vertex AI host, another region, the global endpoint);
 // see its documentation for the rotation and cool-down rules.
+//
+// # Profiles and Vertex AI's consumption options
+//
+// A [retry.Profile] is a policy; on Vertex AI the "flex" and "priority"
+// profiles also need request headers, without which a request is served
+// as Standard pay-as-you-go: [WithProfile] adds them to every request that
+// lacks them (a header the caller set wins) and keeps both profiles on
+// Vertex AI's global endpoint, the only one that serves them;
+// [ProfileHeader] returns them for a client that sets its own:
+//
+//	p, _ := retry.Profile("flex")
+//	client, err := httpretry.NewClient(p, httpretry.WithProfile("flex"))
+//
+// Which option served a request is in the response body's
+// usageMetadata.trafficType (ON_DEMAND, ON_DEMAND_PRIORITY,
+// ON_DEMAND_FLEX, PROVISIONED_THROUGHPUT). The transport does not read
+// the body of a response it hands over (beyond a stream's first event),
+// so it does not report it: the caller reads it from the body it decodes
+// anyway (the Gen AI SDK's UsageMetadata.TrafficType; in a stream, the
+// chunk that carries usageMetadata).
 package httpretry

@@ -519,3 +519,84 @@ func ExampleStreamPeek() {
 	fmt.Println(resp.StatusCode, strings.Contains(first, "RESOURCE_EXHAUSTED"))
 	// Output: 200 true
 }
+
+// The headers of a profile, for a client that sets its own, such as the Gen
+// AI SDK's genai.HTTPOptions.Headers.
+func ExampleProfileHeader() {
+	for _, name := range []string{"flex", "priority", "standard"} {
+		h, err := httpretry.ProfileHeader(name)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s: %v\n", name, h)
+	}
+	_, err := httpretry.ProfileHeader("premium")
+	fmt.Println(err)
+	// Output:
+	// flex: map[X-Vertex-Ai-Llm-Request-Type:[shared] X-Vertex-Ai-Llm-Shared-Request-Type:[flex]]
+	// priority: map[X-Vertex-Ai-Llm-Shared-Request-Type:[priority]]
+	// standard: map[]
+	// httpretry: ProfileHeader: unknown profile "premium" (want one of standard, flex, priority, provisioned, realtime, batch, model-armor)
+}
+
+// The flex profile: its policy (3 attempts of up to 10 minutes each) from
+// retry.Profile, its headers from WithProfile. A header the caller sets
+// wins.
+func ExampleWithProfile() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "Request-Type=%s Shared-Request-Type=%s",
+			r.Header.Get("X-Vertex-AI-LLM-Request-Type"), r.Header.Get("X-Vertex-AI-LLM-Shared-Request-Type"))
+	}))
+	defer srv.Close()
+
+	p, err := retry.Profile("flex")
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := httpretry.NewClient(p, httpretry.WithProfile("flex"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Get(srv.URL))
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	req.Header.Set("X-Vertex-AI-LLM-Request-Type", "dedicated") // the caller's
+	show(client.Do(req))
+	// Output:
+	// 200 Request-Type=shared Shared-Request-Type=flex
+	// 200 Request-Type=dedicated Shared-Request-Type=flex
+}
+
+// offline is a base transport that sends nothing.
+type offline struct{}
+
+func (offline) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("offline: nothing is sent")
+}
+
+// Priority (and Flex) pay-as-you-go exist on Vertex AI's global endpoint
+// only: the priority profile refuses a fallback list that names a region,
+// and a request to a regional host.
+func ExampleWithProfile_priority() {
+	p, err := retry.Profile("priority")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = httpretry.NewClient(p, httpretry.WithProfile("priority"), httpretry.WithEndpoints([]string{
+		"https://aiplatform.googleapis.com",
+		"https://us-central1-aiplatform.googleapis.com",
+	}, time.Minute))
+	fmt.Println(errors.Is(err, httpretry.ErrRegionalEndpoint))
+	fmt.Println(err)
+
+	// A request to a multi-region is refused before it is sent (offline, the
+	// base transport here, would refuse to send it anyway).
+	client := &http.Client{Transport: httpretry.NewTransport(offline{}, p, httpretry.WithProfile("priority"))}
+	_, err = client.Post("https://aiplatform.eu.rep.googleapis.com/v1/projects/p/locations/eu/publishers/google/models/gemini-2.5-pro:generateContent",
+		"application/json", strings.NewReader(`{"contents": []}`))
+	fmt.Println(errors.Is(err, httpretry.ErrRegionalEndpoint))
+	// Output:
+	// true
+	// httpretry: WithProfile("priority"): WithEndpoints: endpoint 1 "https://us-central1-aiplatform.googleapis.com": us-central1-aiplatform.googleapis.com is a regional Vertex AI endpoint; Priority PayGo is served by the global endpoint (aiplatform.googleapis.com) only
+	// true
+}

@@ -33,6 +33,8 @@ type config struct {
 	noStreamPeek       bool
 	noGoogleReadOnly   bool                       // WithGoogleReadOnly(false)
 	rules              []func(*http.Request) bool // IdempotentIf
+	profileHeader      []headerField              // WithProfile: the headers to add
+	globalOnly         string                     // WithProfile("priority" or "flex"): the name; regional hosts are refused
 	errs               []error
 }
 

@@ -80,6 +80,11 @@ func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) *Trans
 		t.policy.Observer = logObserver(nil, slog.LevelDebug)
 	}
 	errs := t.cfg.errs
+	if t.cfg.globalOnly != "" {
+		if err := t.cfg.checkEndpoints(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := t.policy.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -123,7 +128,7 @@ type call struct {
 
 	idempotent    bool        // may be repeated after it may have reached the server
 	notIdempotent bool        // marked NotIdempotent: not even a refusal is retried
-	header        http.Header // the request's header with an added Idempotency-Key, else nil
+	header        http.Header // a copy of the request's header with an added Idempotency-Key or profile headers, else nil
 	peek          bool        // peek at the first event of a streamed answer
 	peekJSON      bool        // ... also of any application/json answer (StreamPeek(ctx, true))
 
@@ -174,6 +179,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		p.AttemptTimeout = 0
 	}
 	c.idempotent = t.idempotent(req, ctx, &c)
+	if len(t.cfg.profileHeader) > 0 {
+		c.addProfileHeader()
+	}
+	if t.cfg.globalOnly != "" && t.eps == nil {
+		if err := c.checkHost(); err != nil {
+			closeBody(req)
+			return nil, err
+		}
+	}
 	c.peek = !t.cfg.noStreamPeek
 	if on, ok := ctx.Value(peekKey{}).(bool); ok {
 		c.peek, c.peekJSON = on, on

@@ -3,7 +3,6 @@ package redisretry
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -131,17 +130,23 @@ func (s scriptRunner) gcraReturn(ctx context.Context, k backend.QuotaKeys, a bac
 }
 
 func (s scriptRunner) budget(ctx context.Context, k backend.BudgetKeys, a backend.BudgetArgs) (backend.BudgetReply, error) {
-	v, err := budgetScript.Run(ctx, s.c, []string{k.Requests, k.Retries},
-		a.SlotMS, a.Slots, strconv.FormatFloat(a.Ratio, 'g', -1, 64), strconv.FormatFloat(a.Floor, 'g', -1, 64),
+	v, err := budgetScript.Run(ctx, s.c, []string{k.Requests, k.Retries, k.Config},
+		a.SlotMS, a.Slots, backend.FormatFloat(a.Ratio), backend.FormatFloat(a.Floor),
 		a.Add, a.Want, a.Back, a.BackEpoch).Result()
 	if err != nil {
 		return backend.BudgetReply{}, err
 	}
-	n, ok := ints(v, 5)
-	if !ok || n[0] < 0 || n[0] > a.Want || n[2] < 0 || n[3] < 0 || n[4] <= 0 || n[1] != n[4]/a.SlotMS {
+	// Five integers and a string.
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 6 {
 		return backend.BudgetReply{}, unexpected("budget.lua", v)
 	}
-	return backend.BudgetReply{Granted: n[0], Epoch: n[1], Requests: n[2], Retries: n[3], Now: n[4]}, nil
+	other, ok := arr[5].(string)
+	n, ok2 := ints(arr[:5], 5)
+	if !ok || !ok2 || n[0] < 0 || n[0] > a.Want || n[2] < 0 || n[3] < 0 || n[4] <= 0 || n[1] != n[4]/a.SlotMS {
+		return backend.BudgetReply{}, unexpected("budget.lua", v)
+	}
+	return backend.BudgetReply{Granted: n[0], Epoch: n[1], Requests: n[2], Retries: n[3], Now: n[4], Other: other}, nil
 }
 
 func (s scriptRunner) cooldown(ctx context.Context, key string, hintMS int64) (backend.CooldownReply, error) {

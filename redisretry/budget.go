@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,8 +31,11 @@ const budgetSlots = 20
 // what they mean in [retry.RatioBudgetConfig], for the whole fleet.
 type BudgetConfig struct {
 	// Key names the fleet's budget: every process that uses the same Key
-	// (and Redis) shares it. Redis keys are "{Key}:budget:requests" and
-	// "{Key}:budget:retries".
+	// (and Redis) shares it, and must use the same Window, Ratio and
+	// MinPerSecond (a Budget that finds another configuration in Redis logs
+	// it once). Redis keys are "{Key}:budget:requests",
+	// "{Key}:budget:retries" and "{Key}:budget:config". It must not contain
+	// {, } or a control character.
 	Key string
 
 	// Ratio is the number of retries the fleet may make per request made
@@ -41,9 +47,11 @@ type BudgetConfig struct {
 	Window time.Duration
 
 	// MinPerSecond is a floor of retries per second of Window for the
-	// whole fleet, allowed whatever the traffic. 0 means 10; a negative
-	// value means no floor. In fallback each process keeps this floor for
-	// itself.
+	// whole fleet, allowed whatever the traffic: by default 100 retries
+	// per 10 s for all the processes together, which is what decides (at
+	// the default Ratio) for a fleet of fewer than 500 requests per 10 s.
+	// 0 means 10; a negative value means no floor. In fallback each
+	// process keeps this floor for itself.
 	MinPerSecond float64
 
 	// Lease is the most retry permits taken per Redis round trip. A
@@ -59,8 +67,8 @@ type BudgetConfig struct {
 	// Timeout bounds each Redis call. 0 means 20 ms.
 	Timeout time.Duration
 
-	// ProbeInterval is how often a Budget that fell back tries Redis again.
-	// 0 means 1 s.
+	// ProbeInterval is how often a Budget that fell back tries Redis again,
+	// with its next call (a first attempt or a retry). 0 means 1 s.
 	ProbeInterval time.Duration
 
 	// OnFailure says what to do while Redis is unavailable. The zero value
@@ -154,7 +162,8 @@ type Budget struct {
 	ttl    time.Duration // how long a lease's permits may be used: a slot
 	every  time.Duration // FlushInterval
 	pend   atomic.Int64  // requests not yet counted in Redis
-	flushT atomic.Int64  // UnixNano of the next flush
+	base   time.Time     // when the Budget was made: the clock's reading flushT counts from
+	flushT atomic.Int64  // when the next flush is due, nanoseconds since base
 
 	mu        sync.Mutex
 	leases    []permits
@@ -165,6 +174,8 @@ type Budget struct {
 	lastEpoch int64     // the epoch of the lease the last permit came from
 	dry       time.Time // the fleet's budget was exhausted: refuse locally until then
 	inflight  *flight   // the round trip in flight; nil if none
+
+	mismatch atomic.Bool // another configuration of the budget was logged
 }
 
 // permits is a lease of retry permits granted in a slot.
@@ -200,7 +211,8 @@ func newBudgetOn(e env, c BudgetConfig) (*Budget, error) {
 		want: 1,
 	}
 	b.g.common = newCommon("budget", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
-	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
+	b.base = b.g.now()
+	b.flushT.Store(int64(b.every))
 	e.attach(budgetCore{b})
 	return b, nil
 }
@@ -248,20 +260,33 @@ func (b *Budget) AdmitContext(ctx context.Context, retry bool, deadline time.Tim
 	return <-ch
 }
 
-// admitFirst counts a first attempt, and starts a flush when one is due.
+// admitFirst counts a first attempt, and starts a flush when one is due. In
+// fallback it probes Redis when a probe is due (one atomic load when none
+// is), so a process that makes no retries goes back to Redis too; the probe
+// counts no request: those made in fallback are counted locally only.
 func (b *Budget) admitFirst() {
 	b.local.Admit(false)
-	if b.g.healthy() {
-		b.pend.Add(1)
-		if t, now := b.flushT.Load(), b.g.now().UnixNano(); now >= t && b.flushT.CompareAndSwap(t, now+int64(b.every)) {
-			b.mu.Lock()
-			if b.inflight == nil {
-				b.startLocked(false)
-			}
-			b.mu.Unlock()
+	if !b.g.healthy() {
+		b.g.probe(b.flushCall, nil)
+		return
+	}
+	b.pend.Add(1)
+	t, now := b.flushT.Load(), b.since(b.g.now())
+	// Due, or the clock went back past the last flush (a clock with no
+	// monotonic reading was set back): flush now rather than wait for it.
+	if (now >= t || now < t-int64(b.every)) && b.flushT.CompareAndSwap(t, now+int64(b.every)) {
+		b.mu.Lock()
+		if b.inflight == nil {
+			b.startLocked(false)
 		}
+		b.mu.Unlock()
 	}
 }
+
+// since returns the nanoseconds from the Budget's making to now, by the
+// monotonic clock when both readings have one (time.Now's do): a step of the
+// wall clock does not move it.
+func (b *Budget) since(now time.Time) int64 { return int64(now.Sub(b.base)) }
 
 // admission is a retry waiting for a round trip of the budget: at most
 // until limit (the timeout, or the deadline if earlier).
@@ -309,7 +334,7 @@ func (b *Budget) tryAdmit(a *admission) bool {
 	}
 	now := b.g.now()
 	b.mu.Lock()
-	if now.Before(b.dry) && b.leftLocked(now) == 0 {
+	if b.ahead(now, b.dry) && b.leftLocked(now) == 0 {
 		// Redis said no a moment ago: do not ask again per retry.
 		b.mu.Unlock()
 		b.g.refused.Add(1)
@@ -407,7 +432,7 @@ func (b *Budget) Cancel(retry bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i := range b.leases {
-		if l := &b.leases[i]; l.epoch == b.lastEpoch && now.Before(l.expires) {
+		if l := &b.leases[i]; l.epoch == b.lastEpoch && b.ahead(now, l.expires) {
 			l.n++
 			b.used--
 			return
@@ -463,7 +488,7 @@ func (b *Budget) Close() error {
 	now := b.g.now()
 	b.mu.Lock()
 	for _, l := range b.leases {
-		if l.n > 0 && now.Before(l.expires) {
+		if l.n > 0 && b.ahead(now, l.expires) {
 			b.giveBackLocked(l)
 		}
 	}
@@ -486,10 +511,15 @@ func (b *Budget) Close() error {
 	return errors.Join(errs...)
 }
 
+// ahead reports whether t, a time set at most a slot ahead (a lease's
+// expiry, the end of a refusal), is still ahead of now. One further ahead
+// than that has passed: the clock has no monotonic reading and was set back.
+func (b *Budget) ahead(now, t time.Time) bool { return now.Before(t) && t.Sub(now) <= b.ttl }
+
 // takeLocked takes a permit from an unexpired lease; expired ones are kept
 // for giving back.
 func (b *Budget) takeLocked(now time.Time) bool {
-	for len(b.leases) > 0 && (b.leases[0].n == 0 || !now.Before(b.leases[0].expires)) {
+	for len(b.leases) > 0 && (b.leases[0].n == 0 || !b.ahead(now, b.leases[0].expires)) {
 		if b.leases[0].n > 0 {
 			b.giveBackLocked(b.leases[0])
 		}
@@ -507,7 +537,7 @@ func (b *Budget) takeLocked(now time.Time) bool {
 func (b *Budget) leftLocked(now time.Time) int64 {
 	var n int64
 	for _, l := range b.leases {
-		if now.Before(l.expires) {
+		if b.ahead(now, l.expires) {
 			n += l.n
 		}
 	}
@@ -535,7 +565,7 @@ func (b *Budget) startLocked(permit bool) *flight {
 		a.Back, a.BackEpoch = b.back[0].n, b.back[0].epoch
 	}
 	a.Add = b.pending()
-	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
+	b.flushT.Store(b.since(b.g.now()) + int64(b.every))
 	f := &flight{done: make(chan struct{})}
 	if !b.g.send(backend.Call{Script: backend.Budget, Budget: b.keys, BudgetArgs: a}, func(r backend.Reply, err error) {
 		b.landed(f, a, r.Budget, err)
@@ -556,6 +586,9 @@ func (b *Budget) startLocked(permit bool) *flight {
 func (b *Budget) landed(f *flight, a backend.BudgetArgs, r backend.BudgetReply, err error) {
 	// On an error the requests are not counted: the budget errs on the
 	// strict side.
+	if err == nil && r.Other != "" {
+		b.otherConfig(r.Other)
+	}
 	b.mu.Lock()
 	b.inflight = nil
 	f.err = err
@@ -587,6 +620,36 @@ func (b *Budget) landed(f *flight, a backend.BudgetArgs, r backend.BudgetReply, 
 		}
 		b.tryAdmit(w)
 	}
+}
+
+// otherConfig logs, once per Budget, that another process uses this budget
+// (its Key, on this Redis) with another configuration: other, as budget.lua
+// returned it. Their windows' slots (Window) or limits (Ratio, MinPerSecond)
+// then disagree: each decides by its own, and slots of another width are
+// deleted as out of the window.
+func (b *Budget) otherConfig(other string) {
+	if !b.mismatch.CompareAndSwap(false, true) {
+		return
+	}
+	b.g.log().Warn("redisretry: another process shares this budget with another configuration: give every process of the fleet the same Window, Ratio and MinPerSecond",
+		"limiter", b.g.limiter, "key", b.g.key, "this", describeBudget(b.args.Config()), "other", describeBudget(other))
+}
+
+// describeBudget writes a configuration stored by budget.lua
+// ("slotms/slots/ratio/floor") as the BudgetConfig fields it comes from.
+func describeBudget(cfg string) string {
+	p := strings.Split(cfg, "/")
+	if len(p) == 4 {
+		slotMS, err1 := strconv.ParseInt(p[0], 10, 64)
+		slots, err2 := strconv.ParseInt(p[1], 10, 64)
+		ratio, err3 := strconv.ParseFloat(p[2], 64)
+		floor, err4 := strconv.ParseFloat(p[3], 64)
+		if err := errors.Join(err1, err2, err3, err4); err == nil && slotMS > 0 && slots > 0 && slotMS <= math.MaxInt64/slots/int64(time.Millisecond) {
+			window := time.Duration(slotMS*slots) * time.Millisecond
+			return fmt.Sprintf("Window %v, Ratio %v, MinPerSecond %v", window, ratio, floor/window.Seconds())
+		}
+	}
+	return fmt.Sprintf("%.100q", cfg) // not a configuration: another program's
 }
 
 // flushCall is the probe of a Budget in fallback: it counts the pending

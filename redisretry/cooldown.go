@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -33,7 +34,8 @@ const (
 type CooldownConfig struct {
 	// Key names what the cooldown pauses, e.g. an endpoint and a model:
 	// "myproject:gemini-2.5-pro:us-central1". One Cooldown per key. The
-	// Redis key is "{Key}:cooldown".
+	// Redis key is "{Key}:cooldown". It must not contain {, } or a control
+	// character.
 	Key string
 
 	// Max caps a hint: a server asking for more gets Max, and so does what
@@ -48,8 +50,10 @@ type CooldownConfig struct {
 	Cache time.Duration
 
 	// Jitter is the upper bound of a random extra wait after a cooldown,
-	// drawn per attempt, so that the fleet does not restart all at once.
-	// 0 means 1 s; a negative value means none.
+	// drawn per attempt, so that the fleet does not restart all at once;
+	// for an attempt with a deadline, at most the time between the
+	// cooldown's end and the deadline. 0 means 1 s; a negative value means
+	// none.
 	Jitter time.Duration
 
 	// Rand returns a uniform random number in [0, 1), safe for concurrent
@@ -118,8 +122,13 @@ type Cooldown struct {
 	jitter time.Duration
 	rand   func() float64
 
-	until    atomic.Int64 // UnixNano of the local end of the cooldown; 0 if none
-	fetched  atomic.Int64 // UnixNano of the last read from Redis
+	// Times are nanoseconds since base, the clock's reading when the
+	// Cooldown was made: by the monotonic clock when the clock's readings
+	// have one (time.Now's do), so a step of the wall clock moves none of
+	// them.
+	base     time.Time
+	until    atomic.Int64 // the local end of the cooldown; never if none
+	fetched  atomic.Int64 // the last read from Redis; never if none
 	fetching atomic.Bool
 	mu       sync.Mutex // guards the waits for a read
 }
@@ -146,6 +155,9 @@ func newCooldownOn(e env, c CooldownConfig) (*Cooldown, error) {
 	}
 	d := &Cooldown{key: backend.CooldownKey(c.Key), max: c.Max, cache: c.Cache, jitter: c.Jitter, rand: c.Rand}
 	d.g.common = newCommon("cooldown", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
+	d.base = d.g.now()
+	d.until.Store(never)
+	d.fetched.Store(never)
 	if d.max == 0 {
 		d.max = DefaultCooldownMax
 	}
@@ -185,15 +197,19 @@ func (c cooldownCore) Record(err error, done func()) {
 }
 
 // Reserve implements [retry.Pacer]: it returns earliest, or the end of the
-// fleet's cooldown for this key (plus jitter) if that is later. When that
-// would not be before deadline it returns an error wrapping
-// [retry.ErrPastDeadline] that says how long the cooldown lasts. It takes
-// nothing. It reads Redis only when the cached value is older than
-// CooldownConfig.Cache, and waits for it at most the timeout, never past
-// deadline (then it returns at the deadline with an error wrapping
-// [retry.ErrPastDeadline]) and not after ctx ends (then it returns ctx's
-// cause). A read that timed out turns the Cooldown to its FailureMode until a
-// probe reaches Redis: the next calls do not wait for Redis.
+// fleet's cooldown for this key plus a jitter if that end is later. The end
+// is never more than Max from now (a wall clock set back cannot stretch
+// it). When the end (without jitter) would not be before deadline it returns
+// an error wrapping [retry.ErrPastDeadline] that says how long the cooldown
+// lasts; otherwise the jitter is drawn uniformly in [0, min(Jitter,
+// deadline − end)), so the start is before deadline, and at most Max +
+// Jitter from now. It takes nothing. It reads Redis only when the cached
+// value is older than CooldownConfig.Cache, and waits for it at most the
+// timeout, never past deadline (then it returns at the deadline with an
+// error wrapping [retry.ErrPastDeadline]) and not after ctx ends (then it
+// returns ctx's cause). A read that timed out turns the Cooldown to its
+// FailureMode until a probe reaches Redis: the next calls do not wait for
+// Redis.
 func (d *Cooldown) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
 	if ctx.Err() != nil {
 		return time.Time{}, context.Cause(ctx)
@@ -215,9 +231,20 @@ func (d *Cooldown) Reserve(ctx context.Context, earliest, deadline time.Time) (t
 	return res.t, res.err
 }
 
-// readDue reports whether what was read from Redis is older than Cache.
+// never is the time of a cooldown that was never set or read.
+const never = math.MinInt64
+
+// since returns now as nanoseconds since d.base (see Cooldown.base).
+func (d *Cooldown) since(now time.Time) int64 { return int64(now.Sub(d.base)) }
+
+// readDue reports whether what was read from Redis is older than Cache (or
+// was read "later" than now: a clock with no monotonic reading went back).
 func (d *Cooldown) readDue() bool {
-	return d.g.healthy() && d.g.now().UnixNano()-d.fetched.Load() >= int64(d.cache)
+	if !d.g.healthy() {
+		return false
+	}
+	f, now := d.fetched.Load(), d.since(d.g.now())
+	return f == never || now-f >= int64(d.cache) || now < f
 }
 
 // coolWait is a Reserve waiting for a read of the fleet's cooldown.
@@ -317,20 +344,45 @@ func (d *Cooldown) decide(earliest, deadline time.Time) (time.Time, error) {
 	}
 	now := d.g.now()
 	u := d.until.Load()
-	if u == 0 || u <= earliest.UnixNano() {
+	if u == never {
 		return earliest, nil
 	}
-	t := time.Unix(0, u)
-	if d.jitter > 0 {
-		t = t.Add(time.Duration(d.rand() * float64(d.jitter)))
+	n := d.since(now)
+	left := time.Duration(satSub(u, n))
+	if left > d.max {
+		// The end is never set more than Max ahead: the clock has no
+		// monotonic reading and was set back. The cooldown ends Max from
+		// now at the latest.
+		d.until.CompareAndSwap(u, n+int64(d.max))
+		left = d.max
 	}
-	if !deadline.IsZero() && !t.Before(deadline) {
+	end := now.Add(left)
+	if left <= 0 || !end.After(earliest) {
+		return earliest, nil // over, or over by earliest
+	}
+	if !deadline.IsZero() && !end.Before(deadline) {
 		d.g.refused.Add(1)
-		return time.Time{}, pastDeadline("cooldown", t.Sub(now))
+		return time.Time{}, pastDeadline("cooldown", end.Sub(now))
 	}
+	t := end.Add(d.jitterBefore(end, deadline))
 	d.g.waits.Add(1)
 	d.g.emit(Event{Kind: EventCooldownWait, Wait: t.Sub(earliest)})
 	return t, nil
+}
+
+// jitterBefore draws the jitter of a start at end: uniform in [0, Jitter),
+// and in [0, deadline − end) when that is shorter, so that the start stays
+// before the deadline (end is before it).
+func (d *Cooldown) jitterBefore(end, deadline time.Time) time.Duration {
+	j := d.jitter
+	if !deadline.IsZero() {
+		j = min(j, deadline.Sub(end))
+	}
+	if j <= 0 {
+		return 0
+	}
+	x := time.Duration(d.rand() * float64(j))
+	return min(max(x, 0), j-1) // in range whatever Rand returns
 }
 
 // Record implements [retry.Pacer]: an error carrying a server's hint
@@ -372,8 +424,7 @@ func (d *Cooldown) publishAsync(hint time.Duration, done func()) {
 		done()
 		return
 	}
-	now := d.g.now()
-	d.raise(now.Add(hint).UnixNano())
+	d.raise(d.since(d.g.now()) + int64(hint))
 	d.g.emit(Event{Kind: EventHint, Wait: hint})
 	if !d.g.healthy() {
 		done()
@@ -391,10 +442,11 @@ func (d *Cooldown) publishAsync(hint time.Duration, done func()) {
 }
 
 // Until returns the end of the cooldown as this process knows it (the zero
-// Time if none), without calling Redis.
+// Time if none), without calling Redis. It has a monotonic reading when
+// CooldownConfig.Now's readings have one (time.Now's do).
 func (d *Cooldown) Until() time.Time {
-	if u := d.until.Load(); u != 0 {
-		return time.Unix(0, u)
+	if u := d.until.Load(); u != never {
+		return d.base.Add(time.Duration(u))
 	}
 	return time.Time{}
 }
@@ -423,15 +475,16 @@ func (d *Cooldown) learnReply(r backend.Reply) { d.learn(r.Cooldown) }
 // Max: a process with a larger Max (or a server whose clock went back, or
 // that lies) cannot park this one longer.
 func (d *Cooldown) learn(r backend.CooldownReply) {
-	now := d.g.now()
-	d.fetched.Store(now.UnixNano())
+	now := d.since(d.g.now())
+	d.fetched.Store(now)
 	if r.Remaining > 0 {
 		left := min(r.Remaining, int64(d.max/time.Millisecond))
-		d.raise(now.Add(time.Duration(left) * time.Millisecond).UnixNano())
+		d.raise(now + left*int64(time.Millisecond))
 	}
 }
 
-// raise moves the local end of the cooldown to u if that is later.
+// raise moves the local end of the cooldown to u (nanoseconds since base) if
+// that is later.
 func (d *Cooldown) raise(u int64) {
 	for {
 		old := d.until.Load()

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
@@ -164,6 +167,10 @@ func checkCommon(config, key string, timeout, probe time.Duration, mode FailureM
 		return fmt.Errorf("redisretry: invalid %s.Key = \"\": must name the fleet's shared state (e.g. the project and model)", config)
 	case containsAny(key, "{}"):
 		return fmt.Errorf("redisretry: invalid %s.Key = %q: must not contain { or } (every Redis key is {Key}:..., a Cluster hash tag)", config, key)
+	case strings.IndexFunc(key, unicode.IsControl) >= 0:
+		i := strings.IndexFunc(key, unicode.IsControl)
+		r, _ := utf8.DecodeRuneInString(key[i:])
+		return fmt.Errorf("redisretry: invalid %s.Key = %q: must not contain control characters (%U at byte %d): the keys would be unreadable in logs and redis-cli", config, key, r, i)
 	case timeout < 0:
 		return fmt.Errorf("redisretry: invalid %s.Timeout = %v: must not be negative (0 means %v)", config, timeout, DefaultTimeout)
 	case probe < 0:

@@ -534,7 +534,8 @@ func TestRedisExtremeConfigs(t *testing.T) {
 	key := testKey(t)
 	ctx := context.Background()
 	b, _ := NewBudget(c, BudgetConfig{Key: key + ":b", MinPerSecond: 1e308, Ratio: 1e308, Window: 1000 * time.Hour, Timeout: time.Second, Logger: discard})
-	q, _ := NewQuota(c, QuotaConfig{Key: key + ":q", Limit: Limit{Rate: math.MaxInt64, Period: time.Millisecond, Burst: math.MaxInt64}, Lease: math.MaxInt64, Timeout: time.Second, Logger: discard})
+	// The highest rate a Limit allows: 1 per nanosecond.
+	q, _ := NewQuota(c, QuotaConfig{Key: key + ":q", Limit: Limit{Rate: int64(time.Millisecond), Period: time.Millisecond, Burst: math.MaxInt64}, Lease: math.MaxInt64, Timeout: time.Second, Logger: discard})
 	slow, _ := NewQuota(c, QuotaConfig{Key: key + ":s", Limit: Limit{Rate: 1, Period: 100 * 365 * 24 * time.Hour}, Timeout: time.Second, Logger: discard})
 	d, _ := NewCooldown(c, CooldownConfig{Key: key + ":d", Max: math.MaxInt64, Timeout: time.Second, Logger: discard})
 	defer func() {

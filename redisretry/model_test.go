@@ -119,6 +119,7 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 type budgetCase struct {
 	name              string
 	requests, retries map[int64]int64 // epoch offset from now -> count
+	config            string          // the configuration stored by the last call; "" for none
 	ratio, floor      float64
 	call              backend.BudgetCall // GiveBackEpoch is an offset
 }
@@ -135,6 +136,8 @@ var budgetCases = []budgetCase{
 	{name: "give back to a slot out of the window", ratio: 0.2, floor: 0, retries: map[int64]int64{-25: 4, -1: 3}, call: backend.BudgetCall{GiveBack: 2, GiveBackEpoch: -25}},
 	{name: "fractional ratio and floor", ratio: 0.15, floor: 2.5, requests: map[int64]int64{0: 7}, call: backend.BudgetCall{Want: 4}},
 	{name: "flush only", ratio: 0.2, floor: 10, call: backend.BudgetCall{Add: 12345}},
+	{name: "the same configuration before", ratio: 0.2, floor: 10, config: "500/20/0.2/10", requests: map[int64]int64{-1: 50}, call: backend.BudgetCall{Want: 2}},
+	{name: "another configuration before", ratio: 0.2, floor: 10, config: "3000/20/0.1/60", requests: map[int64]int64{-1: 50}, call: backend.BudgetCall{Add: 1, Want: 2}},
 }
 
 func TestBudgetScriptMatchesModel(t *testing.T) {
@@ -158,6 +161,10 @@ func TestBudgetScriptMatchesModel(t *testing.T) {
 					c.HSet(context.Background(), kv.key, strconv.FormatInt(epoch+off, 10), n)
 				}
 			}
+			if tc.config != "" {
+				w.Config = tc.config
+				c.Set(context.Background(), keys.Config, tc.config, time.Hour)
+			}
 			call := tc.call
 			call.GiveBackEpoch += epoch
 			r, err := be.budget(context.Background(), keys, backend.BudgetArgs{
@@ -168,7 +175,7 @@ func TestBudgetScriptMatchesModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			var st backend.Store
-			st.SetBudget(keys, w.Requests, w.Retries)
+			st.SetBudget(keys, w.Requests, w.Retries, w.Config)
 			sr := st.Apply(time.UnixMilli(r.Now), backend.Call{Script: backend.Budget, Budget: keys, BudgetArgs: backend.BudgetArgs{
 				SlotMS: int64(slot / time.Millisecond), Slots: budgetSlots, Ratio: tc.ratio, Floor: tc.floor,
 				Add: call.Add, Want: call.Want, Back: call.GiveBack, BackEpoch: call.GiveBackEpoch,
@@ -179,6 +186,9 @@ func TestBudgetScriptMatchesModel(t *testing.T) {
 			m := w.Apply(time.UnixMilli(r.Now), call)
 			if r != m {
 				t.Fatalf("script %+v, model %+v", r, m)
+			}
+			if want := map[bool]string{true: tc.config}[tc.config != "500/20/"+backend.FormatFloat(tc.ratio)+"/"+backend.FormatFloat(tc.floor)]; r.Other != want {
+				t.Fatalf("the other configuration %q, want %q", r.Other, want)
 			}
 			for _, kv := range []struct {
 				key string
@@ -192,6 +202,9 @@ func TestBudgetScriptMatchesModel(t *testing.T) {
 				if !maps.Equal(got, kv.m) {
 					t.Fatalf("%s holds %v, the model %v", kv.key, got, kv.m)
 				}
+			}
+			if cfg := c.Get(context.Background(), keys.Config).Val(); cfg != w.Config || c.PTTL(context.Background(), keys.Config).Val() <= 0 {
+				t.Fatalf("%s holds %q (PTTL %v), the model %q", keys.Config, cfg, c.PTTL(context.Background(), keys.Config).Val(), w.Config)
 			}
 			if req, ret := st.Budget(keys); !maps.Equal(req, w.Requests) || !maps.Equal(ret, w.Retries) {
 				t.Fatalf("the store holds %v %v, the model %v %v", req, ret, w.Requests, w.Retries)
@@ -338,13 +351,16 @@ func TestScriptRepliesChecked(t *testing.T) {
 		reply any
 		ok    bool
 	}{
-		{"valid", i(2, nowMS/500, 10, 2, nowMS), true},
-		{"more than asked for", i(4, nowMS/500, 10, 4, nowMS), false},
-		{"negative grant", i(-1, nowMS/500, 10, 2, nowMS), false},
-		{"negative requests", i(2, nowMS/500, -10, 2, nowMS), false},
-		{"epoch of another time", i(2, 7, 10, 2, nowMS), false},
-		{"no time", i(2, 0, 10, 2, 0), false},
+		{"valid", append(i(2, nowMS/500, 10, 2, nowMS), ""), true},
+		{"valid, another configuration", append(i(2, nowMS/500, 10, 2, nowMS), "1000/10/0.5/0"), true},
+		{"more than asked for", append(i(4, nowMS/500, 10, 4, nowMS), ""), false},
+		{"negative grant", append(i(-1, nowMS/500, 10, 2, nowMS), ""), false},
+		{"negative requests", append(i(2, nowMS/500, -10, 2, nowMS), ""), false},
+		{"epoch of another time", append(i(2, 7, 10, 2, nowMS), ""), false},
+		{"no time", append(i(2, 0, 10, 2, 0), ""), false},
 		{"short", i(2, 0), false},
+		{"no configuration", i(2, nowMS/500, 10, 2, nowMS), false},
+		{"a number for the configuration", i(2, nowMS/500, 10, 2, nowMS, 5), false},
 	} {
 		_, err := scriptRunner{lyingScripter{tc.reply}}.budget(ctx, backend.NewBudgetKeys("k"), ba)
 		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: budget.lua: unexpected reply")) {

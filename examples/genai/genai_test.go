@@ -354,7 +354,8 @@ func TestREADMESetupRetriesUnmarkedCalls(t *testing.T) {
 // TestRun runs the command's code path, on real loopback connections: the
 // retried generateContent, the stream retried before its first event (a
 // 429 event with RetryInfo, then a TCP reset), the stream cut after its
-// first chunk (not retried). Its log has one record per retry, the API key
+// first chunk (not retried), and the priority and flex profiles on Vertex
+// AI (a 503 retried, every request with the profile's headers). Its log has one record per retry, the API key
 // in none, and no goroutine is left behind.
 func TestRun(t *testing.T) {
 	global := captureLogs(t)
@@ -371,14 +372,16 @@ func TestRun(t *testing.T) {
 		"stream server hits: 3,",
 		`cut stream chunks: ["Hello"], then error 429 RESOURCE_EXHAUSTED` + "\n",
 		"cut stream server hits: 1,",
+		`profile priority: 2 requests, each with X-Vertex-AI-LLM-Request-Type [] and X-Vertex-AI-LLM-Shared-Request-Type ["priority"]; served as ON_DEMAND_PRIORITY` + "\n",
+		`profile flex: 2 requests, each with X-Vertex-AI-LLM-Request-Type ["shared"] and X-Vertex-AI-LLM-Shared-Request-Type ["flex"]; served as ON_DEMAND_FLEX` + "\n",
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("output lacks %q:\n%s", want, b)
 		}
 	}
 	l := logs.String()
-	if n := strings.Count(l, `msg="httpretry: retry"`); n != 4 {
-		t.Errorf("%d retries logged, want 4:\n%s", n, l)
+	if n := strings.Count(l, `msg="httpretry: retry"`); n != 6 {
+		t.Errorf("%d retries logged, want 6:\n%s", n, l)
 	}
 	for _, want := range []string{
 		"status=429 class=stream-error", "hint=300ms hint_source=retryinfo",

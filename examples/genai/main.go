@@ -40,6 +40,17 @@
 //     503 with a Retry-After or RetryInfo), which says the server did not
 //     act. Mark a call's context with httpretry.NotIdempotent to have it
 //     sent again only when it never reached the server.
+//   - For Vertex AI's Priority or Flex pay-as-you-go, take the policy from
+//     retry.Profile(name), the headers from httpretry.ProfileHeader(name)
+//     into genai.HTTPOptions.Headers, and build the transport with
+//     httpretry.WithProfile(name) too: it refuses a regional endpoint
+//     (both options exist on the global endpoint only; use Location
+//     "global") and adds the headers to requests made outside the SDK. The
+//     SDK's headers come first: the transport never adds a second value.
+//     Without the headers, Vertex AI serves Standard pay-as-you-go,
+//     whatever the policy. Leave HTTPOptions.Timeout unset for flex: the
+//     SDK applies it to the whole call, retries included, while the
+//     profile's AttemptTimeout (10 minutes) bounds each attempt.
 package main
 
 import (
@@ -93,6 +104,53 @@ func newClient(ctx context.Context, baseURL string, hc *http.Client, retryOpts *
 			RetryOptions: retryOpts,
 		},
 	})
+}
+
+// newProfileClient returns a client for Vertex AI at baseURL (express mode:
+// an API key) whose requests go through hc and carry, in
+// genai.HTTPOptions.Headers, the request headers of the retry profile
+// name: for "priority" and "flex" the headers that select Priority or
+// Flex pay-as-you-go, none for the others.
+func newProfileClient(ctx context.Context, baseURL string, hc *http.Client, profile string) (*genai.Client, error) {
+	h, err := httpretry.ProfileHeader(profile)
+	if err != nil {
+		return nil, err
+	}
+	return genai.NewClient(ctx, &genai.ClientConfig{
+		APIKey:      demoAPIKey,
+		Backend:     genai.BackendVertexAI,
+		HTTPClient:  hc,
+		HTTPOptions: genai.HTTPOptions{BaseURL: baseURL, Headers: h},
+	})
+}
+
+// profileClient returns the http.Client of a retry profile: the profile's
+// policy (with the demo's short waits) and its headers and endpoint rule
+// (httpretry.WithProfile).
+func profileClient(profile string, opts ...httpretry.Option) (*http.Client, error) {
+	p, err := retry.Profile(profile)
+	if err != nil {
+		return nil, err
+	}
+	d := demoPolicy()
+	p = p.Merge(retry.Policy{InitialDelay: d.InitialDelay, MaxDelay: d.MaxDelay, Jitter: d.Jitter, MaxRetryAfter: d.MaxRetryAfter})
+	return httpretry.NewClient(p, append(opts, httpretry.WithProfile(profile))...)
+}
+
+// generateTraffic asks the model for a greeting and returns the answer's
+// text and its usageMetadata.trafficType: which consumption option served
+// it (Vertex AI only; the transport does not read the answer's body, the
+// SDK does).
+func generateTraffic(ctx context.Context, c *genai.Client) (string, genai.TrafficType, error) {
+	resp, err := c.Models.GenerateContent(ctx, model, genai.Text("Say hello."), nil)
+	if err != nil {
+		return "", "", err
+	}
+	var traffic genai.TrafficType
+	if resp.UsageMetadata != nil {
+		traffic = resp.UsageMetadata.TrafficType
+	}
+	return resp.Text(), traffic, nil
 }
 
 // generate asks the model for a greeting. The context carries no mark:
@@ -169,7 +227,7 @@ func run(out io.Writer, logger *slog.Logger) error {
 	}
 
 	// A stream that fails after its first chunk: not retried.
-	return withFake(ctx, hc, []reply{streamCut}, func(c *genai.Client) error {
+	err = withFake(ctx, hc, []reply{streamCut}, func(c *genai.Client) error {
 		texts, err := stream(ctx, c)
 		var apiErr genai.APIError
 		if !errors.As(err, &apiErr) {
@@ -178,6 +236,47 @@ func run(out io.Writer, logger *slog.Logger) error {
 		fmt.Fprintf(out, "cut stream chunks: %q, then error %d %s\n", texts, apiErr.Code, apiErr.Status)
 		return nil
 	}, out, "cut stream server hits")
+	if err != nil {
+		return err
+	}
+
+	// The priority and flex profiles on Vertex AI: a 503, then the answer,
+	// both requests with the profile's headers (the fake refuses others).
+	for _, profile := range []string{"priority", "flex"} {
+		if err := profileDemo(ctx, out, logger, profile); err != nil {
+			return fmt.Errorf("profile %s: %w", profile, err)
+		}
+	}
+	return nil
+}
+
+// profileDemo calls generateContent on a fake Vertex AI with a client of
+// the retry profile, and prints the headers the fake saw and the traffic
+// type it answered.
+func profileDemo(ctx context.Context, out io.Writer, logger *slog.Logger, profile string) error {
+	hc, err := profileClient(profile, httpretry.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	defer hc.CloseIdleConnections()
+	fake := newFakeGemini(reply{status: http.StatusServiceUnavailable, body: error503}, replyOK)
+	if fake.consumption, err = httpretry.ProfileHeader(profile); err != nil {
+		return err
+	}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	c, err := newProfileClient(ctx, srv.URL, hc, profile)
+	if err != nil {
+		return err
+	}
+	_, traffic, err := generateTraffic(ctx, c)
+	if err != nil {
+		return err
+	}
+	hits := fake.Hits()
+	fmt.Fprintf(out, "profile %s: %d requests, each with %s %q and %s %q; served as %s\n", profile, len(hits),
+		headerRequestType, hits[0].requestType, headerSharedRequestType, hits[0].sharedType, traffic)
+	return nil
 }
 
 // withFake starts a fake Gemini on loopback answering script, runs call

@@ -17,6 +17,7 @@ package backend
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -45,8 +46,8 @@ func (s Script) String() string {
 type QuotaKeys struct{ TAT, Members string }
 
 // BudgetKeys are a budget's Redis keys: the requests and the retry permits
-// counted per slot.
-type BudgetKeys struct{ Requests, Retries string }
+// counted per slot, and the configuration of the window last written.
+type BudgetKeys struct{ Requests, Retries, Config string }
 
 // Every key of one limiter shares the hash tag {key}, so that a script's
 // keys live in one Cluster slot.
@@ -58,7 +59,7 @@ func NewQuotaKeys(key string) QuotaKeys {
 
 // NewBudgetKeys returns the keys of the budget named key.
 func NewBudgetKeys(key string) BudgetKeys {
-	return BudgetKeys{Requests: "{" + key + "}:budget:requests", Retries: "{" + key + "}:budget:retries"}
+	return BudgetKeys{Requests: "{" + key + "}:budget:requests", Retries: "{" + key + "}:budget:retries", Config: "{" + key + "}:budget:config"}
 }
 
 // CooldownKey returns the key of the cooldown named key.
@@ -105,6 +106,21 @@ type BudgetArgs struct {
 	Add, Want, Back, BackEpoch int64
 }
 
+// Config returns the window's configuration as budget.lua stores it: its
+// first four ARGV as sent, joined by "/" (e.g. "500/20/0.2/100").
+func (a BudgetArgs) Config() string {
+	return BudgetConfig(a.SlotMS, a.Slots, a.Ratio, a.Floor)
+}
+
+// BudgetConfig returns a window's configuration as budget.lua stores it
+// (see BudgetArgs.Config).
+func BudgetConfig(slotMS, slots int64, ratio, floor float64) string {
+	return strconv.FormatInt(slotMS, 10) + "/" + strconv.FormatInt(slots, 10) + "/" + FormatFloat(ratio) + "/" + FormatFloat(floor)
+}
+
+// FormatFloat formats a ratio or a floor as budget.lua's ARGV carries it.
+func FormatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
 // BudgetReply is budget.lua's reply.
 type BudgetReply struct {
 	Granted  int64 // permits granted (counted in the current slot)
@@ -112,6 +128,11 @@ type BudgetReply struct {
 	Requests int64 // requests in the window after the call
 	Retries  int64 // permits in the window after the call
 	Now      int64 // the server's time, milliseconds
+
+	// Other is the configuration (BudgetArgs.Config) that the config key
+	// held, when it differs from this call's; "" if not (or if it held
+	// none).
+	Other string
 }
 
 // CooldownReply is cooldown.lua's reply, in milliseconds.

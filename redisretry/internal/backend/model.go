@@ -71,6 +71,12 @@ type BudgetWindow struct {
 
 	// Requests and Retries count per epoch, as the script's hashes do.
 	Requests, Retries map[int64]int64
+
+	// Config is the configuration last written (BudgetConfig of the four
+	// fields above, as they were then), as the script keeps it in its
+	// config key; "" for none. The model keeps it for ever (the key's
+	// expiry, a window and a slot after it was written, is not modelled).
+	Config string
 }
 
 // BudgetCall is what one call of the budget script sends besides the window's
@@ -106,6 +112,9 @@ func (w *BudgetWindow) Apply(now time.Time, c BudgetCall) BudgetReply {
 		w.Requests[epoch] += c.Add
 	}
 	r := BudgetReply{Epoch: epoch, Requests: sumSince(w.Requests, oldest), Retries: sumSince(w.Retries, oldest), Now: ms}
+	if cfg := BudgetConfig(width, w.Slots, w.Ratio, w.Floor); w.Config != cfg {
+		r.Other, w.Config = w.Config, cfg
+	}
 	limit := int64(math.Floor(math.Max(w.Ratio*float64(r.Requests), w.Floor)))
 	if c.Want > 0 && limit-r.Retries > 0 {
 		r.Granted = min(c.Want, limit-r.Retries)

@@ -209,12 +209,13 @@ func (s *Store) SetSchedule(key string, tat, at int64, now time.Time) {
 	s.quotas[key] = &schedule{tat: tat, at: at, expMS: us/1000 + FloorDiv(max(tat-us, 0), 1000) + 1}
 }
 
-// SetBudget writes a budget's counts per epoch, as budget.lua keeps them.
-func (s *Store) SetBudget(k BudgetKeys, requests, retries map[int64]int64) {
+// SetBudget writes a budget's counts per epoch and the configuration of the
+// last call ("" for none), as budget.lua keeps them.
+func (s *Store) SetBudget(k BudgetKeys, requests, retries map[int64]int64, config string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.init()
-	w := &BudgetWindow{Requests: map[int64]int64{}, Retries: map[int64]int64{}}
+	w := &BudgetWindow{Requests: map[int64]int64{}, Retries: map[int64]int64{}, Config: config}
 	for e, n := range requests {
 		w.Requests[e] = n
 	}
