@@ -475,11 +475,12 @@ func TestAttemptContextLeavesNothingBehind(t *testing.T) {
 				if _, ok := ctx.(*attemptCtx); !ok {
 					t.Fatalf("fn got a %T", ctx)
 				}
+				before := propagationGoroutines()
 				context.AfterFunc(ctx, func() { released.Add(1) })
 				child, cancel := context.WithCancel(ctx)
 				timed, cancelTimed := context.WithTimeout(ctx, 2*time.Hour)
 				context.AfterFunc(child, func() { cancel(); cancelTimed() })
-				if n := propagationGoroutines(); n != 0 {
+				if n := newPropagationGoroutines(before); n != 0 {
 					t.Errorf("registering on the attempt's context started %d goroutines", n)
 				}
 				for range 10 {
@@ -515,17 +516,36 @@ func TestAttemptContextLeavesNothingBehind(t *testing.T) {
 	}
 }
 
-// propagationGoroutines counts the goroutines the context package started
-// to watch a parent it cannot register with (one that is not its own).
-func propagationGoroutines() int {
+// propagationGoroutines returns the goroutines (by id) the context package
+// has started to watch a parent it cannot register with (one that is not its
+// own). Those of earlier tests may still be on their way out: compare sets.
+func propagationGoroutines() map[string]bool {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "created by context.(*cancelCtx).propagateCancel")
+		if n == len(buf) {
+			buf = make([]byte, 2*len(buf))
+			continue
 		}
-		buf = make([]byte, 2*len(buf))
+		ids := map[string]bool{}
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if strings.Contains(g, "created by context.(*cancelCtx).propagateCancel") {
+				ids[strings.Fields(g)[1]] = true // "goroutine 42 [select]:"
+			}
+		}
+		return ids
 	}
+}
+
+// newPropagationGoroutines counts those started since before was taken.
+func newPropagationGoroutines(before map[string]bool) int {
+	n := 0
+	for id := range propagationGoroutines() {
+		if !before[id] {
+			n++
+		}
+	}
+	return n
 }
 
 // TestPropagationGoroutinesSeesOne: the count above finds the goroutine
@@ -535,7 +555,7 @@ func TestPropagationGoroutinesSeesOne(t *testing.T) {
 	before := propagationGoroutines()
 	_, cancel := context.WithCancel(parent)
 	defer cancel()
-	if got := propagationGoroutines() - before; got != 1 {
+	if got := newPropagationGoroutines(before); got != 1 {
 		t.Fatalf("%d propagation goroutines for a custom parent, want 1", got)
 	}
 }
