@@ -26,6 +26,7 @@ type attemptKey string
 
 var (
 	errParentGone = errors.New("parent gone")
+	errChild      = errors.New("child's own")
 	intKey        = new(int) // a caller's key of the same type as the standard library's private one
 )
 
@@ -64,6 +65,15 @@ func (nilDoneCtx) Value(key any) any {
 	}
 	return nil
 }
+
+// nilDoneDeadlineCtx is nilDoneCtx with a deadline: a caller's own type
+// that claims one but can never be cancelled.
+type nilDoneDeadlineCtx struct {
+	nilDoneCtx
+	d time.Time
+}
+
+func (c nilDoneDeadlineCtx) Deadline() (time.Time, bool) { return c.d, true }
 
 // chanCtx is a caller's own Context type that can be cancelled: the
 // standard library watches it with a goroutine.
@@ -121,6 +131,11 @@ var attemptParents = []parentKind{
 		ctx, cancel := context.WithDeadlineCause(context.WithValue(context.Background(), attemptKey("p"), "e"), start.Add(5*time.Second), errParentGone)
 		return ctx, cancel
 	}},
+	// A caller's own type that can never be cancelled but has a deadline
+	// after the attempt's: an attemptCtx, whose Deadline is the attempt's.
+	{"custom-nil-done-later-deadline", func(start time.Time) (context.Context, func()) {
+		return nilDoneDeadlineCtx{d: start.Add(15 * time.Second)}, nil
+	}},
 	{"later-deadline", func(start time.Time) (context.Context, func()) {
 		ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), attemptKey("p"), "l"), start.Add(15*time.Second))
 		return ctx, cancel
@@ -133,6 +148,7 @@ type attemptLog struct {
 	start time.Time
 	mu    sync.Mutex
 	lines []string
+	stop  func() bool // an AfterFunc's, registered by fn, for after
 }
 
 func (l *attemptLog) add(format string, args ...any) {
@@ -235,6 +251,57 @@ var attemptFns = []fnKind{
 			l.look("child-done", vc, true)
 			cancel()
 		}()
+		sleepTo(l.start, ret)
+		return nil
+	}, func(ctx context.Context, l *attemptLog) {
+		synctest.Wait()
+		l.look("after", ctx, true)
+	}},
+	{"after-func-stopped-late", func(ctx context.Context, l *attemptLog, ret time.Duration, keep *context.Context) error {
+		*keep = ctx
+		l.stop = context.AfterFunc(ctx, func() { l.look("after-func", ctx, false) })
+		sleepTo(l.start, ret)
+		return nil
+	}, func(ctx context.Context, l *attemptLog) {
+		synctest.Wait()
+		l.add("stop after the attempt=%v", l.stop()) // it has run: false
+		l.add("stop again=%v", l.stop())
+	}},
+	{"after-func-after-the-attempt", func(ctx context.Context, l *attemptLog, ret time.Duration, keep *context.Context) error {
+		*keep = ctx // never asked for Done: the lazy state is handed on after
+		sleepTo(l.start, ret)
+		return nil
+	}, func(ctx context.Context, l *attemptLog) {
+		stop := context.AfterFunc(ctx, func() { l.look("after-func", ctx, false) })
+		synctest.Wait()
+		l.add("stop=%v", stop())
+		child, cancel := context.WithCancel(ctx)
+		defer cancel()
+		l.look("child", child, true)
+	}},
+	{"children", func(ctx context.Context, l *attemptLog, ret time.Duration, keep *context.Context) error {
+		*keep = ctx
+		// One with a timeout before the attempt's deadline (its own timer
+		// and cause), one after it (WithCancel: the parent's comes first),
+		// one with a cause of its own that is never given.
+		short, cancelShort := context.WithTimeoutCause(ctx, 3*time.Second, errChild)
+		long, cancelLong := context.WithTimeout(ctx, 15*time.Second)
+		withCause, cancelCause := context.WithCancelCause(ctx)
+		for _, c := range []struct {
+			name   string
+			ctx    context.Context
+			cancel func()
+		}{
+			{"short", short, cancelShort},
+			{"long", long, cancelLong},
+			{"with-cause", withCause, func() { cancelCause(errChild) }},
+		} {
+			go func() {
+				<-c.ctx.Done()
+				l.look("child-"+c.name, c.ctx, true)
+				c.cancel()
+			}()
+		}
 		sleepTo(l.start, ret)
 		return nil
 	}, func(ctx context.Context, l *attemptLog) {
@@ -348,7 +415,7 @@ func (r attemptRun) play(t *testing.T, impl func(context.Context, time.Time, err
 		synctest.Wait()
 		l.look("end", kept, true)
 		if kept.Err() == nil {
-			t.Errorf("the attempt's context is not cancelled after the attempt")
+			t.Errorf("%v: the attempt's context is not cancelled after the attempt", r)
 		}
 		if cancel != nil {
 			cancel()
@@ -382,6 +449,9 @@ func TestAttemptContextMatchesStdlib(t *testing.T) {
 		// Hostile deadlines: passed, now, a nanosecond away, as far as a
 		// time.Duration goes.
 		for _, timeout := range []time.Duration{-time.Second, 0, 1, math.MaxInt64} {
+			if p.name == "custom-nil-done-later-deadline" && timeout == math.MaxInt64 {
+				continue // fn gets that context as is, which nothing ever ends
+			}
 			for _, f := range attemptFns {
 				runs = append(runs, attemptRun{p, timeout, errPolicyDeadline, cancels[len(cancels)/2], f, 7 * time.Second})
 			}
@@ -782,6 +852,94 @@ func TestAttemptContextRaces(t *testing.T) {
 			if e != final[0] {
 				t.Fatalf("run %d: callers disagree: %v", i, final)
 			}
+		}
+	}
+}
+
+// TestAttemptContextTie: an attempt that returns at the very instant of its
+// deadline, or asks Err then, sees the deadline as passed (as
+// context.WithDeadline does for a deadline that is not after now), for good
+// and with the policy's cause. The standard library's context may say either
+// at that instant (its timer and the return race): what ours says is one of
+// the two.
+func TestAttemptContextTie(t *testing.T) {
+	for _, c := range []struct {
+		cause error
+		asks  bool // fn asks Err at the deadline before it returns
+	}{{errPolicyDeadline, false}, {errPolicyDeadline, true}, {context.DeadlineExceeded, false}, {context.DeadlineExceeded, true}} {
+		cause := c.cause
+		for _, impl := range []struct {
+			name string
+			call func(context.Context, time.Time, error, func(context.Context) error) error
+		}{{"ours", ourCall}, {"std", stdCall}} {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var kept context.Context
+				var atTheDeadline error
+				impl.call(context.Background(), start.Add(10*time.Second), cause, func(ctx context.Context) error {
+					kept = ctx
+					sleepTo(start, 10*time.Second)
+					if c.asks {
+						atTheDeadline = ctx.Err()
+					}
+					return nil
+				})
+				after, afterCause := kept.Err(), context.Cause(kept)
+				<-kept.Done() // closed already, whichever won
+				switch {
+				case impl.name == "std" && after == context.Canceled && afterCause == context.Canceled:
+					// the return came first
+				case after != context.DeadlineExceeded || afterCause != cause:
+					t.Errorf("%s, cause %v: at the deadline Err %v, then Err %v, Cause %v; want context deadline exceeded and %v", impl.name, cause, atTheDeadline, after, afterCause, cause)
+				case impl.name == "ours" && c.asks && atTheDeadline != context.DeadlineExceeded:
+					t.Errorf("ours: Err at the deadline %v, want context deadline exceeded", atTheDeadline)
+				}
+			})
+		}
+	}
+}
+
+// TestAttemptContextNoTimerUnlessDone: an attempt that never asks for its
+// context's Done channel (nor for the private key context.Cause and
+// context.AfterFunc look up) runs without a standard context under it, so
+// without a timer; one that asks gets one whose timer is stopped when the
+// attempt returns (a timerCtx stops its timer when cancelled).
+func TestAttemptContextNoTimerUnlessDone(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		use     func(ctx context.Context)
+		derives bool
+	}{
+		{"ignores it", func(context.Context) {}, false},
+		{"Err, Deadline, Value, String", func(ctx context.Context) {
+			_ = ctx.Err()
+			_, _ = ctx.Deadline()
+			_ = ctx.Value(attemptKey("p"))
+			_ = ctx.Value(intKey)
+			_ = fmt.Sprint(ctx)
+		}, false},
+		{"WithValue, WithoutCancel", func(ctx context.Context) {
+			_ = context.WithoutCancel(context.WithValue(ctx, attemptKey("x"), 1)).Value(attemptKey("p"))
+		}, false},
+		{"Done", func(ctx context.Context) { _ = ctx.Done() }, true},
+		{"Cause", func(ctx context.Context) { _ = context.Cause(ctx) }, false}, // Err is nil: Cause does not look further
+		{"AfterFunc", func(ctx context.Context) { context.AfterFunc(ctx, func() {}) }, true},
+		{"WithCancel", func(ctx context.Context) { _, cancel := context.WithCancel(ctx); defer cancel() }, true},
+	} {
+		var kept *attemptCtx
+		err := Run(context.WithValue(context.Background(), attemptKey("p"), "v"), Policy{Attempts: 1, Deadline: time.Hour}, func(ctx context.Context) error {
+			kept, _ = ctx.(*attemptCtx)
+			tt.use(ctx)
+			return nil
+		})
+		if err != nil || kept == nil {
+			t.Fatalf("%s: err %v, fn got an attemptCtx: %v", tt.name, err, kept != nil)
+		}
+		if kept.derived.Load() != tt.derives {
+			t.Errorf("%s: a standard context under the attempt's: %v, want %v", tt.name, kept.derived.Load(), tt.derives)
+		}
+		if tt.derives && kept.inner.Err() != context.Canceled {
+			t.Errorf("%s: the standard context's Err %v after the attempt, want context canceled (its timer stopped)", tt.name, kept.inner.Err())
 		}
 	}
 }
