@@ -832,10 +832,14 @@ func TestAttemptContextRaces(t *testing.T) {
 					}
 					select {
 					case <-ended:
-						if seen == nil {
-							t.Errorf("run %d: Err nil after the attempt", i)
+						// end has returned: a look now must see the
+						// attempt over (the one above may have been
+						// before end), and the same error as before.
+						err := a.Err()
+						if err == nil || seen != nil && err != seen {
+							t.Errorf("run %d: Err %v after the attempt (earlier %v)", i, err, seen)
 						}
-						final[g] = seen
+						final[g] = err
 						return
 					default:
 					}
