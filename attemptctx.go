@@ -18,7 +18,9 @@ import (
 // Until then, while the attempt runs, Err compares the clock with the
 // deadline; when the attempt returns, end records which came first: the
 // return (context.Canceled from then on) or the deadline
-// (context.DeadlineExceeded). The first call of Done, or the lookup of the
+// (context.DeadlineExceeded; a return at the deadline's very instant counts
+// as after it, as context.WithDeadline counts a deadline that is not after
+// now as passed: TestAttemptContextTie). The first call of Done, or the lookup of the
 // standard library's private key (which context.Cause, context.AfterFunc and
 // the With functions make), derives the standard library's own context in the
 // same state, and every method but Deadline and Value hands over to it: a
