@@ -12,6 +12,16 @@ var errBench = errors.New("transient")
 //go:noinline
 func bare(ctx context.Context) (int, error) { return 1, nil }
 
+//go:noinline
+func usesDone(ctx context.Context) (int, error) {
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	default:
+		return 1, nil
+	}
+}
+
 func BenchmarkDo(b *testing.B) {
 	ctx := context.Background()
 	b.Run("bare", func(b *testing.B) {
@@ -36,12 +46,15 @@ func BenchmarkDo(b *testing.B) {
 	// the caller's deadline comes first); the limiters and a pacer add calls.
 	short, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
+	cancellable, cancel2 := context.WithCancel(ctx)
+	defer cancel2()
 	for _, c := range []struct {
 		name string
 		ctx  context.Context
 		p    Policy
 	}{
 		{"success/deadline", ctx, Policy{Deadline: time.Minute}},
+		{"success/deadline/cancellable-ctx", cancellable, Policy{Deadline: time.Minute}},
 		{"success/attempt-timeout", ctx, Policy{AttemptTimeout: time.Minute}},
 		{"success/deadline+attempt-timeout", ctx, Policy{Deadline: time.Minute, AttemptTimeout: 10 * time.Second}},
 		{"success/deadline-after-ctx", short, Policy{Deadline: 2 * time.Hour}},
@@ -57,6 +70,17 @@ func BenchmarkDo(b *testing.B) {
 			}
 		})
 	}
+	// fn asks for its context's Done channel, as net/http and gRPC do: the
+	// attempt's context derives the standard library's.
+	b.Run("success/deadline/fn-uses-done", func(b *testing.B) {
+		b.ReportAllocs()
+		p := Policy{Deadline: time.Minute}
+		for b.Loop() {
+			if _, err := Do(ctx, p, usesDone); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	// Every profile: those with a Deadline or AttemptTimeout allocate.
 	for _, name := range profileNames {
 		p, err := Profile(name)
@@ -116,4 +140,17 @@ func BenchmarkClock(b *testing.B) {
 		t = time.Now()
 	}
 	_ = t
+}
+
+// BenchmarkClockMonotonic is the cost of the read an attempt context makes
+// when the attempt returns (time.Until: the monotonic clock only), for
+// comparison with Do/success/deadline.
+func BenchmarkClockMonotonic(b *testing.B) {
+	b.ReportAllocs()
+	deadline := time.Now().Add(time.Hour)
+	var d time.Duration
+	for b.Loop() {
+		d = time.Until(deadline)
+	}
+	_ = d
 }

@@ -283,23 +283,34 @@ func TestErrorTimeout(t *testing.T) {
 
 func TestAllocationsOnSuccess(t *testing.T) {
 	ok := func(context.Context) error { return nil }
+	usesDone := func(ctx context.Context) error { _ = ctx.Done(); return nil }
 	short, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	cancellable, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
 	tests := []struct {
 		name string
 		ctx  context.Context
 		p    Policy
+		fn   func(context.Context) error
 		max  float64
 	}{
-		{"default policy", context.Background(), Policy{}, 0},
-		{"limiters", context.Background(), Policy{Budget: &fakeLimiter{}, Throttle: &fakeLimiter{}}, 0},
-		{"pacer", context.Background(), Policy{Pacer: &fakePacer{}}, 0},
-		{"deadline after the context's", short, Policy{Deadline: time.Hour}, 0},
-		{"deadline", context.Background(), Policy{Deadline: time.Hour}, 4},
-		{"deadline and attempt timeout: one context", context.Background(), Policy{Deadline: time.Hour, AttemptTimeout: time.Minute}, 4},
+		{"default policy", context.Background(), Policy{}, ok, 0},
+		{"limiters", context.Background(), Policy{Budget: &fakeLimiter{}, Throttle: &fakeLimiter{}}, ok, 0},
+		{"pacer", context.Background(), Policy{Pacer: &fakePacer{}}, ok, 0},
+		{"deadline after the context's", short, Policy{Deadline: time.Hour}, ok, 0},
+		{"deadline", context.Background(), Policy{Deadline: time.Hour}, ok, 1},
+		{"attempt timeout", context.Background(), Policy{AttemptTimeout: time.Hour}, ok, 1},
+		{"deadline and attempt timeout: one context", context.Background(), Policy{Deadline: time.Hour, AttemptTimeout: time.Minute}, ok, 1},
+		{"deadline, limiters and pacer", context.Background(), Policy{Deadline: time.Hour, Budget: &fakeLimiter{}, Pacer: &fakePacer{}}, ok, 1},
+		// The standard library's context and its channel (5), and the
+		// attempt's own context that derived it.
+		{"deadline, fn asks for Done", context.Background(), Policy{Deadline: time.Hour}, usesDone, 6},
+		{"deadline, a context that can be cancelled", cancellable, Policy{Deadline: time.Hour}, ok, 4},
+		{"deadline, a context that can be cancelled, fn asks for Done", cancellable, Policy{Deadline: time.Hour}, usesDone, 5},
 	}
 	for _, tt := range tests {
-		if got := testing.AllocsPerRun(200, func() { Run(tt.ctx, tt.p, ok) }); got > tt.max {
+		if got := testing.AllocsPerRun(200, func() { Run(tt.ctx, tt.p, tt.fn) }); got > tt.max {
 			t.Errorf("%s: %v allocations per successful call, want at most %v", tt.name, got, tt.max)
 		}
 	}

@@ -60,17 +60,18 @@ type Policy struct {
 	// call (a Pacer's wait before the first attempt included): no attempt
 	// starts, and no wait is begun that would end, after it, and the attempt
 	// running at the deadline is cancelled. 0 means only the
-	// context's deadline applies. Each attempt then runs under a derived
-	// context (4 allocations, 272 bytes) unless the context's deadline comes
-	// first.
+	// context's deadline applies. Each attempt then runs under a context of
+	// its own unless the context's deadline comes first (see [Do] for what it
+	// costs: one allocation when the context can never be cancelled, 4 when
+	// it can).
 	Deadline time.Duration
 
 	// AttemptTimeout bounds each attempt separately from Deadline (for
 	// example 10 to 30 minutes for Flex, seconds for real-time chat). An
 	// attempt that times out is retried. 0 means no per-attempt timeout.
-	// Each attempt then runs under a derived context (4 allocations, 272
-	// bytes) unless the context's deadline comes first; with a Deadline too,
-	// it still gets one derived context, not two. An attempt's context
+	// Each attempt then runs under a context of its own unless the context's
+	// deadline comes first (see [Do] for what it costs); with a Deadline too,
+	// it still gets one context, not two. An attempt's context
 	// ended by AttemptTimeout has context.DeadlineExceeded itself as its
 	// [context.Cause]; one ended by Deadline has a cause of its own that
 	// matches context.DeadlineExceeded through errors.Is, so the two can be

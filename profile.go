@@ -55,9 +55,10 @@ func ProfileNames() []string { return slices.Clone(profileNames) }
 // the known ones.
 //
 // "flex" (AttemptTimeout), "realtime" and "model-armor" (Deadline) run each
-// attempt under a derived context: 4 allocations per attempt, unless the
-// caller's context has an earlier deadline (see [Do]). The others allocate
-// nothing on the success path.
+// attempt under a context of its own, unless the caller's context has an
+// earlier deadline: one allocation per attempt when the caller's context can
+// never be cancelled, 4 when it can (see [Do]). The others allocate nothing
+// on the success path.
 func Profile(name string) (Policy, error) {
 	switch strings.ToLower(name) {
 	case "standard":
