@@ -109,7 +109,7 @@ local rate = clamp(curve(wmax, grown))
 local cut = 0
 if report >= 0 and report == epoch then
   local base = rate
-  if meas > 0 and meas < base then
+  if meas > 0 and 2 * meas < base then
     base = meas
   end
   if base < floor then

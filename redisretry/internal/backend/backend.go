@@ -259,4 +259,6 @@ type AutoCore interface {
 	// Record is AutoQuota.Record: done is called once its report (if
 	// any) was sent.
 	Record(err error, done func())
+	// Rate is AutoQuota.Rate: the learnt rate paced at, per second.
+	Rate() float64
 }

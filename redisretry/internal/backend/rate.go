@@ -112,8 +112,8 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	cut := false
 	if a.Epoch >= 0 && a.Epoch == s.Epoch {
 		base := rate
-		if s.Meas > 0 && s.Meas < base {
-			base = s.Meas
+		if s.Meas > 0 && 2*s.Meas < base {
+			base = s.Meas // the rate is not used: cut from what is
 		}
 		s.Wmax = max(base, a.Floor)
 		s.Grown = 0
