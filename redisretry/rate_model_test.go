@@ -64,7 +64,9 @@ var rateCases = []rateCase{
 	{name: "a cut from the measured rate, below half the learnt one", st: backend.RateState{Epoch: 1, Wmax: 2_000 * perS, Grown: 3_000_000, N: 149}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 1, 1),
 		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate > 69*perS && r.Rate < 71*perS }},
 	{name: "a cut from the learnt rate, the measured one above half of it", st: backend.RateState{Epoch: 1, Wmax: 180 * perS, Grown: 3_000_000, N: 149}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 1, 1),
-		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate > 125*perS && r.Rate < 127*perS && r.Meas > 99*perS }},
+		wantOK: func(r backend.RateReply) bool {
+			return r.Cut && r.Rate > 125*perS && r.Rate < 127*perS && r.Meas > 99*perS
+		}},
 	{name: "a measure under way is kept", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, N: 40, Meas: 55 * perS}, agoAt: 5 * time.Millisecond, agoNT: 400 * time.Millisecond, a: rateArgs(-1, 1, 2),
 		wantOK: func(r backend.RateReply) bool { return r.Meas == 55*perS }},
 	{name: "the clock went back", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 1_000_000, N: 10}, agoAt: -time.Hour, agoNT: -time.Hour, a: rateArgs(-1, 1, 1),
