@@ -33,6 +33,10 @@ const (
 	// MetricFleetHints counts the server hints published to the fleet as
 	// cooldowns ({hint}).
 	MetricFleetHints = "retry.fleet.hints"
+	// MetricFleetRate is a gauge of the rate a fleet learnt from its 429s
+	// (a redisretry.AutoQuota), as this process last paced at it, in
+	// requests per second ({request}/s), with retry.fleet.limiter "rate".
+	MetricFleetRate = "retry.fleet.rate"
 
 	// AttrFleetLimiter is the limiter: "quota", "budget" or "cooldown".
 	AttrFleetLimiter = attribute.Key("retry.fleet.limiter")
@@ -49,6 +53,7 @@ const (
 	FleetQuotaWait    = "quota-wait"    // an attempt waits Wait for the quota
 	FleetCooldownWait = "cooldown-wait" // an attempt waits Wait for a cooldown
 	FleetHint         = "hint"          // a server hint of Wait published as a cooldown
+	FleetRate         = "rate"          // the learnt rate changed to Rate
 )
 
 // FleetEvent is an event of a fleet limiter of the redisretry module (a
@@ -58,7 +63,7 @@ const (
 //
 //	fleet, _ := otelretry.NewFleetMetrics(meterProvider)
 //	observe := func(e redisretry.Event) {
-//		fleet.Observe(otelretry.FleetEvent{Kind: e.Kind.String(), Limiter: e.Limiter, Key: e.Key, Wait: e.Wait, Units: e.Units})
+//		fleet.Observe(otelretry.FleetEvent{Kind: e.Kind.String(), Limiter: e.Limiter, Key: e.Key, Wait: e.Wait, Units: e.Units, Rate: e.Rate})
 //	}
 //	quota, _ := redisretry.NewQuota(client, redisretry.QuotaConfig{Key: key, Limit: limit, Observer: observe})
 type FleetEvent struct {
@@ -67,6 +72,7 @@ type FleetEvent struct {
 	Key     string        // the limiter's key
 	Wait    time.Duration // FleetQuotaWait, FleetCooldownWait, FleetHint
 	Units   int64         // FleetRefill
+	Rate    float64       // FleetRate: requests per second
 }
 
 // FleetMetrics records the events of fleet limiters as metrics: whether
@@ -89,6 +95,8 @@ type fleetID struct{ limiter, key string }
 // attribute set, built once.
 type fleetLimiter struct {
 	down bool
+	rate float64 // the last FleetRate's, if hasRate
+	has  bool
 	add  []metric.AddOption
 	rec  []metric.RecordOption
 	obs  []metric.ObserveOption
@@ -103,7 +111,8 @@ type fleetLimiter struct {
 // retry.fleet.fallbacks, retry.fleet.refills, retry.fleet.refill.units and
 // retry.fleet.hints (counters), retry.fleet.wait (histogram, s, the quota's
 // and the cooldowns' waits), each with retry.fleet.limiter and
-// retry.fleet.key.
+// retry.fleet.key; and retry.fleet.rate (gauge, the rate an AutoQuota
+// learnt, requests per second; a limiter appears once it reported one).
 func NewFleetMetrics(mp metric.MeterProvider, opts ...Option) (*FleetMetrics, error) {
 	c := newConfig(opts)
 	if mp == nil {
@@ -138,6 +147,12 @@ func NewFleetMetrics(mp metric.MeterProvider, opts ...Option) (*FleetMetrics, er
 		metric.WithInt64Callback(f.observeFallback))
 	if err != nil {
 		return nil, fmt.Errorf("otelretry: creating %s gauge: %w", MetricFleetFallback, err)
+	}
+	_, err = m.Float64ObservableGauge(MetricFleetRate, metric.WithUnit("{request}/s"),
+		metric.WithDescription("The rate the fleet learnt from its 429s, as this process paces at it."),
+		metric.WithFloat64Callback(f.observeRate))
+	if err != nil {
+		return nil, fmt.Errorf("otelretry: creating %s gauge: %w", MetricFleetRate, err)
 	}
 	return f, nil
 }
@@ -184,8 +199,21 @@ func (f *FleetMetrics) limiter(e FleetEvent) *fleetLimiter {
 		l.down = true
 	case FleetRecovered:
 		l.down = false
+	case FleetRate:
+		l.rate, l.has = e.Rate, true
 	}
 	return l
+}
+
+func (f *FleetMetrics) observeRate(_ context.Context, o metric.Float64Observer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.limiters {
+		if l.has {
+			o.Observe(l.rate, l.obs...)
+		}
+	}
+	return nil
 }
 
 func (f *FleetMetrics) observeFallback(_ context.Context, o metric.Int64Observer) error {

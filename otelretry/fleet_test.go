@@ -97,6 +97,19 @@ func TestFleetMetrics(t *testing.T) {
 		t.Errorf("wait unit %q", u)
 	}
 
+	// The learnt rate: the last one reported, per limiter; none before.
+	if _, ok := ms[MetricFleetRate]; ok {
+		t.Errorf("%s recorded before any rate event", MetricFleetRate)
+	}
+	f.Observe(FleetEvent{Kind: FleetRate, Limiter: "rate", Key: "gemini", Rate: 100})
+	f.Observe(FleetEvent{Kind: FleetRate, Limiter: "rate", Key: "gemini", Rate: 80})
+	g, ok := tm.metrics(t)[MetricFleetRate].Data.(metricdata.Gauge[float64])
+	if !ok || len(g.DataPoints) != 1 || g.DataPoints[0].Value != 80 {
+		t.Errorf("%s = %+v, want one point of 80", MetricFleetRate, g)
+	} else if l, _ := g.DataPoints[0].Attributes.Value(AttrFleetLimiter); l.AsString() != "rate" {
+		t.Errorf("%s: limiter %q, want rate", MetricFleetRate, l.AsString())
+	}
+
 	// Back to Redis: the gauge follows.
 	f.Observe(FleetEvent{Kind: FleetRecovered, Limiter: "quota", Key: "gemini"})
 	if got := fleetPoints(t, tm.metrics(t)[MetricFleetFallback]); got["quota gemini"] != 0 || got["budget other"] != 1 {
@@ -141,6 +154,13 @@ func (m failingFleetMeter) Int64ObservableGauge(name string, opts ...metric.Int6
 	return m.Meter.Int64ObservableGauge(name, opts...)
 }
 
+func (m failingFleetMeter) Float64ObservableGauge(name string, opts ...metric.Float64ObservableGaugeOption) (metric.Float64ObservableGauge, error) {
+	if name == m.name {
+		return nil, errNoInstrument
+	}
+	return m.Meter.Float64ObservableGauge(name, opts...)
+}
+
 type failingFleetProvider struct {
 	noop.MeterProvider
 	name string
@@ -151,7 +171,7 @@ func (p failingFleetProvider) Meter(string, ...metric.MeterOption) metric.Meter 
 }
 
 func TestNewFleetMetricsInstrumentError(t *testing.T) {
-	for _, name := range []string{MetricFleetFallback, MetricFleetFallbacks, MetricFleetRefills, MetricFleetRefillUnits, MetricFleetWait, MetricFleetHints} {
+	for _, name := range []string{MetricFleetFallback, MetricFleetFallbacks, MetricFleetRefills, MetricFleetRefillUnits, MetricFleetWait, MetricFleetHints, MetricFleetRate} {
 		f, err := NewFleetMetrics(failingFleetProvider{name: name})
 		if f != nil || !errors.Is(err, errNoInstrument) || !strings.Contains(err.Error(), name) {
 			t.Errorf("failing %s: NewFleetMetrics = %v, %v; want an error naming it", name, f != nil, err)

@@ -125,6 +125,9 @@ func (s scriptRunner) run(ctx context.Context, c backend.Call) (backend.Reply, e
 	case backend.Cooldown:
 		r, err := s.cooldown(ctx, c.Cooldown, c.HintMS)
 		return backend.Reply{Cooldown: r}, err
+	case backend.Rate:
+		r, err := s.rate(ctx, c.RateKey, c.RateArgs)
+		return backend.Reply{Rate: r}, err
 	}
 	return backend.Reply{}, fmt.Errorf("redisretry: unknown script %v", c.Script)
 }
@@ -193,6 +196,22 @@ func (s scriptRunner) cooldown(ctx context.Context, key string, hintMS int64) (b
 		return backend.CooldownReply{}, unexpected("cooldown.lua", v)
 	}
 	return backend.CooldownReply{Remaining: n[0], Now: n[1]}, nil
+}
+
+func (s scriptRunner) rate(ctx context.Context, key string, a backend.RateArgs) (backend.RateReply, error) {
+	v, err := rateScript.Run(ctx, s.c, []string{key}, a.Epoch, a.Used, a.Sent, a.Beta, a.Recovery, a.Floor, a.Ceiling, a.TTL).Result()
+	if err != nil {
+		return backend.RateReply{}, err
+	}
+	n, ok := ints(v, 5)
+	if !ok || (n[2] != 0 && n[2] != 1) {
+		return backend.RateReply{}, unexpected("rate.lua", v)
+	}
+	r := backend.RateReply{Rate: n[0], Epoch: n[1], Cut: n[2] == 1, Now: n[3], Meas: n[4]}
+	if !r.Valid(a) {
+		return backend.RateReply{}, unexpected("rate.lua", v)
+	}
+	return r, nil
 }
 
 // ints checks that v is an array of n integers and returns them.

@@ -4,6 +4,8 @@
 //
 //   - [Quota] paces attempts under a shared rate (requests or tokens per
 //     minute): a [retry.Pacer] for [retry.Policy.Pacer], or [Quota.Wait].
+//   - [AutoQuota] paces like a Quota at a rate the fleet learns from its
+//     429s, for a shared capacity that has no number (Standard PayGo).
 //   - [Budget] keeps the fleet's retries under a ratio of the fleet's
 //     requests, with a floor for the whole fleet (by default max(20 % of
 //     the requests, 100) per 10 s: for a fleet of quiet processes the

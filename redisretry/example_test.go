@@ -145,3 +145,54 @@ func ExampleBudget_AdmitContext() {
 		fmt.Println("retry")
 	}
 }
+
+// Every process of a fleet under a shared capacity with no number (Vertex
+// AI's Standard PayGo) runs this: the fleet learns one rate from its 429s,
+// at most 100 a second (the CLI's --quota auto:100/1s). (It needs a Redis
+// server on 127.0.0.1:6379; without one each process learns on its own.)
+func ExampleNewAutoQuota() {
+	client, err := redisretry.NewClient("redis://127.0.0.1:6379/0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	key := "myproject:gemini-2.5-flash:global"
+	ceiling, err := redisretry.ParseLimit("100/1s")
+	if err != nil {
+		log.Fatal(err)
+	}
+	quota, err := redisretry.NewAutoQuota(client, redisretry.AutoQuotaConfig{Key: key, Ceiling: ceiling})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer quota.Close()
+	cooldown, err := redisretry.NewCooldown(client, redisretry.CooldownConfig{Key: key})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cooldown.Close()
+
+	httpClient, err := httpretry.NewClient(retry.Policy{Pacer: retry.Pacers(cooldown, quota)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = httpClient // genai.NewClient(ctx, &genai.ClientConfig{HTTPClient: httpClient})
+}
+
+// A configuration the CLI cannot map onto an AutoQuota is refused before any
+// process starts, naming the field and its value.
+func ExampleAutoQuotaConfig_Validate() {
+	for _, c := range []redisretry.AutoQuotaConfig{
+		{Key: "k", Ceiling: redisretry.PerSecond(100)},
+		{Key: "k", Ceiling: redisretry.Limit{Rate: 0, Period: time.Second}},
+		{Key: "k", Ceiling: redisretry.PerSecond(5), Floor: redisretry.PerSecond(10)},
+		{Key: "k", Beta: 1.5},
+	} {
+		fmt.Println(c.Validate())
+	}
+	// Output:
+	// <nil>
+	// redisretry: invalid AutoQuotaConfig.Ceiling.Limit.Rate = 0: must be > 0 (units per Period)
+	// redisretry: invalid AutoQuotaConfig.Ceiling = 5/1s: must not be below the Floor (10/1s)
+	// redisretry: invalid AutoQuotaConfig.Beta = 1.5: must be above 0 and below 1, the factor of a cut (0 means 0.8)
+}

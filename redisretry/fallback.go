@@ -107,9 +107,13 @@ const (
 	// EventHint: a server hint was published as a cooldown for the fleet;
 	// Event.Wait is the capped hint.
 	EventHint
+	// EventRate: the learnt rate an [AutoQuota] paces at changed (a cut,
+	// or a growth of 5 % or more since the last EventRate); Event.Rate is
+	// the new rate.
+	EventRate
 )
 
-var eventNames = [...]string{"", "fallback", "recovered", "refill", "quota-wait", "cooldown-wait", "hint"}
+var eventNames = [...]string{"", "fallback", "recovered", "refill", "quota-wait", "cooldown-wait", "hint", "rate"}
 
 // String returns the kind's name ("fallback", "recovered", ...).
 func (k EventKind) String() string {
@@ -122,11 +126,12 @@ func (k EventKind) String() string {
 // Event is what an [Observer] receives.
 type Event struct {
 	Kind    EventKind
-	Limiter string        // "quota", "budget" or "cooldown"
+	Limiter string        // "quota", "budget", "cooldown" or "rate" (an AutoQuota's learnt rate)
 	Key     string        // the limiter's Key
 	Err     error         // EventFallback: the Redis error
 	Wait    time.Duration // EventQuotaWait, EventCooldownWait, EventHint
 	Units   int64         // EventRefill: units or permits granted
+	Rate    float64       // EventRate: the learnt rate, requests per second
 	// EventFallback of a fail-local Quota: the fleet's size its local
 	// share divides the quota by (QuotaConfig.FleetSize, else the
 	// processes last counted in Redis), and Cold when Redis never answered

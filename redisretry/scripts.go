@@ -26,3 +26,9 @@ var (
 	cooldownSource string
 	cooldownScript = redis.NewScript(cooldownSource)
 )
+
+var (
+	//go:embed lua/rate.lua
+	rateSource string
+	rateScript = redis.NewScript(rateSource)
+)

@@ -2,6 +2,7 @@ package fleetsim
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -11,7 +12,8 @@ import (
 // Config describes one run: a fleet of processes, what each one asks for,
 // the Redis they share, the API server whose quota they share, and the
 // faults. Zero values are the documented defaults; Processes, Duration,
-// Demand and at least the Quota's Key and Limit are required.
+// Demand and either the Quota (at least its Key and Limit) or the
+// Server's Capacity are required.
 type Config struct {
 	// Name labels the run in every report (e.g. "Lease 20").
 	Name string
@@ -39,6 +41,19 @@ type Config struct {
 	Quota    *redisretry.QuotaConfig
 	Budget   *redisretry.BudgetConfig
 	Cooldown *redisretry.CooldownConfig
+
+	// Auto, if not nil, paces each process with a redisretry.AutoQuota
+	// built from it (a rate the fleet learns from its 429s) instead of a
+	// Quota; Quota must then be nil and Server.Capacity set. Its Now is
+	// not used; a nil Logger is replaced as the Quota's.
+	Auto *redisretry.AutoQuotaConfig
+
+	// Adaptive, if true, paces each process on its own as the AWS SDKs'
+	// adaptive retry mode does (a token bucket whose rate CUBIC learns
+	// from this process's 429s, capped at twice its measured send rate),
+	// simulated here: the per-process counterpart of Auto. Quota and Auto
+	// must then be nil and Server.Capacity set.
+	Adaptive bool
 
 	// Policy is every call's retry policy: Attempts and the waits (the
 	// core's Backoff and hints, through retry.Policy.Next). Its Budget,
@@ -145,6 +160,18 @@ type Server struct {
 	Latency Dist
 	// Service is how long the server works on a request it answers 200.
 	Service time.Duration
+	// Capacity, if not empty, is what the server enforces instead of the
+	// Quota's Limit: Capacity[i].PerSecond from Capacity[i].At on (the
+	// first At must be 0), a hidden capacity that steps, as a shared pool
+	// does. The run's reference rate (utilisation, seconds over) is the
+	// first step's.
+	Capacity []Step
+}
+
+// Step is a capacity of the server from At on, in requests per second.
+type Step struct {
+	At        time.Duration
+	PerSecond float64
 }
 
 // Fault is something that goes wrong during a run.
@@ -251,11 +278,32 @@ func (c Config) Validate() error {
 		return bad("Bin", c.Bin, "want 0 (1s) or more, at most 1,000,000 bins")
 	case c.Skew < 0 || c.Skew > time.Hour:
 		return bad("Skew", c.Skew, "want 0 to 1h")
-	case c.Quota == nil:
-		return bad("Quota", "nil", "want the quota's config (its Key and Limit at least): the server enforces its Limit")
+	case c.Quota == nil && len(c.Server.Capacity) == 0:
+		return bad("Quota", "nil", "want the quota's config (its Key and Limit at least) or a Server.Capacity: the server enforces one")
+	case c.Auto != nil && (c.Quota != nil || c.Adaptive):
+		return bad("Auto", "with a Quota or Adaptive", "want one way to pace: Quota, Auto or Adaptive")
+	case c.Adaptive && c.Quota != nil:
+		return bad("Adaptive", true, "want one way to pace: Quota, Auto or Adaptive")
 	}
-	if err := c.Quota.Validate(); err != nil {
-		return fmt.Errorf("fleetsim: invalid Config.Quota: %w", err)
+	if c.Quota != nil {
+		if err := c.Quota.Validate(); err != nil {
+			return fmt.Errorf("fleetsim: invalid Config.Quota: %w", err)
+		}
+	}
+	if c.Auto != nil {
+		if err := c.Auto.Validate(); err != nil {
+			return fmt.Errorf("fleetsim: invalid Config.Auto: %w", err)
+		}
+	}
+	for i, st := range c.Server.Capacity {
+		switch {
+		case math.IsNaN(st.PerSecond) || st.PerSecond <= 0 || st.PerSecond > 1e7:
+			return bad(fmt.Sprintf("Server.Capacity[%d].PerSecond", i), st.PerSecond, "want above 0, at most 1e7")
+		case i == 0 && st.At != 0:
+			return bad("Server.Capacity[0].At", st.At, "want 0")
+		case i > 0 && st.At <= c.Server.Capacity[i-1].At:
+			return bad(fmt.Sprintf("Server.Capacity[%d].At", i), st.At, "want after the step before")
+		}
 	}
 	if c.Budget != nil {
 		if err := c.Budget.Validate(); err != nil {

@@ -19,6 +19,12 @@
 // after Next. An API server enforces the quota over a sliding window and
 // answers 429 with a RetryInfo beyond it, as a Google server does.
 //
+// A fleet may also pace by a rate it learns from its 429s
+// (redisretry.AutoQuota, Config.Auto), on its own per process (the AWS
+// SDKs' adaptive mode, simulated: Config.Adaptive) or not at all, against a
+// server whose hidden capacity steps (Server.Capacity); [StepScenario] is
+// issue 24's comparison of the four, [WriteSteps] its table.
+//
 // Faults (late replies, partitions, a flush or a restart of Redis without
 // data, a stall of Redis, a slow first connection, killed processes, clock
 // steps, a 429 storm) hit some processes or all, for a while. [Run] returns a [Result]: requests per window against the

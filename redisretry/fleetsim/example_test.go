@@ -57,3 +57,29 @@ func Example() {
 	// fallbacks (log lines)            0 (0)       0 (0)
 	// decided without Redis                0           0
 }
+
+// A fleet of 200 processes offering 150 calls a second to a shared
+// capacity that steps 100 → 40 → 100 a second: the rate the fleet learns
+// from its 429s (AutoQuota) against a Quota fixed at 100 a second.
+func ExampleStepScenario() {
+	var rs []*fleetsim.Result
+	for _, p := range []fleetsim.Pacing{fleetsim.PaceAuto, fleetsim.PaceQuota} {
+		r, err := fleetsim.Run(fleetsim.StepScenario(p, 1))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		rs = append(rs, r)
+	}
+	fleetsim.WriteSteps(os.Stdout, rs...)
+	// Output:
+	// pacing       step  cap/s     429 goodput/s    of cap  converged
+	// auto           0s    100   1.7 %      96.0    96.0 %         7s
+	// auto          60s     40   4.4 %      38.8    96.9 %         5s
+	// auto         120s    100   1.1 %      96.0    96.0 %         6s
+	// auto          all          1.9 %                     13603 att.
+	// quota          0s    100   0.0 %     100.0   100.0 %         0s
+	// quota         60s     40  59.7 %      40.4   101.0 %      never
+	// quota        120s    100   0.0 %     100.0   100.0 %         0s
+	// quota         all         19.9 %                     18000 att.
+}

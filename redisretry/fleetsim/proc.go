@@ -29,7 +29,10 @@ type proc struct {
 	quota    backend.QuotaCore
 	budget   backend.BudgetCore
 	cooldown backend.CooldownCore
+	auto     backend.AutoCore
 	q        *redisretry.Quota
+	a        *redisretry.AutoQuota
+	aws      *adaptive // Config.Adaptive
 	b        *redisretry.Budget
 	d        *redisretry.Cooldown
 
@@ -57,6 +60,8 @@ func (p *proc) Attach(core any) {
 	switch c := core.(type) {
 	case backend.QuotaCore:
 		p.quota = c
+	case backend.AutoCore: // before CooldownCore, whose methods it has too
+		p.auto = c
 	case backend.BudgetCore:
 		p.budget = c
 	case backend.CooldownCore:

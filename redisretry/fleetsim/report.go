@@ -111,12 +111,15 @@ const (
 	PlotLoad    = "fleetsim-load.svg"
 	PlotRejects = "fleetsim-429.svg"
 	PlotAhead   = "fleetsim-ahead.svg"
+	PlotRate    = "fleetsim-rate.svg"
 )
 
 // WritePlots writes three SVG plots of the runs' series into dir (made if
-// needed): requests per second reaching the server with the quota's rate,
-// 429s per second, and how far the schedule ran ahead of the server's
-// clock. It returns the paths written.
+// needed): requests per second reaching the server with the quota's rate
+// (or the server's Capacity), 429s per second, and how far the schedule ran
+// ahead of the server's clock; and a fourth, PlotRate, when a run learnt a
+// rate (Auto, Adaptive): the rate it paced at against the server's
+// Capacity. It returns the paths written.
 func WritePlots(dir string, rs ...*Result) ([]string, error) {
 	if len(rs) == 0 {
 		return nil, nil
@@ -141,15 +144,26 @@ func WritePlots(dir string, rs ...*Result) ([]string, error) {
 		ahead.Series = append(ahead.Series, svgplot.Series{Name: name, X: x, Y: r.Ahead})
 	}
 	rate := rs[0].QuotaRate
-	load.Series = append(load.Series, svgplot.Series{Name: "quota", X: []float64{0, end}, Y: []float64{rate, rate}, Reference: true})
+	ref := svgplot.Series{Name: "quota", X: []float64{0, end}, Y: []float64{rate, rate}, Reference: true}
+	if capX, capY := capacitySteps(rs[0]); capX != nil {
+		ref = svgplot.Series{Name: "capacity", X: capX, Y: capY, Reference: true}
+	}
+	load.Series = append(load.Series, ref)
+	plots := []struct {
+		name string
+		p    *svgplot.Plot
+	}{{PlotLoad, load}, {PlotRejects, rej}, {PlotAhead, ahead}}
+	if learnt := ratePlot(rs, ref); learnt != nil {
+		plots = append(plots, struct {
+			name string
+			p    *svgplot.Plot
+		}{PlotRate, learnt})
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	var paths []string
-	for _, f := range []struct {
-		name string
-		p    *svgplot.Plot
-	}{{PlotLoad, load}, {PlotRejects, rej}, {PlotAhead, ahead}} {
+	for _, f := range plots {
 		path := filepath.Join(dir, f.name)
 		out, err := os.Create(path)
 		if err != nil {
@@ -165,4 +179,81 @@ func WritePlots(dir string, rs ...*Result) ([]string, error) {
 		paths = append(paths, path)
 	}
 	return paths, nil
+}
+
+// capacitySteps returns the server's Capacity of r as a step line (nil if
+// the run had none).
+func capacitySteps(r *Result) (x, y []float64) {
+	if len(r.Steps) == 0 {
+		return nil, nil
+	}
+	for _, st := range r.Steps {
+		x = append(x, st.At, st.End)
+		y = append(y, st.PerSecond, st.PerSecond)
+	}
+	return x, y
+}
+
+// ratePlot returns the plot of the rates learnt (nil if no run learnt
+// one) with ref, the capacity: each learning run's rate, clipped at twice
+// the highest capacity (a fleet that starts at its ceiling, 10,000 a
+// second by default, would flatten the rest).
+func ratePlot(rs []*Result, ref svgplot.Series) *svgplot.Plot {
+	top := 0.0
+	for _, y := range ref.Y {
+		top = max(top, 2*y)
+	}
+	p := &svgplot.Plot{
+		Title:    "The rate the fleet paced at, against the server's capacity",
+		Subtitle: fmt.Sprintf("%d processes, seed %d; auto: the processes' median; adaptive: the sum of their buckets; clipped at %.0f/s", rs[0].Processes, rs[0].Seed, top),
+		XLabel:   "time (s)", YLabel: "requests per second",
+	}
+	for i, r := range rs {
+		if r.Learnt == nil {
+			continue
+		}
+		name := r.Name
+		if name == "" {
+			name = fmt.Sprintf("run %d", i+1)
+		}
+		x := make([]float64, len(r.Learnt))
+		y := make([]float64, len(r.Learnt))
+		for j, v := range r.Learnt {
+			x[j], y[j] = float64(j)*r.BinS, min(v, top)
+		}
+		p.Series = append(p.Series, svgplot.Series{Name: name, X: x, Y: y})
+	}
+	if len(p.Series) == 0 {
+		return nil
+	}
+	p.Series = append(p.Series, ref)
+	return p
+}
+
+// WriteSteps writes, per run and per step of the Server's Capacity, the
+// 429s' share of the attempts, the goodput after Settle and its share of
+// the capacity, and when the fleet re-converged (see [StepResult]).
+func WriteSteps(w io.Writer, rs ...*Result) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-10s %6s %6s %7s %9s %9s %10s\n", "pacing", "step", "cap/s", "429", "goodput/s", "of cap", "converged")
+	for i, r := range rs {
+		name := r.Name
+		if name == "" {
+			name = fmt.Sprintf("run %d", i+1)
+		}
+		for _, st := range r.Steps {
+			conv := "never"
+			if st.Converged >= 0 {
+				conv = fmt.Sprintf("%.0fs", st.Converged)
+			}
+			fmt.Fprintf(&b, "%-10s %5.0fs %6.0f %7s %9.1f %9s %10s\n", clip(name, 10), st.At, st.PerSecond, pct(st.RejectedShare), st.Goodput, pct(st.GoodputShare), conv)
+		}
+		share := 0.0
+		if r.Attempts > 0 {
+			share = float64(r.Rejected) / float64(r.Attempts)
+		}
+		fmt.Fprintf(&b, "%-10s %6s %6s %7s %9s %9s %10s\n", clip(name, 10), "all", "", pct(share), "", "", fmt.Sprintf("%d att.", r.Attempts))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

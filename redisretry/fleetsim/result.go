@@ -14,7 +14,7 @@ type Result struct {
 	Seconds   float64 `json:"seconds"`       // the run's Duration
 	Measured  float64 `json:"measured_s"`    // Duration − Warmup
 	QuotaRate float64 `json:"quota_per_s"`   // the quota's Rate per second
-	Quota     string  `json:"quota"`         // the quota's Limit, e.g. "600/1m0s"
+	Quota     string  `json:"quota"`         // the quota's Limit, e.g. "600/1m0s"; "auto" (or "auto:" and its Ceiling), "adaptive" or "none"
 	Lease     int64   `json:"lease"`         // QuotaConfig.Lease (0: the default)
 	Events    int64   `json:"events"`        // events the run processed
 	Seed      uint64  `json:"seed"`          // Config.Seed
@@ -91,7 +91,7 @@ type Result struct {
 	SecondsOverStarts int64 `json:"seconds_over_starts"`
 
 	// RoundTrips is the Redis calls sent after the Warmup, by script:
-	// gcra, gcra_return, budget, cooldown. PerAttempt is their sum ÷
+	// gcra, gcra_return, budget, cooldown, rate. PerAttempt is their sum ÷
 	// Attempts.
 	RoundTrips RoundTrips `json:"round_trips"`
 	PerAttempt float64    `json:"round_trips_per_attempt"`
@@ -132,6 +132,17 @@ type Result struct {
 	Rejects []float64 `json:"rejects"`
 	Starts  []float64 `json:"starts"`
 	Ahead   []float64 `json:"ahead_s"`
+
+	// With a Server.Capacity: requests answered 200 per second (the
+	// goodput), the server's capacity per second, and (Auto, Adaptive)
+	// the rate the fleet paced at at the start of each bin: the mean of
+	// the processes' learnt rates (Auto: one fleet-wide rate), or the sum
+	// of their buckets' fill rates (Adaptive; 0 for a bucket not on yet).
+	Goodput  []float64 `json:"goodput,omitempty"`
+	Capacity []float64 `json:"capacity,omitempty"`
+	Learnt   []float64 `json:"learnt,omitempty"`
+	// Steps is, per step of the Server.Capacity, what the fleet got.
+	Steps []StepResult `json:"steps,omitempty"`
 }
 
 // PerLimiter holds a value per kind of limiter.
@@ -147,10 +158,11 @@ type RoundTrips struct {
 	GCRAReturn int64 `json:"gcra_return"`
 	Budget     int64 `json:"budget"`
 	Cooldown   int64 `json:"cooldown"`
+	Rate       int64 `json:"rate"`
 }
 
 // Total is the sum.
-func (r RoundTrips) Total() int64 { return r.GCRA + r.GCRAReturn + r.Budget + r.Cooldown }
+func (r RoundTrips) Total() int64 { return r.GCRA + r.GCRAReturn + r.Budget + r.Cooldown + r.Rate }
 
 // maxIn returns the most times of ts (sorted, ns) in any window of width w.
 func maxIn(ts []int64, w int64) int64 {

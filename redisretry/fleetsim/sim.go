@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/redisretry"
 	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
@@ -42,7 +44,8 @@ type sim struct {
 	arrivals, starts                                       []int64 // whole run
 	rts                                                    RoundTrips
 	reserved, aheadMax                                     int64 // µs
-	binLoad, binRejects, binStarts                         []int64
+	binLoad, binRejects, binStarts, binServed              []int64
+	binCap, binLearnt                                      []float64
 	binAhead                                               []int64 // µs
 	events                                                 int64
 	budgetCounted                                          int64
@@ -74,12 +77,18 @@ func newSim(c Config) (*sim, error) {
 		cfg: c, epoch: epoch, end: int64(c.Duration), warm: int64(c.Warmup),
 		net: stream(c.Seed, 0), log: &logCounter{},
 	}
-	l := c.Quota.Limit
-	s.rate = float64(l.Rate) / l.Period.Seconds()
-	s.slot = int64(l.Interval(1) / time.Microsecond)
-	s.srv = newAPIServer(c.Server, l)
+	if c.Quota != nil {
+		l := c.Quota.Limit
+		s.rate = float64(l.Rate) / l.Period.Seconds()
+		s.slot = int64(l.Interval(1) / time.Microsecond)
+	} else {
+		s.rate = c.Server.Capacity[0].PerSecond
+		s.slot = int64(math.Ceil(1e6 / s.rate))
+	}
+	s.srv = newAPIServer(c.Server, c.Quota)
 	bins := int(c.Duration/c.Bin) + 1
 	s.binLoad, s.binRejects, s.binStarts, s.binAhead = make([]int64, bins), make([]int64, bins), make([]int64, bins), make([]int64, bins)
+	s.binServed, s.binCap, s.binLearnt = make([]int64, bins), make([]float64, bins), make([]float64, bins)
 	logger := slog.New(s.log)
 	s.recovered = PerLimiter[float64]{-1, -1, -1}
 	s.procs = make([]*proc, c.Processes)
@@ -91,14 +100,28 @@ func newSim(c Config) (*sim, error) {
 		}
 		p.policy = c.Policy
 		p.policy.Rand = p.rng.Float64
-		qc := *c.Quota
-		if qc.Logger == nil {
-			qc.Logger = logger
-		}
-		qc.Observer = s.observer(qc.Observer)
 		var err error
-		if p.q, err = redisretry.NewQuota(p, qc); err != nil {
-			return nil, err
+		switch {
+		case c.Quota != nil:
+			qc := *c.Quota
+			if qc.Logger == nil {
+				qc.Logger = logger
+			}
+			qc.Observer = s.observer(qc.Observer)
+			if p.q, err = redisretry.NewQuota(p, qc); err != nil {
+				return nil, err
+			}
+		case c.Auto != nil:
+			ac := *c.Auto
+			if ac.Logger == nil {
+				ac.Logger = logger
+			}
+			ac.Observer = s.observer(ac.Observer)
+			if p.a, err = redisretry.NewAutoQuota(p, ac); err != nil {
+				return nil, err
+			}
+		case c.Adaptive:
+			p.aws = &adaptive{}
 		}
 		if c.Budget != nil {
 			bc := *c.Budget
@@ -120,7 +143,7 @@ func newSim(c Config) (*sim, error) {
 				return nil, err
 			}
 		}
-		if p.quota == nil || (p.b != nil && p.budget == nil) || (p.d != nil && p.cooldown == nil) {
+		if (p.q != nil && p.quota == nil) || (p.a != nil && p.auto == nil) || (p.b != nil && p.budget == nil) || (p.d != nil && p.cooldown == nil) {
 			return nil, errors.New("fleetsim: a limiter did not hand over its core")
 		}
 		s.procs[i] = p
@@ -135,6 +158,9 @@ func (s *sim) run() {
 	}
 	for _, p := range s.procs {
 		s.startDemand(p)
+	}
+	for b := range s.binCap {
+		s.q.push(int64(b)*int64(c.Bin), nil, func() { s.sampleBin(b) })
 	}
 	for len(s.q.h) > 0 {
 		e := s.q.pop()
@@ -152,6 +178,34 @@ func (s *sim) run() {
 	}
 	s.now = s.end
 }
+
+// sampleBin records, at the start of bin b, the server's capacity and the
+// rate the processes pace at: the median of their AutoQuotas' learnt rates
+// (one fleet-wide rate, which a process reads before an attempt once what it
+// knows is older than the Sync), or the sum of their adaptive buckets' fill
+// rates (per-process rates; a bucket not yet on counts 0).
+func (s *sim) sampleBin(b int) {
+	s.binCap[b] = s.srv.capacityAt(s.now)
+	var sum float64
+	var rates []float64
+	for _, p := range s.procs {
+		switch {
+		case p.dead:
+		case p.auto != nil:
+			rates = append(rates, p.auto.Rate())
+		case p.aws != nil:
+			sum += p.aws.rate()
+		}
+	}
+	if len(rates) > 0 {
+		slices.Sort(rates)
+		sum = rates[len(rates)/2]
+	}
+	s.binLearnt[b] = sum
+}
+
+// secs is now in seconds of the run.
+func (s *sim) secs() float64 { return float64(s.now) / 1e9 }
 
 // measured reports whether now is past the warmup.
 func (s *sim) measured() bool { return s.now >= s.warm }
@@ -284,6 +338,8 @@ func (s *sim) count(c backend.Call) {
 		s.rts.Budget++
 	case backend.Cooldown:
 		s.rts.Cooldown++
+	case backend.Rate:
+		s.rts.Rate++
 	}
 }
 
@@ -496,7 +552,25 @@ func (s *sim) pace(c *call) {
 
 func (s *sim) askQuota(c *call) {
 	p := c.p
-	p.quota.Reserve(1, p.Now(), s.dl(c), func(t time.Time, err error) {
+	if p.aws != nil {
+		d := p.aws.acquire(s.secs())
+		if c.deadline != 0 && s.now+int64(d) >= c.deadline {
+			p.aws.giveBack()
+			s.refused(c, retry.ErrPastDeadline)
+			return
+		}
+		s.after(p, d, func() { s.send(c) })
+		return
+	}
+	reserve := func(done func(time.Time, error)) { p.quota.Reserve(1, p.Now(), s.dl(c), done) }
+	switch {
+	case p.auto != nil:
+		reserve = func(done func(time.Time, error)) { p.auto.Reserve(p.Now(), s.dl(c), done) }
+	case p.quota == nil:
+		s.send(c)
+		return
+	}
+	reserve(func(t time.Time, err error) {
 		if err != nil {
 			s.refused(c, err)
 			return
@@ -568,6 +642,9 @@ func (s *sim) atServer(c *call) {
 	back := s.sample(s.cfg.Server.Latency)
 	if served {
 		back += int64(s.cfg.Server.Service)
+		if b >= 0 {
+			s.binServed[b]++
+		}
 	} else {
 		if s.measured() {
 			s.rejected++
@@ -580,6 +657,9 @@ func (s *sim) atServer(c *call) {
 	if c.deadline != 0 && at > c.deadline {
 		// The call's context ends first: the attempt is cut short.
 		s.q.push(max(c.deadline, t), c.p, func() {
+			if c.p.auto != nil {
+				c.p.auto.Record(context.DeadlineExceeded, func() {}) // the loop's Pacer.Record
+			}
 			if c.p.budget != nil {
 				c.p.budget.Record(false)
 			}
@@ -590,13 +670,19 @@ func (s *sim) atServer(c *call) {
 	s.q.push(at, c.p, func() { s.replied(c, served, hint) })
 }
 
-// errQuota is a 429 as the loop sees it, wrapped by retry.After with the
-// server's RetryInfo as httpretry passes it on.
-var errQuota = errors.New("429 RESOURCE_EXHAUSTED")
+// errQuota is a 429 as the loop sees it from httpretry, wrapped by
+// retry.After with the server's RetryInfo as httpretry passes it on.
+var errQuota error = &httpretry.AttemptError{Method: "POST", URL: "https://api.example/v1:generateContent", Status: 429, Class: httpretry.ClassStatus}
 
 func (s *sim) replied(c *call, served bool, hint time.Duration) {
 	p := c.p
+	if p.aws != nil {
+		p.aws.update(s.secs(), !served)
+	}
 	if served {
+		if p.auto != nil {
+			p.auto.Record(nil, func() {})
+		}
 		if p.budget != nil {
 			p.budget.Record(true)
 		}
@@ -631,6 +717,9 @@ func (s *sim) replied(c *call, served bool, hint time.Duration) {
 			}
 			admitted()
 		})
+	}
+	if p.auto != nil {
+		p.auto.Record(err, func() {}) // the loop's Pacer.Record: a 429 cuts the fleet's rate
 	}
 	if p.cooldown != nil {
 		p.cooldown.Record(err, next) // the loop's Pacer.Record, which publishes the hint
@@ -683,7 +772,7 @@ func (s *sim) result() *Result {
 	c := s.cfg
 	r := &Result{
 		Name: c.Name, Processes: c.Processes, Seconds: c.Duration.Seconds(), Measured: (c.Duration - c.Warmup).Seconds(),
-		QuotaRate: s.rate, Quota: c.Quota.Limit.String(), Lease: c.Quota.Lease, Events: s.events, Seed: c.Seed,
+		QuotaRate: s.rate, Quota: s.pacing(), Events: s.events, Seed: c.Seed,
 		Calls: s.calls, Admitted: s.admitted, Succeeded: s.succeeded,
 		RefusedDeadline: s.refusedDeadline, RefusedMeetable: s.refusedMeetable, RefusedClear: s.refusedClear, RefusedOther: s.refusedOther,
 		GaveUp: s.gaveUp, Expired: s.expired, Attempts: s.attempts, Rejected: s.rejected,
@@ -703,7 +792,7 @@ func (s *sim) result() *Result {
 	per := make([]int64, len(s.procs))
 	for i, p := range s.procs {
 		per[i] = p.admitted
-		for _, st := range []redisretry.Stats{p.q.Stats(), statsOf(p.b), statsOf(p.d)} {
+		for _, st := range []redisretry.Stats{statsOf(p.q), statsOf(p.a), statsOf(p.b), statsOf(p.d)} {
 			r.Fallbacks += st.Fallbacks
 			r.Local += st.Local
 			r.Errors += st.Errors
@@ -719,7 +808,7 @@ func (s *sim) result() *Result {
 	r.JainShare = jainF(shares)
 	r.BudgetCounted, r.CooldownWaitMax, r.Recovered = s.budgetCounted, s.coolWaitMax.Seconds(), s.recovered
 	for _, p := range s.procs {
-		if p.q.State() == redisretry.StateFallback {
+		if (p.q != nil && p.q.State() == redisretry.StateFallback) || (p.a != nil && p.a.State() == redisretry.StateFallback) {
 			r.InFallback.Quota++
 		}
 		if p.b != nil && p.b.State() == redisretry.StateFallback {
@@ -731,12 +820,22 @@ func (s *sim) result() *Result {
 	}
 	sec := int64(time.Second)
 	limit := s.rate * 1.02
-	r.MaxSecond, r.MaxPeriod = maxIn(s.arrivals, sec), maxIn(s.arrivals, int64(c.Quota.Limit.Period))
+	period := time.Second
+	if c.Quota != nil {
+		period = c.Quota.Limit.Period
+		r.Lease = c.Quota.Lease
+	}
+	if c.Auto != nil {
+		r.Lease = c.Auto.Lease
+	}
+	r.MaxSecond, r.MaxPeriod = maxIn(s.arrivals, sec), maxIn(s.arrivals, int64(period))
 	r.SecondsOver = over(s.arrivals, limit)
 	r.MaxSecondStarts, r.SecondsOverStarts = maxIn(s.starts, sec), over(s.starts, limit)
 	if s.attempts > 0 {
 		r.PerAttempt = float64(s.rts.Total()) / float64(s.attempts)
-		r.SlotsPerAttempt = float64(s.reserved) / float64(s.slot) / float64(s.attempts)
+		if c.Quota != nil {
+			r.SlotsPerAttempt = float64(s.reserved) / float64(s.slot) / float64(s.attempts)
+		}
 	}
 	r.AheadMax = float64(s.aheadMax) / 1e6
 	r.LogLines, r.Unavailable = s.log.lines, s.log.unavailable
@@ -749,12 +848,45 @@ func (s *sim) result() *Result {
 		r.Rejects = append(r.Rejects, float64(s.binRejects[i])/bin)
 		r.Starts = append(r.Starts, float64(s.binStarts[i])/bin)
 		r.Ahead = append(r.Ahead, float64(s.binAhead[i])/1e6)
+		r.Goodput = append(r.Goodput, float64(s.binServed[i])/bin)
+		if len(c.Server.Capacity) > 0 {
+			r.Capacity = append(r.Capacity, s.binCap[i])
+		}
+		if c.Auto != nil || c.Adaptive {
+			r.Learnt = append(r.Learnt, s.binLearnt[i])
+		}
 	}
+	r.Steps = s.steps()
 	return r
+}
+
+// pacing names how the processes pace: the Quota's Limit, "auto" (an
+// AutoQuota, "auto:" and its Ceiling if set), "adaptive" or "none".
+func (s *sim) pacing() string {
+	c := s.cfg
+	switch {
+	case c.Quota != nil:
+		return c.Quota.Limit.String()
+	case c.Auto != nil && c.Auto.Ceiling != (redisretry.Limit{}):
+		return "auto:" + c.Auto.Ceiling.String()
+	case c.Auto != nil:
+		return "auto"
+	case c.Adaptive:
+		return "adaptive"
+	}
+	return "none"
 }
 
 func statsOf(l interface{ Stats() redisretry.Stats }) redisretry.Stats {
 	switch v := l.(type) {
+	case *redisretry.Quota:
+		if v == nil {
+			return redisretry.Stats{}
+		}
+	case *redisretry.AutoQuota:
+		if v == nil {
+			return redisretry.Stats{}
+		}
 	case *redisretry.Budget:
 		if v == nil {
 			return redisretry.Stats{}
@@ -767,22 +899,59 @@ func statsOf(l interface{ Stats() redisretry.Stats }) redisretry.Stats {
 	return l.Stats()
 }
 
-// apiServer answers within its quota per sliding window, 429 beyond.
+// apiServer answers within its capacity per sliding window, 429 beyond.
 type apiServer struct {
 	window   int64
-	capacity int
-	answered []int64 // times of the requests answered in the window, oldest first
+	steps    []capStep // the capacity from each step's time on
+	capacity int       // now
+	answered []int64   // times of the requests answered in the window, oldest first
 	head     int
 }
 
-func newAPIServer(c Server, l redisretry.Limit) apiServer {
-	capacity := math.Ceil(float64(l.Rate) * float64(c.Window) / float64(l.Period) * (1 + c.Grace))
-	return apiServer{window: int64(c.Window), capacity: max(int(capacity), 1)}
+// capStep is a capacity per window from at (ns) on, and per second.
+type capStep struct {
+	at        int64
+	capacity  int
+	perSecond float64
+}
+
+// newAPIServer returns the server of c: its Capacity's steps, else the
+// quota's Limit.
+func newAPIServer(c Server, q *redisretry.QuotaConfig) apiServer {
+	a := apiServer{window: int64(c.Window)}
+	per := func(ps float64) int {
+		return max(int(math.Ceil(ps*c.Window.Seconds()*(1+c.Grace))), 1)
+	}
+	if len(c.Capacity) == 0 {
+		ps := float64(q.Limit.Rate) / q.Limit.Period.Seconds()
+		capacity := math.Ceil(float64(q.Limit.Rate) * float64(c.Window) / float64(q.Limit.Period) * (1 + c.Grace))
+		a.steps = []capStep{{0, max(int(capacity), 1), ps}}
+	}
+	for _, st := range c.Capacity {
+		a.steps = append(a.steps, capStep{int64(st.At), per(st.PerSecond), st.PerSecond})
+	}
+	a.capacity = a.steps[0].capacity
+	return a
+}
+
+// capacityAt returns the capacity per second at t.
+func (a *apiServer) capacityAt(t int64) float64 {
+	ps := a.steps[0].perSecond
+	for _, st := range a.steps {
+		if st.at <= t {
+			ps = st.perSecond
+		}
+	}
+	return ps
 }
 
 // decide answers a request arriving at t: served, or a 429 whose RetryInfo
 // is the time until the oldest answered request leaves the window.
 func (a *apiServer) decide(t int64) (bool, time.Duration) {
+	for len(a.steps) > 1 && a.steps[1].at <= t {
+		a.steps = a.steps[1:]
+		a.capacity = a.steps[0].capacity
+	}
 	for a.head < len(a.answered) && t-a.answered[a.head] >= a.window {
 		a.head++
 	}

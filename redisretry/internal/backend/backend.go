@@ -30,9 +30,10 @@ const (
 	GCRAReturn                   // gcra_return.lua: the unused end of a block given back
 	Budget                       // budget.lua: requests counted, retry permits granted
 	Cooldown                     // cooldown.lua: a hint published, the cooldown read
+	Rate                         // rate.lua: the fleet's learnt rate, read or cut
 )
 
-var scriptNames = [...]string{"", "gcra.lua", "gcra_return.lua", "budget.lua", "cooldown.lua"}
+var scriptNames = [...]string{"", "gcra.lua", "gcra_return.lua", "budget.lua", "cooldown.lua", "rate.lua"}
 
 // String returns the script's file name, e.g. "gcra.lua".
 func (s Script) String() string {
@@ -171,6 +172,9 @@ type Call struct {
 
 	Cooldown string // Cooldown: the key
 	HintMS   int64  // Cooldown: 0 only reads
+
+	RateKey  string   // Rate: the key (RateKey)
+	RateArgs RateArgs // Rate
 }
 
 // Reply is the reply to a [Call]: the field of its script is set.
@@ -179,6 +183,7 @@ type Reply struct {
 	Returned bool          // GCRAReturn: the schedule was moved back
 	Budget   BudgetReply   // Budget
 	Cooldown CooldownReply // Cooldown
+	Rate     RateReply     // Rate
 }
 
 // Clock is a limiter's time: what it reads and what it waits with. The
@@ -245,4 +250,15 @@ type CooldownCore interface {
 	// Record is Cooldown.Record: done is called once the hint (if any)
 	// was published.
 	Record(err error, done func())
+}
+
+// AutoCore is an AutoQuota's decision without blocking.
+type AutoCore interface {
+	// Reserve is AutoQuota.Reserve.
+	Reserve(earliest, deadline time.Time, done func(start time.Time, err error))
+	// Record is AutoQuota.Record: done is called once its report (if
+	// any) was sent.
+	Record(err error, done func())
+	// Rate is AutoQuota.Rate: the learnt rate paced at, per second.
+	Rate() float64
 }

@@ -16,6 +16,7 @@ type Store struct {
 	members map[string]*memberSet
 	windows map[string]*BudgetWindow // by the requests key
 	cools   map[string]int64         // ms of server time
+	rates   map[string]*rateEntry
 	counts  StoreStats
 }
 
@@ -43,7 +44,7 @@ type memberCall struct {
 
 // StoreStats counts what a Store did.
 type StoreStats struct {
-	Calls    [5]int64 // per Script
+	Calls    [6]int64 // per Script
 	Reserved int64    // µs of schedule reserved by gcra.lua, over every quota
 	Returned int64    // µs of schedule given back by gcra_return.lua
 }
@@ -54,6 +55,7 @@ func (s *Store) init() {
 		s.members = map[string]*memberSet{}
 		s.windows = map[string]*BudgetWindow{}
 		s.cools = map[string]int64{}
+		s.rates = map[string]*rateEntry{}
 	}
 }
 
@@ -76,6 +78,8 @@ func (s *Store) Apply(now time.Time, c Call) Reply {
 		return Reply{Budget: s.budget(now, c.Budget, c.BudgetArgs)}
 	case Cooldown:
 		return Reply{Cooldown: s.cooldown(us/1000, c.Cooldown, c.HintMS)}
+	case Rate:
+		return Reply{Rate: s.rate(us, c.RateKey, c.RateArgs)}
 	}
 	return Reply{}
 }
@@ -185,7 +189,7 @@ func (s *Store) cooldown(nowms int64, key string, hintMS int64) CooldownReply {
 func (s *Store) Flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.quotas, s.members, s.windows, s.cools = nil, nil, nil, nil
+	s.quotas, s.members, s.windows, s.cools, s.rates = nil, nil, nil, nil, nil
 	s.init()
 }
 
@@ -259,4 +263,42 @@ func (s *Store) SetCooldown(key string, untilMS int64) {
 	defer s.mu.Unlock()
 	s.init()
 	s.cools[key] = untilMS
+}
+
+// rateEntry is rate.lua's hash and its expiry.
+type rateEntry struct {
+	st    RateState
+	expMS int64 // the key expires after this ms
+}
+
+func (s *Store) rate(now int64, key string, a RateArgs) RateReply {
+	var st *RateState
+	if e := s.rates[key]; e != nil && now/1000 <= e.expMS {
+		st = &e.st
+	}
+	ns, r := RateCall(st, now, a)
+	s.rates[key] = &rateEntry{st: ns, expMS: now/1000 + a.TTL}
+	return r
+}
+
+// SetRate writes the learnt rate's state as rate.lua keeps it, expiring
+// ttlMS after now.
+func (s *Store) SetRate(key string, st RateState, now time.Time, ttlMS int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	s.rates[key] = &rateEntry{st: st, expMS: now.UnixMilli() + ttlMS}
+}
+
+// RateOf returns the learnt rate's state at key, and false if there is none
+// at now.
+func (s *Store) RateOf(key string, now time.Time) (RateState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	e := s.rates[key]
+	if e == nil || now.UnixMilli() > e.expMS {
+		return RateState{}, false
+	}
+	return e.st, true
 }

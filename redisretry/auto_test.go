@@ -1,0 +1,272 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/httpretry"
+)
+
+// err429 is a 429 as httpretry reports it.
+var err429 = retry.After(&httpretry.AttemptError{Method: "POST", URL: "https://example.com/v1", Status: 429, Class: httpretry.ClassStatus}, time.Second)
+
+func TestAutoQuotaConfigValidate(t *testing.T) {
+	ok := AutoQuotaConfig{Key: "k"}
+	for _, tc := range []struct {
+		name string
+		c    AutoQuotaConfig
+		want string // in the error; "" for none
+	}{
+		{"defaults", ok, ""},
+		{"a ceiling and a floor", AutoQuotaConfig{Key: "k", Ceiling: PerSecond(100), Floor: PerMinute(60)}, ""},
+		{"no key", AutoQuotaConfig{}, "AutoQuotaConfig.Key"},
+		{"zero ceiling rate", AutoQuotaConfig{Key: "k", Ceiling: Limit{Period: time.Second}}, "AutoQuotaConfig.Ceiling.Limit.Rate = 0"},
+		{"negative floor", AutoQuotaConfig{Key: "k", Floor: Limit{Rate: -1, Period: time.Second}}, "AutoQuotaConfig.Floor.Limit.Rate = -1"},
+		{"ceiling above a million a second", AutoQuotaConfig{Key: "k", Ceiling: PerSecond(2_000_000)}, "AutoQuotaConfig.Ceiling = 2000000/1s"},
+		{"floor below one an hour", AutoQuotaConfig{Key: "k", Floor: Limit{Rate: 1, Period: 2 * time.Hour}}, "AutoQuotaConfig.Floor = 1/2h0m0s"},
+		{"a burst", AutoQuotaConfig{Key: "k", Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 5}}, "AutoQuotaConfig.Ceiling = 10/1s, burst 5"},
+		{"ceiling below the floor", AutoQuotaConfig{Key: "k", Ceiling: PerSecond(5), Floor: PerSecond(10)}, "AutoQuotaConfig.Ceiling = 5/1s: must not be below the Floor (10/1s)"},
+		{"ceiling below the default floor", AutoQuotaConfig{Key: "k", Ceiling: PerMinute(30)}, "AutoQuotaConfig.Ceiling = 30/1m0s: must not be below the Floor (1/1s)"},
+		{"NaN beta", AutoQuotaConfig{Key: "k", Beta: math.NaN()}, "AutoQuotaConfig.Beta = NaN"},
+		{"beta 1", AutoQuotaConfig{Key: "k", Beta: 1}, "AutoQuotaConfig.Beta = 1"},
+		{"negative beta", AutoQuotaConfig{Key: "k", Beta: -0.5}, "AutoQuotaConfig.Beta = -0.5"},
+		{"negative recovery", AutoQuotaConfig{Key: "k", Recovery: -time.Second}, "AutoQuotaConfig.Recovery = -1s"},
+		{"tiny recovery", AutoQuotaConfig{Key: "k", Recovery: time.Millisecond}, "AutoQuotaConfig.Recovery = 1ms"},
+		{"negative sync", AutoQuotaConfig{Key: "k", Sync: -1}, "AutoQuotaConfig.Sync = -1ns"},
+		{"negative max wait", AutoQuotaConfig{Key: "k", MaxWait: -time.Second}, "AutoQuotaConfig.MaxWait = -1s"},
+		{"slack over a second", AutoQuotaConfig{Key: "k", Slack: 2 * time.Second}, "AutoQuotaConfig.Slack = 2s"},
+		{"negative lease", AutoQuotaConfig{Key: "k", Lease: -1}, "AutoQuotaConfig.Lease = -1"},
+		{"negative fleet", AutoQuotaConfig{Key: "k", FleetSize: -2}, "AutoQuotaConfig.FleetSize = -2"},
+		{"negative timeout", AutoQuotaConfig{Key: "k", Timeout: -time.Millisecond}, "AutoQuotaConfig.Timeout = -1ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Validate() = %v, want an error with %q", err, tc.want)
+			}
+			if tc.want != "" {
+				if _, err := newAutoQuota(newMem(), tc.c); err == nil {
+					t.Fatal("newAutoQuota accepted an invalid config")
+				}
+			}
+		})
+	}
+}
+
+func TestCongested(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("429"), false},
+		{err429, true},
+		{&httpretry.AttemptError{Status: 503, Class: httpretry.ClassStatus}, false},
+		{&retry.Error{Reason: retry.ReasonAttempts, Last: err429}, true},
+		{httpCode(429), true},
+		{httpCode(500), false},
+	} {
+		if got := Congested(tc.err); got != tc.want {
+			t.Errorf("Congested(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+type httpCode int
+
+func (h httpCode) Error() string { return "status" }
+func (h httpCode) HTTPCode() int { return int(h) }
+
+// fleetOf returns n AutoQuotas on one in-memory Redis with c.
+func fleetOf(t *testing.T, m *memBackend, n int, c AutoQuotaConfig) []*AutoQuota {
+	t.Helper()
+	var fleet []*AutoQuota
+	for range n {
+		a, err := newAutoQuota(m, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fleet = append(fleet, a)
+	}
+	return fleet
+}
+
+// attempt reserves an attempt on a and reports how it ended.
+func attempt(t *testing.T, a *AutoQuota, outcome error) time.Time {
+	t.Helper()
+	now := time.Now()
+	s, err := a.Reserve(context.Background(), now, time.Time{})
+	if err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	time.Sleep(s.Sub(now))
+	a.Record(outcome)
+	return s
+}
+
+// The 429s of attempts paced at one rate cut it once for the whole fleet,
+// however many processes saw them; an attempt paced at the cut rate that
+// meets a 429 cuts it again.
+func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		check := noLeaks(t)
+		m := newMem()
+		var ev events
+		c := AutoQuotaConfig{Key: "fleet", Ceiling: PerSecond(100), Observer: ev.observe, Logger: slog.New(&logCounter{})}
+		fleet := fleetOf(t, m, 3, c)
+		// Every process paces an attempt at the ceiling, then all three
+		// meet a 429.
+		for _, a := range fleet {
+			s, err := a.Reserve(context.Background(), time.Now(), time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Until(s))
+		}
+		for _, a := range fleet {
+			a.Record(err429)
+		}
+		synctest.Wait()
+		st, ok := m.store.RateOf("{fleet}:rate", time.Now())
+		if !ok || st.Epoch != 1 {
+			t.Fatalf("after three 429s of one epoch: epoch %d (%v), want one cut", st.Epoch, ok)
+		}
+		time.Sleep(DefaultAutoSync) // the rate they know is stale: the next attempt reads it
+		for _, a := range fleet {
+			attempt(t, a, nil)
+			if got := a.Rate(); got != 80 {
+				t.Fatalf("rate %v, want 80 (100 × 0.8)", got)
+			}
+		}
+		// An attempt paced at 80 meets a 429: a second cut.
+		attempt(t, fleet[0], err429)
+		synctest.Wait()
+		if st, _ := m.store.RateOf("{fleet}:rate", time.Now()); st.Epoch != 2 {
+			t.Fatalf("epoch %d, want 2", st.Epoch)
+		}
+		if got := fleet[0].Rate(); got < 64 || got > 65 {
+			t.Fatalf("rate %v, want 64 to 65 (80, grown a little while used, × 0.8)", got)
+		}
+		if n := ev.count(EventRate); n < 2 {
+			t.Fatalf("%d rate events, want one per cut at least", n)
+		}
+		for _, a := range fleet {
+			a.Close()
+		}
+		check()
+	})
+}
+
+// Every process paces on one schedule at the learnt rate.
+func TestAutoQuotaPacesTheFleetAtTheLearntRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		check := noLeaks(t)
+		m := newMem()
+		fleet := fleetOf(t, m, 2, AutoQuotaConfig{Key: "pace", Ceiling: PerSecond(50), MaxWait: time.Minute, Logger: slog.New(&logCounter{})})
+		start := time.Now()
+		var last time.Time
+		const n = 100
+		done := make(chan time.Time)
+		for _, a := range fleet { // two processes, 50 attempts each, at once
+			go func() {
+				var last time.Time
+				for range n / 2 {
+					last = later(last, attempt(t, a, nil))
+				}
+				done <- last
+			}()
+		}
+		last = later(<-done, <-done)
+		// 100 attempts at 50 a second: the last starts 1.98 s after the
+		// first at the earliest. (Up to 10 % of the schedule is lost to the
+		// leases here, where the processes alternate slot by slot with no
+		// latency and read the rate every Sync: 2.17 s; a Quota loses
+		// none in this pattern, an AutoQuota that reads the rate once
+		// neither.)
+		if span := last.Sub(start); span < 1980*time.Millisecond || span > 2200*time.Millisecond {
+			t.Fatalf("100 attempts of two processes span %v, want 1.98s to 2.2s (50 a second)", span)
+		}
+		for _, a := range fleet {
+			a.Close()
+		}
+		check()
+	})
+}
+
+// MaxWait: an attempt whose slot is further away is refused at once.
+func TestAutoQuotaSaturated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		check := noLeaks(t)
+		a := fleetOf(t, newMem(), 1, AutoQuotaConfig{Key: "sat", Ceiling: PerSecond(10), MaxWait: 250 * time.Millisecond, Logger: slog.New(&logCounter{})})[0]
+		var refused int
+		for range 10 {
+			if _, err := a.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
+				if !errors.Is(err, ErrSaturated) || errors.Is(err, retry.ErrPastDeadline) {
+					t.Fatalf("err %v, want ErrSaturated (and not ErrPastDeadline)", err)
+				}
+				refused++
+			}
+		}
+		// 10 a second: the slots at 0, 100 and 200 ms are within 250 ms.
+		if refused != 7 {
+			t.Fatalf("%d refused, want 7", refused)
+		}
+		a.Close()
+		check()
+	})
+}
+
+// Without Redis the process learns on its own: its 429s cut its rate
+// (once per epoch), never below the floor; it grows back while used.
+func TestAutoQuotaWithoutRedis(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		check := noLeaks(t)
+		m := newMem()
+		logs := &logCounter{}
+		a := fleetOf(t, m, 1, AutoQuotaConfig{Key: "down", Ceiling: PerSecond(100), Floor: PerSecond(20), MaxWait: time.Minute, Logger: slog.New(logs)})[0]
+		attempt(t, a, nil)
+		m.setFail(errors.New("connection refused"))
+		time.Sleep(DefaultAutoSync)
+		attempt(t, a, nil) // the read fails: the AutoQuota falls back
+		if a.State() != StateFallback {
+			t.Fatalf("state %v, want fallback", a.State())
+		}
+		for i := range 12 {
+			attempt(t, a, err429)
+			want := max(100*math.Pow(0.8, float64(i+1)), 20)
+			if got := a.Rate(); math.Abs(got-want) > 0.01 {
+				t.Fatalf("after %d cuts: rate %v, want %v", i+1, got, want)
+			}
+		}
+		// Used (attempts wait for the schedule) for a while: it grows.
+		before := a.Rate()
+		for range 50 {
+			attempt(t, a, nil)
+		}
+		if a.Rate() <= before {
+			t.Fatalf("rate %v after 50 attempts held back, want above %v", a.Rate(), before)
+		}
+		var changed int
+		for _, l := range logs.lines() {
+			if strings.Contains(l, "learnt rate changed") {
+				changed++
+			}
+		}
+		if changed == 0 {
+			t.Fatal("no log line for a change of more than 20 %")
+		}
+		m.setFail(nil)
+		a.Close()
+		check()
+	})
+}

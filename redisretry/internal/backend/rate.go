@@ -1,0 +1,125 @@
+package backend
+
+import "math"
+
+// The fleet's learnt rate (rate.lua): one rate for every process of a fleet
+// whose capacity has no number (a shared pool, such as Vertex AI's Standard
+// PayGo), cut multiplicatively on a congestion signal and grown by a
+// scale-free CUBIC curve while the fleet uses it. Rates are integers of
+// micro-requests per second (µreq/s), times microseconds of the server's
+// clock, so that the script's doubles and the model's float64 compute the
+// same numbers.
+
+// RateWindow is how long (µs) the fleet's send rate is measured over.
+const RateWindow = 1_000_000
+
+// RateArgs are rate.lua's ARGV.
+type RateArgs struct {
+	// Epoch is the epoch (the number of cuts so far) under which the
+	// reporting process paced an attempt that met congestion (a 429); -1
+	// for none (a read). Only a report of the current epoch cuts: one cut
+	// per reaction of the fleet, not one per process that saw it.
+	Epoch int64
+	// Used is 1 if the process was held back by the rate since its last
+	// call (an attempt waited for the schedule or was refused at its
+	// deadline): the rate grows only while it is used.
+	Used int64
+	// Sent is the attempts the process started since its last call, for
+	// the fleet's send rate.
+	Sent int64
+	// Beta is the factor of a cut, in millionths (700000: ×0.7).
+	Beta int64
+	// Recovery (µs) is how long the rate, used all the while, takes to
+	// climb back to where it was cut.
+	Recovery int64
+	// Floor and Ceiling bound the rate (µreq/s); the rate starts at the
+	// Ceiling.
+	Floor, Ceiling int64
+	// TTL (ms) is how long the state is kept after the last call.
+	TTL int64
+}
+
+// RateState is the state rate.lua keeps in its hash.
+type RateState struct {
+	Epoch int64 // cuts so far
+	Wmax  int64 // the rate before the last cut, or the Ceiling at first (µreq/s)
+	Grown int64 // time the rate was used since the last cut (µs)
+	At    int64 // the last call (µs of server time)
+	N     int64 // attempts counted since NT
+	NT    int64 // the start of the current measure (µs)
+	Meas  int64 // the send rate measured over the last window (µreq/s; 0: none yet)
+}
+
+// RateReply is rate.lua's reply.
+type RateReply struct {
+	Rate  int64 // the learnt rate now (µreq/s)
+	Epoch int64 // cuts so far
+	Cut   bool  // this call cut the rate
+	Now   int64 // the server's time (µs)
+	Meas  int64 // the fleet's send rate last measured (µreq/s)
+}
+
+// Valid reports whether r is a reply the script can give for a.
+func (r RateReply) Valid(a RateArgs) bool {
+	const limit = 1 << 53
+	return r.Now > 0 && r.Now < limit && r.Epoch >= 0 && r.Epoch < limit && r.Meas >= 0 && r.Meas < limit &&
+		r.Rate >= min(a.Floor, a.Ceiling) && r.Rate <= max(a.Ceiling, a.Floor) && (!r.Cut || (r.Epoch == a.Epoch+1))
+}
+
+// RateKey returns the key of the learnt rate of the fleet named key.
+func RateKey(key string) string { return "{" + key + "}:rate" }
+
+// RateCurve is the learnt rate (µreq/s) grown µs after a cut from wmax,
+// before the bounds: wmax × (1 − (1−β)(1 − grown/recovery)³), β in
+// millionths. It is β × wmax at the cut, wmax after recovery, and grows on
+// past it, slowly at first (CUBIC's plateau, where the last cut was), then
+// faster. Each product is rounded on its own, as the script's doubles are.
+func RateCurve(wmax, grown, recovery, beta int64) int64 {
+	x := float64(recovery-grown) / float64(recovery)
+	x3 := float64(float64(x*x) * x)
+	d := float64(1000000-beta) / 1000000
+	f := 1 - float64(d*x3)
+	return int64(math.Floor(float64(float64(wmax) * f)))
+}
+
+// RateCall is rate.lua's decision on the state st (nil: no key) for the call
+// a at server time now (µs). It returns the new state and the reply.
+func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
+	var s RateState
+	if st == nil {
+		s = RateState{Wmax: a.Ceiling, Grown: a.Recovery, At: now, NT: now}
+	} else {
+		s = *st
+	}
+	// Growth, while used: the time since the last call, at most a window
+	// (a fleet that went quiet does not grow for its silence).
+	if a.Used == 1 && now > s.At {
+		s.Grown += min(now-s.At, RateWindow)
+	}
+	s.Grown = min(s.Grown, 64*a.Recovery)
+	s.At = now
+	// The fleet's send rate, over windows of RateWindow.
+	s.N += a.Sent
+	switch {
+	case now < s.NT:
+		s.N, s.NT = 0, now
+	case now-s.NT >= RateWindow:
+		s.Meas = int64(math.Floor(float64(s.N) * 1e12 / float64(now-s.NT)))
+		s.N, s.NT = 0, now
+	}
+	clamp := func(r int64) int64 { return max(min(r, a.Ceiling), a.Floor) }
+	rate := clamp(RateCurve(s.Wmax, s.Grown, a.Recovery, a.Beta))
+	cut := false
+	if a.Epoch >= 0 && a.Epoch == s.Epoch {
+		base := rate
+		if s.Meas > 0 && 2*s.Meas < base {
+			base = s.Meas // the rate is not used: cut from what is
+		}
+		s.Wmax = max(base, a.Floor)
+		s.Grown = 0
+		s.Epoch++
+		cut = true
+		rate = clamp(RateCurve(s.Wmax, 0, a.Recovery, a.Beta))
+	}
+	return s, RateReply{Rate: rate, Epoch: s.Epoch, Cut: cut, Now: now, Meas: s.Meas}
+}

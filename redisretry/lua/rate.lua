@@ -1,0 +1,126 @@
+-- rate.lua: the fleet's learnt rate, for a capacity that has no number (a
+-- shared pool). One rate for every process of the fleet: cut by a factor on
+-- a congestion signal (a 429) of an attempt paced at the current rate, at
+-- most once per epoch, and grown by a scale-free CUBIC curve while the fleet
+-- uses it. Every number is an integer: rates in micro-requests per second
+-- (µreq/s), times in microseconds of server time.
+--
+-- KEYS[1]  the state: a hash of epoch (cuts so far), wmax (the rate before
+--          the last cut; the ceiling at first), grown (µs the rate was used
+--          since the last cut), at (the last call), n and nt (attempts
+--          counted since nt), meas (the send rate last measured, µreq/s)
+-- ARGV[1]  epoch: the epoch under which the caller paced an attempt that met
+--          congestion; -1 for none (a read)
+-- ARGV[2]  used: 1 if the caller was held back by the rate since its last
+--          call (the rate grows only then), else 0
+-- ARGV[3]  sent: attempts the caller started since its last call
+-- ARGV[4]  beta: the factor of a cut, in millionths (700000: x0.7)
+-- ARGV[5]  recovery: µs the rate, used all the while, takes to climb back to
+--          where it was cut (> 0)
+-- ARGV[6]  floor, ARGV[7] ceiling: the bounds of the rate (µreq/s)
+-- ARGV[8]  ttl: ms the state is kept after the last call
+--
+-- A key of another type, or a field that is not such an integer (0 to
+-- 2^53), is not the rate's (another program, or a hand, wrote it): it is
+-- deleted and the rate starts again, at the ceiling.
+--
+-- Reply: {rate, epoch, cut, now, meas}, integers: the learnt rate now
+-- (µreq/s), the epoch after the call, 1 if this call cut the rate, the
+-- server's time (µs), and the fleet's send rate last measured (µreq/s, 0 for
+-- none yet).
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local report = tonumber(ARGV[1])
+local used = tonumber(ARGV[2])
+local sent = tonumber(ARGV[3])
+local beta = tonumber(ARGV[4])
+local rec = tonumber(ARGV[5])
+local floor = tonumber(ARGV[6])
+local ceil = tonumber(ARGV[7])
+local ttl = tonumber(ARGV[8])
+local window = 1000000
+
+local function int(f)
+  local n = tonumber(f)
+  if n == nil or n < 0 or n >= 2 ^ 53 or n ~= math.floor(n) then
+    return nil
+  end
+  return n
+end
+
+local epoch, wmax, grown, at, n, nt, meas
+local v = redis.pcall("HMGET", KEYS[1], "epoch", "wmax", "grown", "at", "n", "nt", "meas")
+if v.err then
+  redis.call("DEL", KEYS[1])
+  v = {false}
+end
+if v[1] then
+  epoch, wmax, grown, at = int(v[1]), int(v[2]), int(v[3]), int(v[4])
+  n, nt, meas = int(v[5]), int(v[6]), int(v[7])
+  if epoch == nil or wmax == nil or grown == nil or at == nil or n == nil or nt == nil or meas == nil then
+    redis.call("DEL", KEYS[1])
+    epoch = nil
+  end
+end
+if epoch == nil then
+  epoch, wmax, grown, at, n, nt, meas = 0, ceil, rec, now, 0, now, 0
+end
+
+-- Growth, while used: the time since the last call, at most a window.
+if used == 1 and now > at then
+  local d = now - at
+  if d > window then
+    d = window
+  end
+  grown = grown + d
+end
+if grown > 64 * rec then
+  grown = 64 * rec
+end
+at = now
+-- The fleet's send rate, over windows.
+n = n + sent
+if now < nt then
+  n, nt = 0, now
+elseif now - nt >= window then
+  meas = math.floor(n * 1e12 / (now - nt))
+  n, nt = 0, now
+end
+
+-- wmax x (1 - (1-beta)(1 - grown/rec)^3), each product rounded on its own.
+local function curve(w, g)
+  local x = (rec - g) / rec
+  local x3 = (x * x) * x
+  local d = (1000000 - beta) / 1000000
+  local f = 1 - d * x3
+  return math.floor(w * f)
+end
+local function clamp(r)
+  if r > ceil then
+    r = ceil
+  end
+  if r < floor then
+    r = floor
+  end
+  return r
+end
+
+local rate = clamp(curve(wmax, grown))
+local cut = 0
+if report >= 0 and report == epoch then
+  local base = rate
+  if meas > 0 and 2 * meas < base then
+    base = meas
+  end
+  if base < floor then
+    base = floor
+  end
+  wmax, grown, epoch, cut = base, 0, epoch + 1, 1
+  rate = clamp(curve(wmax, 0))
+end
+
+redis.call("HSET", KEYS[1], "epoch", string.format("%d", epoch), "wmax", string.format("%d", wmax),
+  "grown", string.format("%d", grown), "at", string.format("%d", at), "n", string.format("%d", n),
+  "nt", string.format("%d", nt), "meas", string.format("%d", meas))
+redis.call("PEXPIRE", KEYS[1], ttl)
+return {rate, epoch, cut, now, meas}

@@ -1,0 +1,153 @@
+package redisretry
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
+)
+
+// rateCase is a case of the learnt rate's table: rate.lua on a real server
+// and its Go model (backend.RateCall, and the in-memory Store) from the same
+// state at the server's time the script reports.
+type rateCase struct {
+	name   string
+	noKey  bool
+	st     backend.RateState // At and NT are set from agoAt and agoNT
+	agoAt  time.Duration     // how long before the call the state was last written (negative: the clock went back)
+	agoNT  time.Duration     // how long before the call the current measure began
+	bad    string            // a field written with this value instead (not the rate's)
+	string bool              // the key holds a string
+	a      backend.RateArgs
+	wantOK func(r backend.RateReply) bool // what the case is about
+}
+
+// rateArgs are the defaults of the cases: ×0.7, a 3 s recovery, 1/s to
+// 10,000/s.
+func rateArgs(epoch, used, sent int64) backend.RateArgs {
+	return backend.RateArgs{Epoch: epoch, Used: used, Sent: sent, Beta: 700000, Recovery: 3_000_000, Floor: 1_000_000, Ceiling: 10_000_000_000, TTL: 3_600_000}
+}
+
+const perS = 1_000_000 // µreq/s of one request per second
+
+var rateCases = []rateCase{
+	{name: "no key: the ceiling", noKey: true, a: rateArgs(-1, 0, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Rate == 10_000*perS && r.Epoch == 0 && !r.Cut }},
+	{name: "no key: congestion cuts the ceiling", noKey: true, a: rateArgs(0, 1, 3),
+		wantOK: func(r backend.RateReply) bool { return r.Rate == 7_000*perS && r.Epoch == 1 && r.Cut }},
+	{name: "at the last cut", st: backend.RateState{Epoch: 3, Wmax: 100 * perS}, agoAt: time.Millisecond, a: rateArgs(-1, 0, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Rate == 70*perS && r.Epoch == 3 }},
+	{name: "used: it grows", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, agoAt: 500 * time.Millisecond, a: rateArgs(-1, 1, 5),
+		wantOK: func(r backend.RateReply) bool { return r.Rate > 70*perS && r.Rate < 100*perS }},
+	{name: "not used: it does not grow", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, agoAt: 500 * time.Millisecond, a: rateArgs(-1, 0, 5),
+		wantOK: func(r backend.RateReply) bool {
+			return r.Rate == backend.RateCurve(100*perS, 1_000_000, 3_000_000, 700000)
+		}},
+	{name: "a long silence grows a window at most", st: backend.RateState{Epoch: 1, Wmax: 100 * perS}, agoAt: time.Minute, a: rateArgs(-1, 1, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Rate < 100*perS }},
+	{name: "past the recovery: above where it was cut", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 6_000_000}, agoAt: 100 * time.Millisecond, a: rateArgs(-1, 1, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Rate > 130*perS }},
+	{name: "long used: the ceiling bounds it", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 500_000_000}, agoAt: time.Millisecond, a: rateArgs(-1, 1, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Rate == 10_000*perS }},
+	{name: "the floor bounds a cut", st: backend.RateState{Epoch: 9, Wmax: 1 * perS}, agoAt: time.Second, a: rateArgs(9, 0, 1),
+		wantOK: func(r backend.RateReply) bool { return r.Rate == perS && r.Cut && r.Epoch == 10 }},
+	{name: "a report of the current epoch cuts", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000}, agoAt: 10 * time.Millisecond, a: rateArgs(4, 1, 1),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Epoch == 5 && r.Rate < 200*perS }},
+	{name: "a report of an older epoch does not", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000}, agoAt: 10 * time.Millisecond, a: rateArgs(3, 1, 1),
+		wantOK: func(r backend.RateReply) bool { return !r.Cut && r.Epoch == 4 }},
+	{name: "nor of an epoch it does not know", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000}, agoAt: 10 * time.Millisecond, a: rateArgs(7, 1, 1),
+		wantOK: func(r backend.RateReply) bool { return !r.Cut && r.Epoch == 4 }},
+	{name: "a window measured", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, N: 119}, agoAt: 5 * time.Millisecond, agoNT: 1200 * time.Millisecond, a: rateArgs(-1, 1, 1),
+		wantOK: func(r backend.RateReply) bool { return r.Meas > 99*perS && r.Meas < 101*perS }},
+	{name: "a cut from the measured rate, below half the learnt one", st: backend.RateState{Epoch: 1, Wmax: 2_000 * perS, Grown: 3_000_000, N: 149}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 1, 1),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate > 69*perS && r.Rate < 71*perS }},
+	{name: "a cut from the learnt rate, the measured one above half of it", st: backend.RateState{Epoch: 1, Wmax: 180 * perS, Grown: 3_000_000, N: 149}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 1, 1),
+		wantOK: func(r backend.RateReply) bool {
+			return r.Cut && r.Rate > 125*perS && r.Rate < 127*perS && r.Meas > 99*perS
+		}},
+	{name: "a measure under way is kept", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, N: 40, Meas: 55 * perS}, agoAt: 5 * time.Millisecond, agoNT: 400 * time.Millisecond, a: rateArgs(-1, 1, 2),
+		wantOK: func(r backend.RateReply) bool { return r.Meas == 55*perS }},
+	{name: "the clock went back", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 1_000_000, N: 10}, agoAt: -time.Hour, agoNT: -time.Hour, a: rateArgs(-1, 1, 1),
+		wantOK: func(r backend.RateReply) bool {
+			return r.Rate == backend.RateCurve(100*perS, 1_000_000, 3_000_000, 700000)
+		}},
+	{name: "a field that is not the rate's", st: backend.RateState{Epoch: 2, Wmax: 100 * perS}, bad: "-5", a: rateArgs(-1, 0, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Rate == 10_000*perS && r.Epoch == 0 }},
+	{name: "a key of another type", string: true, a: rateArgs(-1, 0, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Rate == 10_000*perS && r.Epoch == 0 }},
+	{name: "other bounds: the floor", st: backend.RateState{Epoch: 2, Wmax: 100 * perS}, agoAt: time.Millisecond,
+		a:      backend.RateArgs{Epoch: -1, Beta: 500000, Recovery: 1_000_000, Floor: 150 * perS, Ceiling: 400 * perS, TTL: 1000},
+		wantOK: func(r backend.RateReply) bool { return r.Rate == 150*perS }},
+	{name: "other bounds: the ceiling", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 3_000_000}, agoAt: time.Millisecond,
+		a:      backend.RateArgs{Epoch: -1, Beta: 500000, Recovery: 1_000_000, Floor: 150 * perS, Ceiling: 400 * perS, TTL: 1000},
+		wantOK: func(r backend.RateReply) bool { return r.Rate == 400*perS }},
+}
+
+func TestRateScriptMatchesModel(t *testing.T) {
+	srv := startRedis(t)
+	c := srv.client(t)
+	be := scriptRunner{c}
+	ctx := context.Background()
+	for _, tc := range rateCases {
+		t.Run(tc.name, func(t *testing.T) {
+			key := backend.RateKey(testKey(t))
+			var st *backend.RateState
+			switch {
+			case tc.string:
+				c.Set(ctx, key, "hello", time.Hour)
+			case !tc.noKey:
+				now := serverMicros(t, c)
+				s := tc.st
+				s.At, s.NT = now-us(tc.agoAt), now-us(tc.agoNT)
+				if tc.agoAt < 0 {
+					s.At = now + us(-tc.agoAt)
+				}
+				if tc.agoNT < 0 {
+					s.NT = now + us(-tc.agoNT)
+				}
+				fields := []any{"epoch", s.Epoch, "wmax", s.Wmax, "grown", s.Grown, "at", s.At, "n", s.N, "nt", s.NT, "meas", s.Meas}
+				if tc.bad != "" {
+					fields[1] = tc.bad
+				} else {
+					st = &s
+				}
+				if err := c.HSet(ctx, key, fields...).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := be.rate(ctx, key, tc.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, m := backend.RateCall(st, r.Now, tc.a)
+			if r != m {
+				t.Fatalf("script %+v, model %+v", r, m)
+			}
+			// The in-memory server, from the same state at the same time.
+			var store backend.Store
+			if st != nil {
+				store.SetRate(key, *st, time.UnixMicro(r.Now), time.Hour.Milliseconds())
+			}
+			if sr := store.Apply(time.UnixMicro(r.Now), backend.Call{Script: backend.Rate, RateKey: key, RateArgs: tc.a}).Rate; sr != r {
+				t.Fatalf("script %+v, in-memory store %+v", r, sr)
+			}
+			if got, ok := store.RateOf(key, time.UnixMicro(r.Now)); !ok || got != want {
+				t.Fatalf("the store keeps %+v (%v), the model %+v", got, ok, want)
+			}
+			h := c.HGetAll(ctx, key).Val()
+			num := func(f string) int64 { n, _ := strconv.ParseInt(h[f], 10, 64); return n }
+			got := backend.RateState{Epoch: num("epoch"), Wmax: num("wmax"), Grown: num("grown"), At: num("at"), N: num("n"), NT: num("nt"), Meas: num("meas")}
+			if got != want {
+				t.Fatalf("the server keeps %+v, the model %+v", got, want)
+			}
+			if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Duration(tc.a.TTL)*time.Millisecond {
+				t.Fatalf("PTTL %v, want (0, %dms]", ttl, tc.a.TTL)
+			}
+			if !tc.wantOK(r) {
+				t.Fatalf("reply %+v: not what the case expects", r)
+			}
+		})
+	}
+}
