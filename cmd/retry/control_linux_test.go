@@ -147,12 +147,13 @@ func TestSignalNames(t *testing.T) {
 		"SYS": syscall.SIGSYS, "XCPU": syscall.SIGXCPU, "URG": syscall.SIGURG, "TTOU": syscall.SIGTTOU,
 		"9": syscall.SIGKILL, "RTMIN": 34, "RTMIN+1": 35, "SIGRTMAX": 64, "RTMAX-2": 62, "64": 64,
 		"iot": syscall.SIGABRT, "SIGCLD": syscall.SIGCHLD, "rtmax": 64, "RTMIN+0": 34,
+		"0": 0, "EXIT": 0, "sigexit": 0, // none, as timeout -s 0
 	} {
 		if got, err := parseSignal(in); err != nil || got != want {
 			t.Errorf("parseSignal(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "NOPE", "0", "65", "-1", "RTMIN+31", "RTMAX-31", "RTMIN+x", "SIG", "RTMIN-1", "RTMAX+1", "RTMIN+-1", "RTMIN++1", "SIGSIG", " TERM"} {
+	for _, bad := range []string{"", "NOPE", "65", "-0", "+0", "EXIT0", "-1", "RTMIN+31", "RTMAX-31", "RTMIN+x", "SIG", "RTMIN-1", "RTMAX+1", "RTMIN+-1", "RTMIN++1", "SIGSIG", " TERM"} {
 		if _, err := parseSignal(bad); err == nil {
 			t.Errorf("parseSignal(%q) accepted", bad)
 		}

@@ -63,7 +63,8 @@ It prints what it runs first, then a chart of the attempts reaching each
 server over time (synchronized, quota), a table per strategy, a legend and a
 conclusion computed from the numbers. Everything fits 80 columns.
 
-Exit status: 0, 2 on bad usage, 130/143 when interrupted (after the summary).
+Exit status: 0, 2 on bad usage; interrupted, it ends by SIGINT or SIGTERM
+(a shell shows 130/143) after the summary.
 
 Flags:
 `)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,7 +53,11 @@ func TestFleetBadInput(t *testing.T) {
 		{"redis without fleet", []string{"--redis", r, "--", "true"}, "--redis needs --fleet NAME"},
 		{"timeout without redis", []string{"--redis-timeout", "50ms", "--", "true"}, "--redis-timeout needs --redis URL"},
 		{"empty redis", []string{"--redis", "", "--fleet", "ci", "--", "true"}, "--redis: empty URL"},
-		{"redis scheme", []string{"--redis", "http://127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL"},
+		{"redis scheme", []string{"--redis", "http://127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL http://127.0.0.1:6379: want redis://HOST:PORT/DB (with USER:PASSWORD@ before HOST if the server needs a password), rediss://HOST:PORT/DB for TLS, or unix:///PATH"},
+		{"redis not a URL", []string{"--redis", "notaurl", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL notaurl: want redis://HOST:PORT/DB"},
+		{"redis host:port", []string{"--redis", "127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL 127.0.0.1:6379: want redis://HOST:PORT/DB"},
+		{"redis without scheme, password", []string{"--redis", "user:s3cret@127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL REDACTED@127.0.0.1:6379: want redis://HOST:PORT/DB"},
+		{"redis other scheme, password", []string{"--redis", "tcp://u:s3cret@127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL tcp://REDACTED@127.0.0.1:6379: want redis://"},
 		{"redis password", []string{"--redis", "redis://user:s3cret@127.0.0.1:6379/notadb", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL redis://REDACTED@127.0.0.1:6379/notadb: redis: invalid database number"},
 		{"redis port", []string{"--redis", "redis://:s3cret@127.0.0.1:99999/0", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL redis://REDACTED@127.0.0.1:99999/0: port 99999 is outside 0-65535"},
 		{"password in the query", []string{"--redis", "redis://127.0.0.1:6379/0?password=s3cret", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL redis://127.0.0.1:6379/0?password=REDACTED: redis: unexpected option: password"},
@@ -495,8 +498,7 @@ func TestFleetStalledRedisInterrupted(t *testing.T) {
 	cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
 	took := time.Since(signalled)
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+	if shellStatus(err) != 130 {
 		t.Errorf("%v, want exit 130; stderr:\n%s", err, stderr.String())
 	}
 	if _, err := os.Stat(marker); err == nil {

@@ -1148,7 +1148,8 @@ func describeHTTP(err error) attemptInfo {
 	return info
 }
 
-// signalWatch cancels a context on SIGINT or SIGTERM and remembers which.
+// signalWatch cancels a context on SIGINT or SIGTERM and remembers which
+// (and notes it: see exitProcess).
 type signalWatch struct {
 	stop func()
 	got  chan os.Signal
@@ -1162,6 +1163,7 @@ func watchSignals(cancel context.CancelFunc) *signalWatch {
 	go func() {
 		select {
 		case s := <-sigs:
+			noteSignal(s)
 			w.got <- s
 			cancel()
 		case <-done:

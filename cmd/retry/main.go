@@ -48,8 +48,11 @@ const (
 )
 
 func main() {
+	if isWatchdog() {
+		os.Exit(watchdogMain())
+	}
 	wholeProcess = true
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	exitProcess(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run is the whole command, minus os.Exit: it returns the exit code.

@@ -22,6 +22,9 @@ func prepare(cmd *exec.Cmd, group bool) {}
 // signal sends s to the command; where signals other than SIGKILL cannot be
 // sent (Windows), the command is killed.
 func (p *process) signal(s syscall.Signal) {
+	if s == 0 {
+		return // --signal 0: none
+	}
 	if err := p.cmd.Process.Signal(s); err != nil {
 		_ = p.cmd.Process.Kill()
 	}
@@ -49,6 +52,15 @@ const shell = ""
 func closedPipe(io.Writer) bool { return false }
 
 var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+
+func ignoredByShell(os.Signal) bool { return false }
+
+// alarmSignal: none here.
+var alarmSignal os.Signal
+
+// exitBySignal: a process cannot end by a signal here; retry exits with
+// 128+N.
+func exitBySignal(syscall.Signal) {}
 
 func fromTerminal(s os.Signal) bool { return s == os.Interrupt }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -142,6 +143,41 @@ func terminalForeground() bool {
 
 // forwardedSignals are the signals retry relays to the running attempt.
 var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// ignoredByShell reports whether s, ignored when retry started, was
+// ignored by a shell for a background job rather than by the user: a
+// non-interactive shell starts "cmd &" with SIGINT and SIGQUIT ignored
+// (POSIX), so that the terminal's Ctrl-C does not reach it. retry catches
+// those anyway, as timeout(1) does, so that "kill -INT" of a background
+// retry, and with --foreground an INT sent to the job's process group,
+// reach the command, which starts with them at their default. A SIGHUP or
+// SIGTERM ignored at start (nohup) is the user's choice and stays ignored,
+// for retry and the command.
+func ignoredByShell(s os.Signal) bool { return s == syscall.SIGINT || s == syscall.SIGQUIT }
+
+// alarmSignal is SIGALRM, which timeout(1) takes for its own timer: sent
+// to retry, it ends the running attempt as if its --attempt-timeout had
+// come.
+var alarmSignal os.Signal = syscall.SIGALRM
+
+// exitBySignal ends retry by s with the signal's default action (see
+// exitProcess), after a second to let another thread take it. It returns
+// only where it cannot: SIGQUIT where its default cannot be restored (Go's
+// own handler would print a stack trace and exit 2), or where the core
+// dump that its default action makes cannot be turned off.
+func exitBySignal(s syscall.Signal) {
+	signal.Reset(s) // no longer to a channel
+	if s == syscall.SIGQUIT && !noCoreDump() {
+		return
+	}
+	// Elsewhere than SIGQUIT, Go's own handler ends the process by the
+	// signal (INT, TERM, HUP) once nothing is notified of it.
+	if !defaultAction(s) && s == syscall.SIGQUIT {
+		return
+	}
+	raise(s)
+	time.Sleep(time.Second)
+}
 
 // shell runs an executable file that the kernel cannot (ENOEXEC: a script
 // without "#!"), as execvp does.

@@ -122,6 +122,7 @@ type started struct {
 	cancel     context.CancelFunc
 	ctx        context.Context
 	childLines []string
+	status     error // cmd.Wait's, once wait returned
 }
 
 func startRetry(t *testing.T, env []string, attr *syscall.SysProcAttr, stdin *os.File, flags ...string) *started {
@@ -260,13 +261,11 @@ func (s *started) wait(t *testing.T) (int, string) {
 	if s.ctx.Err() != nil {
 		t.Fatalf("retry did not exit; child said %q%s; stderr:\n%s", s.childLines, rest, s.stderr)
 	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
 		t.Fatal(err)
 	}
-	return code, string(rest)
+	s.status = err
+	return shellStatus(err), string(rest)
 }
 
 // TestEachAttemptHasItsOwnProcessGroup: by default the command leads its own

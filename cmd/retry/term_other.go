@@ -3,12 +3,11 @@
 package main
 
 import (
-	"io"
 	"os"
 )
 
 // isTerminal reports whether w is a character device (a console here).
-func isTerminal(w io.Writer) bool {
+func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

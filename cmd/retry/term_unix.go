@@ -3,15 +3,14 @@
 package main
 
 import (
-	"io"
 	"os"
 	"syscall"
 	"unsafe"
 )
 
-// isTerminal reports whether w is a terminal (an *os.File whose terminal
-// attributes can be read).
-func isTerminal(w io.Writer) bool {
+// isTerminal reports whether w, a reader or a writer, is a terminal (an
+// *os.File whose terminal attributes can be read).
+func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
