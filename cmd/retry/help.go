@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -199,6 +200,19 @@ func printCommandHelp(w io.Writer, _ *flag.FlagSet) {
 	fmt.Fprintf(w, commandHelp, optionText(shapeList()), profileText(), configKeysText())
 }
 
+// writeOutText lists the variables of -w, as %{name}.
+func writeOutText() string {
+	names := make([]string, 0, len(writeOutVars))
+	for name := range writeOutVars {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		names[i] = "%{" + name + "}"
+	}
+	return wrap(strings.Join(names, " "), 72, "        ")
+}
+
 // configKeysText lists the config keys, aliases paired: "attempts,
 // initial_delay (initialDelay), ...".
 func configKeysText() string {
@@ -336,13 +350,8 @@ OPTIONS
                              no order)
     -I, --head               send HEAD and write the headers
     -D, --dump-header FILE   write the response headers to FILE ("-" for stdout)
-    -w, --write-out FORMAT   write FORMAT to stdout at the end; @FILE reads it;
-                             variables %%{http_code} %%{response_code}
-                             %%{time_total} %%{num_retries} %%{num_redirects}
-                             %%{url_effective} %%{method} %%{size_download}
-                             %%{content_type} %%{exitcode}; \n \t \r \\ and %%%%
-                             escapes; an unknown variable is a warning and
-                             prints nothing
+    -w, --write-out FORMAT   write FORMAT to stdout at the end, with curl's
+                             variables (see WRITE-OUT); @FILE reads it
     -f, --fail               exit 22 on a final status of 400 or above,
                              without the body (-i and -I still write the
                              headers)
@@ -400,9 +409,25 @@ OPTIONS
     --redis-timeout DURATION time limit of each Redis call, at most a tenth of
                              --deadline (default 20ms)
 
-    DURATION is Go syntax (1.5s, 250ms) or a number of seconds. Combined
-    one-letter flags work as in curl (-fsSL, -XPOST); flags may come after
-    the URL.
+    DURATION is Go syntax (1.5s, 250ms), a number of seconds or of days
+    (1d). Combined one-letter flags work as in curl (-fsSL, -XPOST); flags
+    may come after the URL.
+
+WRITE-OUT
+    -w FORMAT is written once the request is over, as curl writes it:
+    %%{NAME} is a variable, %%header{NAME} the last answer's header NAME
+    (values joined by ", "), %%%% a %%; \n \t \r \\ are escapes. Variables
+    (any case):
+        %[3]s
+    %%{stderr} and %%{stdout} say where the rest goes, %%{onerror} writes the
+    rest only if the request failed, %%{json} is every variable as a JSON
+    object, %%{header_json} the last answer's header. time_* are seconds
+    since the request began (its retries and waits included), for the
+    attempt that got the last answer; size_request counts the request as
+    HTTP/1.1 writes it; num_retries is ours. Secrets are redacted (URLs'
+    user info and key=... values: REDACTED). An unknown variable is a
+    warning and prints nothing; curl has these that retry http has not:
+        %[4]s
 
 PROXIES
     Without -x, the proxy comes from $HTTPS_PROXY (https URLs) or
@@ -456,5 +481,5 @@ EXAMPLES
 
 // printHTTPHelp prints the manual of retry http.
 func printHTTPHelp(w io.Writer) {
-	fmt.Fprintf(w, httpHelp, optionText(shapeList()), profileText())
+	fmt.Fprintf(w, httpHelp, optionText(shapeList()), profileText(), writeOutText(), wrap(writeOutMissing, 72, "        "))
 }
