@@ -61,7 +61,11 @@ finishes in seconds; server hints are not scaled.
 
 It prints what it runs first, then a chart of the attempts reaching each
 server over time (synchronized, quota), a table per strategy, a legend and a
-conclusion computed from the numbers. Everything fits 80 columns.
+conclusion computed from the numbers. Everything fits 80 columns. On a
+terminal too short for all of it (80x24), the last screen holds the chart,
+the table and the conclusion's first sentences, and a line saying how to see
+the rest. The seed fixes every random draw, but the servers run in real
+time: the counts vary a little from run to run.
 
 Exit status: 0, 2 on bad usage; interrupted, it ends by SIGINT or SIGTERM
 (a shell shows 130/143) after the summary.
