@@ -28,7 +28,9 @@ var notifySignals = func(c chan<- os.Signal) (stop func()) {
 	for _, s := range forwardedSignals {
 		// One ignored when retry started stays ignored, for retry and, as
 		// inherited, for the command (nohup), unless a shell ignored it for
-		// a background job (see ignoredByShell).
+		// a background job (see ignoredByShell). Go's runtime tells of
+		// SIGHUP and SIGINT only: it catches the others at its start,
+		// ignored or not, and forgets which were.
 		if !signal.Ignored(s) || ignoredByShell(s) {
 			sigs = append(sigs, s)
 		}
@@ -179,13 +181,13 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	done := make(chan struct{})
 	defer close(done)
 	go r.relay(sigs, cancel, done)
-	if len(jobSignals) > 0 && !signal.Ignored(jobSignals[0]) { // Ctrl-Z ignored at start stays so
+	if len(jobSignals) > 0 && !signal.Ignored(jobSignals[0]) { // (Go cannot tell a Ctrl-Z ignored at start: see notifySignals)
 		jobs := make(chan os.Signal, 2)
 		signal.Notify(jobs, jobSignals...)
 		defer signal.Stop(jobs)
 		go r.jobControl(jobs, done)
 	}
-	if alarmSignal != nil && !signal.Ignored(alarmSignal) {
+	if alarmSignal != nil {
 		alarms := make(chan os.Signal, 1)
 		signal.Notify(alarms, alarmSignal)
 		defer signal.Stop(alarms)
@@ -473,26 +475,42 @@ func (r *cmdRunner) alarmRelay(alarms <-chan os.Signal, done <-chan struct{}, lo
 	}
 }
 
-// command returns the exec.Cmd of one attempt of argv.
-func (r *cmdRunner) command(argv []string, stdin io.Reader) *exec.Cmd {
+// command returns the exec.Cmd of one attempt of argv, in the process
+// group pgid if not 0 (see prepare).
+func (r *cmdRunner) command(argv []string, stdin io.Reader, pgid int) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, r.stdout, r.stderr
 	cmd.WaitDelay = time.Second // bounds the copy of output left open by orphans
-	prepare(cmd, r.group)
+	prepare(cmd, r.group, pgid)
 	return cmd
 }
 
 // start starts an attempt of the command, and runs a file that is not an
 // executable (a script without "#!") with the shell, as execvp and
-// timeout(1) do.
-func (r *cmdRunner) start(stdin io.Reader) (*exec.Cmd, error) {
-	cmd := r.command(r.argv, stdin)
+// timeout(1) do. With a watchdog, the attempt's process group is made
+// first and the watchdog told of it (see groupHolder): the command, and
+// all it starts, are in a group the watchdog knows from their first
+// instruction. It returns the attempt's group if it is not the command's
+// own (0).
+func (r *cmdRunner) start(stdin io.Reader) (*exec.Cmd, int, error) {
+	pgid := 0
+	if r.group && r.watchdog != nil {
+		if h, err := newGroupHolder(); err == nil {
+			r.watchdog.watch(h.pgid())
+			defer h.release() // once the command is in the group
+			pgid = h.pgid()
+		}
+	}
+	cmd := r.command(r.argv, stdin, pgid)
 	err := r.children.start(cmd)
 	if errors.Is(err, syscall.ENOEXEC) && shell != "" && cmd.Path != "" {
-		cmd = r.command(append([]string{shell, cmd.Path}, r.argv[1:]...), stdin)
+		cmd = r.command(append([]string{shell, cmd.Path}, r.argv[1:]...), stdin, pgid)
 		err = r.children.start(cmd)
 	}
-	return cmd, err
+	if err == nil && r.group && pgid == 0 {
+		r.watchdog.watch(cmd.Process.Pid)
+	}
+	return cmd, pgid, err
 }
 
 // attempt runs the command once.
@@ -518,14 +536,13 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 		return context.Canceled
 	}
 	r.attempts++
-	cmd, err := r.start(stdin)
-	proc := &process{cmd: cmd, group: r.group}
+	cmd, pgid, err := r.start(stdin)
+	proc := &process{cmd: cmd, group: r.group, pgid: pgid}
 	alarm := make(chan struct{}, 1)
 	if err == nil {
 		r.proc, r.alarm = proc, alarm
-		if r.group {
-			r.watchdog.watch(cmd.Process.Pid)
-		}
+	} else if r.group {
+		r.watchdog.forget()
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -659,7 +676,7 @@ wait:
 		return nil
 	}
 	if killed && !timedOut { // interrupted, and the --kill-after grace ran out
-		return &cmdError{code: 128 + int(syscall.SIGKILL), what: fmt.Sprintf("still running %v after %s: killed with SIGKILL (--kill-after)", roundDur(killAt.Sub(stoppedAt)), r.signalText()), err: err}
+		return &cmdError{code: 128 + int(syscall.SIGKILL), what: fmt.Sprintf("still running %v after %s: killed with SIGKILL (--kill-after)", roundDur(max(killAt.Sub(stoppedAt), 0)), r.signalText()), err: err}
 	}
 	if timedOut {
 		what := "stopped by the --deadline"

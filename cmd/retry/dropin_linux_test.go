@@ -29,6 +29,22 @@ func timeoutBinary(t *testing.T) string {
 	return path
 }
 
+// waitAsleep waits for pid, a timeout(1) whose command has started, to
+// sleep: coreutils' timeout has a race of its own, in which a signal that
+// comes after its fork but before it stored the child's pid makes it
+// _exit(128+N) and leave its command running (seen under load). Asleep, it
+// is in its loop, past that. No event tells another process's state: poll,
+// bounded by the test's context.
+func waitAsleep(t *testing.T, s *started, pid int) {
+	t.Helper()
+	for state(t, pid) != "S" {
+		if s.ctx.Err() != nil {
+			t.Fatalf("timeout(1) %d never went to sleep (state %q)", pid, state(t, pid))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestDiesByTheSignal: an interrupted retry ends by the signal it got
 // (SIGINT, SIGTERM, SIGHUP, SIGQUIT), once the attempt is gone and the
 // closing line written, as timeout(1) does: a parent sees a death by the
@@ -190,6 +206,9 @@ func TestSIGALRMEndsTheAttempt(t *testing.T) {
 			wrap := wrappers[name]
 			argv := append(append(wrap("ALRM", "300"), wrap("INT", "250")...), self)
 			s := startProcess(t, argv[0], []string{"RETRY_TEST_CHILD=signals", "EXIT_ON=INT"}, nil, nil, argv[1:]...)
+			if name == "timeout" {
+				waitAsleep(t, s, s.cmd.Process.Pid)
+			}
 			s.cmd.Process.Signal(syscall.SIGALRM)
 			code, rest := s.wait(t)
 			if code != exitTimeout || !strings.HasPrefix(strings.TrimSpace(rest), "sig INT") {
@@ -238,10 +257,14 @@ func TestBackgroundJobGetsInt(t *testing.T) {
 			s := startProcess(t, "/bin/sh", nil, &syscall.SysProcAttr{Setpgid: true}, nil, argv...)
 			shell := s.cmd.Process.Pid
 			t.Cleanup(func() { syscall.Kill(-shell, syscall.SIGKILL) })
+			wrapper := parentOf(t, s.pid)
+			if strings.HasPrefix(tc.name, "timeout") {
+				waitAsleep(t, s, wrapper)
+			}
 			if tc.group {
 				syscall.Kill(-shell, syscall.SIGINT)
 			} else {
-				syscall.Kill(parentOf(t, s.pid), syscall.SIGINT)
+				syscall.Kill(wrapper, syscall.SIGINT)
 			}
 			var status string
 			for sc := bufio.NewScanner(s.out); sc.Scan(); {
@@ -251,6 +274,9 @@ func TestBackgroundJobGetsInt(t *testing.T) {
 			}
 			if status != "130" {
 				t.Errorf("the job's status is %q, want 130 (ended by the INT); stderr:\n%s", status, s.stderr)
+			}
+			if alive(t, s.pid) {
+				t.Errorf("the command %d outlived retry", s.pid)
 			}
 			s.wait(t)
 		})

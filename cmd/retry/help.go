@@ -62,11 +62,12 @@ PROCESS CONTROL
     Linux), as timeout(1) does: a shell shows 130 after Ctrl-C and stops
     its loop or script too.
     The same signal again within 50ms is the same keypress (a parent that
-    passed it on too) and does nothing. SIGHUP, SIGTERM, SIGALRM or Ctrl-Z
-    ignored when retry started (nohup) stay ignored, by retry and the
-    command. SIGINT and SIGQUIT ignored at start are a shell's doing (it
-    starts "cmd &" so in a script): as timeout(1), retry takes them anyway,
-    and the command starts with them at their default.
+    passed it on too) and does nothing. A SIGHUP ignored when retry started
+    (nohup) stays ignored, by retry and the command. SIGINT and SIGQUIT
+    ignored at start are a shell's doing (it starts "cmd &" so in a
+    script): as timeout(1), retry takes them anyway, and the command starts
+    with them at their default. (A Go program cannot see that another
+    signal was ignored at start: SIGTERM, SIGALRM and Ctrl-Z work as usual.)
 
     A command that reads the terminal (an editor, a password prompt) needs
     --foreground: it then runs in retry's own process group, gets the

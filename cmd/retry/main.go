@@ -48,8 +48,11 @@ const (
 )
 
 func main() {
-	if isWatchdog() {
+	switch {
+	case isWatchdog():
 		os.Exit(watchdogMain())
+	case isGroupHolder():
+		os.Exit(groupHolderMain())
 	}
 	wholeProcess = true
 	exitProcess(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

@@ -101,6 +101,27 @@ func shellStatus(err error) int {
 	return ee.ExitCode()
 }
 
+// runRetryIn runs the binary with args under wrapper (a command line that
+// execs its arguments, e.g. sh -c 'trap "" TERM; exec "$@"' sh), as
+// runRetry does.
+func runRetryIn(t *testing.T, wrapper []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, wrapper[0], append(append(wrapper[1:], bin), args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("retry %q did not finish in time; stderr:\n%s", args, errb.String())
+	}
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("retry %q: %v", args, err)
+	}
+	return result{shellStatus(err), out.String(), errb.String()}
+}
+
 // lines returns the lines of s that contain sub.
 func lines(s, sub string) []string {
 	var out []string

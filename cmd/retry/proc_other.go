@@ -15,9 +15,10 @@ import (
 type process struct {
 	cmd   *exec.Cmd
 	group bool
+	pgid  int
 }
 
-func prepare(cmd *exec.Cmd, group bool) {}
+func prepare(cmd *exec.Cmd, group bool, pgid int) {}
 
 // signal sends s to the command; where signals other than SIGKILL cannot be
 // sent (Windows), the command is killed.

@@ -23,14 +23,25 @@ import (
 // --foreground does.
 type process struct {
 	cmd   *exec.Cmd
-	group bool // the command leads its own process group
+	group bool // the command is in a process group of its own
+	// pgid is that group when the command joined one made for it (see
+	// groupHolder); 0 when the command leads it.
+	pgid int
 }
 
-// prepare sets up cmd to start in its own process group, or not. Where the
-// system can, the command is killed if retry dies (kill -9): in a group of
-// its own, nothing else would stop it.
-func prepare(cmd *exec.Cmd, group bool) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
+// id returns the attempt's process group.
+func (p *process) id() int {
+	if p.pgid != 0 {
+		return p.pgid
+	}
+	return p.cmd.Process.Pid
+}
+
+// prepare sets up cmd to start in a process group of its own (group), or
+// not: a new one it leads (pgid 0), or the one pgid (see groupHolder).
+// Where the system can, the command is killed if retry dies (kill -9).
+func prepare(cmd *exec.Cmd, group bool, pgid int) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group, Pgid: pgid}
 	setDeathSignal(cmd.SysProcAttr)
 }
 
@@ -49,7 +60,7 @@ func (p *process) resume() { p.send(syscall.SIGCONT) }
 // (signal also sends SIGCONT).
 func (p *process) send(s syscall.Signal) {
 	if p.group {
-		_ = syscall.Kill(-p.cmd.Process.Pid, s)
+		_ = syscall.Kill(-p.id(), s)
 		return
 	}
 	_ = p.cmd.Process.Signal(s)
@@ -72,9 +83,9 @@ func stopSelf() { _ = syscall.Kill(syscall.Getpid(), syscall.SIGSTOP) }
 // --kill-after 0.
 func (p *process) signal(s syscall.Signal) {
 	if p.group {
-		_ = syscall.Kill(-p.cmd.Process.Pid, s)
+		_ = syscall.Kill(-p.id(), s)
 		if s != syscall.SIGKILL && s != syscall.SIGCONT {
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+			_ = syscall.Kill(-p.id(), syscall.SIGCONT)
 		}
 		return
 	}
@@ -88,7 +99,7 @@ func (p *process) groupLeft() bool {
 	if !p.group {
 		return false
 	}
-	pgid := p.cmd.Process.Pid
+	pgid := p.id()
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -268,12 +269,17 @@ func (s *started) wait(t *testing.T) (int, string) {
 	return shellStatus(err), string(rest)
 }
 
-// TestEachAttemptHasItsOwnProcessGroup: by default the command leads its own
-// process group; with --foreground it stays in retry's.
+// TestEachAttemptHasItsOwnProcessGroup: by default the command is in a
+// process group of its own (made for it before it starts, see
+// groupHolder: not retry's, and no other process of the test is in it);
+// with --foreground it stays in retry's.
 func TestEachAttemptHasItsOwnProcessGroup(t *testing.T) {
 	s := startRetry(t, []string{"EXIT_ON=TERM"}, nil, nil, "--attempts", "1")
-	if s.pgid != s.pid {
-		t.Errorf("child %d is in process group %d, want its own", s.pid, s.pgid)
+	if s.pgid == syscall.Getpgrp() || s.pgid == s.cmd.Process.Pid {
+		t.Errorf("child %d is in process group %d, want one of its own (the test's is %d, retry is %d)", s.pid, s.pgid, syscall.Getpgrp(), s.cmd.Process.Pid)
+	}
+	if members := groupMembers(t, s.pgid); !slices.Equal(members, []int{s.pid}) {
+		t.Errorf("process group %d holds %v, want the command %d alone (the holder gone)", s.pgid, members, s.pid)
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if code, _ := s.wait(t); code != 143 {
@@ -329,6 +335,32 @@ func TestSecondSignalKills(t *testing.T) {
 			}
 		})
 	}
+}
+
+// groupMembers returns the processes of group pgid that are not zombies,
+// from /proc.
+func groupMembers(t *testing.T, pgid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // openPTY opens a pseudo-terminal pair.
@@ -411,24 +443,28 @@ func TestCtrlCAtATerminal(t *testing.T) {
 }
 
 // TestSignalAndKillAfter: --signal picks the signal a timed-out attempt
-// gets; a command that ignores it is killed --kill-after later (exit 137,
-// as timeout(1)). The command installs its handlers before saying ready,
-// long before the 1s timeout.
+// gets (the command says which it got, and exits: 124, with --kill-after 0
+// so that nothing races its answer); a command that ignores it is killed
+// --kill-after later (exit 137, as timeout(1)). Whether that command had
+// the time to say it got the signal before the SIGKILL is the scheduler's
+// business (100ms under load): not asserted. The command installs its
+// handlers before saying ready.
 func TestSignalAndKillAfter(t *testing.T) {
 	for _, tc := range []struct {
 		flags  []string
 		exitOn string
 		code   int
-		said   string
+		said   []string // what the command may say, one of
 	}{
-		{[]string{"--signal", "INT"}, "INT", exitTimeout, "sig INT"},
-		{[]string{"--signal", "SIGHUP", "--kill-after", "100ms"}, "", 137, "sig HUP"},
+		{[]string{"--signal", "INT", "--kill-after", "0"}, "INT", exitTimeout, []string{"sig INT"}},
+		{[]string{"--signal", "SIGHUP", "--kill-after", "0"}, "HUP", exitTimeout, []string{"sig HUP"}},
+		{[]string{"--signal", "SIGHUP", "--kill-after", "100ms"}, "", 137, []string{"sig HUP", ""}},
 	} {
-		t.Run(tc.flags[1], func(t *testing.T) {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			s := startRetry(t, []string{"EXIT_ON=" + tc.exitOn}, nil, nil, append([]string{"--attempts", "1", "--attempt-timeout", "1s"}, tc.flags...)...)
 			code, rest := s.wait(t)
-			if code != tc.code || strings.TrimSpace(rest) != tc.said {
-				t.Errorf("exit %d, child said %q; want %d and %q; stderr:\n%s", code, rest, tc.code, tc.said, s.stderr)
+			if code != tc.code || !slices.Contains(tc.said, strings.TrimSpace(rest)) {
+				t.Errorf("exit %d, child said %q; want %d and one of %q; stderr:\n%s", code, rest, tc.code, tc.said, s.stderr)
 			}
 		})
 	}
@@ -472,12 +508,15 @@ func TestInterruptKillAfter(t *testing.T) {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			s := startRetry(t, nil, nil, nil, append([]string{"--attempts", "3"}, tc.flags...)...)
 			s.cmd.Process.Signal(syscall.SIGTERM)
-			if l := s.line(t); l != "sig TERM" {
-				t.Fatalf("child said %q, want the forwarded SIGTERM", l)
-			}
+			// The command says it got the SIGTERM, unless the kill came
+			// first: 300ms, or a 1s --deadline counted from retry's start,
+			// can pass on a loaded machine before the command answers (the
+			// kill is what is promised, not the command's time to answer;
+			// TestCommandSignalForwarded checks the forwarding).
 			code, rest := s.wait(t)
-			if code != 143 || rest != "" || alive(t, s.pid) || !strings.Contains(s.stderr.String(), tc.want) {
-				t.Errorf("exit %d, then the child said %q, alive %v; want 143, nothing, killed, and %q; stderr:\n%s", code, rest, alive(t, s.pid), tc.want, s.stderr)
+			said := strings.TrimSpace(rest)
+			if code != 143 || (said != "sig TERM" && said != "") || alive(t, s.pid) || !strings.Contains(s.stderr.String(), tc.want) {
+				t.Errorf("exit %d, then the child said %q, alive %v; want 143, sig TERM, killed, and %q; stderr:\n%s", code, rest, alive(t, s.pid), tc.want, s.stderr)
 			}
 		})
 	}
