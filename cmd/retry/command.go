@@ -181,7 +181,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	done := make(chan struct{})
 	defer close(done)
 	go r.relay(sigs, cancel, done)
-	if len(jobSignals) > 0 && !signal.Ignored(jobSignals[0]) { // (Go cannot tell a Ctrl-Z ignored at start: see notifySignals)
+	if len(jobSignals) > 0 { // (a Ctrl-Z ignored at start cannot be told: see notifySignals)
 		jobs := make(chan os.Signal, 2)
 		signal.Notify(jobs, jobSignals...)
 		defer signal.Stop(jobs)
