@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -311,35 +312,47 @@ func TestFleetPassword(t *testing.T) {
 	}
 }
 
-// TestFleetCooldownShared: a 429 with Retry-After (3 s) seen by one process
+// TestFleetCooldownShared: a 429 with Retry-After seen by one process
 // pauses another process of the fleet: within a deadline it gives up
 // before running its command; without one it waits, says so, then runs.
 func TestFleetCooldownShared(t *testing.T) {
 	srv := startRedis(t)
+	// publish has one process of fleet name see a 429 with Retry-After:
+	// after seconds, and returns when.
+	publish := func(name, after string) time.Time {
+		t.Helper()
+		// A 2 s Redis timeout: the sharing is under test, not the bound (a
+		// busy machine running -race may take more than 20 ms for a
+		// process's first call, and a hint that Redis did not take in time
+		// stays local).
+		s := &scripted{statuses: []int{429}, headers: map[int]http.Header{0: {"Retry-After": {after}}}}
+		r := runRetry(t, "", nil, args([]string{"http", "-sS", "--attempts", "1", "--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s"}, []string{serve(t, s)})...)
+		if r.code != exitGaveUp || s.count() != 1 {
+			t.Fatalf("first process: exit %d after %d requests; stderr:\n%s", r.code, s.count(), r.stderr)
+		}
+		published := time.Now()
+		if ttl := srv.client(t, "").PTTL(context.Background(), "{"+name+"}:cooldown").Val(); ttl <= 0 {
+			t.Fatalf("no cooldown in Redis after a 429 with Retry-After: %s (PTTL %v)", after, ttl)
+		}
+		return published
+	}
+	ran := filepath.Join(t.TempDir(), "ran")
+	command := []string{"--", "sh", "-c", `echo x >> "$RAN"`}
+
+	// A deadline of 10s inside a cooldown of 20 s. (A Redis call gets at
+	// most a tenth of the deadline: with a 1 s deadline, 50 ms, which a
+	// loaded machine may exceed, and the process then decides alone.)
 	name := fleetName(t)
-	// A 2 s Redis timeout: the sharing is under test, not the bound (a busy
-	// machine running -race may take more than 20 ms for a process's first
-	// call, and a hint that Redis did not take in time stays local).
-	fleet := []string{"--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s"}
-	s := &scripted{statuses: []int{429}, headers: map[int]http.Header{0: {"Retry-After": {"3"}}}}
-	url := serve(t, s)
-	r := runRetry(t, "", nil, args([]string{"http", "-sS", "--attempts", "1"}, fleet, []string{url})...)
-	if r.code != exitGaveUp || s.count() != 1 {
-		t.Fatalf("first process: exit %d after %d requests; stderr:\n%s", r.code, s.count(), r.stderr)
-	}
-	published := time.Now()
-	if ttl := srv.client(t, "").PTTL(context.Background(), "{"+name+"}:cooldown").Val(); ttl <= 0 {
-		t.Fatalf("no cooldown in Redis after a 429 with Retry-After: 3 (PTTL %v)", ttl)
-	}
-
-	dir := t.TempDir()
-	ran := filepath.Join(dir, "ran")
-	r = runRetry(t, "", []string{"RAN=" + ran}, args(fleet, []string{"--deadline", "1s", "--", "sh", "-c", `echo x >> "$RAN"`})...)
+	publish(name, "20")
+	r := runRetry(t, "", []string{"RAN=" + ran}, args([]string{"--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s", "--deadline", "10s", "--kill-after", "0"}, command)...)
 	if r.code != exitGaveUp || countLines(t, ran) != 0 || !strings.Contains(r.stderr, "giving up before the first attempt (the fleet cooldown would need a wait of ") {
-		t.Errorf("--deadline 1s inside a 3 s cooldown: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
+		t.Errorf("--deadline 10s inside a 20 s cooldown: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
 	}
 
-	r = runRetry(t, "", []string{"RAN=" + ran}, args(fleet, []string{"--", "sh", "-c", `echo x >> "$RAN"`})...)
+	// No deadline inside a cooldown of 3 s: it waits.
+	name += "-wait"
+	published := publish(name, "3")
+	r = runRetry(t, "", []string{"RAN=" + ran}, args([]string{"--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s"}, command)...)
 	waited := time.Since(published)
 	if r.code != 0 || countLines(t, ran) != 1 {
 		t.Errorf("no deadline: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
@@ -542,8 +555,22 @@ func TestFleetQuotaWaitIsLogged(t *testing.T) {
 	name := fleetName(t)
 	r := runRetry(t, "", nil, "--redis", srv.url(), "--fleet", name, "--quota", "2/1s", "--redis-timeout", "2s",
 		"--attempts", "2", "--initial-delay", "10ms", "--jitter", "0", "--", "false")
-	waits := lines(r.stderr, "for fleet "+name+"'s quota (2/1s)")
-	if r.code != 1 || len(waits) != 1 || !strings.HasPrefix(waits[0], "retry: waiting ") {
-		t.Errorf("exit %d; want 1 and one line about the quota's wait; stderr:\n%s", r.code, r.stderr)
+	// The second attempt waits for its slot, about 490ms after the 10ms
+	// retry wait: its line is the promise. (The first may wait too, as long
+	// as the quota's lease takes on a loaded machine; if 100ms or more, it
+	// has its line.)
+	waits := regexp.MustCompile(`(?m)^retry: waiting (\S+) for fleet `+regexp.QuoteMeta(name)+`'s quota \(2/1s\)$`).FindAllStringSubmatch(r.stderr, -1)
+	long := 0
+	for _, w := range waits {
+		d, err := time.ParseDuration(w[1])
+		if err != nil || d < 100*time.Millisecond {
+			t.Errorf("a line for a wait of %q (below 100ms: none is due)", w[1])
+		}
+		if d >= 400*time.Millisecond {
+			long++
+		}
+	}
+	if r.code != 1 || long == 0 || len(waits) > 2 {
+		t.Errorf("exit %d; want 1 and a line about the second attempt's wait for the quota; stderr:\n%s", r.code, r.stderr)
 	}
 }

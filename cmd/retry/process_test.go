@@ -503,7 +503,11 @@ func TestInterruptKillAfter(t *testing.T) {
 		want  string
 	}{
 		{[]string{"--kill-after", "300ms"}, "still running 300ms after SIGTERM: killed with SIGKILL (--kill-after)"},
-		{[]string{"--kill-after", "1m", "--deadline", "1s"}, "after SIGTERM: killed with SIGKILL (--kill-after)"},
+		// The deadline's own SIGTERM comes 1.5s in (for --kill-after,
+		// at most half of it): a margin for the command to start before
+		// the test's SIGTERM, which must come first. (With 1s, 0.5s: a
+		// loaded machine started the test binary as the command later.)
+		{[]string{"--kill-after", "1m", "--deadline", "3s"}, "after SIGTERM: killed with SIGKILL (--kill-after)"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			s := startRetry(t, nil, nil, nil, append([]string{"--attempts", "3"}, tc.flags...)...)
