@@ -96,7 +96,11 @@ for dir in "${order[@]}"; do
     if [ "$fails" -gt 0 ]; then
       grep '^--- FAIL: ' "$log" | sed 's/^--- FAIL: \([^ ]*\).*/\1/' | sort | uniq -c |
         awk -v n="$count" '{ printf "   %s: failed %d of %d runs\n", $2, $1, n }'
-      grep -E '^\s+\S+_test\.go:[0-9]+: ' "$log" | head -20 | sed 's/^\s*/     /'
+      # The messages of the failed runs: the test lines between a test's
+      # "=== RUN" and its "--- FAIL" (t.Log lines of passing runs are not).
+      awk '/^=== RUN   / && $3 !~ /\// { buf = "" }
+           /^[ \t]+[^ \t]+_test\.go:[0-9]+: / { buf = buf $0 "\n" }
+           /^--- FAIL: / { printf "%s", buf; buf = "" }' "$log" | head -20 | sed 's/^[ \t]*/     /'
     else
       echo "   go test failed without a failing test (build error, panic or timeout):"
       tail -20 "$log" | sed 's/^/     /'
