@@ -635,10 +635,24 @@ wait:
 			}
 		case <-killC:
 			killC = nil
+			if proc.exited() {
+				// It ended on the signal; its Wait is on the way. What it
+				// left is killed after, by the clean-up (and said so).
+				continue
+			}
 			killed = true
 			proc.signal(syscall.SIGKILL)
 		case <-stops:
 			checkStop()
+		}
+	}
+	// The kill timer may fire after the command ended on the signal, before
+	// its end was seen (a loaded machine): the SIGKILL then reached nothing
+	// of it, and its exit status says what ended it. (What it started and
+	// left is dealt with below.)
+	if killed && r.stopSig != syscall.SIGKILL {
+		if byKill, known := killedBySIGKILL(err); known && !byKill {
+			killed = false
 		}
 	}
 	r.mu.Lock()

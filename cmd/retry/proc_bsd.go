@@ -21,6 +21,9 @@ func notifyChildStops() (<-chan os.Signal, func()) { return nil, func() {} }
 
 func (p *process) stoppedBy() (syscall.Signal, bool) { return 0, false }
 
+// exited: not known here before Wait.
+func (p *process) exited() bool { return false }
+
 // No real-time signal names here (sigRTMin > sigRTMax).
 const sigRTMin, sigRTMax = 1, 0
 

@@ -144,6 +144,14 @@ func (p *process) stoppedBy() (syscall.Signal, bool) {
 	return syscall.Signal(info.status), true
 }
 
+// exited reports whether the command has ended and not been waited for
+// yet (waitid with WNOWAIT: its Wait still gets its status).
+func (p *process) exited() bool {
+	var info siginfo
+	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(p.cmd.Process.Pid), uintptr(unsafe.Pointer(&info)), syscall.WEXITED|syscall.WNOHANG|wNoWait, 0, 0)
+	return errno == 0 && info.pid != 0
+}
+
 // reapZombies reaps the zombie children of retry, until it meets one for
 // which keep reports true (an attempt, left to its own Wait, which reaps
 // it and calls reapZombies again) or none is left. waitid(WNOWAIT) shows a

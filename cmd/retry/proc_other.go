@@ -33,6 +33,9 @@ func (p *process) signal(s syscall.Signal) {
 
 func (p *process) cleanGroup(time.Time) bool { return false }
 
+// killedBySIGKILL: an exit status says nothing of signals here.
+func killedBySIGKILL(error) (killed, known bool) { return false, false }
+
 // No job control here.
 var jobSignals []os.Signal
 
@@ -44,6 +47,7 @@ func canStop() bool                                  { return false }
 func isTTYStop(syscall.Signal) bool                  { return false }
 func notifyChildStops() (<-chan os.Signal, func())   { return nil, func() {} }
 func (p *process) stoppedBy() (syscall.Signal, bool) { return 0, false }
+func (p *process) exited() bool                      { return false }
 
 func terminalForeground() bool { return false }
 

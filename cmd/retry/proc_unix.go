@@ -66,6 +66,24 @@ func (p *process) send(s syscall.Signal) {
 	_ = p.cmd.Process.Signal(s)
 }
 
+// killedBySIGKILL reports whether the command, which ended with err
+// (cmd.Wait's), was killed by SIGKILL; known is false if its status does
+// not say.
+func killedBySIGKILL(err error) (killed, known bool) {
+	if err == nil {
+		return false, true
+	}
+	ee, ok := err.(*exec.ExitError)
+	if !ok {
+		return false, false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok {
+		return false, false
+	}
+	return ws.Signaled() && ws.Signal() == syscall.SIGKILL, true
+}
+
 // isSuspend reports whether s is Ctrl-Z's SIGTSTP.
 func isSuspend(s os.Signal) bool { return s == syscall.SIGTSTP }
 
