@@ -481,19 +481,20 @@ func TestBodyTimeoutNamesTheLimit(t *testing.T) {
 		<-r.Context().Done()
 	})
 	cfg := filepath.Join(t.TempDir(), "cfg.json")
-	os.WriteFile(cfg, []byte(`{"deadline": 1}`), 0o644)
-	// The answer's head comes at once, within the deadline of 1s: its body
-	// is what times out. An attempt whose head did not come within its
-	// 400ms -m (a loaded machine) is retried: its line comes first.
+	os.WriteFile(cfg, []byte(`{"deadline": 3}`), 0o644)
+	// The answer's head comes at once, within the deadline of 3s (a loaded
+	// machine took more than 1s): its body is what times out. An attempt
+	// whose head did not come within its 400ms -m is retried: its line
+	// comes first.
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--config", cfg}, "timed out: the deadline (1s, from --config " + cfg + ": deadline) passed"},
+		{[]string{"--config", cfg}, "timed out: the deadline (3s, from --config " + cfg + ": deadline) passed"},
 		{[]string{"-m", "400ms"}, "timed out: the attempt's -m (400ms) passed"},
 		{[]string{"--max-time", "400ms", "--deadline", "1m"}, "timed out: the attempt's --max-time (400ms) passed"},
-		{[]string{"--deadline", "1s"}, "timed out: the --deadline (1s) passed"},
-		{[]string{"--deadline", "1s", "-m", "1m"}, "timed out: the --deadline (1s) passed"},
+		{[]string{"--deadline", "3s"}, "timed out: the --deadline (3s) passed"},
+		{[]string{"--deadline", "3s", "-m", "1m"}, "timed out: the --deadline (3s) passed"},
 	} {
 		r := runRetry(t, "", nil, append([]string{"http"}, append(tc.args, url+"/slow")...)...)
 		want := "retry http: reading the body of GET " + url + "/slow: " + tc.want + "\n"

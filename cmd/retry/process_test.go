@@ -60,21 +60,27 @@ func readPID(t *testing.T, path string) int {
 // are stopped with it, whether they die of --signal or must be killed with
 // SIGKILL after --kill-after; nothing is left running when retry exits.
 func TestTimeoutStopsTheWholeProcessGroup(t *testing.T) {
+	// --kill-after is what the processes that die of SIGTERM have to be
+	// gone (a loaded machine took more than 200ms to run a dying sleep):
+	// 5s when none should need SIGKILL, where retry is done as soon as they
+	// are gone; 1s for the shell that dies of it beside the grandchild that
+	// ignores it.
 	for _, tc := range []struct {
 		name, grandchild string
+		killAfter        string
 		code             int
 		log              string
 	}{
-		{"grandchild dies of SIGTERM", `sleep 30`, exitTimeout, "timed out after 1s (--attempt-timeout); giving up"},
+		{"grandchild dies of SIGTERM", `sleep 30`, "5s", exitTimeout, "timed out after 1s (--attempt-timeout); giving up"},
 		// The command (sh) ends on SIGTERM, the grandchild needs SIGKILL:
 		// still 124 as timeout's (which would leave it running), not 137.
-		{"grandchild ignores SIGTERM", `(trap "" TERM; exec sleep 30)`, exitTimeout, "a process it started was still running 200ms after SIGTERM: killed with SIGKILL"},
+		{"grandchild ignores SIGTERM", `(trap "" TERM; exec sleep 30)`, "1s", exitTimeout, "a process it started was still running 1s after SIGTERM: killed with SIGKILL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			// The pid is written long before the 1s timeout (a shell starts in
 			// milliseconds); the attempt's end is retry's, not ours.
-			r := runRetry(t, "", []string{"PIDF=" + pidFile}, "--attempts", "1", "--attempt-timeout", "1s", "--kill-after", "200ms",
+			r := runRetry(t, "", []string{"PIDF=" + pidFile}, "--attempts", "1", "--attempt-timeout", "1s", "--kill-after", tc.killAfter,
 				"--", "sh", "-c", tc.grandchild+` & echo $! > "$PIDF"; wait`)
 			if r.code != tc.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
