@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,18 +135,78 @@ func TestRetriedAttemptReadsTheTerminal(t *testing.T) {
 // TestKilledRetryTakesTheAttemptsGroup: kill -9 of retry ends what the
 // command started in its process group too, not only the command (the
 // parent-death signal reaches the command alone: its child ran on,
-// orphaned). The watchdog kills the group.
+// orphaned). The watchdog kills the group: a child of the command, and a
+// child of that child, are gone. With --foreground (retry's own group,
+// which the watchdog must not kill) the command alone is killed, by the
+// parent-death signal; what it starts runs on (documented).
 func TestKilledRetryTakesTheAttemptsGroup(t *testing.T) {
-	s := startRetryArgs(t, nil, nil, nil, "--attempts", "3", "--", "sh", "-c", `sleep 1000 & echo ready $! $$; wait`)
-	s.cmd.Process.Kill()
-	// sh and sleep hold the stdout pipe: it reads EOF once both have gone
-	// (the event). Only s.ctx's end would kill the sleep (s.pid) otherwise,
-	// and fail the test.
-	io.Copy(io.Discard, s.out)
-	if s.ctx.Err() != nil {
-		t.Fatalf("the command's child %d outlived retry", s.pid)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.cmd.Wait()
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		// "ready PID": the PID of the process that must be gone.
+		{"the command's child", nil, []string{"--", "sh", "-c", `sleep 1000 & echo ready $! $$; wait`}},
+		{"a child's child", nil, []string{"--", "sh", "-c", `sh -c 'sleep 1000 & echo ready $! $$; wait' & wait`}},
+		{"--foreground: the command", []string{"RETRY_TEST_CHILD=signals"}, []string{"--foreground", "--", self}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startRetryArgs(t, tc.env, nil, nil, append([]string{"--attempts", "3"}, tc.args...)...)
+			s.cmd.Process.Kill()
+			// Every process of the command holds the stdout pipe: it reads
+			// EOF once all have gone (the event). Only s.ctx's end (30 s)
+			// would kill the one named (s.pid) otherwise, and fail the
+			// test.
+			io.Copy(io.Discard, s.out)
+			if s.ctx.Err() != nil {
+				t.Fatalf("%d outlived retry", s.pid)
+			}
+			s.cmd.Wait()
+		})
+	}
+}
+
+// TestDaysAsTimeout: a duration in days means what it means to timeout(1):
+// 0.000002d is 172.8ms (both stop a sleep 30 and exit 124), and 1d lets a
+// quick command end (its own status). Bad days are refused (retry: exit 2,
+// timeout: 125).
+func TestDaysAsTimeout(t *testing.T) {
+	to := timeoutBinary(t)
+	for _, tc := range []struct {
+		limit   string
+		command []string
+		code    int
+	}{
+		{"0.000002d", []string{"sleep", "30"}, exitTimeout},
+		{"1d", []string{"sh", "-c", "exit 3"}, 3},
+		{".5d", []string{"true"}, 0},
+	} {
+		for _, argv := range [][]string{
+			append([]string{to, tc.limit}, tc.command...),
+			append([]string{bin, "--attempts", "1", "--attempt-timeout", tc.limit, "--"}, tc.command...),
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			err := exec.CommandContext(ctx, argv[0], argv[1:]...).Run()
+			if ctx.Err() != nil {
+				t.Errorf("%q did not end within 20s", argv)
+			} else if code := shellStatus(err); code != tc.code {
+				t.Errorf("%q: exit %d, want %d", argv, code, tc.code)
+			}
+			cancel()
+		}
+	}
+	for _, limit := range []string{"1D", "-1d", "d"} {
+		if code := shellStatus(exec.Command(to, limit, "true").Run()); code != 125 {
+			t.Errorf("timeout %s: exit %d, want 125 (refused)", limit, code)
+		}
+		if r := runRetry(t, "", nil, "--attempt-timeout", limit, "--", "true"); r.code != 2 || !strings.Contains(r.stderr, "--attempt-timeout") {
+			t.Errorf("retry --attempt-timeout %s: exit %d, stderr %q; want 2 naming the flag", limit, r.code, r.stderr)
+		}
+	}
 }
 
 // TestSignalZero: --signal 0 (or EXIT) sends nothing at the timeout, only
@@ -232,54 +293,79 @@ func TestSIGALRMEndsTheAttempt(t *testing.T) {
 }
 
 // TestBackgroundJobGetsInt: a non-interactive shell starts "X ... &" with
-// SIGINT and SIGQUIT ignored. timeout(1) catches INT anyway, so the
-// command starts with it at its default: an INT sent to the job's process
-// group (with --foreground) or to the wrapper ends the command, and the
-// wrapper exits 130 at once. retry did as if the user had ignored INT
+// SIGINT and SIGQUIT ignored. timeout(1) catches them anyway, so the
+// command starts with them at their default: an INT or QUIT sent to the
+// job's process group (with --foreground) or to the wrapper reaches the
+// command, which can trap it. retry did as if the user had ignored INT
 // (nohup): it and the command ignored it, and the command ran on to its
-// time limit (124 after 20 s). The job's status comes from a subshell.
+// time limit (124 after 20 s). The command is a shell that traps both:
+// POSIX has a shell ignore a trap for a signal ignored on entry, so its
+// line "trapped" shows the signal came in at its default. Its status is 3
+// under timeout, which exits with its command's; retry ends by the signal
+// it got (see TestDiesByTheSignal): 128+N. The job's status comes from a
+// subshell.
 func TestBackgroundJobGetsInt(t *testing.T) {
 	to := timeoutBinary(t)
-	script := `trap "echo the shell got INT" INT; ( "$@"; echo "exit $?" ) & wait; wait`
-	command := []string{"sh", "-c", `echo ready $$ $$; exec sleep 30`}
-	for _, tc := range []struct {
-		name    string
-		wrapper []string
-		group   bool // INT to the job's process group, else to the wrapper
-	}{
-		{"timeout --foreground", []string{to, "--foreground", "20"}, true},
-		{"retry --foreground", []string{bin, "--attempts", "1", "--attempt-timeout", "20", "--foreground", "--"}, true},
-		{"timeout", []string{to, "20"}, false},
-		{"retry", []string{bin, "--attempts", "1", "--attempt-timeout", "20", "--"}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			argv := append(append([]string{"-c", script, "sh"}, tc.wrapper...), command...)
-			s := startProcess(t, "/bin/sh", nil, &syscall.SysProcAttr{Setpgid: true}, nil, argv...)
-			shell := s.cmd.Process.Pid
-			t.Cleanup(func() { syscall.Kill(-shell, syscall.SIGKILL) })
-			wrapper := parentOf(t, s.pid)
-			if strings.HasPrefix(tc.name, "timeout") {
-				waitAsleep(t, s, wrapper)
-			}
-			if tc.group {
-				syscall.Kill(-shell, syscall.SIGINT)
-			} else {
-				syscall.Kill(wrapper, syscall.SIGINT)
-			}
-			var status string
-			for sc := bufio.NewScanner(s.out); sc.Scan(); {
-				if _, err := fmt.Sscanf(sc.Text(), "exit %s", &status); err == nil {
-					break
+	script := `trap "echo the shell got a signal" INT QUIT; ( "$@"; echo "exit $?" ) & wait; wait`
+	// Ready, it waits in the wait builtin, which a trapped signal ends at
+	// once (a signal before sleep's exec did not reach sleep, and the trap
+	// ran only once sleep ended). Its sleep, started with INT and QUIT
+	// ignored, is killed by the trap.
+	command := []string{"sh", "-c", `trap 'echo trapped; kill $!; exit 3' INT QUIT; sleep 30 >/dev/null & echo ready $$ $$; wait`}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGQUIT} {
+		for _, tc := range []struct {
+			name    string
+			wrapper []string
+			group   bool // the signal to the job's process group, else to the wrapper
+		}{
+			{"timeout --foreground", []string{to, "--foreground", "20"}, true},
+			{"retry --foreground", []string{bin, "--attempts", "1", "--attempt-timeout", "20", "--foreground", "--"}, true},
+			{"timeout", []string{to, "20"}, false},
+			{"retry", []string{bin, "--attempts", "1", "--attempt-timeout", "20", "--"}, false},
+		} {
+			t.Run(signalName(sig)+" "+tc.name, func(t *testing.T) {
+				argv := append(append([]string{"-c", script, "sh"}, tc.wrapper...), command...)
+				s := startProcess(t, "/bin/sh", nil, &syscall.SysProcAttr{Setpgid: true}, nil, argv...)
+				shell := s.cmd.Process.Pid
+				t.Cleanup(func() { syscall.Kill(-shell, syscall.SIGKILL) })
+				wrapper := parentOf(t, s.pid)
+				if strings.HasPrefix(tc.name, "timeout") {
+					waitAsleep(t, s, wrapper)
 				}
-			}
-			if status != "130" {
-				t.Errorf("the job's status is %q, want 130 (ended by the INT); stderr:\n%s", status, s.stderr)
-			}
-			if alive(t, s.pid) {
-				t.Errorf("the command %d outlived retry", s.pid)
-			}
-			s.wait(t)
-		})
+				if tc.group {
+					syscall.Kill(-shell, sig)
+				} else {
+					syscall.Kill(wrapper, sig)
+				}
+				var status string
+				trapped := false
+				for sc := bufio.NewScanner(s.out); sc.Scan(); {
+					trapped = trapped || sc.Text() == "trapped"
+					if _, err := fmt.Sscanf(sc.Text(), "exit %s", &status); err == nil {
+						break
+					}
+				}
+				want := []string{fmt.Sprint(128 + int(sig))}
+				switch {
+				case strings.HasPrefix(tc.name, "timeout"):
+					want = []string{"3"}
+				case tc.group:
+					// retry and the command got the signal at once: retry
+					// dies by it if it took it before the command's exit
+					// came, else it exits with the command's 3, as
+					// timeout does (the kernel does not order the two).
+					want = append(want, "3")
+				}
+				if !trapped || !slices.Contains(want, status) {
+					t.Errorf("the command trapped the signal: %v; the job's status is %q; want true and one of %q; stderr:\n%s",
+						trapped, status, want, s.stderr)
+				}
+				if alive(t, s.pid) {
+					t.Errorf("the command %d outlived retry", s.pid)
+				}
+				s.wait(t)
+			})
+		}
 	}
 }
 

@@ -80,8 +80,12 @@ PROCESS CONTROL
 
     Ctrl-Z (SIGTSTP) suspends the attempt, then retry; fg or bg (SIGCONT)
     resumes both. If retry is killed (kill -9), a watchdog process that it
-    starts kills the attempt's process group; with --foreground, only the
-    command itself is killed, and only on Linux.
+    starts kills the attempt's process group with SIGKILL (Linux, macOS,
+    the BSDs): the command and what it started, but not what left the
+    group (setsid, a nested timeout(1)), as on a timeout. With
+    --foreground, only the command itself is killed, and only on Linux
+    (the parent-death signal): what it started runs on, as everything
+    does on Windows.
 
 OPTIONS
   Retry policy (Gen AI SDK names):
