@@ -249,7 +249,9 @@ func TestSignalZero(t *testing.T) {
 // makes it signal the inner one, which sends INT to the command, and both
 // exit 124 (retry ignored it: the command ran on until the inner limit).
 // The limits are far beyond the test's 30 s bound: only the ALRM can end
-// the run in time.
+// the run in time. retry runs as timeout without -k: --kill-after 0 (its
+// default 1s grace killed the inner retry, slow to exit on a loaded
+// machine: 137 once in 20 runs beside two CPU burners).
 func TestSIGALRMEndsTheAttempt(t *testing.T) {
 	to := timeoutBinary(t)
 	self, err := os.Executable()
@@ -259,7 +261,7 @@ func TestSIGALRMEndsTheAttempt(t *testing.T) {
 	wrappers := map[string]func(sig, d string) []string{
 		"timeout": func(sig, d string) []string { return []string{to, "-s", sig, d} },
 		"retry": func(sig, d string) []string {
-			return []string{bin, "--attempts", "1", "--attempt-timeout", d, "--signal", sig, "--"}
+			return []string{bin, "--attempts", "1", "--attempt-timeout", d, "--signal", sig, "--kill-after", "0", "--"}
 		},
 	}
 	for _, name := range []string{"timeout", "retry"} {
@@ -384,7 +386,7 @@ func TestPreserveStatus(t *testing.T) {
 		argv []string
 	}{
 		{"timeout", []string{to, "--preserve-status", "0.3", self}},
-		{"retry", []string{bin, "--attempts", "1", "--attempt-timeout", "0.3", "--preserve-status", "--", self}},
+		{"retry", []string{bin, "--attempts", "1", "--attempt-timeout", "0.3", "--kill-after", "0", "--preserve-status", "--", self}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(tc.argv[0], tc.argv[1:]...)

@@ -284,8 +284,24 @@ func TestEachAttemptHasItsOwnProcessGroup(t *testing.T) {
 	if s.pgid == syscall.Getpgrp() || s.pgid == s.cmd.Process.Pid {
 		t.Errorf("child %d is in process group %d, want one of its own (the test's is %d, retry is %d)", s.pid, s.pgid, syscall.Getpgrp(), s.cmd.Process.Pid)
 	}
-	if members := groupMembers(t, s.pgid); !slices.Equal(members, []int{s.pid}) {
-		t.Errorf("process group %d holds %v, want the command %d alone (the holder gone)", s.pgid, members, s.pid)
+	// The holder (the group's leader, pid s.pgid) is killed once the
+	// command is in the group, which may come after the command's first
+	// line: wait for it to go. No event tells the end of a process that is
+	// not ours: poll, bounded by the test's context.
+	for {
+		members := groupMembers(t, s.pgid)
+		if slices.Equal(members, []int{s.pid}) {
+			break
+		}
+		for _, m := range members {
+			if m != s.pid && m != s.pgid {
+				t.Fatalf("process group %d holds %v: %d is neither the command %d nor the holder", s.pgid, members, m, s.pid)
+			}
+		}
+		if s.ctx.Err() != nil {
+			t.Fatalf("process group %d still holds %v, want the command %d alone (the holder gone)", s.pgid, members, s.pid)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if code, _ := s.wait(t); code != 143 {
