@@ -30,14 +30,13 @@ func WriteOverloadReport(w io.Writer, cfg OverloadConfig, rows []OverloadResult)
 	}
 	bin := cfg.Bin.String()
 	legend := []string{
-		"amplification  attempts per request, for the requests that started during the outage (1.00: no retry)",
-		"amp_total      attempts per request over the whole run",
-		"peak_load      attempts reaching the server in its busiest " + bin + ", per second, ÷ capacity",
-		fmt.Sprintf("goodput        requests per second that succeeded within the %v of the run", cfg.Duration),
-		"failed_ratio   share of the requests that did not succeed",
-		"recovery_s     from the end of the outage until every later " + bin + " is healthy (>= 99 % of attempts served);",
-		"               never: not within the run",
-		"p99_ms         99th percentile of a request's latency, first attempt to outcome",
+		"amp         attempts per request, for the requests that started during the outage (1.00: no retry); --json has it as amplification, and amplification_total over the whole run",
+		"peak        attempts reaching the server in its busiest " + bin + ", per second, ÷ capacity (peak_load)",
+		fmt.Sprintf("goodput     requests per second that succeeded within the %v of the run", cfg.Duration),
+		"failed      share of the requests that did not succeed (failed_ratio)",
+		"recovery_s  from the end of the outage until every later " + bin + " is healthy (>= 99 % of attempts served);",
+		"            never: not within the run",
+		"p99_ms      99th percentile of a request's latency, first attempt to outcome",
 	}
 	_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(legend, "\n"))
 	if err != nil {

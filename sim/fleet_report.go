@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 
@@ -25,15 +26,23 @@ func FleetSummary(c FleetConfig) string {
 		c.Quota, c.Window, rate, ri, c.Seed)
 }
 
-// WriteFleetTable writes the results as an aligned text table.
+// WriteFleetTable writes the results as an aligned text table, 80 columns
+// wide: the processes, clients and jobs, which every strategy shares, are
+// in [FleetSummary]; the columns have short names (amp is the JSON's
+// amplification, max_win its max_window; goodput is in the JSON only).
 func WriteFleetTable(w io.Writer, rows []FleetResult) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tprocesses\tclients\tjobs\tattempts\tshare_429\tamplification\tgave_up\tgoodput\tfairness\tdrain_s\tmax_window\t")
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\tattempts\tshare_429\tamp\tgave_up\tfairness\tdrain_s\tmax_win\t")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.3f\t%.2f\t%d\t%.2f\t%.3f\t%s\t%d\t\n",
-			r.Strategy, r.Processes, r.Clients, r.Jobs, r.Attempts, r.Share429, r.Amplification, r.GaveUp, r.Goodput, r.Fairness, drainText(r.DrainS), r.MaxWindow)
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.2f\t%d\t%.3f\t%s\t%d\t\n",
+			r.Strategy, r.Attempts, r.Share429, r.Amplification, r.GaveUp, r.Fairness, drainText(r.DrainS), r.MaxWindow)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, trimPad(b.String()))
+	return err
 }
 
 func drainText(s float64) string {
@@ -55,14 +64,13 @@ func WriteFleetReport(w io.Writer, cfg FleetConfig, rows []FleetResult) error {
 		ideal = rows[0].IdealS
 	}
 	legend := []string{
-		"attempts       requests that reached the server (every attempt of every call)",
-		"share_429      share of them answered 429 (beyond the quota of their window)",
-		"amplification  attempts per successful call (1.00: no attempt wasted)",
-		"gave_up        calls whose retries gave up; their jobs went back to the backlog",
-		"goodput        successful calls per second until the backlog drained",
-		fmt.Sprintf("fairness       Jain's index of the processes' successes per %v window, averaged (1: even shares)", cfg.Window),
-		fmt.Sprintf("drain_s        when the last job succeeded, s (the quota's rate needs %.0f s; never: not within %v)", ideal, cfg.Horizon),
-		fmt.Sprintf("max_window     most requests the server saw in one %v window (the quota is %d)", cfg.Window, cfg.Quota),
+		"attempts   requests that reached the server (every attempt of every call)",
+		"share_429  share of them answered 429 (beyond the quota of their window)",
+		"amp        attempts per successful call (1.00: no attempt wasted; amplification in --json)",
+		"gave_up    calls whose retries gave up; their jobs went back to the backlog",
+		fmt.Sprintf("fairness   Jain's index of the processes' successes per %v window, averaged (1: even shares)", cfg.Window),
+		fmt.Sprintf("drain_s    when the last job succeeded, s (the quota's rate needs %.0f s; never: not within %v); --json has the calls per second until then as goodput", ideal, cfg.Horizon),
+		fmt.Sprintf("max_win    most requests the server saw in one %v window (the quota is %d; max_window in --json)", cfg.Window, cfg.Quota),
 	}
 	if _, err := fmt.Fprintf(w, "\n%s\n", strings.Join(legend, "\n")); err != nil {
 		return err
@@ -143,8 +151,10 @@ func earlier(a, b float64) bool {
 
 // WriteFleetPlots writes fleet-load.svg (requests per second reaching the
 // server, with the quota's rate), fleet-429.svg (429s per second) and
-// fleet-backlog.svg (jobs left, with the drain at the quota's rate) into
-// dir, for rows of one experiment (cfg is its configuration), and returns
+// fleet-wasted.svg (the attempts wasted on 429s so far, what the fleet's
+// limiters save; a plot of the backlog showed the strategies that burst
+// through each window's quota finishing first, the opposite of the
+// conclusion a reader should take) into dir, for rows of one experiment (cfg is its configuration), and returns
 // the paths written. suffix, if not empty, is added to the file names
 // (fleet-load-SUFFIX.svg).
 func WriteFleetPlots(dir, suffix string, cfg FleetConfig, rows []FleetResult) ([]string, error) {
@@ -157,6 +167,14 @@ func WriteFleetPlots(dir, suffix string, cfg FleetConfig, rows []FleetResult) ([
 		}
 		return base + ".svg"
 	}
+	lp, rp, wp := fleetPlots(cfg, rows)
+	files := []string{name("fleet-load"), name("fleet-429"), name("fleet-wasted")}
+	return writePlots(dir, map[string]*svgplot.Plot{files[0]: lp, files[1]: rp, files[2]: wp}, files)
+}
+
+// fleetPlots returns the plots of WriteFleetPlots: the load, the 429s per
+// second, the attempts wasted so far.
+func fleetPlots(cfg FleetConfig, rows []FleetResult) (lp, rp, wp *svgplot.Plot) {
 	ri := "429s ask for the rest of the window"
 	switch {
 	case cfg.RetryInfo > 0:
@@ -167,12 +185,12 @@ func WriteFleetPlots(dir, suffix string, cfg FleetConfig, rows []FleetResult) ([
 	sub := fmt.Sprintf("%d processes × %d clients, %s calls of %v, quota %d/%v, %s, seed %d",
 		cfg.Processes, cfg.Clients, thousands(float64(rows[0].Jobs)), cfg.Service, cfg.Quota, cfg.Window, ri, cfg.Seed)
 	caption := upperFirst(fleetConclusion(cfg, rows))
-	lp := &svgplot.Plot{Title: "Load on the server: requests per second", Subtitle: sub, Caption: caption,
+	lp = &svgplot.Plot{Title: "Load on the server: requests per second", Subtitle: sub, Caption: caption,
 		XLabel: "time, s", YLabel: "requests/s reaching the server"}
-	rp := &svgplot.Plot{Title: "Requests answered 429 (over the quota)", Subtitle: sub, Caption: caption,
+	rp = &svgplot.Plot{Title: "Requests answered 429 (over the quota)", Subtitle: sub, Caption: caption,
 		XLabel: "time, s", YLabel: "429s per second"}
-	bp := &svgplot.Plot{Title: "Backlog: jobs not done yet", Subtitle: sub, Caption: caption,
-		XLabel: "time, s", YLabel: "jobs left"}
+	wp = &svgplot.Plot{Title: "Attempts wasted: answered 429, so far", Subtitle: sub, Caption: caption,
+		XLabel: "time, s", YLabel: "attempts answered 429, in all"}
 	end := 0.0
 	for _, r := range rows {
 		x := make([]float64, len(r.Load))
@@ -182,12 +200,15 @@ func WriteFleetPlots(dir, suffix string, cfg FleetConfig, rows []FleetResult) ([
 		end = max(end, float64(len(x))*r.BinS)
 		lp.Series = append(lp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: r.Load})
 		rp.Series = append(rp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: r.Rejects})
-		bp.Series = append(bp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: r.Backlog})
+		wasted := make([]float64, len(r.Rejects))
+		sum := 0.0
+		for i, v := range r.Rejects {
+			sum += v * r.BinS // Rejects is per second
+			wasted[i] = math.Round(sum)
+		}
+		wp.Series = append(wp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: wasted})
 	}
 	rate := float64(cfg.Quota) / cfg.Window.Seconds()
 	lp.Series = append(lp.Series, svgplot.Series{Name: "quota", X: []float64{0, end}, Y: []float64{rate, rate}, Reference: true})
-	ideal := rows[0].IdealS
-	bp.Series = append(bp.Series, svgplot.Series{Name: "at the quota's rate", X: []float64{0, ideal}, Y: []float64{float64(rows[0].Jobs), 0}, Reference: true})
-	files := []string{name("fleet-load"), name("fleet-429"), name("fleet-backlog")}
-	return writePlots(dir, map[string]*svgplot.Plot{files[0]: lp, files[1]: rp, files[2]: bp}, files)
+	return lp, rp, wp
 }

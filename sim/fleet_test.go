@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/backoffkit/retry"
 )
@@ -286,14 +288,54 @@ func TestFleetPlotsAndReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := buf.String()
-	for _, want := range []string{"share_429", "fairness       Jain's index", "drain_s        when the last job succeeded",
+	for _, want := range []string{"share_429", "fairness   Jain's index", "drain_s    when the last job succeeded",
 		"Conclusion: fleet-budget had 22.6 % of its requests answered 429", "kept every window within the quota with 0.0 %"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q:\n%s", want, s)
 		}
 	}
-	if strings.Count(s, "\n") != 1+len(res)+1+8+1 {
+	if strings.Count(s, "\n") != 1+len(res)+1+7+1 {
 		t.Errorf("report has %d lines:\n%s", strings.Count(s, "\n"), s)
+	}
+	// The table fits 80 columns.
+	table, _, _ := strings.Cut(s, "\n\n")
+	for _, l := range strings.Split(table, "\n") {
+		if n := utf8.RuneCountInString(l); n > 80 {
+			t.Errorf("a table line is %d columns: %q", n, l)
+		}
+	}
+}
+
+// TestFleetWastedPlot: the third fleet plot shows what the conclusion
+// under it says: the attempts each strategy wasted on 429s so far, ending
+// at its attempts less its successes (0 for the fleet's quota, the most for
+// the strategy the conclusion names first). The old plot, of the backlog,
+// showed the strategies that burst through each window's quota finishing
+// first.
+func TestFleetWastedPlot(t *testing.T) {
+	c := smallFleet()
+	res, err := RunFleet(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, plot := fleetPlots(c, res)
+	if !strings.Contains(plot.Title, "wasted") || !strings.HasPrefix(plot.Caption, "Fleet-budget had 22.6 %") {
+		t.Errorf("title %q, caption %q", plot.Title, plot.Caption)
+	}
+	last := map[string]float64{}
+	for _, s := range plot.Series {
+		last[s.Name] = s.Y[len(s.Y)-1]
+		if !slices.IsSorted(s.Y) {
+			t.Errorf("%s: the wasted attempts so far go down: %v", s.Name, s.Y)
+		}
+	}
+	for _, r := range res {
+		if want := float64(r.Attempts - r.Succeeded); last[r.Strategy] != want {
+			t.Errorf("%s: %v wasted at the end, want %v (attempts %d - successes %d)", r.Strategy, last[r.Strategy], want, r.Attempts, r.Succeeded)
+		}
+	}
+	if last["fleet"] != 0 || last["fleet-quota"] != 0 || last["fleet-budget"] <= last["local"] {
+		t.Errorf("wasted at the end: %v; want none for the fleet's quota and the most for fleet-budget", last)
 	}
 }
 

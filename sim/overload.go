@@ -45,6 +45,11 @@ type OverloadConfig struct {
 	NetMean, NetSD time.Duration
 	// Bin is the resolution of the time series and of recovery_s.
 	Bin time.Duration
+	// OnTime is how soon after its start a request must succeed to count
+	// as on time in OverloadResult.OnTime, what the users of a service see
+	// of its recovery (a success that took 20 s of retries came too late
+	// for most of them). 0 means 1 s.
+	OnTime time.Duration
 	// Seed seeds every random stream. The request arrivals depend only on
 	// Seed, so every strategy sees exactly the same requests.
 	Seed uint64
@@ -75,6 +80,7 @@ func DefaultOverload() OverloadConfig {
 		NetMean:     DefaultNetMean,
 		NetSD:       DefaultNetSD,
 		Bin:         100 * time.Millisecond,
+		OnTime:      time.Second,
 	}
 }
 
@@ -123,6 +129,10 @@ type OverloadResult struct {
 	// second reaching the server and successful requests per second.
 	Load []float64 `json:"-"`
 	Good []float64 `json:"-"`
+	// OnTime is, per Bin, the share of the requests that started in the
+	// bin that succeeded within OverloadConfig.OnTime of their start; NaN
+	// for a bin in which no request started.
+	OnTime []float64 `json:"-"`
 	// RejectP is, per Bin, the mean over the client processes of their
 	// throttle's reject probability (see
 	// [retry.AdaptiveThrottle.RejectProbability]) at the start of the bin;
@@ -159,6 +169,8 @@ func (c *OverloadConfig) check() error {
 		return fmt.Errorf("sim: network delay Normal(%v, %v): want a mean and deviation >= 0", c.NetMean, c.NetSD)
 	case c.Bin <= 0 || c.Duration/c.Bin > 10_000_000:
 		return fmt.Errorf("sim: bin = %v: want more than 0 and at most 10,000,000 bins", c.Bin)
+	case c.OnTime < 0:
+		return fmt.Errorf("sim: on-time limit = %v: must not be negative", c.OnTime)
 	}
 	if c.Load*c.Capacity*c.Duration.Seconds() > 2e9 {
 		return fmt.Errorf("sim: %.3g requests is too many to simulate", c.Load*c.Capacity*c.Duration.Seconds())
@@ -206,6 +218,9 @@ func RunOverload(c OverloadConfig) ([]OverloadResult, error) {
 	if len(cfg.Strategies) == 0 {
 		return nil, errors.New("sim: no strategies to simulate")
 	}
+	if cfg.OnTime == 0 {
+		cfg.OnTime = time.Second
+	}
 	results := make([]OverloadResult, len(cfg.Strategies))
 	parallel(len(cfg.Strategies), cfg.Workers, cfg.Progress, func(i int) {
 		results[i] = runOverloadOne(&cfg, &cfg.Strategies[i]).res
@@ -244,6 +259,8 @@ type bin struct {
 	ok      int64 // of those, served
 	refused int64 // attempts the throttle refused
 	success int64 // requests that succeeded
+	started int64 // requests that started
+	onTime  int64 // of those, requests that succeeded within OnTime
 	rejectP float64
 }
 
@@ -390,6 +407,9 @@ func (o *overloadSim) newRequest(client int32) {
 	r := &o.reqs[id]
 	*r = request{start: o.now, client: client, outage: o.now >= o.outageStart && o.now < o.outageEnd}
 	o.res.Requests++
+	if b := o.binOf(o.now); b != nil {
+		b.started++
+	}
 	if !o.hosts[int(client)%o.cfg.Hosts].Begin() {
 		if b := o.binOf(o.now); b != nil {
 			b.refused++
@@ -516,6 +536,9 @@ func (o *overloadSim) end(id int32, how uint8) {
 	r.ended = how
 	switch how {
 	case endSuccess:
+		if b := o.binOf(r.start); b != nil && o.now-r.start <= int64(o.cfg.OnTime) {
+			b.onTime++
+		}
 		o.res.Succeeded++
 		if o.now < int64(o.cfg.Duration) {
 			o.good++
@@ -565,6 +588,7 @@ func (o *overloadSim) finish() {
 	res.BinS = binS
 	res.Load = make([]float64, nb)
 	res.Good = make([]float64, nb)
+	res.OnTime = make([]float64, nb)
 	if len(o.throttles) > 0 {
 		o.now = int64(cfg.Duration)
 		o.sample() // bins without events, if any
@@ -573,6 +597,10 @@ func (o *overloadSim) finish() {
 	for i := range nb {
 		res.Load[i] = float64(o.bins[i].arrived) / binS
 		res.Good[i] = float64(o.bins[i].success) / binS
+		res.OnTime[i] = math.NaN()
+		if b := o.bins[i]; b.started > 0 {
+			res.OnTime[i] = float64(b.onTime) / float64(b.started)
+		}
 		res.PeakLoad = max(res.PeakLoad, res.Load[i]/cfg.Capacity)
 		if res.RejectP != nil {
 			res.RejectP[i] = o.bins[i].rejectP

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -102,24 +103,55 @@ func writePlots(dir string, plots map[string]*svgplot.Plot, order []string) ([]s
 	return paths, nil
 }
 
-// WriteOverloadTable writes the results as an aligned text table.
+// WriteOverloadTable writes the results as an aligned text table, 80
+// columns wide with the default strategies: what the strategies of an
+// experiment share (its clients, processes and requests) heads its rows,
+// and the columns have short names (amp is the JSON's amplification, peak
+// its peak_load, failed its failed_ratio; amplification_total is in the
+// JSON only).
 func WriteOverloadTable(w io.Writer, rows []OverloadResult) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tclients\thosts\trequests\tamplification\tamp_total\tpeak_load\tgoodput\tfailed_ratio\trecovery_s\tp99_ms\t")
-	for _, r := range rows {
-		rec := fmt.Sprintf("%.1f", r.RecoveryS)
-		if r.RecoveryS < 0 {
-			rec = "never"
+	var b strings.Builder
+	for i := 0; i < len(rows); {
+		j := i
+		for j < len(rows) && rows[j].Clients == rows[i].Clients {
+			j++
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t%.3f\t%s\t%.0f\t\n",
-			r.Strategy, r.Clients, r.Hosts, r.Requests, r.Amplification, r.AmplificationTotal, r.PeakLoad, r.Goodput, r.FailedRatio, rec, r.P99Ms)
+		fmt.Fprintf(&b, "%s clients in %d processes, %s requests\n", thousands(float64(rows[i].Clients)), rows[i].Hosts, thousands(float64(rows[i].Requests)))
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "strategy\tamp\tpeak\tgoodput\tfailed\trecovery_s\tp99_ms\t")
+		for _, r := range rows[i:j] {
+			rec := fmt.Sprintf("%.1f", r.RecoveryS)
+			if r.RecoveryS < 0 {
+				rec = "never"
+			}
+			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.0f\t%.3f\t%s\t%.0f\t\n",
+				r.Strategy, r.Amplification, r.PeakLoad, r.Goodput, r.FailedRatio, rec, r.P99Ms)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		i = j
 	}
-	return tw.Flush()
+	_, err := io.WriteString(w, trimPad(b.String()))
+	return err
+}
+
+// trimPad drops the two spaces that a right-aligned tabwriter puts before
+// the first column of every line: the table starts at the margin.
+func trimPad(table string) string {
+	ls := strings.Split(table, "\n")
+	for i, l := range ls {
+		ls[i] = strings.TrimPrefix(l, "  ")
+	}
+	return strings.Join(ls, "\n")
 }
 
 // WriteOverloadPlots writes overload-load.svg (attempts per second reaching
 // the server over time, with the capacity and the outage) and
-// overload-goodput.svg (successful requests per second over time) into dir,
+// overload-ontime.svg (the share of the requests started at each moment
+// that succeeded within cfg.OnTime: who recovered, as its users see it; a
+// plot of successes per second showed the SDK's default highest after the
+// outage, working off its backlog of late retries) into dir,
 // for rows of one experiment (cfg is its configuration), and, when a
 // strategy has an adaptive throttle, overload-throttle.svg (its reject
 // probability over time); it returns the paths written. Each plot has the
@@ -135,6 +167,19 @@ func WriteOverloadPlots(dir, suffix string, cfg OverloadConfig, rows []OverloadR
 		}
 		return base + ".svg"
 	}
+	lp, gp, tp := overloadPlots(cfg, rows)
+	files := []string{name("overload-load"), name("overload-ontime")}
+	plots := map[string]*svgplot.Plot{files[0]: lp, files[1]: gp}
+	if len(tp.Series) > 0 {
+		files = append(files, name("overload-throttle"))
+		plots[files[2]] = tp
+	}
+	return writePlots(dir, plots, files)
+}
+
+// overloadPlots returns the plots of WriteOverloadPlots: the load, the
+// share of the requests on time, the throttle's reject probability.
+func overloadPlots(cfg OverloadConfig, rows []OverloadResult) (lp, gp, tp *svgplot.Plot) {
 	band := []svgplot.Band{{From: cfg.OutageStart.Seconds(), To: (cfg.OutageStart + cfg.Outage).Seconds(), Label: "outage"}}
 	if cfg.Outage == 0 {
 		band = nil
@@ -147,11 +192,15 @@ func WriteOverloadPlots(dir, suffix string, cfg OverloadConfig, rows []OverloadR
 		cfg.Clients, cfg.Hosts, cfg.Capacity, cfg.Load*cfg.Capacity, cfg.Queue, cfg.Outage, cfg.OutageStart, kind, cfg.Seed)
 	// A plot has no "why:" note: the throttle plot's caption explains.
 	caption := strings.Replace(overloadConclusion(cfg, rows), "("+seeWhy+")", "(see the throttle plot)", 1)
-	lp := &svgplot.Plot{Title: "Load on the server during and after the outage", Subtitle: sub, Caption: caption,
+	lp = &svgplot.Plot{Title: "Load on the server during and after the outage", Subtitle: sub, Caption: caption,
 		XLabel: "time, s", YLabel: "attempts/s reaching the server", Bands: band}
-	gp := &svgplot.Plot{Title: "Goodput during and after the outage", Subtitle: sub, Caption: caption,
-		XLabel: "time, s", YLabel: "successful requests/s", Bands: band}
-	tp := &svgplot.Plot{Title: "Adaptive throttle: probability of rejecting a request locally", Subtitle: sub,
+	onTime := cfg.OnTime
+	if onTime == 0 {
+		onTime = time.Second
+	}
+	gp = &svgplot.Plot{Title: fmt.Sprintf("Requests that succeeded within %v, by when they started", onTime), Subtitle: sub, Caption: caption,
+		XLabel: "time the request started, s", YLabel: fmt.Sprintf("share succeeded within %v (1 = all)", onTime), Bands: band}
+	tp = &svgplot.Plot{Title: "Adaptive throttle: probability of rejecting a request locally", Subtitle: sub,
 		Caption: throttleCaption(cfg, rows), XLabel: "time, s", YLabel: "reject probability p (mean over processes)", Bands: band}
 	for _, r := range rows {
 		x := make([]float64, len(r.Load))
@@ -159,18 +208,12 @@ func WriteOverloadPlots(dir, suffix string, cfg OverloadConfig, rows []OverloadR
 			x[i] = float64(i) * r.BinS
 		}
 		lp.Series = append(lp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: r.Load})
-		gp.Series = append(gp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: r.Good})
+		gp.Series = append(gp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: r.OnTime})
 		if r.RejectP != nil {
 			tp.Series = append(tp.Series, svgplot.Series{Name: r.Strategy, X: x, Y: r.RejectP})
 		}
 	}
 	end := cfg.Duration.Seconds()
 	lp.Series = append(lp.Series, svgplot.Series{Name: "capacity", X: []float64{0, end}, Y: []float64{cfg.Capacity, cfg.Capacity}, Reference: true})
-	files := []string{name("overload-load"), name("overload-goodput")}
-	plots := map[string]*svgplot.Plot{files[0]: lp, files[1]: gp}
-	if len(tp.Series) > 0 {
-		files = append(files, name("overload-throttle"))
-		plots[files[2]] = tp
-	}
-	return writePlots(dir, plots, files)
+	return lp, gp, tp
 }

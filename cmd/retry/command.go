@@ -26,9 +26,12 @@ const defaultKillAfter = time.Second
 var notifySignals = func(c chan<- os.Signal) (stop func()) {
 	var sigs []os.Signal
 	for _, s := range forwardedSignals {
-		// One ignored when retry started (nohup, "cmd &" in a script) stays
-		// ignored, for retry and, as inherited, for the command.
-		if !signal.Ignored(s) {
+		// One ignored when retry started stays ignored, for retry and, as
+		// inherited, for the command (nohup), unless a shell ignored it for
+		// a background job (see ignoredByShell). Go's runtime tells of
+		// SIGHUP and SIGINT only: it catches the others at its start,
+		// ignored or not, and forgets which were.
+		if !signal.Ignored(s) || ignoredByShell(s) {
 			sigs = append(sigs, s)
 		}
 	}
@@ -48,6 +51,7 @@ type commandFlags struct {
 	killAfter  time.Duration
 	killSet    bool // --kill-after was given
 	foreground bool
+	preserve   bool // --preserve-status
 	version    bool
 }
 
@@ -61,7 +65,7 @@ func newCommandFlags() *commandFlags {
 		return err
 	})
 	fs.StringVar(&c.stdinFile, "stdin-file", "", "`FILE` given as stdin to every attempt (replayable), instead of passing stdin through once")
-	fs.Func("signal", "`SIG` sent to a timed-out attempt: a name of kill -l (TERM, INT, HUP, KILL, ...) or a number (default TERM)", func(s string) error {
+	fs.Func("signal", "`SIG` sent to a timed-out attempt: a name of kill -l (TERM, INT, HUP, KILL, ...), a number, or 0 (EXIT) for none (default TERM)", func(s string) error {
 		sig, err := parseSignal(s)
 		c.stopSig = sig
 		return err
@@ -71,6 +75,7 @@ func newCommandFlags() *commandFlags {
 		c.killAfter, c.killSet = d, true
 		return err
 	})
+	fs.BoolVar(&c.preserve, "preserve-status", false, "exit with the command's own status when its last attempt was stopped by a timeout, not 124 (as timeout --preserve-status)")
 	fs.BoolVar(&c.foreground, "foreground", false, "run the command in retry's process group, for commands that read the terminal (its children are not signalled on a timeout)")
 	fs.BoolVar(&c.version, "version", false, "print the version and exit")
 	return c
@@ -124,7 +129,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		stdout: stdout, stderr: stderr, onExit: *onExit,
 		attemptTimeout: resolved.AttemptTimeout,
 		stopSig:        *stopSig, killAfter: *killAfter,
-		group: !*foreground,
+		group: !*foreground, preserveStatus: c.preserve,
 	}
 	if c.killSet {
 		r.interruptGrace = *killAfter
@@ -176,11 +181,22 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	done := make(chan struct{})
 	defer close(done)
 	go r.relay(sigs, cancel, done)
-	if len(jobSignals) > 0 && !signal.Ignored(jobSignals[0]) { // Ctrl-Z ignored at start stays so
+	if len(jobSignals) > 0 { // (a Ctrl-Z ignored at start cannot be told: see notifySignals)
 		jobs := make(chan os.Signal, 2)
 		signal.Notify(jobs, jobSignals...)
 		defer signal.Stop(jobs)
 		go r.jobControl(jobs, done)
+	}
+	if alarmSignal != nil {
+		alarms := make(chan os.Signal, 1)
+		signal.Notify(alarms, alarmSignal)
+		defer signal.Stop(alarms)
+		go r.alarmRelay(alarms, done, log)
+	}
+	if r.group && wholeProcess {
+		// kill -9 of retry ends the attempt's group too.
+		r.watchdog = startWatchdog()
+		defer r.watchdog.close()
 	}
 
 	err = retry.Run(ctx, p, r.attempt)
@@ -204,9 +220,14 @@ func terminalKey(sig syscall.Signal) string {
 }
 
 // parseSignal parses a signal as timeout -s does: any name of the
-// platform's signals (TERM, SIGTERM, term, WINCH, RTMIN+1) or number.
+// platform's signals (TERM, SIGTERM, term, WINCH, RTMIN+1) or number, and 0
+// or EXIT for none (the timeout sends no signal; only --kill-after's
+// SIGKILL comes).
 func parseSignal(s string) (syscall.Signal, error) {
-	if n, err := strconv.Atoi(s); err == nil {
+	if n, err := strconv.Atoi(s); err == nil && strings.Trim(s, "0123456789") == "" {
+		if n == 0 {
+			return 0, nil
+		}
 		if !validSignal(n) {
 			return 0, fmt.Errorf("no signal %d here", n)
 		}
@@ -216,10 +237,13 @@ func parseSignal(s string) (syscall.Signal, error) {
 	if rest, ok := strings.CutPrefix(name, "SIG"); ok && rest != "" {
 		name = rest
 	}
+	if name == "EXIT" {
+		return 0, nil
+	}
 	if sig, ok := signalByName(name); ok && name != "" {
 		return sig, nil
 	}
-	return 0, errors.New("unknown signal (want a name of kill -l, e.g. TERM, INT, HUP, KILL, USR1, or a number)")
+	return 0, errors.New("unknown signal (want a name of kill -l, e.g. TERM, INT, HUP, KILL, USR1, a number, or 0 for none)")
 }
 
 // signalAt returns when, within a --deadline d, the loop's deadline falls:
@@ -252,13 +276,16 @@ type cmdRunner struct {
 	// never (a second signal kills it).
 	interruptGrace time.Duration
 	onInterrupt    func(os.Signal) // called once the first signal has been passed on to a running attempt
+	preserveStatus bool            // --preserve-status
 
 	children children
+	watchdog *watchdog // kills the running attempt's group if retry is killed; nil if none
 
 	mu       sync.Mutex
-	proc     *process  // the running attempt, nil between attempts
-	sig      os.Signal // the first signal received, nil if none
-	forced   bool      // a second signal came: the attempt was killed
+	proc     *process      // the running attempt, nil between attempts
+	alarm    chan struct{} // the running attempt's SIGALRM (see alarmRelay)
+	sig      os.Signal     // the first signal received, nil if none
+	forced   bool          // a second signal came: the attempt was killed
 	attempts int
 }
 
@@ -341,6 +368,7 @@ func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done
 			first := r.sig == nil
 			if first {
 				r.sig = s
+				noteSignal(s)
 			}
 			proc := r.proc
 			if !first && !armed && s == r.sig { // the same keypress, twice: ignored
@@ -422,26 +450,67 @@ func (r *cmdRunner) jobControl(sigs <-chan os.Signal, done <-chan struct{}) {
 	}
 }
 
-// command returns the exec.Cmd of one attempt of argv.
-func (r *cmdRunner) command(argv []string, stdin io.Reader) *exec.Cmd {
+// alarmRelay passes SIGALRM on to the running attempt, which ends as if
+// its --attempt-timeout had come, as timeout(1) takes SIGALRM for its own
+// timer firing (an outer "timeout -s ALRM" or a supervisor saying time is
+// up). Between attempts there is nothing to end: it says so.
+func (r *cmdRunner) alarmRelay(alarms <-chan os.Signal, done <-chan struct{}, log *eventLog) {
+	for {
+		select {
+		case <-alarms:
+			r.mu.Lock()
+			alarm := r.alarm
+			r.mu.Unlock()
+			if alarm == nil {
+				log.note("alarm", "SIGALRM between attempts: no attempt to end")
+				continue
+			}
+			select {
+			case alarm <- struct{}{}:
+			default: // one is pending
+			}
+		case <-done:
+			return
+		}
+	}
+}
+
+// command returns the exec.Cmd of one attempt of argv, in the process
+// group pgid if not 0 (see prepare).
+func (r *cmdRunner) command(argv []string, stdin io.Reader, pgid int) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, r.stdout, r.stderr
 	cmd.WaitDelay = time.Second // bounds the copy of output left open by orphans
-	prepare(cmd, r.group)
+	prepare(cmd, r.group, pgid)
 	return cmd
 }
 
 // start starts an attempt of the command, and runs a file that is not an
 // executable (a script without "#!") with the shell, as execvp and
-// timeout(1) do.
-func (r *cmdRunner) start(stdin io.Reader) (*exec.Cmd, error) {
-	cmd := r.command(r.argv, stdin)
+// timeout(1) do. With a watchdog, the attempt's process group is made
+// first and the watchdog told of it (see groupHolder): the command, and
+// all it starts, are in a group the watchdog knows from their first
+// instruction. It returns the attempt's group if it is not the command's
+// own (0).
+func (r *cmdRunner) start(stdin io.Reader) (*exec.Cmd, int, error) {
+	pgid := 0
+	if r.group && r.watchdog != nil {
+		if h, err := newGroupHolder(); err == nil {
+			r.watchdog.watch(h.pgid())
+			defer h.release() // once the command is in the group
+			pgid = h.pgid()
+		}
+	}
+	cmd := r.command(r.argv, stdin, pgid)
 	err := r.children.start(cmd)
 	if errors.Is(err, syscall.ENOEXEC) && shell != "" && cmd.Path != "" {
-		cmd = r.command(append([]string{shell, cmd.Path}, r.argv[1:]...), stdin)
+		cmd = r.command(append([]string{shell, cmd.Path}, r.argv[1:]...), stdin, pgid)
 		err = r.children.start(cmd)
 	}
-	return cmd, err
+	if err == nil && r.group && pgid == 0 {
+		r.watchdog.watch(cmd.Process.Pid)
+	}
+	return cmd, pgid, err
 }
 
 // attempt runs the command once.
@@ -455,7 +524,9 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 		}
 		defer f.Close()
 		stdin = f
-	case r.attempts == 0:
+	case r.attempts == 0 || isTerminal(r.stdin):
+		// A pipe or a file is used up by the first attempt (a retried one
+		// gets an empty stdin); a terminal is there for every attempt.
 		stdin = r.stdin
 	}
 
@@ -465,10 +536,13 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 		return context.Canceled
 	}
 	r.attempts++
-	cmd, err := r.start(stdin)
-	proc := &process{cmd: cmd, group: r.group}
+	cmd, pgid, err := r.start(stdin)
+	proc := &process{cmd: cmd, group: r.group, pgid: pgid}
+	alarm := make(chan struct{}, 1)
 	if err == nil {
-		r.proc = proc
+		r.proc, r.alarm = proc, alarm
+	} else if r.group {
+		r.watchdog.forget()
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -500,53 +574,85 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 	}
 	var (
 		timedOut, killed bool
+		alarmed          bool      // SIGALRM ended it
 		stoppedAt        time.Time // when --signal was sent
 		killAt           time.Time // zero: never (--kill-after 0)
 		killTimer        *time.Timer
 		killC            <-chan time.Time
 		ctxDone          = ctx.Done()
 	)
+	// timeUp stops the attempt whose time is up: --signal, then SIGKILL if
+	// it lingers (unless --kill-after 0 said never, as timeout -k 0).
+	timeUp := func() {
+		timedOut = true
+		proc.signal(r.stopSig)
+		stoppedAt = time.Now()
+		if r.stopSig == syscall.SIGKILL {
+			killed = true // exit 137, as timeout -s KILL
+			return
+		}
+		if r.killAfter == 0 {
+			return
+		}
+		killAt = r.killBy(stoppedAt, r.killAfter)
+		killTimer = time.NewTimer(time.Until(killAt))
+		killC = killTimer.C
+	}
+	defer func() {
+		if killTimer != nil {
+			killTimer.Stop()
+		}
+	}()
 wait:
 	for {
 		select {
 		case err = <-waited:
 			break wait
+		case <-alarm:
+			alarm = nil
+			if !timedOut && !r.interrupted() {
+				alarmed = true
+				timeUp()
+			}
 		case <-ctxDone:
 			ctxDone = nil
 			if r.interrupted() {
 				// The relay has forwarded the signal: the attempt has
 				// --kill-after to end, as timeout -k gives it.
-				if r.interruptGrace > 0 {
+				if r.interruptGrace > 0 && !timedOut {
 					stoppedAt = time.Now()
 					killAt = r.killBy(stoppedAt, r.interruptGrace)
+					if killTimer != nil {
+						killTimer.Stop()
+					}
 					killTimer = time.NewTimer(time.Until(killAt))
-					defer killTimer.Stop()
 					killC = killTimer.C
 				}
 				continue
 			}
-			// The attempt's time is up: stop it, and kill it if it lingers
-			// (unless --kill-after 0 said never, as timeout -k 0).
-			timedOut = true
-			proc.signal(r.stopSig)
-			stoppedAt = time.Now()
-			if r.stopSig == syscall.SIGKILL {
-				killed = true // exit 137, as timeout -s KILL
-				continue
+			if !timedOut { // not already by SIGALRM
+				timeUp()
 			}
-			if r.killAfter == 0 {
-				continue
-			}
-			killAt = r.killBy(stoppedAt, r.killAfter)
-			killTimer = time.NewTimer(time.Until(killAt))
-			defer killTimer.Stop()
-			killC = killTimer.C
 		case <-killC:
 			killC = nil
+			if proc.exited() {
+				// It ended on the signal; its Wait is on the way. What it
+				// left is killed after, by the clean-up (and said so).
+				continue
+			}
 			killed = true
 			proc.signal(syscall.SIGKILL)
 		case <-stops:
 			checkStop()
+		}
+	}
+	// The kill timer may fire after the command ended on the signal, before
+	// its end was seen (a loaded machine): the SIGKILL then reached nothing
+	// of it, and its exit status says what ended it. (What it started and
+	// left is dealt with below.)
+	if killed && r.stopSig != syscall.SIGKILL {
+		if byKill, known := killedBySIGKILL(err); known && !byKill {
+			killed = false
 		}
 	}
 	r.mu.Lock()
@@ -570,8 +676,11 @@ wait:
 		proc.cleanGroup(killAt)
 	}
 	r.mu.Lock()
-	r.proc = nil
+	r.proc, r.alarm = nil, nil
 	r.mu.Unlock()
+	if r.group {
+		r.watchdog.forget()
+	}
 
 	if ttyStop != 0 {
 		return retry.Permanent(&cmdError{code: 128 + int(ttyStop), what: "stopped by SIG" + signalName(ttyStop) + ": it uses the terminal, from a process group of its own",
@@ -581,17 +690,20 @@ wait:
 		return nil
 	}
 	if killed && !timedOut { // interrupted, and the --kill-after grace ran out
-		return &cmdError{code: 128 + int(syscall.SIGKILL), what: fmt.Sprintf("still running %v after %s: killed with SIGKILL (--kill-after)", roundDur(killAt.Sub(stoppedAt)), r.signalText()), err: err}
+		return &cmdError{code: 128 + int(syscall.SIGKILL), what: fmt.Sprintf("still running %v after %s: killed with SIGKILL (--kill-after)", roundDur(max(killAt.Sub(stoppedAt), 0)), r.signalText()), err: err}
 	}
 	if timedOut {
 		what := "stopped by the --deadline"
 		if early := r.hardDeadline.Sub(r.loopDeadline); early > 0 {
-			what = fmt.Sprintf("stopped by the --deadline (SIG%s %v before it, for --kill-after)", signalName(r.stopSig), roundDur(early))
+			what = fmt.Sprintf("stopped by the --deadline (%s %v before it, for --kill-after)", r.stopText(), roundDur(early))
 		}
 		// The core cancels an attempt at --attempt-timeout with the cause
 		// context.DeadlineExceeded itself, and at the policy's deadline with
 		// its own error, which only matches it through errors.Is.
-		if r.attemptTimeout > 0 && context.Cause(ctx) == context.DeadlineExceeded {
+		switch {
+		case alarmed:
+			what = "stopped by SIGALRM (time is up, as for timeout(1))"
+		case r.attemptTimeout > 0 && context.Cause(ctx) == context.DeadlineExceeded:
 			what = fmt.Sprintf("timed out after %v (--attempt-timeout)", r.attemptTimeout)
 		}
 		code := exitTimeout
@@ -600,12 +712,15 @@ wait:
 			what += "; killed with SIGKILL (--signal)"
 			code = 128 + int(syscall.SIGKILL)
 		case killed:
-			what += fmt.Sprintf("; still running %v after SIG%s: killed with SIGKILL", roundDur(max(killAt.Sub(stoppedAt), 0)), signalName(r.stopSig))
+			what += fmt.Sprintf("; still running %v after %s: killed with SIGKILL", roundDur(max(killAt.Sub(stoppedAt), 0)), r.stopText())
 			code = 128 + int(syscall.SIGKILL)
 		case leftKilled:
 			// The command ended on the signal; a process it started did
 			// not (timeout(1) would have left it running): still 124.
-			what += fmt.Sprintf("; a process it started was still running %v after SIG%s: killed with SIGKILL", roundDur(max(killAt.Sub(stoppedAt), 0)), signalName(r.stopSig))
+			what += fmt.Sprintf("; a process it started was still running %v after %s: killed with SIGKILL", roundDur(max(killAt.Sub(stoppedAt), 0)), r.stopText())
+		}
+		if r.preserveStatus { // the command's own, as timeout --preserve-status
+			code = commandStatus(err)
 		}
 		return &cmdError{code: code, timedOut: true, what: what, err: ctx.Err()}
 	}
@@ -630,6 +745,32 @@ wait:
 		return retry.Permanent(ce)
 	}
 	return ce
+}
+
+// commandStatus is the exit status a shell would give the command that
+// ended with err (cmd.Wait's): its exit code, or 128+N if signal N killed
+// it.
+func commandStatus(err error) int {
+	var ee *exec.ExitError
+	if err == nil {
+		return exitOK
+	}
+	if !errors.As(err, &ee) {
+		return exitGaveUp
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ee.ExitCode()
+}
+
+// stopText names what a timed-out attempt got: "SIGTERM", or for --signal
+// 0 nothing.
+func (r *cmdRunner) stopText() string {
+	if r.stopSig == 0 {
+		return "its time was up (--signal 0: no signal)"
+	}
+	return "SIG" + signalName(r.stopSig)
 }
 
 // signalName returns "TERM" for SIGTERM, else the signal's number.

@@ -22,26 +22,47 @@ import (
 // the range of time.Duration).
 const maxSeconds = float64(math.MaxInt64) / float64(time.Second)
 
-// parseDuration parses a duration in Go syntax ("1.5s", "250ms", "1m30s") or
-// a bare number of seconds ("2", "0.25"). Negative, NaN, infinite and
-// out-of-range values are errors. "0" returns 0: callers that must tell an
-// explicit zero from "unset" map it to [retry.Zero].
+// secondsPerDay is the length of timeout(1)'s "d".
+const secondsPerDay = 24 * 60 * 60
+
+// parseDuration parses a duration in Go syntax ("1.5s", "250ms", "1m30s"),
+// a bare number of seconds ("2", "0.25") or a number of days ("1d", "0.5d",
+// as timeout(1) takes them). Negative, NaN, infinite and out-of-range values
+// are errors. "0" returns 0: callers that must tell an explicit zero from
+// "unset" map it to [retry.Zero].
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return 0, errors.New("empty duration (want e.g. 1.5s, 250ms or a number of seconds)")
+		return 0, errors.New("empty duration (want e.g. 1.5s, 250ms, 1d or a number of seconds)")
 	}
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		return secondsToDuration(f)
 	} else if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
 		return 0, fmt.Errorf("duration %q is out of range", s)
 	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if f, err := strconv.ParseFloat(days, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			switch {
+			case math.IsNaN(f):
+				return 0, fmt.Errorf("duration %q is not a finite number of days", s)
+			case err != nil || f >= maxSeconds/secondsPerDay:
+				return 0, fmt.Errorf("duration %q is out of range", s)
+			case f < 0:
+				return 0, fmt.Errorf("duration %q must not be negative", s)
+			}
+			d := time.Duration(math.Round(f * secondsPerDay * float64(time.Second)))
+			if d == 0 && f > 0 {
+				return 0, tooSmall(strconv.Quote(s))
+			}
+			return d, nil
+		}
+	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		if strings.Contains(err.Error(), "out of range") {
 			return 0, fmt.Errorf("duration %q is out of range", s)
 		}
-		return 0, fmt.Errorf("invalid duration %q (want e.g. 1.5s, 250ms or a number of seconds)", s)
+		return 0, fmt.Errorf("invalid duration %q (want e.g. 1.5s, 250ms, 1d or a number of seconds)", s)
 	}
 	if d < 0 {
 		return 0, fmt.Errorf("duration %q must not be negative", s)

@@ -40,6 +40,21 @@ func TestParseDuration(t *testing.T) {
 		{"9999999999999h", 0, "invalid duration"},
 		{"1e999", 0, "out of range"},
 		{"10 s", 0, "invalid duration"},
+		// Days, as timeout(1) takes them.
+		{"1d", 24 * time.Hour, ""},
+		{"0.5d", 12 * time.Hour, ""},
+		{"0d", 0, ""},
+		{"1e-3d", 86400 * time.Millisecond, ""},
+		{"106751d", 106751 * 24 * time.Hour, ""},
+		{"106752d", 0, "out of range"},
+		{"1e999d", 0, "out of range"},
+		{"-1d", 0, "must not be negative"},
+		{"NaNd", 0, "not a finite number"},
+		{"Infd", 0, "out of range"},
+		{"1e-20d", 0, "below 1ns"},
+		{"d", 0, "invalid duration"},
+		{"1D", 0, "invalid duration"},
+		{"1d2h", 0, "invalid duration"},
 	} {
 		got, err := parseDuration(tc.in)
 		if tc.err != "" {

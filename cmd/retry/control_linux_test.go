@@ -106,16 +106,19 @@ func TestScriptWithoutShebang(t *testing.T) {
 }
 
 // TestKillAfterZero: --kill-after 0 sends no SIGKILL (as timeout -k 0): a
-// command that ignores --signal runs on until it ends by itself.
+// command that ignores --signal runs on until it ends by itself, and the
+// run exits 124. retry starts with SIGHUP ignored (nohup), which it and
+// the command keep, and --signal HUP: the command ignores it from its first
+// instruction, so no start-up of a handler races the 200ms timeout (it
+// did: the test binary as the command, killed by SIGTERM before its
+// handler was in). Its sleep of 2s is the margin retry's timer has to fire
+// before it ends.
 func TestKillAfterZero(t *testing.T) {
-	s := startRetry(t, []string{"EXIT_ON=HUP"}, nil, nil, "--attempts", "1", "--attempt-timeout", "200ms", "--kill-after", "0")
-	if l := s.line(t); l != "sig TERM" {
-		t.Fatalf("child said %q, want sig TERM", l)
-	}
-	syscall.Kill(s.pid, syscall.SIGHUP) // answered only if it was not killed
-	code, rest := s.wait(t)
-	if code != exitTimeout || strings.TrimSpace(rest) != "sig HUP" {
-		t.Errorf("exit %d, child said %q; want 124 and sig HUP (alive after SIGTERM); stderr:\n%s", code, rest, s.stderr)
+	r := runRetryIn(t, []string{"sh", "-c", `trap "" HUP; exec "$@"`, "sh"},
+		"--attempts", "1", "--attempt-timeout", "200ms", "--signal", "HUP", "--kill-after", "0",
+		"--", "sh", "-c", "echo started; sleep 2; echo done")
+	if r.code != exitTimeout || r.stdout != "started\ndone\n" || strings.Contains(r.stderr, "SIGKILL") {
+		t.Errorf("exit %d, stdout %q; want 124 and the command's end (no SIGKILL); stderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 }
 
@@ -147,12 +150,13 @@ func TestSignalNames(t *testing.T) {
 		"SYS": syscall.SIGSYS, "XCPU": syscall.SIGXCPU, "URG": syscall.SIGURG, "TTOU": syscall.SIGTTOU,
 		"9": syscall.SIGKILL, "RTMIN": 34, "RTMIN+1": 35, "SIGRTMAX": 64, "RTMAX-2": 62, "64": 64,
 		"iot": syscall.SIGABRT, "SIGCLD": syscall.SIGCHLD, "rtmax": 64, "RTMIN+0": 34,
+		"0": 0, "EXIT": 0, "sigexit": 0, // none, as timeout -s 0
 	} {
 		if got, err := parseSignal(in); err != nil || got != want {
 			t.Errorf("parseSignal(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "NOPE", "0", "65", "-1", "RTMIN+31", "RTMAX-31", "RTMIN+x", "SIG", "RTMIN-1", "RTMAX+1", "RTMIN+-1", "RTMIN++1", "SIGSIG", " TERM"} {
+	for _, bad := range []string{"", "NOPE", "65", "-0", "+0", "EXIT0", "-1", "RTMIN+31", "RTMAX-31", "RTMIN+x", "SIG", "RTMIN-1", "RTMAX+1", "RTMIN+-1", "RTMIN++1", "SIGSIG", " TERM"} {
 		if _, err := parseSignal(bad); err == nil {
 			t.Errorf("parseSignal(%q) accepted", bad)
 		}
@@ -386,6 +390,11 @@ func TestIgnoredSignalStaysIgnored(t *testing.T) {
 func TestDifferentSignalKills(t *testing.T) {
 	s := startRetry(t, nil, nil, nil, "--attempts", "3")
 	s.cmd.Process.Signal(syscall.SIGINT)
+	// Two signals sent at once may reach retry in either order (taken by
+	// two threads): the SIGTERM goes once retry has passed the SIGINT on.
+	if l := s.line(t); l != "sig INT" {
+		t.Fatalf("child said %q, want the forwarded SIGINT", l)
+	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	code, _ := s.wait(t)
 	if code != 130 || alive(t, s.pid) {

@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -266,110 +265,6 @@ func escapeQuotes(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s)
 }
 
-// transfer is what -w reports.
-type transfer struct {
-	method    string
-	url       *url.URL       // the URL fetched last
-	resp      *http.Response // nil if none came
-	retries   int
-	redirects int
-	total     time.Duration
-	size      int64
-	exit      int
-}
-
-// writeOutVars are the variables of -w, curl's names (num_retries is ours:
-// the retries the policy made, all redirects included).
-var writeOutVars = map[string]func(t *transfer) string{
-	"http_code":     func(t *transfer) string { return fmt.Sprintf("%03d", t.status()) },
-	"response_code": func(t *transfer) string { return fmt.Sprintf("%03d", t.status()) },
-	"time_total":    func(t *transfer) string { return strconv.FormatFloat(t.total.Seconds(), 'f', 6, 64) },
-	"num_retries":   func(t *transfer) string { return strconv.Itoa(t.retries) },
-	"num_redirects": func(t *transfer) string { return strconv.Itoa(t.redirects) },
-	"url_effective": func(t *transfer) string { return httpretry.Redact(t.url) },
-	"method":        func(t *transfer) string { return t.method },
-	"exitcode":      func(t *transfer) string { return strconv.Itoa(t.exit) },
-	"size_download": func(t *transfer) string { return strconv.FormatInt(t.size, 10) },
-	"content_type": func(t *transfer) string {
-		if t.resp == nil {
-			return ""
-		}
-		return t.resp.Header.Get("Content-Type")
-	},
-}
-
-func (t *transfer) status() int {
-	if t.resp == nil {
-		return 0
-	}
-	return t.resp.StatusCode
-}
-
-// readWriteOut reads a -w format (@FILE reads it from a file) and returns
-// it with a warning for each unknown variable (curl warns, prints nothing
-// in its place and goes on).
-func readWriteOut(s string) (format string, warnings []string, err error) {
-	if name, ok := strings.CutPrefix(s, "@"); ok {
-		b, err := readFileArg(name)
-		if err != nil {
-			return "", nil, usagef("-w @%s: cannot read: %v", name, unwrapPath(err))
-		}
-		s = string(b)
-	}
-	rest := s
-	for {
-		i := strings.Index(rest, "%{")
-		if i < 0 {
-			return s, warnings, nil
-		}
-		name, after, ok := strings.Cut(rest[i+2:], "}")
-		if !ok {
-			return s, warnings, nil // printed as it is
-		}
-		if _, known := writeOutVars[strings.ToLower(name)]; !known { // any case, as curl
-			warnings = append(warnings, fmt.Sprintf("unknown --write-out variable: '%s'", name))
-		}
-		rest = after
-	}
-}
-
-// expandWriteOut expands a -w format: %{name}, %% and the escapes \n \r \t \\.
-func expandWriteOut(format string, t *transfer) string {
-	var b strings.Builder
-	for i := 0; i < len(format); i++ {
-		c := format[i]
-		switch {
-		case c == '%' && strings.HasPrefix(format[i:], "%{") && strings.Contains(format[i:], "}"):
-			name, _, _ := strings.Cut(format[i+2:], "}")
-			if f, ok := writeOutVars[strings.ToLower(name)]; ok {
-				b.WriteString(f(t))
-			}
-			i += len(name) + 2
-		case c == '%' && strings.HasPrefix(format[i:], "%%"):
-			b.WriteByte('%')
-			i++
-		case c == '\\' && i+1 < len(format):
-			switch format[i+1] {
-			case 'n':
-				b.WriteByte('\n')
-			case 'r':
-				b.WriteByte('\r')
-			case 't':
-				b.WriteByte('\t')
-			case '\\':
-				b.WriteByte('\\')
-			default:
-				b.WriteByte(c)
-				continue
-			}
-			i++
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
-
 // output is where -o or -D writes: stdout ("" or "-"), or a FILE created
 // at the first write (or by close), so that an answer that writes nothing
 // (-f on an HTTP error) leaves an existing FILE as it was, as in curl.
@@ -464,26 +359,61 @@ func (c countWriter) Write(p []byte) (int, error) {
 }
 
 // writeHead writes a response's status line and headers as curl -i does:
-// "HTTP/1.1 200 OK" (or "HTTP/2 200"), the headers, a blank line. net/http
-// keeps neither the case nor the order of header names (it canonicalises
-// them into a map): they come sorted, canonical ("Content-Type"), each
-// name's values in the order received.
+// "HTTP/1.1 200 OK" (or "HTTP/2 200"), the headers, a blank line (see
+// headText).
 func writeHead(w io.Writer, resp *http.Response) error {
+	_, err := io.WriteString(w, headText(resp))
+	return err
+}
+
+// headText is a response's head as retry http writes it: the status line,
+// the header of headerOf, a blank line. net/http keeps neither the case
+// nor the order of header names (it canonicalises them into a map): they
+// come sorted, canonical ("Content-Type"), each name's values in the order
+// received.
+func headText(resp *http.Response) string {
 	var b strings.Builder
 	b.WriteString(statusLine(resp) + "\r\n")
-	keys := make([]string, 0, len(resp.Header))
-	for k := range resp.Header {
+	h := headerOf(resp)
+	keys := make([]string, 0, len(h))
+	for k := range h {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		for _, v := range resp.Header[k] {
+		for _, v := range h[k] {
 			b.WriteString(k + ": " + v + "\r\n")
 		}
 	}
 	b.WriteString("\r\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
+}
+
+// headerOf returns resp's header as the server sent it: net/http moves
+// Transfer-Encoding out of it (into resp.TransferEncoding), and curl shows
+// it ("Transfer-Encoding: chunked").
+func headerOf(resp *http.Response) http.Header {
+	if len(resp.TransferEncoding) == 0 || resp.Header.Get("Transfer-Encoding") != "" {
+		return resp.Header
+	}
+	h := resp.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h["Transfer-Encoding"] = []string{strings.Join(resp.TransferEncoding, ", ")}
+	return h
+}
+
+// numHeaders is curl's num_headers: the header lines of resp (nil: 0).
+func numHeaders(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	n := 0
+	for _, vs := range headerOf(resp) {
+		n += len(vs)
+	}
+	return n
 }
 
 func statusLine(resp *http.Response) string {
@@ -590,6 +520,7 @@ type hopRecorder struct {
 	deadline     time.Duration // the policy's Deadline, 0 for none
 	deadlineName string        // it, for messages: "--deadline (1s)"
 	follow       bool          // -L: the client follows redirects
+	wire         *wireStats    // -w's record of the attempts (a hop begins in it)
 
 	urls    []*url.URL       // the URL of each hop begun
 	cur     *http.Request    // the hop running
@@ -618,6 +549,7 @@ func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	h.urls = append(h.urls, req.URL)
 	h.cur = req
+	h.wire.newHop()
 	resp, err := h.rt.RoundTrip(req)
 	if err != nil {
 		return resp, err
@@ -745,7 +677,7 @@ func (v *verboseTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return resp, err
 	}
 	lines = []string{"< " + statusLine(resp)}
-	lines = append(lines, headerLines("< ", redactHeaders(resp.Header))...)
+	lines = append(lines, headerLines("< ", redactHeaders(headerOf(resp)))...)
 	v.log.verbose("response", append(lines, "<"))
 	return resp, nil
 }

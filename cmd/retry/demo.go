@@ -61,9 +61,14 @@ finishes in seconds; server hints are not scaled.
 
 It prints what it runs first, then a chart of the attempts reaching each
 server over time (synchronized, quota), a table per strategy, a legend and a
-conclusion computed from the numbers. Everything fits 80 columns.
+conclusion computed from the numbers. Everything fits 80 columns. On a
+terminal too short for all of it (80x24), the last screen holds the chart,
+the table and the conclusion's first sentences, and a line saying how to see
+the rest. The seed fixes every random draw, but the servers run in real
+time: the counts vary a little from run to run.
 
-Exit status: 0, 2 on bad usage, 130/143 when interrupted (after the summary).
+Exit status: 0, 2 on bad usage; interrupted, it ends by SIGINT or SIGTERM
+(a shell shows 130/143) after the summary.
 
 Flags:
 `)
@@ -275,9 +280,9 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		enc.Encode(sum)
 	case cfg.scenario == "random":
-		printDemoTable(stdout, cfg, sum)
+		randomReport(sum).write(stdout, terminalRows(stdout))
 	default:
-		printHerdTable(stdout, sc, sum)
+		herdReport(sc, sum).write(stdout, terminalRows(stdout))
 	}
 	return sig.exitCode()
 }
@@ -764,6 +769,7 @@ func randomHeader(w io.Writer, cfg demoConfig) {
 	text := fmt.Sprintf("retry demo, scenario random: %d strategies x %d clients for %v against a flaky loopback server (seed %d, %.0f%% of requests fail). ",
 		len(cfg.strategies), cfg.clients, cfg.duration, cfg.seed, 100*cfg.failRate)
 	text += fmt.Sprintf("Faults: 503; 429 with Retry-After: 1; 429 with RetryInfo 0.2s; connection reset; slow (%v, then 200). ", slowDelay)
+	text += seedText
 	for _, l := range wrapWords(text, 79) {
 		fmt.Fprintln(w, l)
 	}
@@ -777,31 +783,88 @@ func randomHeader(w io.Writer, cfg demoConfig) {
 	fmt.Fprintln(w)
 }
 
-// printDemoTable writes the summary of the random scenario as a table.
-func printDemoTable(w io.Writer, cfg demoConfig, sum demoSummary) {
+// randomReport is the report of the random scenario.
+func randomReport(sum demoSummary) demoReport {
+	var table strings.Builder
 	nameWidth := len("strategy")
 	for _, s := range sum.Strategies {
 		nameWidth = max(nameWidth, len(s.Name))
 	}
-	fmt.Fprintf(w, "%-*s %8s %6s %8s %8s %6s %7s %7s %6s\n", nameWidth, "strategy", "requests", "ok", "give-ups", "attempts", "served", "p50", "p99", "hinted")
+	fmt.Fprintf(&table, "%-*s %8s %6s %8s %8s %6s %7s %7s %6s\n", nameWidth, "strategy", "requests", "ok", "give-ups", "attempts", "served", "p50", "p99", "hinted")
 	row := func(s strategyStats) {
-		fmt.Fprintf(w, "%-*s %8d %5.1f%% %8d %8d %6d %7s %7s %6d\n",
+		fmt.Fprintf(&table, "%-*s %8d %5.1f%% %8d %8d %6d %7s %7s %6d\n",
 			nameWidth, s.Name, s.Requests, s.SuccessRate, s.GiveUps, s.Attempts, s.Served, fmtMS(s.P50MS), fmtMS(s.P99MS), s.HintedWaits)
 	}
 	for _, s := range sum.Strategies {
 		row(s)
 	}
 	row(sum.Total)
-	fmt.Fprintln(w)
 	legend := "attempts: requests + retries made by httpretry; give-ups: requests that ended without a 2xx; " +
 		"served: requests the server saw (its load), more than attempts when net/http itself replays a GET " +
 		"whose reused keep-alive connection was reset, before httpretry sees any error; " +
 		"hinted: waits set by a Retry-After or RetryInfo."
-	for _, l := range wrapWords(legend, 79) {
-		fmt.Fprintln(w, l)
+	return demoReport{table: splitLines(table.String()), legend: wrapWords(legend, 79), conclusion: sum.Conclusion}
+}
+
+// demoReport is what the demo prints once it has run: the chart (of a
+// herd scenario), the table, the legend of its columns and the conclusion.
+type demoReport struct {
+	chart, table, legend []string
+	conclusion           string
+}
+
+// write prints the report for a terminal of rows lines (0: not a
+// terminal, or a size unknown). All of it when it fits (the terminal's last
+// line holds the shell's prompt), or when nothing says it does not: the
+// full view. Else the part that makes the point, so that the last screen
+// shows it rather than the end of a longer text: the chart, the table and
+// as many of the conclusion's first sentences as fit, then a line that
+// says what was left out and how to see it.
+func (r demoReport) write(w io.Writer, rows int) {
+	var head []string
+	if len(r.chart) > 0 {
+		head = append(append(head, r.chart...), "")
 	}
-	fmt.Fprintln(w)
-	for _, l := range wrapWords(sum.Conclusion, 79) {
-		fmt.Fprintln(w, l)
+	head = append(head, r.table...)
+	full := append(append(append(append(slices.Clone(head), ""), r.legend...), ""), wrapWords(r.conclusion, 79)...)
+	if rows <= 0 || len(full) < rows {
+		fmt.Fprintln(w, strings.Join(full, "\n"))
+		return
+	}
+	room := rows - 1 - len(head) - 2 // the prompt, a blank line, the pointer
+	text := ""
+	for i, s := range sentences(r.conclusion) {
+		next := strings.TrimSpace(text + " " + s)
+		if i > 0 && len(wrapWords(next, 79)) > room {
+			break
+		}
+		text = next
+	}
+	compact := append(append(head, ""), wrapWords(text, 79)...)
+	more := "legend and whole conclusion"
+	if text == strings.TrimSpace(r.conclusion) {
+		more = "legend"
+	}
+	compact = append(compact, fmt.Sprintf("(%s: a terminal of %d lines, or retry demo | less)", more, len(full)+1))
+	fmt.Fprintln(w, strings.Join(compact, "\n"))
+}
+
+// sentences splits a conclusion into its sentences (each ends with ". ";
+// a number's point has no space after it).
+func sentences(s string) []string {
+	var out []string
+	for {
+		i := strings.Index(s, ". ")
+		if i < 0 {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+			return out
+		}
+		out = append(out, strings.TrimSpace(s[:i+1]))
+		s = s[i+2:]
 	}
 }
+
+// splitLines splits text into its lines, without the last newline.
+func splitLines(text string) []string { return strings.Split(strings.TrimSuffix(text, "\n"), "\n") }

@@ -565,11 +565,14 @@ func printChart(w io.Writer, sc scenario, st []strategyStats) {
 	}
 }
 
-// printHerdTable writes the header-less part of the report: the chart, the
-// table, the legend and the conclusion.
-func printHerdTable(w io.Writer, sc scenario, sum demoSummary) {
-	printChart(w, sc, sum.Strategies)
-	fmt.Fprintln(w)
+// printHerdTable writes the header-less part of the report, in full: the
+// chart, the table, the legend and the conclusion.
+func printHerdTable(w io.Writer, sc scenario, sum demoSummary) { herdReport(sc, sum).write(w, 0) }
+
+// herdReport is the report of a herd scenario (synchronized, quota).
+func herdReport(sc scenario, sum demoSummary) demoReport {
+	var chart, table strings.Builder
+	printChart(&chart, sc, sum.Strategies)
 	nameW := len("strategy")
 	for _, s := range sum.Strategies {
 		nameW = max(nameW, len(s.Name))
@@ -578,7 +581,7 @@ func printHerdTable(w io.Writer, sc scenario, sum demoSummary) {
 	if sc.quota > 0 {
 		third = "429s"
 	}
-	fmt.Fprintf(w, "%-*s %8s %6s %8s %8s %6s %6s %7s %7s\n", nameW, "strategy", "requests", "ok", "give-ups", "attempts", third, "peak", "p50", "p99")
+	fmt.Fprintf(&table, "%-*s %8s %6s %8s %8s %6s %6s %7s %7s\n", nameW, "strategy", "requests", "ok", "give-ups", "attempts", third, "peak", "p50", "p99")
 	row := func(s strategyStats) {
 		rej := s.Shed
 		if sc.quota > 0 {
@@ -588,14 +591,13 @@ func printHerdTable(w io.Writer, sc scenario, sum demoSummary) {
 		if s.Name == "total" {
 			peak = ""
 		}
-		fmt.Fprintf(w, "%-*s %8d %5.1f%% %8d %8d %6d %6s %7s %7s\n", nameW, s.Name, s.Requests, s.SuccessRate, s.GiveUps,
+		fmt.Fprintf(&table, "%-*s %8d %5.1f%% %8d %8d %6d %6s %7s %7s\n", nameW, s.Name, s.Requests, s.SuccessRate, s.GiveUps,
 			s.Attempts, rej, peak, fmtMS(s.P50MS), fmtMS(s.P99MS))
 	}
 	for _, s := range sum.Strategies {
 		row(s)
 	}
 	row(sum.Total)
-	fmt.Fprintln(w)
 	legend := "attempts: requests + retries; give-ups: requests that ended without a 2xx; "
 	if sc.quota > 0 {
 		legend += "429s: attempts refused by the quota; "
@@ -607,13 +609,7 @@ func printHerdTable(w io.Writer, sc scenario, sum demoSummary) {
 	} else {
 		legend += fmt.Sprintf("peak: the busiest %v at the server, in multiples of the quota's rate.", sc.bucket)
 	}
-	for _, l := range wrapWords(legend, 79) {
-		fmt.Fprintln(w, l)
-	}
-	fmt.Fprintln(w)
-	for _, l := range wrapWords(sum.Conclusion, 79) {
-		fmt.Fprintln(w, l)
-	}
+	return demoReport{chart: splitLines(chart.String()), table: splitLines(table.String()), legend: wrapWords(legend, 79), conclusion: sum.Conclusion}
 }
 
 // wrapWords breaks s into lines of at most width characters at spaces.
@@ -637,14 +633,17 @@ func wrapWords(s string, width int) []string {
 	return lines
 }
 
+// seedText says what the seed makes repeat, and what it cannot.
+const seedText = "The seed fixes every random draw; the servers run in real time on this machine, so the counts vary a little from run to run."
+
 // herdHeader is printed before the run.
 func herdHeader(w io.Writer, cfg demoConfig, sc scenario) {
 	strategies := fmt.Sprintf("%d strategies", len(cfg.strategies))
 	if len(cfg.strategies) == 1 {
 		strategies = "1 strategy"
 	}
-	text := fmt.Sprintf("retry demo, %s: %s, %g requests/s each, %v, seed %d.",
-		sc.name, strategies, sc.rate, sc.duration, cfg.seed)
+	text := fmt.Sprintf("retry demo, %s: %s, %g requests/s each, %v, seed %d. %s",
+		sc.name, strategies, sc.rate, sc.duration, cfg.seed, seedText)
 	for _, l := range wrapWords(text, 79) {
 		fmt.Fprintln(w, l)
 	}

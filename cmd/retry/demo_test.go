@@ -247,7 +247,7 @@ func TestDemoHeaderFirst(t *testing.T) {
 		t.Errorf("stdout started after %d bytes of progress on stderr: the header did not come first", out.otherBefore)
 	}
 	s := out.buf.String()
-	if !strings.HasPrefix(s, "retry demo, synchronized: 2 strategies, 50 requests/s each, 1.2s, seed 1.\n") {
+	if !strings.HasPrefix(strings.Join(strings.Fields(s), " "), "retry demo, synchronized: 2 strategies, 50 requests/s each, 1.2s, seed 1. The seed fixes every random draw; the servers run in real time") {
 		t.Errorf("header:\n%s", s)
 	}
 	checkWidth(t, s)
@@ -750,4 +750,48 @@ func TestDemoProgressAfterDuration(t *testing.T) {
 			t.Errorf("%d columns: %q", utf8.RuneCountInString(l), l)
 		}
 	}
+}
+
+// TestDemoReportFitsTheTerminal: on an 80x24 terminal the last screen of
+// the demo shows its chart, its table and the start of its conclusion (it
+// showed the legend and the end of the conclusion: the chart and the table
+// had scrolled away), and says how to see the rest; on a taller terminal,
+// or anything that is not a terminal, the whole report. The scenario runs
+// on a virtual clock (see TestDemoSynchronized).
+func TestDemoReportFitsTheTerminal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 5 * time.Second, strategies: demoDefaultStrategies["synchronized"]}
+		sc := scenarioSync(cfg.duration)
+		sc.transport = func(h http.Handler) http.RoundTripper { return memTransport{h} }
+		cfg.scale = sc.scale
+		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := sentences(sum.Conclusion)[0]
+		for _, rows := range []int{0, 24, 40, 200} {
+			var b strings.Builder
+			herdReport(sc, sum).write(&b, rows)
+			out := b.String()
+			checkWidth(t, out)
+			n := strings.Count(out, "\n")
+			full := strings.Contains(out, "attempts: requests + retries") && strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(sum.Conclusion), " "))
+			compact := rows > 0 && rows < n+2 // the whole report would not fit
+			for _, want := range []string{"Attempts reaching each server per 100ms", "strategy      requests", first} {
+				if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+					t.Errorf("%d rows: the report lacks %q:\n%s", rows, want, out)
+				}
+			}
+			switch {
+			case rows == 24:
+				if n > 23 || full || !strings.Contains(out, "(legend and whole conclusion: a terminal of ") {
+					t.Errorf("24 rows: %d lines (want 23 at most, the compact view and its pointer):\n%s", n, out)
+				}
+			case !compact && !full:
+				t.Errorf("%d rows: %d lines, not the whole report:\n%s", rows, n, out)
+			case compact && n > rows-1:
+				t.Errorf("%d rows: %d lines do not fit", rows, n)
+			}
+		}
+	})
 }

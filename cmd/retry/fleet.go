@@ -105,6 +105,9 @@ func checkRedisURL(raw string) error {
 	if strings.TrimSpace(raw) == "" {
 		return errors.New("empty URL (want e.g. redis://127.0.0.1:6379/0)")
 	}
+	if !redisScheme(raw) {
+		return fmt.Errorf("invalid Redis URL %s: %s", quoteRedisURL(raw), redisURLForm)
+	}
 	c, err := redisretry.NewClient(raw)
 	if err != nil {
 		return errors.New(redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), raw))
@@ -116,6 +119,31 @@ func checkRedisURL(raw string) error {
 		}
 	}
 	return nil
+}
+
+// redisURLForm says what a Redis URL looks like (worded so that no
+// redactor takes it for a URL with a password).
+const redisURLForm = "want redis://HOST:PORT/DB (with USER:PASSWORD@ before HOST if the server needs a password), rediss://HOST:PORT/DB for TLS, or unix:///PATH"
+
+// redisScheme reports whether raw begins with a scheme of Redis URLs
+// (redis, rediss, unix, in any case, as go-redis takes them).
+func redisScheme(raw string) bool {
+	scheme, _, ok := strings.Cut(raw, ":")
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss", "unix":
+		return ok
+	}
+	return false
+}
+
+// quoteRedisURL returns raw, a --redis value that is not a Redis URL, safe
+// to print: what comes before its last '@' may be a password, even without
+// a scheme ("user:s3cret@host:6379"), and is hidden.
+func quoteRedisURL(raw string) string {
+	if strings.Contains(raw, "@") {
+		return hideUserInfo(raw)
+	}
+	return httpretry.RedactText(raw)
 }
 
 // redactPassword hides the credentials of the Redis URL raw in msg, a

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,7 +54,11 @@ func TestFleetBadInput(t *testing.T) {
 		{"redis without fleet", []string{"--redis", r, "--", "true"}, "--redis needs --fleet NAME"},
 		{"timeout without redis", []string{"--redis-timeout", "50ms", "--", "true"}, "--redis-timeout needs --redis URL"},
 		{"empty redis", []string{"--redis", "", "--fleet", "ci", "--", "true"}, "--redis: empty URL"},
-		{"redis scheme", []string{"--redis", "http://127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL"},
+		{"redis scheme", []string{"--redis", "http://127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL http://127.0.0.1:6379: want redis://HOST:PORT/DB (with USER:PASSWORD@ before HOST if the server needs a password), rediss://HOST:PORT/DB for TLS, or unix:///PATH"},
+		{"redis not a URL", []string{"--redis", "notaurl", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL notaurl: want redis://HOST:PORT/DB"},
+		{"redis host:port", []string{"--redis", "127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL 127.0.0.1:6379: want redis://HOST:PORT/DB"},
+		{"redis without scheme, password", []string{"--redis", "user:s3cret@127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL REDACTED@127.0.0.1:6379: want redis://HOST:PORT/DB"},
+		{"redis other scheme, password", []string{"--redis", "tcp://u:s3cret@127.0.0.1:6379", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL tcp://REDACTED@127.0.0.1:6379: want redis://"},
 		{"redis password", []string{"--redis", "redis://user:s3cret@127.0.0.1:6379/notadb", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL redis://REDACTED@127.0.0.1:6379/notadb: redis: invalid database number"},
 		{"redis port", []string{"--redis", "redis://:s3cret@127.0.0.1:99999/0", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL redis://REDACTED@127.0.0.1:99999/0: port 99999 is outside 0-65535"},
 		{"password in the query", []string{"--redis", "redis://127.0.0.1:6379/0?password=s3cret", "--fleet", "ci", "--", "true"}, "--redis: invalid Redis URL redis://127.0.0.1:6379/0?password=REDACTED: redis: unexpected option: password"},
@@ -279,8 +283,13 @@ func TestFleetPassword(t *testing.T) {
 	srv := startRedis(t, "--requirepass", "s3cret")
 	name := fleetName(t)
 	good := "redis://:s3cret@" + srv.addr() + "/0"
-	r := runRetry(t, "", nil, "--redis", good, "--fleet", name, "--quota", "10/1s", "--redis-timeout", "2s", "--", "true")
-	if r.code != 0 || r.stderr != "" {
+	// One request an hour: the quota's schedule stays in Redis an hour
+	// after the run (at 10/1s it expired 100 ms after the request, which a
+	// loaded machine may take to get to the check).
+	r := runRetry(t, "", nil, "--redis", good, "--fleet", name, "--quota", "1/1h", "--redis-timeout", "2s", "--", "true")
+	// No line but, on a loaded machine, one about the wait for the quota's
+	// first slot (Redis's answer counted in it).
+	if rest := strings.Join(lines(r.stderr, "'s quota (1/1h0m0s)"), "\n"); r.code != 0 || strings.TrimSpace(r.stderr) != rest {
 		t.Errorf("right password: exit %d, stderr %q", r.code, r.stderr)
 	}
 	c := srv.client(t, "s3cret")
@@ -305,35 +314,47 @@ func TestFleetPassword(t *testing.T) {
 	}
 }
 
-// TestFleetCooldownShared: a 429 with Retry-After (3 s) seen by one process
+// TestFleetCooldownShared: a 429 with Retry-After seen by one process
 // pauses another process of the fleet: within a deadline it gives up
 // before running its command; without one it waits, says so, then runs.
 func TestFleetCooldownShared(t *testing.T) {
 	srv := startRedis(t)
+	// publish has one process of fleet name see a 429 with Retry-After:
+	// after seconds, and returns when.
+	publish := func(name, after string) time.Time {
+		t.Helper()
+		// A 2 s Redis timeout: the sharing is under test, not the bound (a
+		// busy machine running -race may take more than 20 ms for a
+		// process's first call, and a hint that Redis did not take in time
+		// stays local).
+		s := &scripted{statuses: []int{429}, headers: map[int]http.Header{0: {"Retry-After": {after}}}}
+		r := runRetry(t, "", nil, args([]string{"http", "-sS", "--attempts", "1", "--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s"}, []string{serve(t, s)})...)
+		if r.code != exitGaveUp || s.count() != 1 {
+			t.Fatalf("first process: exit %d after %d requests; stderr:\n%s", r.code, s.count(), r.stderr)
+		}
+		published := time.Now()
+		if ttl := srv.client(t, "").PTTL(context.Background(), "{"+name+"}:cooldown").Val(); ttl <= 0 {
+			t.Fatalf("no cooldown in Redis after a 429 with Retry-After: %s (PTTL %v)", after, ttl)
+		}
+		return published
+	}
+	ran := filepath.Join(t.TempDir(), "ran")
+	command := []string{"--", "sh", "-c", `echo x >> "$RAN"`}
+
+	// A deadline of 10s inside a cooldown of 20 s. (A Redis call gets at
+	// most a tenth of the deadline: with a 1 s deadline, 50 ms, which a
+	// loaded machine may exceed, and the process then decides alone.)
 	name := fleetName(t)
-	// A 2 s Redis timeout: the sharing is under test, not the bound (a busy
-	// machine running -race may take more than 20 ms for a process's first
-	// call, and a hint that Redis did not take in time stays local).
-	fleet := []string{"--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s"}
-	s := &scripted{statuses: []int{429}, headers: map[int]http.Header{0: {"Retry-After": {"3"}}}}
-	url := serve(t, s)
-	r := runRetry(t, "", nil, args([]string{"http", "-sS", "--attempts", "1"}, fleet, []string{url})...)
-	if r.code != exitGaveUp || s.count() != 1 {
-		t.Fatalf("first process: exit %d after %d requests; stderr:\n%s", r.code, s.count(), r.stderr)
-	}
-	published := time.Now()
-	if ttl := srv.client(t, "").PTTL(context.Background(), "{"+name+"}:cooldown").Val(); ttl <= 0 {
-		t.Fatalf("no cooldown in Redis after a 429 with Retry-After: 3 (PTTL %v)", ttl)
-	}
-
-	dir := t.TempDir()
-	ran := filepath.Join(dir, "ran")
-	r = runRetry(t, "", []string{"RAN=" + ran}, args(fleet, []string{"--deadline", "1s", "--", "sh", "-c", `echo x >> "$RAN"`})...)
+	publish(name, "20")
+	r := runRetry(t, "", []string{"RAN=" + ran}, args([]string{"--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s", "--deadline", "10s", "--kill-after", "0"}, command)...)
 	if r.code != exitGaveUp || countLines(t, ran) != 0 || !strings.Contains(r.stderr, "giving up before the first attempt (the fleet cooldown would need a wait of ") {
-		t.Errorf("--deadline 1s inside a 3 s cooldown: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
+		t.Errorf("--deadline 10s inside a 20 s cooldown: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
 	}
 
-	r = runRetry(t, "", []string{"RAN=" + ran}, args(fleet, []string{"--", "sh", "-c", `echo x >> "$RAN"`})...)
+	// No deadline inside a cooldown of 3 s: it waits.
+	name += "-wait"
+	published := publish(name, "3")
+	r = runRetry(t, "", []string{"RAN=" + ran}, args([]string{"--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s"}, command)...)
 	waited := time.Since(published)
 	if r.code != 0 || countLines(t, ran) != 1 {
 		t.Errorf("no deadline: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
@@ -495,8 +516,7 @@ func TestFleetStalledRedisInterrupted(t *testing.T) {
 	cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
 	took := time.Since(signalled)
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+	if shellStatus(err) != 130 {
 		t.Errorf("%v, want exit 130; stderr:\n%s", err, stderr.String())
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -535,10 +555,20 @@ func TestRedisTimeout(t *testing.T) {
 func TestFleetQuotaWaitIsLogged(t *testing.T) {
 	srv := startRedis(t)
 	name := fleetName(t)
-	r := runRetry(t, "", nil, "--redis", srv.url(), "--fleet", name, "--quota", "2/1s", "--redis-timeout", "2s",
+	r := runRetry(t, "", nil, "--redis", srv.url(), "--fleet", name, "--quota", "1/2s", "--redis-timeout", "2s",
 		"--attempts", "2", "--initial-delay", "10ms", "--jitter", "0", "--", "false")
-	waits := lines(r.stderr, "for fleet "+name+"'s quota (2/1s)")
-	if r.code != 1 || len(waits) != 1 || !strings.HasPrefix(waits[0], "retry: waiting ") {
-		t.Errorf("exit %d; want 1 and one line about the quota's wait; stderr:\n%s", r.code, r.stderr)
+	// The second attempt waits for its slot, 2s after the first's less the
+	// time the first took (a loaded machine took 350ms): a wait of 100ms or
+	// more, which has its line. (The first may wait too, as long as the
+	// quota's lease takes; if 100ms or more, it has its line.)
+	waits := regexp.MustCompile(`(?m)^retry: waiting (\S+) for fleet `+regexp.QuoteMeta(name)+`'s quota \(1/2s\)$`).FindAllStringSubmatch(r.stderr, -1)
+	for _, w := range waits {
+		if d, err := time.ParseDuration(w[1]); err != nil || d < 100*time.Millisecond {
+			t.Errorf("a line for a wait of %q (below 100ms: none is due)", w[1])
+		}
+	}
+	second := strings.Index(r.stderr, "attempt 1/2 failed")
+	if r.code != 1 || second < 0 || len(lines(r.stderr[second:], "for fleet "+name+"'s quota")) != 1 {
+		t.Errorf("exit %d; want 1 and a line about the second attempt's wait for the quota; stderr:\n%s", r.code, r.stderr)
 	}
 }

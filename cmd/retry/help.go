@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -34,8 +35,9 @@ DESCRIPTION
     command's last exit code. One line per retry goes to stderr; the
     command's own output is untouched.
 
-    Stdin is passed to the first attempt only: a retried command gets an
-    empty stdin, unless --stdin-file names a file to give every attempt.
+    A pipe or a file on stdin is passed to the first attempt only: a
+    retried command gets an empty stdin, unless --stdin-file names a file
+    to give every attempt. A terminal is there for every attempt.
 
 PROCESS CONTROL
     Like timeout(1), each attempt runs in a process group of its own. When
@@ -46,15 +48,26 @@ PROCESS CONTROL
     (the signal comes --kill-after, at most half the deadline, before it;
     --signal KILL comes at the deadline). With --kill-after 0 the signal
     comes at the deadline itself and nothing is killed, as timeout(1)
-    without -k: retry waits for a command that ignores it.
+    without -k: retry waits for a command that ignores it. --signal 0 (or
+    EXIT) sends nothing: only --kill-after's SIGKILL comes, as timeout -s 0.
+    SIGALRM sent to retry ends the running attempt as if its
+    --attempt-timeout had come, as timeout(1) takes it for its own timer
+    (so an outer "timeout -s ALRM" reaches the command through retry).
 
     Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), SIGTERM and SIGHUP go to the
     attempt once, and no further attempt starts; if --kill-after was given,
     what still runs that long later is killed, as timeout -k does. A second
-    one kills the attempt with SIGKILL at once, and retry exits (130 after
-    Ctrl-C); the same signal again within 50ms is the same keypress (a
-    parent that passed it on too) and does nothing. A signal ignored when
-    retry started (nohup, Ctrl-Z) stays ignored.
+    one kills the attempt with SIGKILL at once. Once the attempt is gone
+    and its line written, retry ends by that signal itself (SIGQUIT: on
+    Linux), as timeout(1) does: a shell shows 130 after Ctrl-C and stops
+    its loop or script too.
+    The same signal again within 50ms is the same keypress (a parent that
+    passed it on too) and does nothing. A SIGHUP ignored when retry started
+    (nohup) stays ignored, by retry and the command. SIGINT and SIGQUIT
+    ignored at start are a shell's doing (it starts "cmd &" so in a
+    script): as timeout(1), retry takes them anyway, and the command starts
+    with them at their default. (A Go program cannot see that another
+    signal was ignored at start: SIGTERM, SIGALRM and Ctrl-Z work as usual.)
 
     A command that reads the terminal (an editor, a password prompt) needs
     --foreground: it then runs in retry's own process group, gets the
@@ -66,7 +79,13 @@ PROCESS CONTROL
     so (exit 149 or 150, not retried) rather than wait for it for ever.
 
     Ctrl-Z (SIGTSTP) suspends the attempt, then retry; fg or bg (SIGCONT)
-    resumes both. On Linux, the command is killed if retry is (kill -9).
+    resumes both. If retry is killed (kill -9), a watchdog process that it
+    starts kills the attempt's process group with SIGKILL (Linux, macOS,
+    the BSDs): the command and what it started, but not what left the
+    group (setsid, a nested timeout(1)), as on a timeout. With
+    --foreground, only the command itself is killed, and only on Linux
+    (the parent-death signal): what it started runs on, as everything
+    does on Windows.
 
 OPTIONS
   Retry policy (Gen AI SDK names):
@@ -107,11 +126,15 @@ OPTIONS
                              non-zero)
     --stdin-file FILE        give FILE as stdin to every attempt
     --signal SIG             signal for a stopped attempt: TERM, INT, HUP,
-                             KILL, USR1, ... or a number (default TERM)
+                             KILL, USR1, ... or a number; 0 or EXIT for
+                             none (default TERM)
     --kill-after DURATION    SIGKILL what still runs this long after --signal
                              (default 1s); 0: never, as timeout -k 0
     --foreground             run in retry's process group, for commands that
                              read the terminal (see PROCESS CONTROL)
+    --preserve-status        when a timeout stopped the last attempt, exit
+                             with the command's own status, not 124 (as
+                             timeout --preserve-status)
   Output:
     --log-format FORMAT      text (default) or json: one JSON object per line
                              on stderr, with an RFC 3339 "time", the closing
@@ -122,7 +145,8 @@ OPTIONS
     --version                the version, and the VCS revision it was built
                              from when the build recorded it
 
-    DURATION is Go syntax (1.5s, 250ms, 2m) or a number of seconds (0.25).
+    DURATION is Go syntax (1.5s, 250ms, 2m), a number of seconds (0.25) or
+    of days (1d, as timeout(1)).
     Precedence: defaults (or --profile) < --config < flags; an explicit 0
     for --deadline or --attempt-timeout means none, whatever the profile says.
 
@@ -155,7 +179,8 @@ CONFIG FILE
 EXIT STATUS
     the command's last exit code (0 once it succeeds)
     2      bad usage or config (a command may also exit 2)
-    124    the last attempt was stopped by --attempt-timeout or --deadline,
+    124    the last attempt was stopped by --attempt-timeout, --deadline
+           or SIGALRM (with --preserve-status: the command's own status),
            or the --deadline passed before the first (nothing was run)
     126    the command could not be run (permission denied); not retried
     127    the command was not found; not retried
@@ -165,7 +190,7 @@ EXIT STATUS
            SIGPIPE, not retried, nor any failure once retry's stdout is a
            closed pipe (retry -- yes | head -1)
     130    interrupted by Ctrl-C (SIGINT); 143 by SIGTERM, 129 by SIGHUP,
-           131 by SIGQUIT
+           131 by SIGQUIT: retry ends by the signal, which a shell shows so
 
 EXAMPLES
     retry --deadline 300s --attempts 8 -- ./deploy.sh
@@ -178,6 +203,19 @@ EXAMPLES
 // printCommandHelp prints the manual of the command mode.
 func printCommandHelp(w io.Writer, _ *flag.FlagSet) {
 	fmt.Fprintf(w, commandHelp, optionText(shapeList()), profileText(), configKeysText())
+}
+
+// writeOutText lists the variables of -w, as %{name}.
+func writeOutText() string {
+	names := make([]string, 0, len(writeOutVars))
+	for name := range writeOutVars {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		names[i] = "%{" + name + "}"
+	}
+	return wrap(strings.Join(names, " "), 72, "        ")
 }
 
 // configKeysText lists the config keys, aliases paired: "attempts,
@@ -317,13 +355,8 @@ OPTIONS
                              no order)
     -I, --head               send HEAD and write the headers
     -D, --dump-header FILE   write the response headers to FILE ("-" for stdout)
-    -w, --write-out FORMAT   write FORMAT to stdout at the end; @FILE reads it;
-                             variables %%{http_code} %%{response_code}
-                             %%{time_total} %%{num_retries} %%{num_redirects}
-                             %%{url_effective} %%{method} %%{size_download}
-                             %%{content_type} %%{exitcode}; \n \t \r \\ and %%%%
-                             escapes; an unknown variable is a warning and
-                             prints nothing
+    -w, --write-out FORMAT   write FORMAT to stdout at the end, with curl's
+                             variables (see WRITE-OUT); @FILE reads it
     -f, --fail               exit 22 on a final status of 400 or above,
                              without the body (-i and -I still write the
                              headers)
@@ -381,9 +414,25 @@ OPTIONS
     --redis-timeout DURATION time limit of each Redis call, at most a tenth of
                              --deadline (default 20ms)
 
-    DURATION is Go syntax (1.5s, 250ms) or a number of seconds. Combined
-    one-letter flags work as in curl (-fsSL, -XPOST); flags may come after
-    the URL.
+    DURATION is Go syntax (1.5s, 250ms), a number of seconds or of days
+    (1d). Combined one-letter flags work as in curl (-fsSL, -XPOST); flags
+    may come after the URL.
+
+WRITE-OUT
+    -w FORMAT is written once the request is over, as curl writes it:
+    %%{NAME} is a variable, %%header{NAME} the last answer's header NAME
+    (values joined by ", "), %%%% a %%; \n \t \r \\ are escapes. Variables
+    (any case):
+        %[3]s
+    %%{stderr} and %%{stdout} say where the rest goes, %%{onerror} writes the
+    rest only if the request failed, %%{json} is every variable as a JSON
+    object, %%{header_json} the last answer's header. time_* are seconds
+    since the request began (its retries and waits included), for the
+    attempt that got the last answer; size_request counts the request as
+    HTTP/1.1 writes it; num_retries is ours. Secrets are redacted (URLs'
+    user info and key=... values: REDACTED). An unknown variable is a
+    warning and prints nothing; curl has these that retry http has not:
+        %[4]s
 
 PROXIES
     Without -x, the proxy comes from $HTTPS_PROXY (https URLs) or
@@ -423,7 +472,8 @@ EXIT STATUS
     61   --compressed: the body is not in the Content-Encoding it claims, or
          in one retry http does not decode (br, zstd)
     77   the --cacert file cannot be read or holds no PEM certificate
-    130  interrupted by Ctrl-C (SIGINT); 143 by SIGTERM
+    130  interrupted by Ctrl-C (SIGINT); 143 by SIGTERM: retry http ends by
+         the signal, which a shell shows so
 
 EXAMPLES
     retry http -fsS -H "x-goog-api-key: $KEY" https://host/v1/models
@@ -436,5 +486,5 @@ EXAMPLES
 
 // printHTTPHelp prints the manual of retry http.
 func printHTTPHelp(w io.Writer) {
-	fmt.Fprintf(w, httpHelp, optionText(shapeList()), profileText())
+	fmt.Fprintf(w, httpHelp, optionText(shapeList()), profileText(), writeOutText(), wrap(writeOutMissing, 72, "        "))
 }

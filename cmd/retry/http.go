@@ -324,7 +324,8 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	defer fl.close()
 	fl.apply(&p, log)
-	var rt http.RoundTripper = connected{base}
+	wire := &wireStats{}
+	var rt http.RoundTripper = connected{rt: base, wire: wire}
 	if testBaseTransport != nil {
 		rt = testBaseTransport
 	}
@@ -335,7 +336,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if err := tr.Err(); err != nil {
 		return log.fail(usagef("%v", err))
 	}
-	hops.rt = tr
+	hops.rt, hops.wire = tr, wire
 	hops.deadline, hops.deadlineName = max(p.Deadline, 0), h.pf.limitName("Deadline", p.Deadline)
 	// Without -L the response is the answer, whatever its Location says
 	// (http.Client would fail on one that does not parse).
@@ -352,7 +353,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 
 	start := time.Now()
 	hops.start = start
-	res := &transfer{method: x.method, url: x.url}
+	res := &transfer{method: x.method, given: x.url, url: x.url, start: start, output: h.output, referer: x.header.Get("Referer"), wire: wire}
 	defer func() {
 		if h.writeOut != "" {
 			res.retries, res.total = retries, time.Since(start)
@@ -361,7 +362,13 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 				res.redirects++
 			}
 			res.url = hops.effectiveURL(x.url)
-			io.WriteString(stdout, expandWriteOut(x.writeOut, res))
+			res.answers, res.lastHop = hops.resps, hops.offset
+			res.errormsg = log.closingError()
+			if hops.cur != nil && base.Proxy != nil {
+				p, err := base.Proxy(hops.cur)
+				res.proxied = err == nil && p != nil
+			}
+			writeOut(x.writeOut, res, stdout, stderr)
 		}
 	}()
 	resp, err := do(req)
@@ -788,15 +795,31 @@ const defaultConnectLimit = 5 * time.Minute
 // connected is the RoundTripper under the retrying transport: it clears the
 // connect phase's deadline that the dialer set on a connection once a
 // request has it (httptrace's GotConn, after any proxy handshake and TLS).
-type connected struct{ rt http.RoundTripper }
+// It also records what httptrace says of each attempt in wire, for -w.
+type connected struct {
+	rt   http.RoundTripper
+	wire *wireStats
+}
 
 func (c connected) RoundTrip(req *http.Request) (*http.Response, error) {
-	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+	w := c.wire
+	if w == nil {
+		w = &wireStats{}
+	}
+	a := &attemptTrace{}
+	trace := w.trace(a)
+	record := trace.GotConn
+	trace.GotConn = func(info httptrace.GotConnInfo) {
 		if info.Conn != nil {
 			info.Conn.SetDeadline(time.Time{})
 		}
-	}}
-	return c.rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+		record(info)
+	}
+	resp, err := c.rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	if err == nil {
+		w.answered(a, req)
+	}
+	return resp, err
 }
 
 // CloseIdleConnections passes the call on.
@@ -1148,7 +1171,8 @@ func describeHTTP(err error) attemptInfo {
 	return info
 }
 
-// signalWatch cancels a context on SIGINT or SIGTERM and remembers which.
+// signalWatch cancels a context on SIGINT or SIGTERM and remembers which
+// (and notes it: see exitProcess).
 type signalWatch struct {
 	stop func()
 	got  chan os.Signal
@@ -1162,6 +1186,7 @@ func watchSignals(cancel context.CancelFunc) *signalWatch {
 	go func() {
 		select {
 		case s := <-sigs:
+			noteSignal(s)
 			w.got <- s
 			cancel()
 		case <-done:

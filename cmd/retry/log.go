@@ -74,8 +74,11 @@ type eventLog struct {
 	// refused the attempt the loop gave up before, "" if none did.
 	refusal func() string
 
-	gaveUp bool   // a give-up line was printed
-	hintAt string // the hint to print at the first retry, if any
+	gaveUp bool // a give-up line was printed
+	// closing is the text of the closing error (a give-up or an error
+	// line), printed or not (-s), for retry http -w's errormsg.
+	closing string
+	hintAt  string // the hint to print at the first retry, if any
 	// retried is the attempt of the last event if it was a retry (0 if
 	// not): a give-up for the same attempt (a pacer that refused the next
 	// one after the wait) is then said as giving up before the next.
@@ -144,6 +147,7 @@ func (l *eventLog) emit(e retry.Event, info attemptInfo) {
 	defer l.mu.Unlock()
 	if e.Kind == retry.EventGiveUp {
 		l.gaveUp = true
+		l.closing = httpretry.RedactText(oneLine(closingText(e, info)))
 	}
 	retried := l.retried
 	l.retried = 0
@@ -189,6 +193,21 @@ func (l *eventLog) emit(e retry.Event, info attemptInfo) {
 			fmt.Fprintf(l.w, "%s: attempt %d/%d succeeded\n", l.prog, e.Attempt, e.MaxAttempts)
 		}
 	}
+}
+
+// closingText says what a give-up event e (described by info) ends on.
+func closingText(e retry.Event, info attemptInfo) string {
+	if e.Attempt == 0 {
+		return "giving up before the first attempt (" + reasonText(e.Reason, info) + ")"
+	}
+	return fmt.Sprintf("attempt %d/%d failed: %s; gave up (%s)", e.Attempt, e.MaxAttempts, info.What, reasonText(e.Reason, info))
+}
+
+// closingError returns the text of the closing error, "" if none.
+func (l *eventLog) closingError() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closing
 }
 
 // note prints a line of retry's own (a hint, a warning): as text, or as a
@@ -240,10 +259,11 @@ func (l *eventLog) fail(err error) int {
 func (l *eventLog) failCode(err error, code int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	msg := httpretry.RedactText(oneLine(err.Error()))
+	l.closing = msg
 	if l.silent && code != exitUsage {
 		return
 	}
-	msg := httpretry.RedactText(oneLine(err.Error()))
 	if l.json {
 		event := "error"
 		if code == exitUsage {

@@ -48,8 +48,14 @@ const (
 )
 
 func main() {
+	switch {
+	case isWatchdog():
+		os.Exit(watchdogMain())
+	case isGroupHolder():
+		os.Exit(groupHolderMain())
+	}
 	wholeProcess = true
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	exitProcess(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run is the whole command, minus os.Exit: it returns the exit code.

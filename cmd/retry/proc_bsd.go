@@ -5,6 +5,8 @@ package main
 import (
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // canStop: Ctrl-Z stops retry here (the orphaned-group check reads Linux's
@@ -19,8 +21,23 @@ func notifyChildStops() (<-chan os.Signal, func()) { return nil, func() {} }
 
 func (p *process) stoppedBy() (syscall.Signal, bool) { return 0, false }
 
+// exited: not known here before Wait.
+func (p *process) exited() bool { return false }
+
 // No real-time signal names here (sigRTMin > sigRTMax).
 const sigRTMin, sigRTMax = 1, 0
 
 // signalAliases are the other names the signals have.
 var signalAliases = map[string]syscall.Signal{"IOT": syscall.SIGABRT}
+
+// defaultAction: the kernel's action cannot be set under Go's runtime here.
+func defaultAction(syscall.Signal) bool { return false }
+
+// noCoreDump keeps retry from dumping core when it ends by a signal.
+func noCoreDump() bool { return unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}) == nil }
+
+// raise sends s to retry.
+func raise(s syscall.Signal) { _ = syscall.Kill(syscall.Getpid(), s) }
+
+// selfExecutable is the path of retry's binary.
+func selfExecutable() (string, error) { return os.Executable() }

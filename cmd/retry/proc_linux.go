@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 const prSetChildSubreaper = 36 // PR_SET_CHILD_SUBREAPER, <linux/prctl.h>
@@ -141,6 +144,14 @@ func (p *process) stoppedBy() (syscall.Signal, bool) {
 	return syscall.Signal(info.status), true
 }
 
+// exited reports whether the command has ended and not been waited for
+// yet (waitid with WNOWAIT: its Wait still gets its status).
+func (p *process) exited() bool {
+	var info siginfo
+	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(p.cmd.Process.Pid), uintptr(unsafe.Pointer(&info)), syscall.WEXITED|syscall.WNOHANG|wNoWait, 0, 0)
+	return errno == 0 && info.pid != 0
+}
+
 // reapZombies reaps the zombie children of retry, until it meets one for
 // which keep reports true (an attempt, left to its own Wait, which reaps
 // it and calls reapZombies again) or none is left. waitid(WNOWAIT) shows a
@@ -165,3 +176,36 @@ const sigRTMin, sigRTMax = 34, 64
 
 // signalAliases are the other names Linux's signals have.
 var signalAliases = map[string]syscall.Signal{"IOT": syscall.SIGABRT, "CLD": syscall.SIGCHLD, "POLL": syscall.SIGIO}
+
+// defaultAction sets the action of s to its default (SIG_DFL) in the
+// kernel, under Go's runtime, and reports whether it could.
+func defaultAction(s syscall.Signal) bool {
+	var act [64]byte                        // a zero struct sigaction: SIG_DFL, no flags, no mask, whatever the architecture's layout
+	for _, size := range []uintptr{8, 16} { // the kernel's sigset_t: 8 bytes, 16 on MIPS
+		_, _, errno := syscall.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(s), uintptr(unsafe.Pointer(&act)), 0, size, 0, 0)
+		if errno == 0 {
+			return true
+		}
+		if errno != syscall.EINVAL {
+			return false
+		}
+	}
+	return false
+}
+
+// noCoreDump keeps retry from dumping core when it ends by a signal whose
+// default action does (SIGQUIT), as timeout(1) does; it reports whether it
+// could.
+func noCoreDump() bool { return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) == nil }
+
+// raise sends s to the calling thread, which takes it before tgkill
+// returns.
+func raise(s syscall.Signal) {
+	runtime.LockOSThread()
+	_ = unix.Tgkill(unix.Getpid(), unix.Gettid(), s)
+	_ = unix.Kill(unix.Getpid(), s)
+}
+
+// selfExecutable is the path that runs retry's binary again: the kernel's
+// link to it, which holds even if the file was replaced or removed.
+func selfExecutable() (string, error) { return "/proc/self/exe", nil }

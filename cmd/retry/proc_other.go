@@ -15,19 +15,26 @@ import (
 type process struct {
 	cmd   *exec.Cmd
 	group bool
+	pgid  int
 }
 
-func prepare(cmd *exec.Cmd, group bool) {}
+func prepare(cmd *exec.Cmd, group bool, pgid int) {}
 
 // signal sends s to the command; where signals other than SIGKILL cannot be
 // sent (Windows), the command is killed.
 func (p *process) signal(s syscall.Signal) {
+	if s == 0 {
+		return // --signal 0: none
+	}
 	if err := p.cmd.Process.Signal(s); err != nil {
 		_ = p.cmd.Process.Kill()
 	}
 }
 
 func (p *process) cleanGroup(time.Time) bool { return false }
+
+// killedBySIGKILL: an exit status says nothing of signals here.
+func killedBySIGKILL(error) (killed, known bool) { return false, false }
 
 // No job control here.
 var jobSignals []os.Signal
@@ -40,6 +47,7 @@ func canStop() bool                                  { return false }
 func isTTYStop(syscall.Signal) bool                  { return false }
 func notifyChildStops() (<-chan os.Signal, func())   { return nil, func() {} }
 func (p *process) stoppedBy() (syscall.Signal, bool) { return 0, false }
+func (p *process) exited() bool                      { return false }
 
 func terminalForeground() bool { return false }
 
@@ -49,6 +57,15 @@ const shell = ""
 func closedPipe(io.Writer) bool { return false }
 
 var forwardedSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+
+func ignoredByShell(os.Signal) bool { return false }
+
+// alarmSignal: none here.
+var alarmSignal os.Signal
+
+// exitBySignal: a process cannot end by a signal here; retry exits with
+// 128+N.
+func exitBySignal(syscall.Signal) {}
 
 func fromTerminal(s os.Signal) bool { return s == os.Interrupt }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,14 +23,25 @@ import (
 // --foreground does.
 type process struct {
 	cmd   *exec.Cmd
-	group bool // the command leads its own process group
+	group bool // the command is in a process group of its own
+	// pgid is that group when the command joined one made for it (see
+	// groupHolder); 0 when the command leads it.
+	pgid int
 }
 
-// prepare sets up cmd to start in its own process group, or not. Where the
-// system can, the command is killed if retry dies (kill -9): in a group of
-// its own, nothing else would stop it.
-func prepare(cmd *exec.Cmd, group bool) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
+// id returns the attempt's process group.
+func (p *process) id() int {
+	if p.pgid != 0 {
+		return p.pgid
+	}
+	return p.cmd.Process.Pid
+}
+
+// prepare sets up cmd to start in a process group of its own (group), or
+// not: a new one it leads (pgid 0), or the one pgid (see groupHolder).
+// Where the system can, the command is killed if retry dies (kill -9).
+func prepare(cmd *exec.Cmd, group bool, pgid int) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group, Pgid: pgid}
 	setDeathSignal(cmd.SysProcAttr)
 }
 
@@ -48,10 +60,28 @@ func (p *process) resume() { p.send(syscall.SIGCONT) }
 // (signal also sends SIGCONT).
 func (p *process) send(s syscall.Signal) {
 	if p.group {
-		_ = syscall.Kill(-p.cmd.Process.Pid, s)
+		_ = syscall.Kill(-p.id(), s)
 		return
 	}
 	_ = p.cmd.Process.Signal(s)
+}
+
+// killedBySIGKILL reports whether the command, which ended with err
+// (cmd.Wait's), was killed by SIGKILL; known is false if its status does
+// not say.
+func killedBySIGKILL(err error) (killed, known bool) {
+	if err == nil {
+		return false, true
+	}
+	ee, ok := err.(*exec.ExitError)
+	if !ok {
+		return false, false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok {
+		return false, false
+	}
+	return ws.Signaled() && ws.Signal() == syscall.SIGKILL, true
 }
 
 // isSuspend reports whether s is Ctrl-Z's SIGTSTP.
@@ -71,9 +101,9 @@ func stopSelf() { _ = syscall.Kill(syscall.Getpid(), syscall.SIGSTOP) }
 // --kill-after 0.
 func (p *process) signal(s syscall.Signal) {
 	if p.group {
-		_ = syscall.Kill(-p.cmd.Process.Pid, s)
+		_ = syscall.Kill(-p.id(), s)
 		if s != syscall.SIGKILL && s != syscall.SIGCONT {
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+			_ = syscall.Kill(-p.id(), syscall.SIGCONT)
 		}
 		return
 	}
@@ -87,7 +117,7 @@ func (p *process) groupLeft() bool {
 	if !p.group {
 		return false
 	}
-	pgid := p.cmd.Process.Pid
+	pgid := p.id()
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
@@ -142,6 +172,41 @@ func terminalForeground() bool {
 
 // forwardedSignals are the signals retry relays to the running attempt.
 var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// ignoredByShell reports whether s, ignored when retry started, was
+// ignored by a shell for a background job rather than by the user: a
+// non-interactive shell starts "cmd &" with SIGINT and SIGQUIT ignored
+// (POSIX), so that the terminal's Ctrl-C does not reach it. retry catches
+// those anyway, as timeout(1) does, so that "kill -INT" of a background
+// retry, and with --foreground an INT sent to the job's process group,
+// reach the command, which starts with them at their default. A SIGHUP or
+// SIGTERM ignored at start (nohup) is the user's choice and stays ignored,
+// for retry and the command.
+func ignoredByShell(s os.Signal) bool { return s == syscall.SIGINT || s == syscall.SIGQUIT }
+
+// alarmSignal is SIGALRM, which timeout(1) takes for its own timer: sent
+// to retry, it ends the running attempt as if its --attempt-timeout had
+// come.
+var alarmSignal os.Signal = syscall.SIGALRM
+
+// exitBySignal ends retry by s with the signal's default action (see
+// exitProcess), after a second to let another thread take it. It returns
+// only where it cannot: SIGQUIT where its default cannot be restored (Go's
+// own handler would print a stack trace and exit 2), or where the core
+// dump that its default action makes cannot be turned off.
+func exitBySignal(s syscall.Signal) {
+	signal.Reset(s) // no longer to a channel
+	if s == syscall.SIGQUIT && !noCoreDump() {
+		return
+	}
+	// Elsewhere than SIGQUIT, Go's own handler ends the process by the
+	// signal (INT, TERM, HUP) once nothing is notified of it.
+	if !defaultAction(s) && s == syscall.SIGQUIT {
+		return
+	}
+	raise(s)
+	time.Sleep(time.Second)
+}
 
 // shell runs an executable file that the kernel cannot (ENOEXEC: a script
 // without "#!"), as execvp does.

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,21 +60,27 @@ func readPID(t *testing.T, path string) int {
 // are stopped with it, whether they die of --signal or must be killed with
 // SIGKILL after --kill-after; nothing is left running when retry exits.
 func TestTimeoutStopsTheWholeProcessGroup(t *testing.T) {
+	// --kill-after is what the processes that die of SIGTERM have to be
+	// gone (a loaded machine took more than 200ms to run a dying sleep):
+	// 5s when none should need SIGKILL, where retry is done as soon as they
+	// are gone; 1s for the shell that dies of it beside the grandchild that
+	// ignores it.
 	for _, tc := range []struct {
 		name, grandchild string
+		killAfter        string
 		code             int
 		log              string
 	}{
-		{"grandchild dies of SIGTERM", `sleep 30`, exitTimeout, "timed out after 1s (--attempt-timeout); giving up"},
+		{"grandchild dies of SIGTERM", `sleep 30`, "5s", exitTimeout, "timed out after 1s (--attempt-timeout); giving up"},
 		// The command (sh) ends on SIGTERM, the grandchild needs SIGKILL:
 		// still 124 as timeout's (which would leave it running), not 137.
-		{"grandchild ignores SIGTERM", `(trap "" TERM; exec sleep 30)`, exitTimeout, "a process it started was still running 200ms after SIGTERM: killed with SIGKILL"},
+		{"grandchild ignores SIGTERM", `(trap "" TERM; exec sleep 30)`, "1s", exitTimeout, "a process it started was still running 1s after SIGTERM: killed with SIGKILL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			// The pid is written long before the 1s timeout (a shell starts in
 			// milliseconds); the attempt's end is retry's, not ours.
-			r := runRetry(t, "", []string{"PIDF=" + pidFile}, "--attempts", "1", "--attempt-timeout", "1s", "--kill-after", "200ms",
+			r := runRetry(t, "", []string{"PIDF=" + pidFile}, "--attempts", "1", "--attempt-timeout", "1s", "--kill-after", tc.killAfter,
 				"--", "sh", "-c", tc.grandchild+` & echo $! > "$PIDF"; wait`)
 			if r.code != tc.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
@@ -122,6 +129,7 @@ type started struct {
 	cancel     context.CancelFunc
 	ctx        context.Context
 	childLines []string
+	status     error // cmd.Wait's, once wait returned
 }
 
 func startRetry(t *testing.T, env []string, attr *syscall.SysProcAttr, stdin *os.File, flags ...string) *started {
@@ -260,21 +268,40 @@ func (s *started) wait(t *testing.T) (int, string) {
 	if s.ctx.Err() != nil {
 		t.Fatalf("retry did not exit; child said %q%s; stderr:\n%s", s.childLines, rest, s.stderr)
 	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
 		t.Fatal(err)
 	}
-	return code, string(rest)
+	s.status = err
+	return shellStatus(err), string(rest)
 }
 
-// TestEachAttemptHasItsOwnProcessGroup: by default the command leads its own
-// process group; with --foreground it stays in retry's.
+// TestEachAttemptHasItsOwnProcessGroup: by default the command is in a
+// process group of its own (made for it before it starts, see
+// groupHolder: not retry's, and no other process of the test is in it);
+// with --foreground it stays in retry's.
 func TestEachAttemptHasItsOwnProcessGroup(t *testing.T) {
 	s := startRetry(t, []string{"EXIT_ON=TERM"}, nil, nil, "--attempts", "1")
-	if s.pgid != s.pid {
-		t.Errorf("child %d is in process group %d, want its own", s.pid, s.pgid)
+	if s.pgid == syscall.Getpgrp() || s.pgid == s.cmd.Process.Pid {
+		t.Errorf("child %d is in process group %d, want one of its own (the test's is %d, retry is %d)", s.pid, s.pgid, syscall.Getpgrp(), s.cmd.Process.Pid)
+	}
+	// The holder (the group's leader, pid s.pgid) is killed once the
+	// command is in the group, which may come after the command's first
+	// line: wait for it to go. No event tells the end of a process that is
+	// not ours: poll, bounded by the test's context.
+	for {
+		members := groupMembers(t, s.pgid)
+		if slices.Equal(members, []int{s.pid}) {
+			break
+		}
+		for _, m := range members {
+			if m != s.pid && m != s.pgid {
+				t.Fatalf("process group %d holds %v: %d is neither the command %d nor the holder", s.pgid, members, m, s.pid)
+			}
+		}
+		if s.ctx.Err() != nil {
+			t.Fatalf("process group %d still holds %v, want the command %d alone (the holder gone)", s.pgid, members, s.pid)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if code, _ := s.wait(t); code != 143 {
@@ -330,6 +357,32 @@ func TestSecondSignalKills(t *testing.T) {
 			}
 		})
 	}
+}
+
+// groupMembers returns the processes of group pgid that are not zombies,
+// from /proc.
+func groupMembers(t *testing.T, pgid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // openPTY opens a pseudo-terminal pair.
@@ -412,24 +465,28 @@ func TestCtrlCAtATerminal(t *testing.T) {
 }
 
 // TestSignalAndKillAfter: --signal picks the signal a timed-out attempt
-// gets; a command that ignores it is killed --kill-after later (exit 137,
-// as timeout(1)). The command installs its handlers before saying ready,
-// long before the 1s timeout.
+// gets (the command says which it got, and exits: 124, with --kill-after 0
+// so that nothing races its answer); a command that ignores it is killed
+// --kill-after later (exit 137, as timeout(1)). Whether that command had
+// the time to say it got the signal before the SIGKILL is the scheduler's
+// business (100ms under load): not asserted. The command installs its
+// handlers before saying ready.
 func TestSignalAndKillAfter(t *testing.T) {
 	for _, tc := range []struct {
 		flags  []string
 		exitOn string
 		code   int
-		said   string
+		said   []string // what the command may say, one of
 	}{
-		{[]string{"--signal", "INT"}, "INT", exitTimeout, "sig INT"},
-		{[]string{"--signal", "SIGHUP", "--kill-after", "100ms"}, "", 137, "sig HUP"},
+		{[]string{"--signal", "INT", "--kill-after", "0"}, "INT", exitTimeout, []string{"sig INT"}},
+		{[]string{"--signal", "SIGHUP", "--kill-after", "0"}, "HUP", exitTimeout, []string{"sig HUP"}},
+		{[]string{"--signal", "SIGHUP", "--kill-after", "100ms"}, "", 137, []string{"sig HUP", ""}},
 	} {
-		t.Run(tc.flags[1], func(t *testing.T) {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			s := startRetry(t, []string{"EXIT_ON=" + tc.exitOn}, nil, nil, append([]string{"--attempts", "1", "--attempt-timeout", "1s"}, tc.flags...)...)
 			code, rest := s.wait(t)
-			if code != tc.code || strings.TrimSpace(rest) != tc.said {
-				t.Errorf("exit %d, child said %q; want %d and %q; stderr:\n%s", code, rest, tc.code, tc.said, s.stderr)
+			if code != tc.code || !slices.Contains(tc.said, strings.TrimSpace(rest)) {
+				t.Errorf("exit %d, child said %q; want %d and one of %q; stderr:\n%s", code, rest, tc.code, tc.said, s.stderr)
 			}
 		})
 	}
@@ -468,17 +525,24 @@ func TestInterruptKillAfter(t *testing.T) {
 		want  string
 	}{
 		{[]string{"--kill-after", "300ms"}, "still running 300ms after SIGTERM: killed with SIGKILL (--kill-after)"},
-		{[]string{"--kill-after", "1m", "--deadline", "1s"}, "after SIGTERM: killed with SIGKILL (--kill-after)"},
+		// The deadline's own SIGTERM comes 1.5s in (for --kill-after,
+		// at most half of it): a margin for the command to start before
+		// the test's SIGTERM, which must come first. (With 1s, 0.5s: a
+		// loaded machine started the test binary as the command later.)
+		{[]string{"--kill-after", "1m", "--deadline", "3s"}, "after SIGTERM: killed with SIGKILL (--kill-after)"},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			s := startRetry(t, nil, nil, nil, append([]string{"--attempts", "3"}, tc.flags...)...)
 			s.cmd.Process.Signal(syscall.SIGTERM)
-			if l := s.line(t); l != "sig TERM" {
-				t.Fatalf("child said %q, want the forwarded SIGTERM", l)
-			}
+			// The command says it got the SIGTERM, unless the kill came
+			// first: 300ms, or a 1s --deadline counted from retry's start,
+			// can pass on a loaded machine before the command answers (the
+			// kill is what is promised, not the command's time to answer;
+			// TestCommandSignalForwarded checks the forwarding).
 			code, rest := s.wait(t)
-			if code != 143 || rest != "" || alive(t, s.pid) || !strings.Contains(s.stderr.String(), tc.want) {
-				t.Errorf("exit %d, then the child said %q, alive %v; want 143, nothing, killed, and %q; stderr:\n%s", code, rest, alive(t, s.pid), tc.want, s.stderr)
+			said := strings.TrimSpace(rest)
+			if code != 143 || (said != "sig TERM" && said != "") || alive(t, s.pid) || !strings.Contains(s.stderr.String(), tc.want) {
+				t.Errorf("exit %d, then the child said %q, alive %v; want 143, sig TERM, killed, and %q; stderr:\n%s", code, rest, alive(t, s.pid), tc.want, s.stderr)
 			}
 		})
 	}

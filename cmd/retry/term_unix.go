@@ -3,15 +3,16 @@
 package main
 
 import (
-	"io"
 	"os"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
-// isTerminal reports whether w is a terminal (an *os.File whose terminal
-// attributes can be read).
-func isTerminal(w io.Writer) bool {
+// isTerminal reports whether w, a reader or a writer, is a terminal (an
+// *os.File whose terminal attributes can be read).
+func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -19,4 +20,18 @@ func isTerminal(w io.Writer) bool {
 	var t syscall.Termios
 	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), ioctlGetTermios, uintptr(unsafe.Pointer(&t)))
 	return errno == 0
+}
+
+// terminalRows returns the number of lines of the terminal w is, 0 if w is
+// no terminal or its size is unknown.
+func terminalRows(w any) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Row)
 }
