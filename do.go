@@ -41,7 +41,10 @@ func (policyDeadlineError) Is(target error) bool {
 //
 // A context that is already done returns its cause at once, without calling
 // fn. Waits use one timer per call, stopped when ctx ends; Do starts no
-// goroutine.
+// goroutine. A panic in fn or in the Observer goes on up to the caller: Do
+// does not recover it, but first records the attempt with the Pacer (fn)
+// or gives back to the limiters the retry they admitted (the Observer's
+// retry event).
 //
 // The success path allocates nothing and reads the clock once (so that
 // [Error.Elapsed] counts every attempt; once more with an Observer, for the
@@ -145,7 +148,11 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 			if !deadline.IsZero() && !time.Now().Before(deadline) {
 				return stop(attempt, ReasonDeadline, errPolicyDeadline)
 			}
-			err = call(ctx, p, fn, deadline)
+			if p.Pacer != nil {
+				err = callPaced(ctx, p, fn, deadline)
+			} else {
+				err = call(ctx, p, fn, deadline)
+			}
 		}
 		if p.Pacer != nil {
 			p.Pacer.Record(err)
@@ -199,7 +206,7 @@ func retrying(ctx context.Context, p *Policy, fn func(context.Context) error, st
 		}
 		until, hint := now.Add(step.Wait), step.Hint
 		prev = step.Shaped
-		observe(ctx, p, Event{Kind: EventRetry, Attempt: attempt, MaxAttempts: p.Attempts, Wait: until.Sub(now), Hint: hint, Err: err, Elapsed: now.Sub(start)})
+		observeRetry(ctx, p, Event{Kind: EventRetry, Attempt: attempt, MaxAttempts: p.Attempts, Wait: until.Sub(now), Hint: hint, Err: err, Elapsed: now.Sub(start)})
 		if r, cause := sleepUntil(ctx, &timer, until); r != ReasonNone {
 			p.cancelAdmitted(true)
 			now = time.Now()
@@ -309,4 +316,39 @@ func (p *Policy) rand() float64 {
 		return p.Rand()
 	}
 	return rand.Float64()
+}
+
+// errAttemptPanicked is what the Pacer's Record is told of an attempt whose
+// fn panicked.
+var errAttemptPanicked = errors.New("retry: the attempt panicked")
+
+// callPaced is call for a policy with a Pacer: an attempt whose fn panics
+// is recorded with the Pacer (as a failure) before the panic goes on, as
+// any attempt the Pacer let start is. (A deferred call in a function of
+// its own, not in the loop: it allocates nothing.)
+func callPaced(ctx context.Context, p *Policy, fn func(context.Context) error, deadline time.Time) error {
+	returned := false
+	defer func() {
+		if !returned {
+			p.Pacer.Record(errAttemptPanicked)
+		}
+	}()
+	err := call(ctx, p, fn, deadline)
+	returned = true
+	return err
+}
+
+// observeRetry tells the Observer about a retry the limiters have admitted.
+// An Observer that panics ends the call before that retry is made: it is
+// given back to the limiters first (as when the wait is cut short), then
+// the panic goes on.
+func observeRetry(ctx context.Context, p *Policy, e Event) {
+	returned := false
+	defer func() {
+		if !returned {
+			p.cancelAdmitted(true)
+		}
+	}()
+	observe(ctx, p, e)
+	returned = true
 }

@@ -37,6 +37,17 @@ func ProfileNames() []string { return slices.Clone(profileNames) }
 //     its items itself.
 //   - "model-armor": the Model Armor API's policy, equal to [ModelArmor].
 //
+// A Policy knows no protocol, so a profile does not carry what selects the
+// consumption option on the wire. With Vertex AI, "flex" and "priority"
+// are chosen by request headers (X-Vertex-AI-LLM-Request-Type: shared and
+// X-Vertex-AI-LLM-Shared-Request-Type: flex; X-Vertex-AI-LLM-Shared-Request-Type:
+// priority): without them a request is served as Standard pay-as-you-go,
+// whatever the policy. httpretry.WithProfile(name) sends them, and keeps
+// both off Vertex AI's regional endpoints, which serve neither;
+// httpretry.ProfileHeader(name) returns them for a client that sets its
+// own (the Gen AI SDK's HTTPOptions.Headers). The other profiles send
+// none ("provisioned" included: see docs/profiles.md).
+//
 // Every call returns a new Policy. For "priority" that includes a new
 // budget: the budget is shared by every copy of the returned value, so call
 // Profile once per client and reuse the Policy for all its calls (one Policy

@@ -1,6 +1,8 @@
 // Package bench compares the cost of backoffkit/retry's loop and HTTP
 // transport with peer Go retry libraries: gax-go, sethvargo/go-retry,
-// cenkalti/backoff v5, avast/retry-go, failsafe-go and go-retryablehttp.
+// cenkalti/backoff v5, avast/retry-go, failsafe-go and go-retryablehttp; and
+// the fleet quota of redisretry with go-redis/redis_rate v10, on a
+// redis-server the benchmark starts (BenchmarkFleetQuota).
 //
 // It holds only tests and benchmarks; it lives in its own module so that the
 // peers never become dependencies of the root module. Run it with

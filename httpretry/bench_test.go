@@ -131,6 +131,11 @@ func BenchmarkOverhead(b *testing.B) {
 	b.Run("get-200-endpoints", func(b *testing.B) {
 		run(b, NewTransport(base, retry.Policy{}, WithEndpoints([]string{"https://a.example.com", "https://b.example.com"}, time.Minute)))
 	})
+	// The profiles' headers: flex adds two to a request that has none,
+	// priority one and checks the host.
+	b.Run("get-200-profile-standard", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{}, WithProfile("standard"))) })
+	b.Run("get-200-profile-flex", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{}, WithProfile("flex"))) })
+	b.Run("get-200-profile-priority", func(b *testing.B) { run(b, NewTransport(base, retry.Policy{}, WithProfile("priority"))) })
 
 	// A server-sent-events answer whose first event (a Gemini chunk of
 	// about 300 bytes) the transport reads before handing it over; the
@@ -146,10 +151,12 @@ func BenchmarkOverhead(b *testing.B) {
 		return sseResp, nil
 	})
 	buf := make([]byte, 1024)
+	// A GET names a streamed call, or its answer is not peeked.
+	sreq, _ := http.NewRequest(http.MethodGet, "https://example.com/v1beta/models/m:streamGenerateContent?alt=sse&key=secret", nil)
 	runStream := func(b *testing.B, rt http.RoundTripper) {
 		b.ReportAllocs()
 		for b.Loop() {
-			resp, err := rt.RoundTrip(req)
+			resp, err := rt.RoundTrip(sreq)
 			if err != nil {
 				b.Fatal(err)
 			}

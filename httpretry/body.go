@@ -105,27 +105,133 @@ func (b *cancelBody) Close() error {
 	return err
 }
 
-// bounded runs read, which reads body, and closes body if read has not
-// returned after maxBodyWait, at the attempt's deadline dl if that is
-// sooner (zero for none), or when the caller's ctx ends (Close unblocks a
-// Read on net/http's bodies; closing one before its end also closes its
-// HTTP/1 connection, which is then never reused). It reports whether body
-// was closed that way (it must not be closed again).
+// readBounded reads body, a retryable response's body that the transport
+// reads before a retry (the RetryInfo peek, the drain), at most limit bytes
+// of it (keeping them when keep is set), and waits for that read at most
+// until the bound: maxBodyWait from now, the attempt's deadline dl if that
+// is sooner (zero for none), or the end of the caller's ctx. At the bound
+// it gives the read up: it returns the bytes kept so far and
+// errBodyStalled, with stalled set, and body is closed (it must not be
+// closed again); otherwise err is the read's error (nil at the end of the
+// body or the limit).
+//
+// The read runs in a goroutine of its own, so that nothing it waits for
+// can hold the caller past the bound: Close unblocks a Read on net/http's
+// bodies, but not on the body of a response net/http decompresses
+// (Content-Encoding gzip) before the gzip header has come: its Close waits
+// for that Read. So at the bound abort (the attempt context's cancel, nil
+// if it has none) is called first, which makes net/http end the read and
+// close the connection (or reset the HTTP/2 stream), and the body is
+// closed in the background. Without abort such a read, and the
+// connection, end when the server sends or closes, or the caller's
+// context (which net/http watches) ends; the caller has gone on.
 //
 // It watches the attempt's deadline as a time, not the attempt's context:
 // the transport ends that context itself when a body is read to its end
 // (cancelBody), which is no stall.
-func bounded(body io.Closer, ctx context.Context, dl time.Time, read func()) (stalled bool) {
+func readBounded(body io.ReadCloser, limit int, keep bool, ctx context.Context, dl time.Time, abort func()) (buf []byte, err error, stalled bool) {
 	if d := time.Now().Add(maxBodyWait); dl.IsZero() || d.Before(dl) {
 		dl = d
 	}
 	if ctx.Err() != nil || !time.Now().Before(dl) {
+		// No read has begun: Close returns at once.
+		if abort != nil {
+			abort()
+		}
 		body.Close()
-		return true
+		return nil, errBodyStalled, true
 	}
-	stop := watchBody(body, ctx, dl)
-	read()
-	return stop()
+	r := &boundedRead{done: make(chan struct{})}
+	go r.read(body, limit, keep)
+	stall := func() { r.stall(body, abort) }
+	t := time.AfterFunc(time.Until(dl), stall)
+	var unwatch func() bool
+	if ctx.Done() != nil {
+		unwatch = context.AfterFunc(ctx, stall)
+	}
+	<-r.done
+	t.Stop()
+	if unwatch != nil {
+		unwatch()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stalled {
+		return r.buf, errBodyStalled, true
+	}
+	return r.buf, r.err, false
+}
+
+// boundedRead is the state of one readBounded: the read and the bound race
+// to end it first.
+type boundedRead struct {
+	mu       sync.Mutex
+	buf      []byte        // the bytes kept so far (the read's own after a stall)
+	err      error         // the read's error, once finished
+	finished bool          // the read returned first
+	stalled  bool          // the bound came first
+	done     chan struct{} // closed by whichever comes first
+}
+
+// read reads body (see readBounded), publishing the bytes it keeps after
+// each Read, in case the bound comes while the next one waits.
+func (r *boundedRead) read(body io.Reader, limit int, keep bool) {
+	var (
+		b   []byte
+		err error
+	)
+	if keep {
+		b = make([]byte, 0, min(512, limit))
+		for len(b) < limit {
+			if len(b) == cap(b) {
+				b = append(b, 0)[:len(b)] // grow
+			}
+			n, rerr := body.Read(b[len(b):min(cap(b), limit)])
+			b = b[:len(b)+n]
+			r.mu.Lock()
+			if r.stalled { // given up: the caller has gone on
+				r.mu.Unlock()
+				return
+			}
+			r.buf = b // Reads write past it, never into it
+			r.mu.Unlock()
+			if rerr != nil {
+				if rerr != io.EOF {
+					err = rerr
+				}
+				break
+			}
+		}
+	} else {
+		_, err = io.CopyN(io.Discard, body, int64(limit))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.stalled {
+		r.finished, r.buf, r.err = true, b, err
+		close(r.done)
+	}
+}
+
+// stall ends the wait of readBounded at its bound, unless the read has
+// finished: the caller gets a copy of the bytes read so far (the read may
+// still write after them), then the attempt's context is cancelled and
+// body closed, in this goroutine (a timer's or the context's), which a
+// Close that waits for the read may hold.
+func (r *boundedRead) stall(body io.Closer, abort func()) {
+	r.mu.Lock()
+	if r.finished || r.stalled {
+		r.mu.Unlock()
+		return
+	}
+	r.stalled = true
+	r.buf = bytes.Clone(r.buf)
+	close(r.done)
+	r.mu.Unlock()
+	if abort != nil {
+		abort()
+	}
+	body.Close()
 }
 
 // watchBody closes body at dl (unless zero) or when ctx ends, whichever

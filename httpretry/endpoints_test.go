@@ -100,12 +100,21 @@ func TestEndpointRefusedMoves(t *testing.T) {
 	}
 }
 
+// TestEndpointNotIdempotentStays: a POST that is not idempotent (not a
+// method of Google's rule) answered 503 without a hint is not retried: it
+// stays on the first endpoint. A 429 is a refusal: the retry moves on.
 func TestEndpointNotIdempotentStays(t *testing.T) {
+	const orders = "https://api.example.invalid/v1/orders"
 	a := newScript(t, status(503, "A busy"))
 	b := newScript(t, status(200, "B ok"))
 	rt := NewTransport(nil, fast, WithEndpoints([]string{a.URL, b.URL}, time.Minute))
-	if resp := doReq(t, rt, "POST", apiURL); resp.StatusCode != 503 || a.hits.Load() != 1 || b.hits.Load() != 0 {
+	if resp := doReq(t, rt, "POST", orders); resp.StatusCode != 503 || a.hits.Load() != 1 || b.hits.Load() != 0 {
 		t.Fatalf("got %d, hits A %d B %d, want A's 503 and 1/0", resp.StatusCode, a.hits.Load(), b.hits.Load())
+	}
+	c := newScript(t, status(429, "C quota"))
+	rt = NewTransport(nil, fast, WithEndpoints([]string{c.URL, b.URL}, time.Minute))
+	if resp := doReq(t, rt, "POST", orders); resp.StatusCode != 200 || c.hits.Load() != 1 || b.hits.Load() != 1 {
+		t.Fatalf("got %d, hits C %d B %d, want B's 200 and 1/1", resp.StatusCode, c.hits.Load(), b.hits.Load())
 	}
 }
 

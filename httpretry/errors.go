@@ -8,12 +8,16 @@ import (
 )
 
 // ErrNotIdempotent says a retry was skipped because the request is not safe
-// to repeat: a POST or PATCH without an Idempotency-Key header that was not
-// marked with [Idempotent] (nor allowed by [AllowNonIdempotent]), or a
-// request marked with [NotIdempotent]. It is reachable with errors.Is from
-// the Err of the give-up event the policy's Observer receives, and from the
-// error RoundTrip returns when the attempt failed with a transport error.
-var ErrNotIdempotent = errors.New("httpretry: not retried: the request is not idempotent (POST/PATCH without an Idempotency-Key header, not marked idempotent)")
+// to repeat and may have been acted on: a POST or PATCH without an
+// Idempotency-Key header, neither marked with [Idempotent] nor made
+// idempotent by [AllowNonIdempotent] or a rule (see [GoogleReadOnly] and
+// [IdempotentIf]), or a request marked with [NotIdempotent], that failed in
+// a way that proves neither that it never reached the server nor that the
+// server refused it (see "Idempotency" in the package documentation). It
+// is reachable with errors.Is from the Err of the give-up event the
+// policy's Observer receives, and from the error RoundTrip returns when the
+// attempt failed with a transport error.
+var ErrNotIdempotent = errors.New("httpretry: not retried: the request is not idempotent (POST/PATCH without an Idempotency-Key header, not marked idempotent, no rule)")
 
 // ErrBodyNotReplayable says a retry was skipped because the request body
 // cannot be sent again: it has no GetBody, was not buffered (longer than
@@ -79,7 +83,7 @@ type AttemptError struct {
 
 // Error returns "httpretry: METHOD URL: " followed by the status ("503
 // Service Unavailable") or the class and the transport error, with the URL
-// redacted.
+// redacted ([Redact]) and the error's text too ([RedactText]).
 func (e *AttemptError) Error() string {
 	msg := "httpretry: " + e.Method + " " + e.URL + ": "
 	if e.Class == ClassStatus {
@@ -95,7 +99,7 @@ func (e *AttemptError) Error() string {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		msg += " (" + err.Error() + ")"
+		msg += " (" + RedactText(err.Error()) + ")"
 	}
 	return msg
 }

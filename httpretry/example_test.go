@@ -110,10 +110,10 @@ func ExampleWithPolicy() {
 	// 200 ok
 }
 
-// generateContent changes no server state, so its POST is safe to retry:
-// mark it idempotent.
+// A search changes no server state, so its POST is safe to retry, but no
+// rule of the transport knows it: mark the call idempotent.
 func ExampleIdempotent() {
-	srv := flaky(1, http.StatusTooManyRequests)
+	srv := flaky(1, http.StatusInternalServerError)
 	defer srv.Close()
 	client, err := httpretry.NewClient(quick)
 	if err != nil {
@@ -121,10 +121,107 @@ func ExampleIdempotent() {
 	}
 
 	ctx := httpretry.Idempotent(context.Background())
-	body := `{"contents":[{"parts":[{"text":"Hello"}]}]}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/models/gemini:generateContent", strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/search", strings.NewReader(`{"q":"retry"}`))
 	show(client.Do(req))
 	// Output: 200 ok
+}
+
+// The calls of Gemini and Vertex AI that change no server state are
+// idempotent by rule: this generateContent is retried after a 500 without
+// a mark; the file upload, which creates a file, is not.
+func ExampleGoogleReadOnly() {
+	for _, u := range []string{
+		"https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent",
+		"https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+		"https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/endpoints/42:rawPredict",
+		"https://generativelanguage.googleapis.com/upload/v1beta/files",
+		"https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:batchGenerateContent",
+	} {
+		req, _ := http.NewRequest(http.MethodPost, u, nil)
+		fmt.Println(httpretry.GoogleReadOnly(req), req.URL.Path[strings.LastIndexByte(req.URL.Path, '/')+1:])
+	}
+
+	srv := flaky(1, http.StatusInternalServerError)
+	defer srv.Close()
+	client, err := httpretry.NewClient(quick)
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Post(srv.URL+"/v1beta/models/gemini-2.5-flash:generateContent", "application/json", strings.NewReader(`{"contents":[]}`)))
+	// Output:
+	// true gemini-2.5-flash:generateContent
+	// true gemini-2.5-flash:streamGenerateContent
+	// true 42:rawPredict
+	// false files
+	// false gemini-2.5-flash:batchGenerateContent
+	// 200 ok
+}
+
+// Google's rule applies whatever the host. To apply it to Google's hosts
+// only, turn it off and add it back as a rule of your own.
+func ExampleWithGoogleReadOnly() {
+	srv := flaky(1, http.StatusInternalServerError) // not a Google host
+	defer srv.Close()
+	googleOnly := func(r *http.Request) bool {
+		return strings.HasSuffix(r.URL.Hostname(), ".googleapis.com") && httpretry.GoogleReadOnly(r)
+	}
+	client, err := httpretry.NewClient(quick, httpretry.WithGoogleReadOnly(false), httpretry.IdempotentIf(googleOnly))
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Post(srv.URL+"/v1beta/models/gemini-2.5-flash:generateContent", "application/json", strings.NewReader(`{"contents":[]}`)))
+	// Output: 500 Internal Server Error
+}
+
+// The chat completions of an OpenAI-compatible server change no server
+// state: a rule makes them idempotent, with no mark on each call.
+func ExampleIdempotentIf() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 1 { // every other request fails
+			http.Error(w, "Bad Gateway", http.StatusBadGateway)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	chat := func(r *http.Request) bool {
+		return r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions"
+	}
+	client, err := httpretry.NewClient(quick, httpretry.IdempotentIf(chat))
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"messages":[]}`)))
+	show(client.Post(srv.URL+"/v1/files", "application/json", strings.NewReader(`{}`)))
+	// Output:
+	// 200 ok
+	// 502 Bad Gateway
+}
+
+// A 429 says the server did not act on the request: even a POST that is not
+// idempotent is sent again, after the server's Retry-After.
+func Example_refusal() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("Retry-After", "0")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "order 42")
+	}))
+	defer srv.Close()
+	client, err := httpretry.NewClient(quick)
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Post(srv.URL+"/v1/orders", "application/json", strings.NewReader(`{"item":"book"}`)))
+	fmt.Println(n.Load(), "requests")
+	// Output:
+	// 201 order 42
+	// 2 requests
 }
 
 // A POST that creates a resource is not retried; the observer sees why.
@@ -297,7 +394,13 @@ func ExampleWithEndpoints() {
 }
 
 func ExampleParseRetryAfter() {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	// A response's headers: a date is measured from the response's Date
+	// (the server's clock), whatever this machine's clock says.
+	h := http.Header{"Date": {"Mon, 30 Nov 2026 12:00:00 GMT"}}
+	now, err := http.ParseTime(h.Get("Date"))
+	if err != nil {
+		now = time.Now()
+	}
 	for _, v := range []string{"120", "Mon, 30 Nov 2026 12:00:30 GMT", "soon"} {
 		d, ok := httpretry.ParseRetryAfter(v, now)
 		fmt.Println(d, ok)
@@ -319,6 +422,16 @@ func ExampleRedact() {
 	u, _ := url.Parse("https://user:pw@generativelanguage.googleapis.com/v1beta/models?key=AIza123&pageSize=5")
 	fmt.Println(httpretry.Redact(u))
 	// Output: https://generativelanguage.googleapis.com/v1beta/models?key=REDACTED&pageSize=5
+}
+
+// A server's error text, quoted in an error message, may hold credentials
+// anywhere: URLs' secret parameters, API keys, tokens, credential headers.
+func ExampleRedactText() {
+	msg := `Post "https://example.com/v1/m:generateContent?key=AIzaSyA0123456789abcdefghijklmnopq_-XYZ": ` +
+		`the server said: "API key AIzaSyA0123456789abcdefghijklmnopq_-XYZ not valid; ` +
+		`x-goog-api-key: AIzaSyA0123456789abcdefghijklmnopq_-XYZ; Authorization: Bearer ya29.a0secret"`
+	fmt.Println(httpretry.RedactText(msg))
+	// Output: Post "https://example.com/v1/m:generateContent?key=REDACTED": the server said: "API key REDACTED not valid; x-goog-api-key: REDACTED; Authorization: REDACTED"
 }
 
 func ExampleRedactHeader() {
@@ -405,4 +518,85 @@ func ExampleStreamPeek() {
 	first, _ := bufio.NewReader(resp.Body).ReadString('\n')
 	fmt.Println(resp.StatusCode, strings.Contains(first, "RESOURCE_EXHAUSTED"))
 	// Output: 200 true
+}
+
+// The headers of a profile, for a client that sets its own, such as the Gen
+// AI SDK's genai.HTTPOptions.Headers.
+func ExampleProfileHeader() {
+	for _, name := range []string{"flex", "priority", "standard"} {
+		h, err := httpretry.ProfileHeader(name)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s: %v\n", name, h)
+	}
+	_, err := httpretry.ProfileHeader("premium")
+	fmt.Println(err)
+	// Output:
+	// flex: map[X-Vertex-Ai-Llm-Request-Type:[shared] X-Vertex-Ai-Llm-Shared-Request-Type:[flex]]
+	// priority: map[X-Vertex-Ai-Llm-Shared-Request-Type:[priority]]
+	// standard: map[]
+	// httpretry: ProfileHeader: unknown profile "premium" (want one of standard, flex, priority, provisioned, realtime, batch, model-armor)
+}
+
+// The flex profile: its policy (3 attempts of up to 10 minutes each) from
+// retry.Profile, its headers from WithProfile. A header the caller sets
+// wins.
+func ExampleWithProfile() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "Request-Type=%s Shared-Request-Type=%s",
+			r.Header.Get("X-Vertex-AI-LLM-Request-Type"), r.Header.Get("X-Vertex-AI-LLM-Shared-Request-Type"))
+	}))
+	defer srv.Close()
+
+	p, err := retry.Profile("flex")
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := httpretry.NewClient(p, httpretry.WithProfile("flex"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	show(client.Get(srv.URL))
+
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	req.Header.Set("X-Vertex-AI-LLM-Request-Type", "dedicated") // the caller's
+	show(client.Do(req))
+	// Output:
+	// 200 Request-Type=shared Shared-Request-Type=flex
+	// 200 Request-Type=dedicated Shared-Request-Type=flex
+}
+
+// offline is a base transport that sends nothing.
+type offline struct{}
+
+func (offline) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("offline: nothing is sent")
+}
+
+// Priority (and Flex) pay-as-you-go exist on Vertex AI's global endpoint
+// only: the priority profile refuses a fallback list that names a region,
+// and a request to a regional host.
+func ExampleWithProfile_priority() {
+	p, err := retry.Profile("priority")
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = httpretry.NewClient(p, httpretry.WithProfile("priority"), httpretry.WithEndpoints([]string{
+		"https://aiplatform.googleapis.com",
+		"https://us-central1-aiplatform.googleapis.com",
+	}, time.Minute))
+	fmt.Println(errors.Is(err, httpretry.ErrRegionalEndpoint))
+	fmt.Println(err)
+
+	// A request to a multi-region is refused before it is sent (offline, the
+	// base transport here, would refuse to send it anyway).
+	client := &http.Client{Transport: httpretry.NewTransport(offline{}, p, httpretry.WithProfile("priority"))}
+	_, err = client.Post("https://aiplatform.eu.rep.googleapis.com/v1/projects/p/locations/eu/publishers/google/models/gemini-2.5-pro:generateContent",
+		"application/json", strings.NewReader(`{"contents": []}`))
+	fmt.Println(errors.Is(err, httpretry.ErrRegionalEndpoint))
+	// Output:
+	// true
+	// httpretry: WithProfile("priority"): WithEndpoints: endpoint 1 "https://us-central1-aiplatform.googleapis.com": us-central1-aiplatform.googleapis.com is a regional Vertex AI endpoint; Priority PayGo is served by the global endpoint (aiplatform.googleapis.com) only
+	// true
 }

@@ -120,9 +120,11 @@ func FuzzRetryInfoRoundTrip(f *testing.F) {
 // FuzzTransportDecision drives the transport with a base that always
 // answers the same fuzzed response (status, Retry-After, body) to a fuzzed
 // method, with or without an Idempotency-Key, in virtual time. Whatever the
-// input: a request that is not idempotent is sent once; a status outside the
-// policy's codes is not retried; no wait exceeds the hint cap; and the caller
-// gets the last response with its body unchanged, never an error.
+// input: a request that is not idempotent is sent once, unless refused (a
+// 429, or a 503 with a hint: then it is retried like any other); a status
+// outside the policy's codes is not retried; no wait exceeds the hint cap;
+// and the caller gets the last response with its body unchanged, never an
+// error.
 func FuzzTransportDecision(f *testing.F) {
 	f.Add("GET", 503, false, "", []byte("unavailable"), false)
 	f.Add("POST", 429, false, "1", []byte(`{"error":{}}`), true)
@@ -130,6 +132,10 @@ func FuzzTransportDecision(f *testing.F) {
 	f.Add("PATCH", 500, true, "Wed, 21 Oct 2015 07:28:00 GMT", []byte("x"), false)
 	f.Add("PUT", 429, false, "", []byte(`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"99999s"}]}}`), true)
 	f.Add("DELETE", 404, false, "3", []byte("not found"), false)
+	f.Add("POST", 503, false, "2", []byte("busy"), false)
+	f.Add("POST", 503, false, "soon", []byte(`{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3s"}]}}`), true)
+	f.Add("PATCH", 503, false, "soon", []byte("busy"), false)
+	f.Add("POST", 500, false, "2", []byte("oops"), false)
 	f.Fuzz(func(t *testing.T, method string, status int, key bool, retryAfter string, body []byte, jsonCT bool) {
 		if status < 100 || status > 599 {
 			return
@@ -182,13 +188,19 @@ func FuzzTransportDecision(f *testing.F) {
 			n := int(calls.Load())
 			retryable := p.RetriesStatus(status)
 			idem := key || method == "GET" || method == "HEAD" || method == "OPTIONS" || method == "TRACE" || method == "PUT" || method == "DELETE"
+			// A refusal, a 429 or a 503 with a hint (a Retry-After that
+			// parses, else a RetryInfo in the body's first 16 KiB), is
+			// retried whatever the method.
+			_, ra := httpretry.ParseRetryAfter(retryAfter, time.Now())
+			_, ri := httpretry.ParseRetryInfo(body[:min(len(body), 16<<10)])
+			refused := status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && (ra || ri))
 			switch {
 			case !retryable && n != 1:
 				t.Fatalf("%s %d: sent %d times, status not retryable", method, status, n)
-			case !idem && n != 1:
+			case !idem && !refused && n != 1:
 				t.Fatalf("%s %d without key: sent %d times", method, status, n)
-			case retryable && idem && n != attempts:
-				t.Fatalf("%s %d: sent %d times, want %d", method, status, n, attempts)
+			case retryable && (idem || refused) && n != attempts:
+				t.Fatalf("%s %d (refused: %v): sent %d times, want %d", method, status, refused, n, attempts)
 			}
 			if max := time.Duration(n-1) * capHint; took > max {
 				t.Fatalf("%s %d (Retry-After %q): waited %v, more than %d × the %v cap", method, status, retryAfter, took, n-1, capHint)

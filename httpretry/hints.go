@@ -19,6 +19,12 @@ const maxHint = time.Duration(math.MaxInt64)
 // into the wait from now, 0 if it has passed. Huge values are clamped to the
 // largest Duration (the policy's MaxRetryAfter caps them anyway). ok is false
 // for an empty or malformed value, which must then be ignored.
+//
+// A date is written in the server's clock, which may be ahead of this
+// machine's or behind it: pass as now the time of the same response's Date
+// header when it parses (http.ParseTime), so that the wait is the one the
+// server meant, else time.Now(). The [Transport] does so. now does not
+// matter for delta-seconds.
 func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {

@@ -31,6 +31,10 @@ type config struct {
 	now                func() time.Time // for tests of the cool-down; nil means time.Now
 	retryAllErrors     bool
 	noStreamPeek       bool
+	noGoogleReadOnly   bool                       // WithGoogleReadOnly(false)
+	rules              []func(*http.Request) bool // IdempotentIf
+	profileHeader      []headerField              // WithProfile: the headers to add
+	globalOnly         string                     // WithProfile("priority" or "flex"): the name; regional hosts are refused
 	errs               []error
 }
 
@@ -55,6 +59,46 @@ func RetryAllErrors() Option {
 // only for a client whose requests are all safe to repeat.
 func AllowNonIdempotent() Option {
 	return func(c *config) { c.allowNonIdempotent = true }
+}
+
+// WithGoogleReadOnly turns on (the default) or off the rule that takes a
+// call of one of the read-only methods of Google's generative AI APIs
+// (generateContent, streamGenerateContent, countTokens, computeTokens,
+// embedContent, batchEmbedContents, predict, rawPredict: see
+// [GoogleReadOnly]) for idempotent, whatever the host, in the way Google's
+// generated clients keep a retry setting per method. Off, such a POST is
+// retried like any other POST: when it is made idempotent otherwise (a
+// mark, a key, [AllowNonIdempotent], a rule of [IdempotentIf]) or the
+// server refused it (see "Idempotency" in the package documentation). A
+// request marked [NotIdempotent] is never idempotent, whatever this says.
+func WithGoogleReadOnly(on bool) Option {
+	return func(c *config) { c.noGoogleReadOnly = !on }
+}
+
+// IdempotentIf adds a rule to the transport: a request for which rule
+// returns true is idempotent, that is safe to repeat, whatever its method,
+// unless its context is marked [NotIdempotent]. For example, the chat
+// completions of an OpenAI-compatible server, which change no server state:
+//
+//	httpretry.IdempotentIf(func(r *http.Request) bool {
+//		return r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions"
+//	})
+//
+// The rules are asked after the context mark, the Idempotency-Key header,
+// [AllowNonIdempotent] and Google's rule ([GoogleReadOnly]), in the order
+// given, until one returns true (see "Idempotency" in the package
+// documentation); once per call to RoundTrip, before the first attempt,
+// from any goroutine: a rule must be safe for concurrent use, must not
+// modify the request, and must not read its body. A nil rule is an error
+// reported by [Transport.Err].
+func IdempotentIf(rule func(*http.Request) bool) Option {
+	return func(c *config) {
+		if rule == nil {
+			c.errorf("IdempotentIf: the rule is nil")
+			return
+		}
+		c.rules = append(c.rules, rule)
+	}
 }
 
 // AddIdempotencyKey makes the transport add an Idempotency-Key header, a
@@ -183,9 +227,10 @@ func checkEndpoint(s string) error {
 
 // WithStreamPeek turns first-event peeking on (the default) or off for
 // every request: see "Streams" in the package documentation. On, it peeks
-// at SSE and NDJSON answers, and at application/json answers to Google's
-// streaming methods (":stream..." in the path). [StreamPeek] overrides it
-// for one request.
+// at SSE and NDJSON answers (to a GET only when it names a streamed call:
+// ":stream..." in the path, or alt=sse), and at application/json answers
+// to Google's streaming methods (":stream..." in the path). [StreamPeek]
+// overrides it for one request.
 func WithStreamPeek(on bool) Option {
 	return func(c *config) { c.noStreamPeek = !on }
 }
@@ -197,10 +242,11 @@ type peekKey struct{}
 // StreamPeek returns a copy of ctx that turns first-event peeking on or off
 // for the requests made with it, whatever the transport's [WithStreamPeek]
 // says: for example off for a stream whose first event the caller must see
-// as soon as its bytes arrive, even when incomplete. On, it also takes any
-// application/json answer that begins with '[' for a stream (its first
-// element is peeked), whatever the URL: use it for a JSON array streamed
-// by a method whose path does not say ":stream".
+// as soon as its bytes arrive, even when incomplete, or its keep-alive
+// comments as they come. On, it also takes any application/json answer
+// that begins with '[' for a stream (its first element is peeked), and
+// peeks at the SSE or NDJSON answer to a GET, whatever the URL: use it for
+// a stream whose URL does not say ":stream" (nor alt=sse for a GET).
 func StreamPeek(ctx context.Context, on bool) context.Context {
 	return context.WithValue(ctx, peekKey{}, on)
 }
@@ -219,15 +265,21 @@ func WithPolicy(ctx context.Context, p retry.Policy) context.Context {
 }
 
 // Idempotent returns a copy of ctx that marks the requests made with it as
-// safe to retry, whatever their method: for example a POST to Gemini's
-// generateContent, which changes no server state.
+// safe to retry, whatever their method and whatever the transport's rules
+// say: for example a POST to a method of an API that changes no server
+// state. (Gemini's and Vertex AI's read-only methods, generateContent
+// among them, need no mark: see [WithGoogleReadOnly].) The innermost mark,
+// Idempotent or [NotIdempotent], wins.
 func Idempotent(ctx context.Context) context.Context {
 	return context.WithValue(ctx, idemKey{}, true)
 }
 
 // NotIdempotent returns a copy of ctx that marks the requests made with it as
-// unsafe to repeat, whatever their method or headers: they are retried only
-// after errors that prove they never reached the server.
+// unsafe to repeat, whatever their method, headers, or the transport's
+// options and rules say: they are retried only after errors that prove
+// they never reached the server, not even after a 429 (see "Idempotency"
+// in the package documentation). The innermost mark, [Idempotent] or
+// NotIdempotent, wins.
 func NotIdempotent(ctx context.Context) context.Context {
 	return context.WithValue(ctx, idemKey{}, false)
 }

@@ -31,19 +31,22 @@ func (h *hintRecorder) Record(err error) {
 }
 
 // TestPacerLearnsEveryHint: a Pacer is told the server's hint of every
-// attempt, the last one and one that is not retried (a POST) included: a
-// cooldown shared by a fleet must learn "retry in 25 s" even from the
-// process that gives up on it. The loop itself has no use for those hints.
+// attempt, the last one and one that is not retried (a POST marked
+// NotIdempotent) included: a cooldown shared by a fleet must learn "retry
+// in 25 s" even from the process that gives up on it. The loop itself has
+// no use for those hints.
 func TestPacerLearnsEveryHint(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		method   string
+		ctx      func(context.Context) context.Context
 		attempts int
 		want     []time.Duration
 	}{
-		{"last attempt", http.MethodGet, 1, []time.Duration{7 * time.Second}},
-		{"not idempotent", http.MethodPost, 3, []time.Duration{7 * time.Second}},
-		{"every attempt", http.MethodGet, 2, []time.Duration{7 * time.Second, 7 * time.Second}},
+		{"last attempt", http.MethodGet, nil, 1, []time.Duration{7 * time.Second}},
+		{"not idempotent", http.MethodPost, NotIdempotent, 3, []time.Duration{7 * time.Second}},
+		{"a refusal to a POST is retried", http.MethodPost, nil, 2, []time.Duration{7 * time.Second, 7 * time.Second}},
+		{"every attempt", http.MethodGet, nil, 2, []time.Duration{7 * time.Second, 7 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &hintRecorder{}
@@ -53,7 +56,11 @@ func TestPacerLearnsEveryHint(t *testing.T) {
 				return response(r, http.StatusTooManyRequests, "slow down", "Retry-After", "7"), nil
 			})
 			client := &http.Client{Transport: NewTransport(base, p)}
-			req, _ := http.NewRequest(tc.method, "http://example.test/", strings.NewReader("x"))
+			ctx := context.Background()
+			if tc.ctx != nil {
+				ctx = tc.ctx(ctx)
+			}
+			req, _ := http.NewRequestWithContext(ctx, tc.method, "http://example.test/", strings.NewReader("x"))
 			resp, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -23,18 +23,69 @@ var secretParams = []string{
 // userinfoRE finds URLs' user info in free text.
 var userinfoRE = regexp.MustCompile(`(://)[^/@\s"']+@`)
 
-// RedactText returns s with the credentials of any URL quoted in it removed:
+// Credentials in free text, outside URLs (see RedactText).
+var (
+	// apiKeyRE: a Google API key (AIza and 35 more characters), or what
+	// looks like a shortened one.
+	apiKeyRE = regexp.MustCompile(`AIza[0-9A-Za-z_-]{16,}`)
+	// bearerRE: a bearer token (RFC 6750's b64token).
+	bearerRE = regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9._~+/-]+=*`)
+	// authHeaderRE: the value of an Authorization header written as
+	// "name: value" (or name=value, or JSON's "name": "value"), with its
+	// scheme when it is one of HTTP's (Basic, Bearer, ...).
+	authHeaderRE = regexp.MustCompile(`(?i)\b((?:proxy-)?authorization"?\s*[:=]\s*"?)(?:(?:basic|bearer|digest|negotiate|ntlm|token|oauth|mac|hoba|mutual|vapid|scram-sha-\d+|aws4-hmac-sha256)\s+)?[^\s"',;:&#]+`)
+	// keyHeaderRE: the value of another credential header of
+	// secretHeaders, written the same ways.
+	keyHeaderRE = regexp.MustCompile(`(?i)\b((?:x-goog-api-key|x-goog-iam-authorization-token|x-api-key|api-key|ocp-apim-subscription-key|x-amz-security-token)"?\s*[:=]\s*"?)[^\s"',;:&#]+`)
+	// cookieRE: a Cookie or Set-Cookie header's value, written as
+	// "name: value", to the end of the line (or a quote): every pair of it.
+	cookieRE = regexp.MustCompile(`(?i)\b((?:set-)?cookie"?\s*:\s*"?)[^\r\n"]+`)
+)
+
+// RedactText returns s with the credentials quoted in it removed. In URLs:
 // the values of the parameters Redact hides, in a query or a fragment
 // (name=value after '?', '&', ';' or '#', the name percent-decoded), and
-// user info. Use it on error messages (a *url.Error quotes the request's
-// URL). A colon right after a value and before white space ("GET URL:
-// cause") is left in place.
+// user info. In the rest of the text: Google API keys (AIza...), bearer
+// tokens ("Bearer ..."), and the values of the headers RedactHeader hides
+// written as "name: value", name=value or "name":"value" (the name in any
+// case; an Authorization value with its scheme; a Cookie's, after a colon
+// only, to the end of the line). Each is replaced by REDACTED. Use it on
+// error messages (a *url.Error quotes the request's URL; a server's error
+// text may quote anything). A colon right after a URL's value and before
+// white space ("GET URL: cause") is left in place.
 func RedactText(s string) string {
-	if !strings.ContainsAny(s, "=@") {
-		return s
+	if strings.ContainsAny(s, "=@") {
+		s = redactPairs(s, false)
+		s = userinfoRE.ReplaceAllString(s, "${1}"+Redacted+"@")
 	}
-	s = redactPairs(s, false)
-	return userinfoRE.ReplaceAllString(s, "${1}"+Redacted+"@")
+	if strings.Contains(s, "AIza") {
+		s = apiKeyRE.ReplaceAllString(s, Redacted)
+	}
+	if containsFold(s, "authorization") {
+		s = authHeaderRE.ReplaceAllString(s, "${1}"+Redacted)
+	}
+	if containsFold(s, "bearer") {
+		s = bearerRE.ReplaceAllString(s, "${1}"+Redacted)
+	}
+	if containsFold(s, "key") || containsFold(s, "token") {
+		s = keyHeaderRE.ReplaceAllString(s, "${1}"+Redacted)
+	}
+	if containsFold(s, "cookie") {
+		s = cookieRE.ReplaceAllString(s, "${1}"+Redacted)
+	}
+	return s
+}
+
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// without regard to case (allocating nothing: a cheap test before a
+// case-insensitive regular expression, which has no fast literal search).
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i]|0x20 == sub[0] && strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // isSecretParam reports whether name, percent-encoded as in a URL, is one

@@ -112,7 +112,7 @@ func TestLogRedacted(t *testing.T) {
 	}
 	send("GET", secret(srv.URL))  // a 503, retried, then 200
 	send("POST", secret(srv.URL)) // 200 (the script repeats its last answer): no record
-	srv2 := newScript(t, status(429, "quota"))
+	srv2 := newScript(t, status(500, "oops"))
 	send("POST", secret(srv2.URL))     // not idempotent: give-up
 	send("GET", secret(refusedURL(t))) // refused: 4 retries, then give-up
 
@@ -122,7 +122,7 @@ func TestLogRedacted(t *testing.T) {
 	}
 	for _, want := range []string{
 		`level=INFO msg="httpretry: retry" method=GET host=127.0.0.1`, "path=/v1/x", "status=503", "attempt=1", "max_attempts=5", "wait=0s",
-		`msg="httpretry: giving up" method=POST`, "status=429", "reason=permanent", `skipped="not idempotent"`,
+		`msg="httpretry: giving up" method=POST`, "status=500", "reason=permanent", `skipped="not idempotent"`,
 		"class=refused", "reason=attempts",
 	} {
 		if !strings.Contains(out, want) {

@@ -13,10 +13,18 @@ import (
 	"time"
 )
 
-// maxStreamPeek is how much of a streamed response the transport reads
-// while it looks for the end of the first event; a longer first event is
-// handed over as it is.
-const maxStreamPeek = 64 << 10
+// The bounds of the peek at a stream's first event: the event (in SSE from
+// its first data line, in NDJSON its line, in a JSON array its element) must
+// begin within the first maxStreamPreamble bytes of the body (what comes
+// before it: a byte order mark, SSE comments such as keep-alive pings,
+// retry:, id: and event: fields, blank lines, the array's '[') and end
+// within maxStreamPeek bytes of its beginning; otherwise the answer is
+// handed over as it is. The transport reads at most maxStreamRead bytes.
+const (
+	maxStreamPeek     = 64 << 10
+	maxStreamPreamble = 256 << 10
+	maxStreamRead     = maxStreamPreamble + maxStreamPeek
+)
 
 // Stream formats whose first event is peeked.
 const (
@@ -67,6 +75,7 @@ type firstEvent struct {
 	scan    int  // SSE, NDJSON: bytes before it hold no line end after pos
 	started int  // start of the event (its first line, or its value)
 	sawData bool // SSE: the current block has a data field
+	dataAt  int  // SSE: where the first data line of the current block begins
 	afterCR bool // SSE: the last line ended with a CR: an LF right after it belongs to it
 	bomDone bool // a leading UTF-8 byte order mark was looked for (and skipped)
 
@@ -108,7 +117,7 @@ func (f *firstEvent) feed(buf []byte, eof bool) bool {
 	if !f.done {
 		switch f.format {
 		case streamSSE:
-			f.feedSSE(buf)
+			f.feedSSE(buf, eof)
 		case streamLines:
 			f.feedLines(buf, eof)
 		case streamArray:
@@ -124,7 +133,21 @@ func (f *firstEvent) feed(buf []byte, eof bool) bool {
 // event included): an LF that comes next is skipped as the rest of a CRLF.
 // Each byte is searched for a line end once, however the stream is split
 // into reads.
-func (f *firstEvent) feedSSE(buf []byte) {
+//
+// At the end of the stream (eof) a block with a data line is the event too,
+// without its blank line, when the stream ends right after a line end: the
+// SSE format would discard it, but the clients of streamed model calls
+// (the Gen AI SDKs' scanners) take it, so that a retry would buy the same
+// answer again. A stream that ends inside a line has failed.
+func (f *firstEvent) feedSSE(buf []byte, eof bool) {
+	f.scanSSE(buf)
+	if eof && !f.done && f.sawData && f.pos == len(buf) {
+		f.done, f.end = true, len(buf)
+	}
+}
+
+// scanSSE scans the lines of buf (see feedSSE).
+func (f *firstEvent) scanSSE(buf []byte) {
 	for f.pos < len(buf) {
 		if f.afterCR {
 			f.afterCR = false
@@ -163,8 +186,8 @@ func (f *firstEvent) feedSSE(buf []byte) {
 			f.started = next // a block without data is not an event
 		case line[0] == ':': // a comment
 		default:
-			if name, _, _ := bytes.Cut(line, []byte(":")); string(name) == "data" {
-				f.sawData = true
+			if name, _, _ := bytes.Cut(line, []byte(":")); string(name) == "data" && !f.sawData {
+				f.sawData, f.dataAt = true, end-len(line)
 			}
 		}
 	}
@@ -258,6 +281,50 @@ func (f *firstEvent) feedArray(buf []byte, eof bool) {
 	case f.phase == arrayValue && f.scalar:
 		f.done, f.end = true, len(buf)
 	}
+}
+
+// eventStart returns where the first event begins in buf, the bytes fed so
+// far (see maxStreamPreamble): in SSE its first data line (a line still
+// being read counts once it begins with "data:"), in NDJSON its line, in a
+// JSON array its first element. ok is false while it has not begun; at is
+// then where the line being read, or the scan, is.
+func (f *firstEvent) eventStart(buf []byte) (at int, ok bool) {
+	switch f.format {
+	case streamSSE:
+		if f.sawData {
+			return f.dataAt, true
+		}
+		return f.pos, bytes.HasPrefix(buf[f.pos:], []byte("data:"))
+	case streamLines:
+		if f.done {
+			return f.started, true
+		}
+		return f.pos, true
+	}
+	if f.phase == arrayValue || (f.done && !f.notEvent) {
+		return f.started, true
+	}
+	return f.pos, false
+}
+
+// tooLong reports whether the first event is out of the peek's bounds (see
+// maxStreamPreamble), buf holding the bytes fed so far: it begins too far
+// into the body, or does not end within maxStreamPeek bytes of its
+// beginning, or maxStreamRead bytes hold no event.
+func (f *firstEvent) tooLong(buf []byte) bool {
+	if f.done && f.notEvent {
+		return false
+	}
+	at, ok := f.eventStart(buf)
+	switch {
+	case at > maxStreamPreamble:
+		return true
+	case !ok:
+		return len(buf) >= maxStreamRead
+	case f.done:
+		return f.end-at > maxStreamPeek
+	}
+	return len(buf)-at >= maxStreamPeek
 }
 
 // lineEnd returns the index of the first CR or LF in b, -1 if none (two
@@ -385,7 +452,7 @@ type streamError struct {
 func (e *streamError) Error() string {
 	msg := "the stream's first event is an error"
 	if e.status != "" {
-		msg += " " + e.status
+		msg += " " + RedactText(e.status)
 	}
 	if e.message != "" {
 		msg += ": " + RedactText(e.message)
@@ -407,6 +474,7 @@ type peekResult struct {
 	prefix []byte // the bytes read, to put back in front of the body
 	err    error  // the read error that ended the peek (io.EOF included), to put back after them
 	failed bool   // err came before the first event was complete
+	long   bool   // the first event is out of the peek's bounds: handed over as it is
 	ev     firstEvent
 	closed bool // the body was closed because ctx ended
 }
@@ -417,7 +485,8 @@ type peekResult struct {
 var peekBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // peekFirstEvent reads body until the first event of the stream is complete,
-// maxStreamPeek bytes have been read, or the body fails or ends. If the
+// or proves out of bounds (see maxStreamPreamble), or the body fails or
+// ends. If the
 // caller's ctx ends or the attempt's deadline dl (zero for none) passes
 // first, body is closed, so that a base transport that does not watch them
 // cannot hold the attempt past them. (The attempt's context itself is not
@@ -440,12 +509,14 @@ func peekFirstEvent(body io.ReadCloser, format int, ctx context.Context, dl time
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)] // grow
 		}
-		n, err := body.Read(buf[len(buf):min(cap(buf), maxStreamPeek)])
+		n, err := body.Read(buf[len(buf):min(cap(buf), maxStreamRead)])
 		buf = buf[:len(buf)+n]
-		if r.ev.feed(buf, err == io.EOF) || len(buf) >= maxStreamPeek || err != nil {
+		done := r.ev.feed(buf, err == io.EOF)
+		if long := r.ev.tooLong(buf); done || long || err != nil {
 			r.prefix = bytes.Clone(buf)
 			r.err = err
-			r.failed = err != nil && !r.ev.done
+			r.long = long
+			r.failed = err != nil && !done && !long
 			return r
 		}
 	}
@@ -457,7 +528,11 @@ func peekFirstEvent(body io.ReadCloser, format int, ctx context.Context, dl time
 // answer is a stream only to a request that looks like one (see
 // streamMethod) or asks for a peek with StreamPeek(ctx, true): other JSON
 // answers (an object, a watch that sends nothing for minutes) are handed
-// over with their headers.
+// over with their headers. An SSE or NDJSON answer to a GET is peeked only
+// when the GET names a streamed call (streamMethod, or alt=sse in its
+// query) or asks for a peek: any other GET is a subscription (an
+// EventSource, a feed) that may stay quiet for long, and whose caller may
+// watch its keep-alive comments: it is handed over with its headers.
 func (c *call) peekable(resp *http.Response) int {
 	if !c.peek || resp.StatusCode < 200 || resp.StatusCode > 299 ||
 		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusResetContent ||
@@ -469,10 +544,34 @@ func (c *call) peekable(resp *http.Response) int {
 		return streamNone // bytes the scanner cannot read
 	}
 	f := streamFormat(resp.Header.Get("Content-Type"))
-	if f == streamArray && !c.peekJSON && !streamMethod(c.req.URL) {
-		return streamNone
+	switch {
+	case f == streamNone, c.peekJSON: // c.peekJSON: StreamPeek(ctx, true)
+	case f == streamArray:
+		if !streamMethod(c.req.URL) {
+			return streamNone
+		}
+	case c.req.Method == "" || c.req.Method == http.MethodGet:
+		if !streamMethod(c.req.URL) && !altSSE(c.req.URL) {
+			return streamNone
+		}
 	}
 	return f
+}
+
+// altSSE reports whether u's query asks for server-sent events, as Google's
+// APIs take it: alt=sse.
+func altSSE(u *url.URL) bool {
+	if u == nil {
+		return false
+	}
+	for q := u.RawQuery; q != ""; {
+		var kv string
+		kv, q, _ = strings.Cut(q, "&")
+		if strings.EqualFold(kv, "alt=sse") {
+			return true
+		}
+	}
+	return false
 }
 
 // streamMethod reports whether u names one of Google's streaming methods:
@@ -513,8 +612,14 @@ func (c *call) peekStream(resp *http.Response, format int, rctx context.Context,
 
 	if r.failed {
 		if done {
+			// The caller's own cancel or deadline: the loop stops. A body
+			// the transport closed for it failed for that reason, not the
+			// read's ("use of closed network connection").
 			resp.Body.Close()
-			return r.err // the caller's own cancel or deadline: the loop stops
+			if r.closed {
+				return c.callerErr()
+			}
+			return r.err
 		}
 		// A timeout when the body was closed at the attempt's deadline or
 		// that deadline has passed: not when the attempt's context ended
@@ -536,7 +641,7 @@ func (c *call) peekStream(resp *http.Response, format int, rctx context.Context,
 		st   string
 		msg  string
 	)
-	if r.ev.done && !r.ev.notEvent {
+	if r.ev.done && !r.ev.notEvent && !r.long {
 		data = r.ev.data(r.prefix)
 		code, st, msg, ok = eventStatus(data)
 	}

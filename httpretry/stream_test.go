@@ -48,7 +48,16 @@ func TestFirstEventScanner(t *testing.T) {
 		{"sse two data lines", streamSSE, "event: x\ndata: [1,\ndata: 2]\nid: 7\n\n", false, true, false, "[1,\n2]", -1, 0},
 		{"sse data without space", streamSSE, "data:{\"a\":1}\n\n", false, true, false, `{"a":1}`, -1, 0},
 		{"sse field data only as a name", streamSSE, "database: x\n\n", false, false, false, "", 0, 0},
-		{"sse EOF before the event", streamSSE, "data: {\"a\":1}\n", true, false, false, "", 0, 0},
+		// At the end of the stream, a block whose data line ended is the
+		// event (the Gen AI SDKs take it); a stream that ends inside a
+		// line, or before any data, has none.
+		{"sse EOF after a data line", streamSSE, "data: {\"a\":1}\n", true, true, false, `{"a":1}`, -1, 0},
+		{"sse EOF after a data line's CR", streamSSE, "event: x\rdata: 1\r", true, true, false, "1", -1, 0},
+		{"sse EOF after data and a comment", streamSSE, "data: 1\r\ndata: 2\r\n: c\r\n", true, true, false, "1\n2", -1, 0},
+		{"sse EOF inside a data line", streamSSE, "data: {\"a\":1}", true, false, false, "", 0, 0},
+		{"sse EOF inside a line after data", streamSSE, "data: 1\nid: 7", true, false, false, "", 0, 0},
+		{"sse EOF after a comment", streamSSE, ": c\n", true, false, false, "", 0, 0},
+		{"sse EOF after a data-less block", streamSSE, "event: x\n\n", true, false, false, "", 0, 0},
 		{"ndjson", streamLines, "\n  \n{\"a\":1}\n{\"b\":2}\n", false, true, false, `{"a":1}`, 11, 0},
 		{"ndjson incomplete", streamLines, "{\"a\":1", false, false, false, "", 0, 0},
 		{"ndjson last line at EOF", streamLines, "{\"a\":1}", true, true, false, `{"a":1}`, -1, 0},
@@ -217,8 +226,14 @@ func TestStreamFirstEvent(t *testing.T) {
 			wait: time.Second, class: ClassStreamError, status: 503},
 		{name: "reset before the first event", first: streamReply(ctSSE, resetErr, "data: {\"candi"), want: good, hits: 2,
 			wait: time.Second, class: ClassReset},
-		{name: "EOF before the first event", first: streamReply(ctSSE, nil, "data: {\"candidates\":[]}\r\n"), want: good, hits: 2,
+		{name: "EOF inside the first data line", first: streamReply(ctSSE, nil, "data: {\"candidates\":[]}"), want: good, hits: 2,
 			wait: time.Second, class: ClassEOF},
+		// A data line ended, then the end of the stream without the blank
+		// line: the first event, the caller's answer (as the Gen AI SDKs
+		// read it), still checked for an error.
+		{name: "EOF after a data line", first: streamReply(ctSSE, nil, "data: {\"candidates\":[]}\r\n"), want: "data: {\"candidates\":[]}\r\n", hits: 1},
+		{name: "quota error then EOF without the blank line", first: streamReply(ctSSE, nil, "data: "+quota429+"\n"), want: good, hits: 2,
+			wait: 25 * time.Second, class: ClassStreamError, status: 429, hint: HintRetryInfo},
 		{name: "empty stream", first: streamReply(ctSSE, nil), want: good, hits: 2, wait: time.Second, class: ClassEOF},
 		{name: "reset after the first event", first: streamReply(ctSSE, resetErr, sseOf(chunk1), "data: {\"cand"),
 			want: sseOf(chunk1) + "data: {\"cand", wantErr: true, hits: 1},
@@ -297,7 +312,7 @@ func TestStreamNotPeeked(t *testing.T) {
 		p      retry.Policy
 		header []string // response header pairs added
 	}{
-		{name: "POST without a key", method: http.MethodPost},
+		{name: "POST without a key, Google's rule off", method: http.MethodPost, opts: []Option{WithGoogleReadOnly(false)}},
 		{name: "last attempt", method: http.MethodGet, p: retry.Policy{Attempts: 1}},
 		{name: "WithStreamPeek(false)", method: http.MethodGet, opts: []Option{WithStreamPeek(false)}},
 		{name: "StreamPeek(ctx, false)", method: http.MethodGet, ctx: func(c context.Context) context.Context { return StreamPeek(c, false) }},
@@ -426,7 +441,7 @@ func TestStreamStallPastAttemptTimeout(t *testing.T) {
 				defer base.CloseIdleConnections()
 				var ev events
 				rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: ev.observe}, WithAttemptTimeout(10*time.Second))
-				req, _ := http.NewRequest(http.MethodGet, "http://chaos/stream", nil)
+				req, _ := http.NewRequest(http.MethodGet, "http://chaos/v1/m:streamGenerateContent?alt=sse", nil)
 				req.Header.Set(chaos.HeaderID, "s")
 				req.Header.Set(chaos.HeaderStream, chaos.StreamSSE)
 				start := time.Now()
@@ -726,12 +741,18 @@ func TestStreamEmptyAnswerLoopback(t *testing.T) {
 // path's last segment holding ":stream") or asks for it with
 // StreamPeek(ctx, true); any other JSON answer (an object, a watch that
 // sends nothing for a while) is handed over with its headers. SSE and
-// NDJSON say they are streams by their type: peeked whatever the path.
+// NDJSON say they are streams by their type: peeked whatever the path for
+// a POST (a call); for a GET only when it names a streamed call (":stream",
+// alt=sse) or asks for it, any other GET being a subscription that may
+// stay quiet for long (review 3, finding 4: the two rows "GET plain path"
+// were peeked before).
 func TestJSONPeekedOnlyForStreams(t *testing.T) {
+	idem := func(c context.Context) context.Context { return Idempotent(c) }
 	for _, tc := range []struct {
 		name   string
 		url    string
 		ct     string
+		method string // GET if empty
 		ctx    func(context.Context) context.Context
 		opts   []Option
 		peeked bool
@@ -745,8 +766,17 @@ func TestJSONPeekedOnlyForStreams(t *testing.T) {
 			ctx: func(c context.Context) context.Context { return StreamPeek(c, true) }, peeked: true},
 		{name: "json, streamGenerateContent, StreamPeek(ctx, false)", url: "https://example.com/v1/models/m:streamGenerateContent", ct: ctJSON,
 			ctx: func(c context.Context) context.Context { return StreamPeek(c, false) }},
-		{name: "sse, plain path", url: "https://example.com/v1/events", ct: ctSSE, peeked: true},
-		{name: "ndjson, plain path", url: "https://example.com/v1/events", ct: ctNDJSON, peeked: true},
+		{name: "sse, GET plain path", url: "https://example.com/v1/events", ct: ctSSE},
+		{name: "ndjson, GET plain path", url: "https://example.com/v1/events", ct: ctNDJSON},
+		{name: "sse, GET plain path, alt=json", url: "https://example.com/v1/events?alt=json", ct: ctSSE},
+		{name: "sse, GET plain path, alt=sse", url: "https://example.com/v1/events?x=1&ALT=SSE", ct: ctSSE, peeked: true},
+		{name: "sse, GET streamGenerateContent", url: streamURL, ct: ctSSE, peeked: true},
+		{name: "ndjson, GET streamRawPredict", url: "https://example.com/v1/projects/p/endpoints/e:streamRawPredict", ct: ctNDJSON, peeked: true},
+		{name: "sse, GET plain path, StreamPeek(ctx, true)", url: "https://example.com/v1/events", ct: ctSSE,
+			ctx: func(c context.Context) context.Context { return StreamPeek(c, true) }, peeked: true},
+		{name: "sse, POST plain path", url: "https://example.com/v1/chat/completions", ct: ctSSE, method: http.MethodPost, ctx: idem, peeked: true},
+		{name: "ndjson, POST plain path", url: "https://example.com/api/generate", ct: ctNDJSON, method: http.MethodPost, ctx: idem, peeked: true},
+		{name: "json, POST plain path", url: "https://example.com/v1/models/m:generateContent", ct: ctJSON, method: http.MethodPost, ctx: idem},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -766,7 +796,11 @@ func TestJSONPeekedOnlyForStreams(t *testing.T) {
 				if tc.ctx != nil {
 					ctx = tc.ctx(ctx)
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tc.url, nil)
+				method := tc.method
+				if method == "" {
+					method = http.MethodGet
+				}
+				req, _ := http.NewRequestWithContext(ctx, method, tc.url, nil)
 				start := time.Now()
 				resp, err := rt.RoundTrip(req)
 				if err != nil {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -79,6 +80,11 @@ func NewTransport(base http.RoundTripper, p retry.Policy, opts ...Option) *Trans
 		t.policy.Observer = logObserver(nil, slog.LevelDebug)
 	}
 	errs := t.cfg.errs
+	if t.cfg.globalOnly != "" {
+		if err := t.cfg.checkEndpoints(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := t.policy.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -120,10 +126,11 @@ type call struct {
 	timeout time.Duration   // per attempt, 0 for none
 	max     int             // attempts allowed
 
-	idempotent bool
-	header     http.Header // the request's header with an added Idempotency-Key, else nil
-	peek       bool        // peek at the first event of a streamed answer
-	peekJSON   bool        // ... also of any application/json answer (StreamPeek(ctx, true))
+	idempotent    bool        // may be repeated after it may have reached the server
+	notIdempotent bool        // marked NotIdempotent: not even a refusal is retried
+	header        http.Header // a copy of the request's header with an added Idempotency-Key or profile headers, else nil
+	peek          bool        // peek at the first event of a streamed answer
+	peekJSON      bool        // ... also of any application/json answer (StreamPeek(ctx, true))
 
 	bodyKind int
 	buf      []byte
@@ -132,10 +139,11 @@ type call struct {
 	next     io.ReadCloser // bodyGetBody: the next attempt's body, from GetBody
 	sent     *sentBody     // the body the current attempt sends, when it can fail
 
-	n          int            // attempts made
-	resp       *http.Response // the successful response
-	last       *http.Response // the last response with a retryable status, until the next attempt
-	lastStream bool           // last is a stream that failed: closed, not drained
+	n          int                // attempts made
+	resp       *http.Response     // the successful response
+	last       *http.Response     // the last response with a retryable status, until the next attempt
+	lastStream bool               // last is a stream that failed: closed, not drained
+	lastCancel context.CancelFunc // cancels last's attempt context, nil if it has none
 
 	ep   int  // current endpoint, -1 without endpoints
 	move bool // the last attempt saw an overload signal: the next one moves on
@@ -171,6 +179,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		p.AttemptTimeout = 0
 	}
 	c.idempotent = t.idempotent(req, ctx, &c)
+	if len(t.cfg.profileHeader) > 0 {
+		c.addProfileHeader()
+	}
+	if t.cfg.globalOnly != "" && t.eps == nil {
+		if err := c.checkHost(); err != nil {
+			closeBody(req)
+			return nil, err
+		}
+	}
 	c.peek = !t.cfg.noStreamPeek
 	if on, ok := ctx.Value(peekKey{}).(bool); ok {
 		c.peek, c.peekJSON = on, on
@@ -187,7 +204,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// per-call Observer that kept the give-up's Elapsed instead moved the
 	// call to the heap: 2 allocations.)
 	start := time.Now()
+	returned := false
+	defer func() {
+		if !returned { // a panic: an Observer, Retryable, the base transport
+			c.abandon()
+		}
+	}()
 	err := retry.Run(ctx, p, c.attempt)
+	returned = true
 	if c.stream != nil {
 		c.stream.end()
 	}
@@ -217,32 +241,32 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return nil, err
 }
 
-// idempotent decides whether the request may be repeated (see the package
-// documentation), adding an Idempotency-Key when the options say so.
-func (t *Transport) idempotent(req *http.Request, ctx context.Context, c *call) bool {
-	mark, marked := ctx.Value(idemKey{}).(bool)
-	if marked && !mark {
-		return false
+// abandon closes what the call holds when a panic ends it (in an Observer,
+// the policy's Retryable, the base transport or GetBody), before the panic
+// goes on: the response nobody will get (the last retryable one, or a
+// success), the body fetched for the next attempt, and the caller's body
+// unless the base transport has it. Nothing is drained: a panic waits for
+// nothing.
+func (c *call) abandon() {
+	if c.stream != nil {
+		c.stream.end()
 	}
-	if _, ok := req.Header["Idempotency-Key"]; ok {
-		return true
-	}
-	if t.cfg.addIdempotencyKey && (req.Method == http.MethodPost || req.Method == http.MethodPatch) {
-		c.header = req.Header.Clone()
-		if c.header == nil {
-			c.header = make(http.Header)
+	for _, rc := range []io.Closer{c.next, respBody(c.last), respBody(c.resp)} {
+		if rc != nil {
+			rc.Close()
 		}
-		c.header.Set("Idempotency-Key", newUUID())
-		return true
 	}
-	if marked || t.cfg.allowNonIdempotent {
-		return true
+	if !c.bodyUsed {
+		closeBody(c.req)
 	}
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
+}
+
+// respBody returns resp's body, nil if none.
+func respBody(resp *http.Response) io.Closer {
+	if resp == nil || resp.Body == nil {
+		return nil
 	}
-	return false
+	return resp.Body
 }
 
 // newUUID returns a random UUID, version 4 (RFC 9562).
@@ -441,6 +465,11 @@ func (c *call) attempt(actx context.Context) error {
 	}
 	resp, err := base.RoundTrip(req)
 	if err != nil {
+		if resp != nil && resp.Body != nil {
+			// A base that breaks the RoundTripper rule and returns both:
+			// net/http's Client ignores such a response; close it.
+			resp.Body.Close()
+		}
 		timedOut := cancel != nil && rctx.Err() != nil
 		if cancel != nil {
 			cancel()
@@ -492,27 +521,44 @@ func (c *call) attempt(actx context.Context) error {
 		c.resp = resp
 		return nil
 	}
-	c.last, c.lastStream = resp, false
+	c.last, c.lastStream, c.lastCancel = resp, false, cancel
 	ae := c.attemptError(req.URL, code, ClassStatus, nil)
-	return c.failed(ae, false, func() (time.Duration, string) { return hint(resp, c.ctx, deadline(rctx)) })
+	err = c.failed(ae, false, func() (time.Duration, string) { return hint(resp, c.ctx, deadline(rctx), cancel) })
+	c.callerDone() // a peek cut at the caller's deadline: the loop must see the context ended
+	return err
 }
 
 // failed returns the loop's error for an attempt that failed in a way
 // that is retried (ae; neverSent says the request provably never reached
 // the server). The loop retries it unless this was the last attempt, or
-// the retry is skipped: the request is not idempotent (and may have been
-// sent), or its body cannot be sent again (not replayable, or GetBody
-// fails: the next attempt's body is fetched here, so that the call ends on
-// this attempt's error at once). A skipped retry is Unretryable, a
-// *skipError holding ae. hint, when set, returns the server's hint for the
-// next wait; it is asked only when the hint matters: for a retry, or for
-// the policy's Pacer (a fleet's shared cooldown learns it from every
-// attempt, the last one included).
+// the retry is skipped: the request is not idempotent and may have been
+// acted on (sent, and not refused: see refused), or its body cannot be
+// sent again (not replayable, or GetBody fails: the next attempt's body is
+// fetched here, so that the call ends on this attempt's error at once). A
+// skipped retry is Unretryable, a *skipError holding ae. hint, when set,
+// returns the server's hint for the next wait; it is asked at most once,
+// and only when the hint matters: for a retry, for the policy's Pacer (a
+// fleet's shared cooldown learns it from every attempt, the last one
+// included), or to tell whether a 503 to a request that is not idempotent
+// is a refusal.
 func (c *call) failed(ae *AttemptError, neverSent bool, hint func() (time.Duration, string)) error {
-	var skip, cause error // why the loop must not retry the request, nil if it may
+	var (
+		skip, cause error // why the loop must not retry the request, nil if it may
+		d           time.Duration
+		src         string
+		asked       bool
+	)
+	// ask asks hint once. (A closure, not a struct holding hint: that would
+	// move the call to the heap.)
+	ask := func() {
+		if !asked && hint != nil {
+			d, src = hint()
+			asked = true
+		}
+	}
 	if c.n < c.max {
 		switch {
-		case !c.idempotent && !neverSent:
+		case !c.idempotent && !neverSent && !c.refused(ae, func() bool { ask(); return src != "" }):
 			skip = ErrNotIdempotent
 		case !c.replayable():
 			skip = ErrBodyNotReplayable
@@ -527,7 +573,7 @@ func (c *call) failed(ae *AttemptError, neverSent bool, hint func() (time.Durati
 		err = &skipError{reason: skip, err: ae, cause: cause}
 	}
 	if hint != nil && ((c.n < c.max && skip == nil) || c.pacer) {
-		if d, src := hint(); src != "" {
+		if ask(); src != "" {
 			ae.HintSource = src
 			err = retry.After(err, d)
 		}
@@ -562,15 +608,39 @@ func (c *call) classify(err error, timedOut bool) (classification, error) {
 }
 
 // callerDone reports whether the caller's context has ended, or its
-// deadline has passed by the clock: a context's Err says so only once its
+// deadline has passed by the clock. A context's Err says so only once its
 // timer has run, a moment later (stretched on a busy machine), and the
-// transport's own timers may see the deadline first.
+// transport's own timers (a body read's bound, a peek's) may see the
+// deadline first: callerDone then waits for that moment (at most
+// maxBodyWait, for a context whose Done is late or never comes), so that
+// the loop sees the context ended too and gives up on it (ReasonContext,
+// with the context's cause), whichever timer fired first.
 func (c *call) callerDone() bool {
 	if c.ctx.Err() != nil {
 		return true
 	}
 	dl, ok := c.ctx.Deadline()
-	return ok && !time.Now().Before(dl)
+	if !ok || time.Now().Before(dl) {
+		return false
+	}
+	if done := c.ctx.Done(); done != nil {
+		t := time.NewTimer(maxBodyWait)
+		select {
+		case <-done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return true
+}
+
+// callerErr returns the error of the caller's context once callerDone:
+// its cause, or context.DeadlineExceeded while it has not ended yet.
+func (c *call) callerErr() error {
+	if err := context.Cause(c.ctx); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
 }
 
 // attemptContext returns the context of one HTTP attempt. It derives from the
@@ -632,11 +702,12 @@ func (c *call) attemptError(u interface{ String() string }, status int, class st
 // hint returns the server's hint for the next wait: the Retry-After header,
 // else google.rpc.RetryInfo in a JSON body. Peeking at the body (bounded by
 // maxPeek bytes, and in time by maxBodyWait, the attempt's deadline dl and
-// the caller's ctx) replaces resp.Body with one that yields the same bytes,
-// then the error that ended the peek, if any.
-func hint(resp *http.Response, ctx context.Context, dl time.Time) (time.Duration, string) {
+// the caller's ctx; abort cancels the attempt's context, nil if it has
+// none, see readBounded) replaces resp.Body with one that yields the same
+// bytes, then the error that ended the peek, if any.
+func hint(resp *http.Response, ctx context.Context, dl time.Time, abort func()) (time.Duration, string) {
 	if v := resp.Header.Get("Retry-After"); v != "" {
-		if d, ok := ParseRetryAfter(v, time.Now()); ok {
+		if d, ok := ParseRetryAfter(v, serverNow(resp.Header, v)); ok {
 			return d, HintRetryAfter
 		}
 	}
@@ -646,13 +717,10 @@ func hint(resp *http.Response, ctx context.Context, dl time.Time) (time.Duration
 	if ct := resp.Header.Get("Content-Type"); ct != "" && !isJSON(ct) {
 		return 0, ""
 	}
-	var (
-		prefix []byte
-		err    error
-	)
 	rest := resp.Body
-	if bounded(resp.Body, ctx, dl, func() { prefix, err = io.ReadAll(io.LimitReader(resp.Body, maxPeek)) }) {
-		rest, err = closedBody{errBodyStalled}, errBodyStalled // closed once, not again
+	prefix, err, stalled := readBounded(resp.Body, maxPeek, true, ctx, dl, abort)
+	if stalled {
+		rest = closedBody{errBodyStalled} // closed once, not again
 	}
 	resp.Body = keepWriter(resp.Body, &prefixBody{prefix: prefix, rc: rest, err: err})
 	if err != nil {
@@ -664,6 +732,18 @@ func hint(resp *http.Response, ctx context.Context, dl time.Time) (time.Duration
 	return 0, ""
 }
 
+// serverNow returns the time a Retry-After value v is measured from: for
+// an HTTP-date, the response's Date header when it is valid (the server's
+// clock, in which the date is written), else the local clock.
+func serverNow(h http.Header, v string) time.Time {
+	if !isDigits(strings.TrimSpace(v)) {
+		if t, err := http.ParseTime(h.Get("Date")); err == nil {
+			return t
+		}
+	}
+	return time.Now()
+}
+
 // discardLast discards c.last, the response of the previous attempt.
 func (c *call) discardLast() {
 	if c.lastStream {
@@ -671,18 +751,19 @@ func (c *call) discardLast() {
 		// first event already said it failed.
 		c.last.Body.Close()
 	} else {
-		discard(c.last, c.ctx)
+		discard(c.last, c.ctx, c.lastCancel)
 	}
-	c.last, c.lastStream = nil, false
+	c.last, c.lastStream, c.lastCancel = nil, false, nil
 }
 
 // discard drains (at most maxDrain bytes, for at most maxBodyWait, not past
 // its attempt's deadline nor the caller's ctx) and closes a response that is
 // not handed to the caller, so that its HTTP/1 connection can be reused; a
-// body not drained in time is closed with its connection. An HTTP/2
+// body not drained in time is closed with its connection (abort cancels
+// its attempt's context, nil if it has none: see readBounded). An HTTP/2
 // response is closed at once: that resets its stream only, its connection
 // stays.
-func discard(resp *http.Response, ctx context.Context) {
+func discard(resp *http.Response, ctx context.Context, abort func()) {
 	if resp.Body == nil {
 		return
 	}
@@ -694,7 +775,7 @@ func discard(resp *http.Response, ctx context.Context) {
 	if resp.Request != nil {
 		dl = deadline(resp.Request.Context())
 	}
-	if !bounded(resp.Body, ctx, dl, func() { io.CopyN(io.Discard, resp.Body, maxDrain) }) {
+	if _, _, stalled := readBounded(resp.Body, maxDrain, false, ctx, dl, abort); !stalled {
 		resp.Body.Close()
 	}
 }

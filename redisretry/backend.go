@@ -2,99 +2,123 @@ package redisretry
 
 import (
 	"context"
-	"strconv"
+	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
-// backend is the Redis side of the limiters: one method per script, each one
-// round trip. scriptBackend runs the scripts on a server; the tests also run
-// the limiters on the scripts' Go models (model.go).
-type backend interface {
-	gcra(ctx context.Context, k quotaKeys, a gcraArgs) (gcraReply, error)
-	gcraReturn(ctx context.Context, k quotaKeys, to, unused int64) (bool, error)
-	budget(ctx context.Context, k budgetKeys, a budgetArgs) (budgetReply, error)
-	cooldown(ctx context.Context, key string, hintMS int64) (cooldownReply, error)
+// A limiter reaches time and Redis through two seams (see
+// internal/backend): a Clock (Now, AfterFunc) and a Transport (a script call
+// sent, its reply delivered to a callback). Its decisions are made by
+// callbacks under its own lock; only the public methods block, each waiting
+// for its decision on a channel or its context. In production the clock is
+// the config's Now and time.AfterFunc, and the transport runs one script
+// call per goroutine on a runner: the scripts on a server (scriptRunner),
+// or their models in memory in the tests. A client that implements
+// backend.Env (the fleet harness's) replaces both.
+
+// runner runs one script call and waits for its reply.
+type runner interface {
+	run(ctx context.Context, c backend.Call) (backend.Reply, error)
 }
 
-// Every key of one limiter shares the hash tag {Key}, so that a script's keys
-// live in one Cluster slot.
-type quotaKeys struct{ tat, members string }
-
-type budgetKeys struct{ requests, retries string }
-
-func newQuotaKeys(key string) quotaKeys {
-	return quotaKeys{tat: "{" + key + "}:quota", members: "{" + key + "}:quota:members"}
+// env is what a limiter is built on.
+type env struct {
+	clock backend.Clock
+	tr    backend.Transport
+	rand  func() float64 // nil: the config's Rand or math/rand/v2
+	sim   backend.Env    // the harness's env, if the client is one
 }
 
-func newBudgetKeys(key string) budgetKeys {
-	return budgetKeys{requests: "{" + key + "}:budget:requests", retries: "{" + key + "}:budget:retries"}
+// envFor returns the env of a limiter on client: the client's own if it
+// implements backend.Env, else the scripts run on client.
+func envFor(client redis.Scripter, now func() time.Time) env {
+	if e, ok := client.(backend.Env); ok {
+		return env{clock: e, tr: e, rand: e.Float64, sim: e}
+	}
+	return runnerEnv(scriptRunner{client}, now)
 }
 
-func cooldownKey(key string) string { return "{" + key + "}:cooldown" }
-
-type gcraArgs struct {
-	inc, tol, maxWait int64 // microseconds; maxWait -1 for none
-	member            string
-	memberTTL         int64 // milliseconds
+// runnerEnv returns the production env on r: the clock is now (nil means
+// time.Now) with time.AfterFunc, and each call runs on a goroutine of its own.
+func runnerEnv(r runner, now func() time.Time) env {
+	if now == nil {
+		now = time.Now
+	}
+	return env{clock: sysClock{now}, tr: goTransport{r}}
 }
 
-type gcraReply struct {
-	ok                  bool
-	wait, from, to, now int64 // microseconds
-	members             int64
+// attach hands the harness a limiter's asynchronous core.
+func (e env) attach(core any) {
+	if e.sim != nil {
+		e.sim.Attach(core)
+	}
 }
 
-type budgetArgs struct {
-	slotMS, slots              int64
-	ratio, floor               float64
-	add, want, back, backEpoch int64
+// sysClock is the production clock.
+type sysClock struct{ now func() time.Time }
+
+func (c sysClock) Now() time.Time { return c.now() }
+
+func (sysClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
+// goTransport runs each call on a goroutine of its own, with a context that
+// ends at the timeout (a client that honours it frees its connection then;
+// the limiter does not wait for it anyway).
+type goTransport struct{ r runner }
+
+func (t goTransport) Send(c backend.Call, timeout time.Duration, done func(backend.Reply, error)) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		r, err := t.r.run(ctx, c)
+		cancel()
+		done(r, err)
+	}()
 }
 
-type budgetReply struct {
-	BudgetReply
-	now int64 // milliseconds
+// scriptRunner runs the Lua scripts with EVALSHA (EVAL on NOSCRIPT) and
+// checks every reply.
+type scriptRunner struct{ c redis.Scripter }
+
+func (s scriptRunner) run(ctx context.Context, c backend.Call) (backend.Reply, error) {
+	switch c.Script {
+	case backend.GCRA:
+		r, err := s.gcra(ctx, c.Quota, c.GCRA)
+		return backend.Reply{GCRA: r}, err
+	case backend.GCRAReturn:
+		ok, err := s.gcraReturn(ctx, c.Quota, c.Return)
+		return backend.Reply{Returned: ok}, err
+	case backend.Budget:
+		r, err := s.budget(ctx, c.Budget, c.BudgetArgs)
+		return backend.Reply{Budget: r}, err
+	case backend.Cooldown:
+		r, err := s.cooldown(ctx, c.Cooldown, c.HintMS)
+		return backend.Reply{Cooldown: r}, err
+	}
+	return backend.Reply{}, fmt.Errorf("redisretry: unknown script %v", c.Script)
 }
 
-type cooldownReply struct{ remaining, now int64 } // milliseconds
-
-// scriptBackend runs the Lua scripts with EVALSHA (EVAL on NOSCRIPT).
-type scriptBackend struct{ c redis.Scripter }
-
-func (b scriptBackend) gcra(ctx context.Context, k quotaKeys, a gcraArgs) (gcraReply, error) {
-	v, err := gcraScript.Run(ctx, b.c, []string{k.tat, k.members}, a.inc, a.tol, a.maxWait, a.member, a.memberTTL).Result()
+func (s scriptRunner) gcra(ctx context.Context, k backend.QuotaKeys, a backend.GCRAArgs) (backend.GCRAReply, error) {
+	v, err := gcraScript.Run(ctx, s.c, []string{k.TAT, k.Members}, a.Inc, a.Tol, a.MaxWait, a.Member, a.MemberTTL).Result()
 	if err != nil {
-		return gcraReply{}, err
+		return backend.GCRAReply{}, err
 	}
 	n, ok := ints(v, 6)
 	if !ok {
-		return gcraReply{}, unexpected("gcra.lua", v)
+		return backend.GCRAReply{}, unexpected("gcra.lua", v)
 	}
-	r := gcraReply{ok: n[0] == 1, wait: n[1], from: n[2], to: n[3], now: n[4], members: n[5]}
-	if (n[0] != 0 && n[0] != 1) || !r.valid(a) {
-		return gcraReply{}, unexpected("gcra.lua", v)
+	r := backend.GCRAReply{OK: n[0] == 1, Wait: n[1], From: n[2], To: n[3], Now: n[4], Members: n[5]}
+	if (n[0] != 0 && n[0] != 1) || !r.Valid(a) {
+		return backend.GCRAReply{}, unexpected("gcra.lua", v)
 	}
 	return r, nil
 }
 
-// valid reports whether a reply is one the script can give for a: a server
-// that answers something else (another script under the same name, a proxy
-// that mangles replies) must not place blocks at absurd times.
-func (r gcraReply) valid(a gcraArgs) bool {
-	const limit = 1 << 53 // µs: the script's numbers are exact below it
-	switch {
-	case r.now <= 0 || r.now >= limit || r.from < r.now || r.to < r.from || r.to >= limit || r.members < 0:
-		return false
-	case r.wait != max(r.from-a.tol, r.now)-r.now:
-		return false
-	case r.ok && a.inc > 0:
-		return r.to-r.from == a.inc
-	}
-	return r.to == r.from
-}
-
-func (b scriptBackend) gcraReturn(ctx context.Context, k quotaKeys, to, unused int64) (bool, error) {
-	v, err := gcraReturnScript.Run(ctx, b.c, []string{k.tat}, to, unused).Result()
+func (s scriptRunner) gcraReturn(ctx context.Context, k backend.QuotaKeys, a backend.ReturnArgs) (bool, error) {
+	v, err := gcraReturnScript.Run(ctx, s.c, []string{k.TAT}, a.To, a.Unused).Result()
 	if err != nil {
 		return false, err
 	}
@@ -105,30 +129,36 @@ func (b scriptBackend) gcraReturn(ctx context.Context, k quotaKeys, to, unused i
 	return n == 1, nil
 }
 
-func (b scriptBackend) budget(ctx context.Context, k budgetKeys, a budgetArgs) (budgetReply, error) {
-	v, err := budgetScript.Run(ctx, b.c, []string{k.requests, k.retries},
-		a.slotMS, a.slots, strconv.FormatFloat(a.ratio, 'g', -1, 64), strconv.FormatFloat(a.floor, 'g', -1, 64),
-		a.add, a.want, a.back, a.backEpoch).Result()
+func (s scriptRunner) budget(ctx context.Context, k backend.BudgetKeys, a backend.BudgetArgs) (backend.BudgetReply, error) {
+	v, err := budgetScript.Run(ctx, s.c, []string{k.Requests, k.Retries, k.Config},
+		a.SlotMS, a.Slots, backend.FormatFloat(a.Ratio), backend.FormatFloat(a.Floor),
+		a.Add, a.Want, a.Back, a.BackEpoch).Result()
 	if err != nil {
-		return budgetReply{}, err
+		return backend.BudgetReply{}, err
 	}
-	n, ok := ints(v, 5)
-	if !ok || n[0] < 0 || n[0] > a.want || n[2] < 0 || n[3] < 0 || n[4] <= 0 || n[1] != n[4]/a.slotMS {
-		return budgetReply{}, unexpected("budget.lua", v)
+	// Five integers and a string.
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 6 {
+		return backend.BudgetReply{}, unexpected("budget.lua", v)
 	}
-	return budgetReply{BudgetReply{Granted: n[0], Epoch: n[1], Requests: n[2], Retries: n[3]}, n[4]}, nil
+	other, ok := arr[5].(string)
+	n, ok2 := ints(arr[:5], 5)
+	if !ok || !ok2 || n[0] < 0 || n[0] > a.Want || n[2] < 0 || n[3] < 0 || n[4] <= 0 || n[1] != n[4]/a.SlotMS {
+		return backend.BudgetReply{}, unexpected("budget.lua", v)
+	}
+	return backend.BudgetReply{Granted: n[0], Epoch: n[1], Requests: n[2], Retries: n[3], Now: n[4], Other: other}, nil
 }
 
-func (b scriptBackend) cooldown(ctx context.Context, key string, hintMS int64) (cooldownReply, error) {
-	v, err := cooldownScript.Run(ctx, b.c, []string{key}, hintMS).Result()
+func (s scriptRunner) cooldown(ctx context.Context, key string, hintMS int64) (backend.CooldownReply, error) {
+	v, err := cooldownScript.Run(ctx, s.c, []string{key}, hintMS).Result()
 	if err != nil {
-		return cooldownReply{}, err
+		return backend.CooldownReply{}, err
 	}
 	n, ok := ints(v, 2)
 	if !ok || n[0] < 0 || n[1] <= 0 {
-		return cooldownReply{}, unexpected("cooldown.lua", v)
+		return backend.CooldownReply{}, unexpected("cooldown.lua", v)
 	}
-	return cooldownReply{remaining: n[0], now: n[1]}, nil
+	return backend.CooldownReply{Remaining: n[0], Now: n[1]}, nil
 }
 
 // ints checks that v is an array of n integers and returns them.
@@ -144,4 +174,9 @@ func ints(v any, n int) ([]int64, bool) {
 		}
 	}
 	return out, true
+}
+
+// unexpected is the error for a reply of the wrong shape (style rule 4).
+func unexpected(name string, v any) error {
+	return fmt.Errorf("redisretry: %s: unexpected reply %v", name, v)
 }

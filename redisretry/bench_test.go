@@ -17,6 +17,8 @@ import (
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 // The steady state the fleet limiters are measured in: 8 goroutines of one
@@ -264,8 +266,9 @@ func BenchmarkGET(b *testing.B) {
 }
 
 // BenchmarkRefill measures one refill of the quota's lease on its own, as
-// its background goroutine makes it: the script's call (EVALSHA on loopback,
-// bounded by the timeout) and adding the block, one after the other.
+// the Quota makes it: the script's call (EVALSHA on loopback, on a goroutine
+// of its own, bounded by the timeout) and adding the block when the reply
+// comes, one after the other.
 // cpu-µs/op is the process's CPU time per refill: a lease of 20 attempts
 // pays it once. Nothing takes slots here, so each refill then forgets the
 // lease's blocks as taking them would: otherwise they pile up and adding one
@@ -275,12 +278,20 @@ func BenchmarkRefill(b *testing.B) {
 	c := srv.client(b)
 	q, _ := NewQuota(c, QuotaConfig{Key: testKey(b), Limit: PerSecond(1_000_000), Logger: discard})
 	defer q.Close()
-	a := gcraArgs{inc: 20, maxWait: -1, member: q.member, memberTTL: int64(memberTTL / time.Millisecond)}
+	call := backend.Call{Script: backend.GCRA, Quota: q.keys,
+		GCRA: backend.GCRAArgs{Inc: 20, MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}
+	landed := make(chan struct{}, 1)
 	refill := func() {
 		q.mu.Lock()
 		q.inflight += 20
+		q.refills++
 		q.mu.Unlock()
-		q.refill(20, time.Microsecond, a)
+		send := q.g.now()
+		q.g.send(call, func(r backend.Reply, err error) {
+			q.refilled(20, time.Microsecond, send, r.GCRA, err)
+			landed <- struct{}{}
+		})
+		<-landed
 		q.mu.Lock()
 		q.blocks = q.blocks[:0] // spent, as a steady lease's are
 		q.mu.Unlock()

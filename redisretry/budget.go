@@ -5,12 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/backoffkit/retry"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 // DefaultBudgetLease is the most retry permits a Budget takes per Redis round
@@ -25,8 +31,11 @@ const budgetSlots = 20
 // what they mean in [retry.RatioBudgetConfig], for the whole fleet.
 type BudgetConfig struct {
 	// Key names the fleet's budget: every process that uses the same Key
-	// (and Redis) shares it. Redis keys are "{Key}:budget:requests" and
-	// "{Key}:budget:retries".
+	// (and Redis) shares it, and must use the same Window, Ratio and
+	// MinPerSecond (a Budget that finds another configuration in Redis logs
+	// it once). Redis keys are "{Key}:budget:requests",
+	// "{Key}:budget:retries" and "{Key}:budget:config". It must not contain
+	// {, } or a control character.
 	Key string
 
 	// Ratio is the number of retries the fleet may make per request made
@@ -38,9 +47,11 @@ type BudgetConfig struct {
 	Window time.Duration
 
 	// MinPerSecond is a floor of retries per second of Window for the
-	// whole fleet, allowed whatever the traffic. 0 means 10; a negative
-	// value means no floor. In fallback each process keeps this floor for
-	// itself.
+	// whole fleet, allowed whatever the traffic: by default 100 retries
+	// per 10 s for all the processes together, which is what decides (at
+	// the default Ratio) for a fleet of fewer than 500 requests per 10 s.
+	// 0 means 10; a negative value means no floor. In fallback each
+	// process keeps this floor for itself.
 	MinPerSecond float64
 
 	// Lease is the most retry permits taken per Redis round trip. A
@@ -56,8 +67,8 @@ type BudgetConfig struct {
 	// Timeout bounds each Redis call. 0 means 20 ms.
 	Timeout time.Duration
 
-	// ProbeInterval is how often a Budget that fell back tries Redis again.
-	// 0 means 1 s.
+	// ProbeInterval is how often a Budget that fell back tries Redis again,
+	// with its next call (a first attempt or a retry). 0 means 1 s.
 	ProbeInterval time.Duration
 
 	// OnFailure says what to do while Redis is unavailable. The zero value
@@ -144,15 +155,15 @@ func (c BudgetConfig) floor() float64 {
 // are atomic, the lease is behind one mutex.
 type Budget struct {
 	g      guard
-	be     backend
-	keys   budgetKeys
+	keys   backend.BudgetKeys
 	local  *retry.RatioBudget
-	args   budgetArgs // the window's parameters
+	args   backend.BudgetArgs // the window's parameters
 	lease  int64
 	ttl    time.Duration // how long a lease's permits may be used: a slot
 	every  time.Duration // FlushInterval
 	pend   atomic.Int64  // requests not yet counted in Redis
-	flushT atomic.Int64  // UnixNano of the next flush
+	base   time.Time     // when the Budget was made: the clock's reading flushT counts from
+	flushT atomic.Int64  // when the next flush is due, nanoseconds since base
 
 	mu        sync.Mutex
 	leases    []permits
@@ -163,6 +174,8 @@ type Budget struct {
 	lastEpoch int64     // the epoch of the lease the last permit came from
 	dry       time.Time // the fleet's budget was exhausted: refuse locally until then
 	inflight  *flight   // the round trip in flight; nil if none
+
+	mismatch atomic.Bool // another configuration of the budget was logged
 }
 
 // permits is a lease of retry permits granted in a slot.
@@ -179,24 +192,39 @@ func NewBudget(client redis.Scripter, c BudgetConfig) (*Budget, error) {
 	if client == nil {
 		return nil, errors.New("redisretry: NewBudget: nil client")
 	}
-	return newBudget(scriptBackend{client}, c)
+	return newBudgetOn(envFor(client, c.Now), c)
 }
 
-func newBudget(be backend, c BudgetConfig) (*Budget, error) {
+// newBudget returns a Budget whose calls run on r (the tests' in-memory
+// Redis).
+func newBudget(r runner, c BudgetConfig) (*Budget, error) { return newBudgetOn(runnerEnv(r, c.Now), c) }
+
+func newBudgetOn(e env, c BudgetConfig) (*Budget, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	local := retry.NewRatioBudget(c.local()) // validated above: no panic
 	c = c.resolve()
 	b := &Budget{
-		be: be, keys: newBudgetKeys(c.Key), local: local, lease: c.Lease, ttl: c.slot(), every: c.FlushInterval,
-		args: budgetArgs{slotMS: int64(c.slot() / time.Millisecond), slots: budgetSlots, ratio: c.Ratio, floor: c.floor()},
+		keys: backend.NewBudgetKeys(c.Key), local: local, lease: c.Lease, ttl: c.slot(), every: c.FlushInterval,
+		args: backend.BudgetArgs{SlotMS: int64(c.slot() / time.Millisecond), Slots: budgetSlots, Ratio: c.Ratio, Floor: c.floor()},
 		want: 1,
 	}
-	b.g.common = newCommon("budget", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, c.Now)
-	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
+	b.g.common = newCommon("budget", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
+	b.base = b.g.now()
+	b.flushT.Store(int64(b.every))
+	e.attach(budgetCore{b})
 	return b, nil
 }
+
+// budgetCore is the Budget's asynchronous core, for the fleet harness.
+type budgetCore struct{ b *Budget }
+
+func (c budgetCore) Admit(retry bool, deadline time.Time, done func(bool)) {
+	c.b.admitAsync(retry, deadline, done)
+}
+func (c budgetCore) Cancel(retry bool) { c.b.Cancel(retry) }
+func (c budgetCore) Record(ok bool)    { c.b.Record(ok) }
 
 // Admit implements [retry.Limiter]. A first attempt (retry false) is counted
 // and admitted. A retry is admitted if this process holds a permit of the
@@ -216,62 +244,164 @@ func (b *Budget) Admit(retry bool) bool {
 // both).
 func (b *Budget) AdmitContext(ctx context.Context, retry bool, deadline time.Time) bool {
 	if !retry {
-		b.local.Admit(false)
-		if b.g.healthy() {
-			b.pend.Add(1)
-			if t, now := b.flushT.Load(), b.g.now().UnixNano(); now >= t && b.flushT.CompareAndSwap(t, now+int64(b.every)) {
-				b.mu.Lock()
-				if b.inflight == nil {
-					b.startLocked(false)
-				}
-				b.mu.Unlock()
-			}
-		}
+		b.admitFirst()
 		return true
+	}
+	ch := make(chan bool, 1)
+	a := b.admitAsync(true, deadline, func(ok bool) { ch <- ok })
+	select {
+	case ok := <-ch:
+		return ok
+	case <-ctx.Done():
+	}
+	if a != nil && b.cancel(a) {
+		return b.decideLocally() // ctx ended while Redis was asked
+	}
+	return <-ch
+}
+
+// admitFirst counts a first attempt, and starts a flush when one is due. In
+// fallback it probes Redis when a probe is due (one atomic load when none
+// is), so a process that makes no retries goes back to Redis too; the probe
+// counts no request: those made in fallback are counted locally only.
+func (b *Budget) admitFirst() {
+	b.local.Admit(false)
+	if !b.g.healthy() {
+		b.g.probe(b.flushCall, nil)
+		return
+	}
+	b.pend.Add(1)
+	t, now := b.flushT.Load(), b.since(b.g.now())
+	// Due, or the clock went back past the last flush (a clock with no
+	// monotonic reading was set back): flush now rather than wait for it.
+	if (now >= t || now < t-int64(b.every)) && b.flushT.CompareAndSwap(t, now+int64(b.every)) {
+		b.mu.Lock()
+		if b.inflight == nil {
+			b.startLocked(false)
+		}
+		b.mu.Unlock()
+	}
+}
+
+// since returns the nanoseconds from the Budget's making to now, by the
+// monotonic clock when both readings have one (time.Now's do): a step of the
+// wall clock does not move it.
+func (b *Budget) since(now time.Time) int64 { return int64(now.Sub(b.base)) }
+
+// admission is a retry waiting for a round trip of the budget: at most
+// until limit (the timeout, or the deadline if earlier).
+type admission struct {
+	limit time.Time
+	done  func(bool)
+
+	// Under Budget.mu:
+	f         *flight     // the round trip it waits for
+	mine      bool        // it started f
+	over      bool        // not waiting (decided, or being decided)
+	cancelled bool        // its caller's context ended: decide it locally
+	stop      func() bool // the timer of its wait
+}
+
+// admitAsync decides an Admit and calls done with the outcome, once,
+// perhaps before it returns. It returns the admission while it waits for
+// Redis (nil if decided already), for cancel. A first attempt is counted and
+// admitted; a retry takes a permit of the lease, or waits for a round trip
+// (at most Timeout, never past deadline) and tries again.
+func (b *Budget) admitAsync(retry bool, deadline time.Time, done func(bool)) *admission {
+	if !retry {
+		b.admitFirst()
+		done(true)
+		return nil
 	}
 	limit := b.g.now().Add(b.g.timeout)
 	if !deadline.IsZero() && deadline.Before(limit) {
 		limit = deadline
 	}
-	for {
-		if !b.g.healthy() {
-			b.g.probe(b.flush)
-			return b.decideLocally()
-		}
-		now := b.g.now()
-		b.mu.Lock()
-		if now.Before(b.dry) && b.leftLocked(now) == 0 {
-			// Redis said no a moment ago: do not ask again per retry.
-			b.mu.Unlock()
-			b.g.refused.Add(1)
-			return false
-		}
-		if b.takeLocked(now) {
-			if b.inflight == nil && b.leftLocked(now)*4 < b.want {
-				b.startLocked(true)
-			}
-			b.mu.Unlock()
-			b.local.Admit(true) // keep the local budget's count warm for a fallback
-			return true
-		}
-		f := b.inflight
-		mine := f == nil
-		if mine {
-			f = b.startLocked(true)
+	a := &admission{limit: limit, done: done}
+	if b.tryAdmit(a) {
+		return a
+	}
+	return nil
+}
+
+// tryAdmit decides a, or makes it wait for a round trip (then it reports
+// true).
+func (b *Budget) tryAdmit(a *admission) bool {
+	if !b.g.healthy() {
+		b.g.probe(b.flushCall, nil)
+		a.done(b.decideLocally())
+		return false
+	}
+	now := b.g.now()
+	b.mu.Lock()
+	if b.ahead(now, b.dry) && b.leftLocked(now) == 0 {
+		// Redis said no a moment ago: do not ask again per retry.
+		b.mu.Unlock()
+		b.g.refused.Add(1)
+		a.done(false)
+		return false
+	}
+	if b.takeLocked(now) {
+		if b.inflight == nil && b.leftLocked(now)*4 < b.want {
+			b.startLocked(true)
 		}
 		b.mu.Unlock()
-		if f == nil {
-			return b.decideLocally() // closed
-		}
-		// Wait for the round trip, but never past this call's limit.
-		if err := f.wait(ctx, limit.Sub(now)); err != nil {
-			return b.decideLocally() // Redis is slow for this call, or ctx ended
-		}
-		if mine && f.err == nil && f.granted == 0 {
-			b.g.refused.Add(1)
-			return false // the fleet's budget is exhausted
-		}
+		b.local.Admit(true) // keep the local budget's count warm for a fallback
+		a.done(true)
+		return false
 	}
+	f := b.inflight
+	mine := f == nil
+	if mine {
+		f = b.startLocked(true)
+	}
+	d := a.limit.Sub(now)
+	if f == nil || d <= 0 || a.cancelled {
+		// Closed, or Redis is too slow for this call.
+		b.mu.Unlock()
+		a.done(b.decideLocally())
+		return false
+	}
+	a.f, a.mine, a.over = f, mine, false
+	f.waiters = append(f.waiters, a)
+	a.stop = b.g.clock.AfterFunc(d, func() { b.admitWaited(a) })
+	b.mu.Unlock()
+	return true
+}
+
+// admitWaited decides a when its wait for the round trip ended first:
+// Redis is too slow for this call.
+func (b *Budget) admitWaited(a *admission) {
+	if b.withdraw(a) {
+		a.done(b.decideLocally())
+	}
+}
+
+// cancel withdraws a (its caller's context ended): it reports whether it
+// did, before a was decided; if not, a is decided promptly.
+func (b *Budget) cancel(a *admission) bool {
+	b.mu.Lock()
+	a.cancelled = true
+	b.mu.Unlock()
+	if !b.withdraw(a) {
+		return false
+	}
+	a.stop()
+	return true
+}
+
+// withdraw takes a off its round trip's waiters, unless it is not waiting.
+func (b *Budget) withdraw(a *admission) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if a.over {
+		return false
+	}
+	a.over = true
+	if i := slices.Index(a.f.waiters, a); i >= 0 {
+		a.f.waiters = slices.Delete(a.f.waiters, i, i+1)
+	}
+	return true
 }
 
 // Record implements [retry.Limiter]: it tells the local budget (a
@@ -302,7 +432,7 @@ func (b *Budget) Cancel(retry bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i := range b.leases {
-		if l := &b.leases[i]; l.epoch == b.lastEpoch && now.Before(l.expires) {
+		if l := &b.leases[i]; l.epoch == b.lastEpoch && b.ahead(now, l.expires) {
 			l.n++
 			b.used--
 			return
@@ -358,7 +488,7 @@ func (b *Budget) Close() error {
 	now := b.g.now()
 	b.mu.Lock()
 	for _, l := range b.leases {
-		if l.n > 0 && now.Before(l.expires) {
+		if l.n > 0 && b.ahead(now, l.expires) {
 			b.giveBackLocked(l)
 		}
 	}
@@ -370,23 +500,26 @@ func (b *Budget) Close() error {
 	add := b.pending()
 	for i := 0; (i < len(back) || add > 0) && b.g.healthy(); i++ {
 		a := b.args
-		a.add, add = add, 0
+		a.Add, add = add, 0
 		if i < len(back) {
-			a.back, a.backEpoch = back[i].n, back[i].epoch
+			a.Back, a.BackEpoch = back[i].n, back[i].epoch
 		}
-		_, err := roundTrip(&b.g, context.Background(), time.Time{}, func(ctx context.Context) (budgetReply, error) {
-			return b.be.budget(ctx, b.keys, a)
-		}, nil)
+		_, err := b.g.call(context.Background(), backend.Call{Script: backend.Budget, Budget: b.keys, BudgetArgs: a})
 		errs = append(errs, err)
 	}
 	b.g.close()
 	return errors.Join(errs...)
 }
 
+// ahead reports whether t, a time set at most a slot ahead (a lease's
+// expiry, the end of a refusal), is still ahead of now. One further ahead
+// than that has passed: the clock has no monotonic reading and was set back.
+func (b *Budget) ahead(now, t time.Time) bool { return now.Before(t) && t.Sub(now) <= b.ttl }
+
 // takeLocked takes a permit from an unexpired lease; expired ones are kept
 // for giving back.
 func (b *Budget) takeLocked(now time.Time) bool {
-	for len(b.leases) > 0 && (b.leases[0].n == 0 || !now.Before(b.leases[0].expires)) {
+	for len(b.leases) > 0 && (b.leases[0].n == 0 || !b.ahead(now, b.leases[0].expires)) {
 		if b.leases[0].n > 0 {
 			b.giveBackLocked(b.leases[0])
 		}
@@ -404,16 +537,16 @@ func (b *Budget) takeLocked(now time.Time) bool {
 func (b *Budget) leftLocked(now time.Time) int64 {
 	var n int64
 	for _, l := range b.leases {
-		if now.Before(l.expires) {
+		if b.ahead(now, l.expires) {
 			n += l.n
 		}
 	}
 	return n
 }
 
-// startLocked starts a round trip in the background: it counts the pending
-// requests, gives back unused permits (of one epoch) and, if permit is true,
-// asks for a lease. It returns nil if the Budget is closed.
+// startLocked sends a round trip: it counts the pending requests, gives
+// back unused permits (of one epoch) and, if permit is true, asks for a
+// lease. It returns nil if the Budget is closed.
 func (b *Budget) startLocked(permit bool) *flight {
 	a := b.args
 	if permit {
@@ -423,16 +556,21 @@ func (b *Budget) startLocked(permit bool) *flight {
 		} else {
 			w = b.used
 		}
-		a.want = min(max(w, 1), b.lease)
+		a.Want = min(max(w, 1), b.lease)
 	}
 	if b.closing {
 		return nil
 	}
 	if len(b.back) > 0 {
-		a.back, a.backEpoch = b.back[0].n, b.back[0].epoch
+		a.Back, a.BackEpoch = b.back[0].n, b.back[0].epoch
 	}
+	a.Add = b.pending()
+	b.flushT.Store(b.since(b.g.now()) + int64(b.every))
 	f := &flight{done: make(chan struct{})}
-	if !b.g.goroutine(func() { b.roundTrip(f, a) }) {
+	if !b.g.send(backend.Call{Script: backend.Budget, Budget: b.keys, BudgetArgs: a}, func(r backend.Reply, err error) {
+		b.landed(f, a, r.Budget, err)
+	}) {
+		b.pend.Add(a.Add) // not counted: count them later
 		return nil
 	}
 	if len(b.back) > 0 {
@@ -442,26 +580,31 @@ func (b *Budget) startLocked(permit bool) *flight {
 	return f
 }
 
-// roundTrip makes the call of f with the arguments a (but the requests
-// pending now) and adds the permits granted to the lease.
-func (b *Budget) roundTrip(f *flight, a budgetArgs) {
-	a.add = b.pending()
-	b.flushT.Store(b.g.now().Add(b.every).UnixNano())
-	r, err := inline(&b.g, b.g.timeout, func(ctx context.Context) (budgetReply, error) {
-		return b.be.budget(ctx, b.keys, a)
-	})
+// landed takes the reply of the round trip f made with the arguments a: it
+// adds the permits granted to the lease, and the retries that waited for it
+// try again.
+func (b *Budget) landed(f *flight, a backend.BudgetArgs, r backend.BudgetReply, err error) {
 	// On an error the requests are not counted: the budget errs on the
 	// strict side.
+	if err == nil && r.Other != "" {
+		b.otherConfig(r.Other)
+	}
 	b.mu.Lock()
 	b.inflight = nil
 	f.err = err
-	if err == nil && a.want > 0 && r.Granted == 0 {
+	if err == nil && a.Want > 0 && r.Granted == 0 {
 		b.dry = b.g.now().Add(b.ttl)
 	}
 	if err == nil && r.Granted > 0 {
 		f.granted = r.Granted
-		b.want, b.used = a.want, 0
+		b.want, b.used = a.Want, 0
 		b.leases = append(b.leases, permits{n: r.Granted, epoch: r.Epoch, expires: b.g.now().Add(b.ttl)})
+	}
+	waiters := f.waiters
+	f.waiters = nil
+	for _, w := range waiters {
+		w.over = true
+		w.stop()
 	}
 	b.mu.Unlock()
 	close(f.done)
@@ -469,14 +612,52 @@ func (b *Budget) roundTrip(f *flight, a budgetArgs) {
 		b.g.refills.Add(1)
 		b.g.emit(Event{Kind: EventRefill, Units: r.Granted})
 	}
+	for _, w := range waiters {
+		if w.mine && f.err == nil && f.granted == 0 {
+			b.g.refused.Add(1)
+			w.done(false) // the fleet's budget is exhausted
+			continue
+		}
+		b.tryAdmit(w)
+	}
 }
 
-// flush is the probe of a Budget in fallback: it counts the pending requests.
-func (b *Budget) flush(ctx context.Context) error {
+// otherConfig logs, once per Budget, that another process uses this budget
+// (its Key, on this Redis) with another configuration: other, as budget.lua
+// returned it. Their windows' slots (Window) or limits (Ratio, MinPerSecond)
+// then disagree: each decides by its own, and slots of another width are
+// deleted as out of the window.
+func (b *Budget) otherConfig(other string) {
+	if !b.mismatch.CompareAndSwap(false, true) {
+		return
+	}
+	b.g.log().Warn("redisretry: another process shares this budget with another configuration: give every process of the fleet the same Window, Ratio and MinPerSecond",
+		"limiter", b.g.limiter, "key", b.g.key, "this", describeBudget(b.args.Config()), "other", describeBudget(other))
+}
+
+// describeBudget writes a configuration stored by budget.lua
+// ("slotms/slots/ratio/floor") as the BudgetConfig fields it comes from.
+func describeBudget(cfg string) string {
+	p := strings.Split(cfg, "/")
+	if len(p) == 4 {
+		slotMS, err1 := strconv.ParseInt(p[0], 10, 64)
+		slots, err2 := strconv.ParseInt(p[1], 10, 64)
+		ratio, err3 := strconv.ParseFloat(p[2], 64)
+		floor, err4 := strconv.ParseFloat(p[3], 64)
+		if err := errors.Join(err1, err2, err3, err4); err == nil && slotMS > 0 && slots > 0 && slotMS <= math.MaxInt64/slots/int64(time.Millisecond) {
+			window := time.Duration(slotMS*slots) * time.Millisecond
+			return fmt.Sprintf("Window %v, Ratio %v, MinPerSecond %v", window, ratio, floor/window.Seconds())
+		}
+	}
+	return fmt.Sprintf("%.100q", cfg) // not a configuration: another program's
+}
+
+// flushCall is the probe of a Budget in fallback: it counts the pending
+// requests.
+func (b *Budget) flushCall() backend.Call {
 	a := b.args
-	a.add = b.pending()
-	_, err := b.be.budget(ctx, b.keys, a)
-	return err
+	a.Add = b.pending()
+	return backend.Call{Script: backend.Budget, Budget: b.keys, BudgetArgs: a}
 }
 
 func (b *Budget) decideLocally() bool {
@@ -500,26 +681,5 @@ type flight struct {
 	done    chan struct{}
 	err     error
 	granted int64
-}
-
-// wait waits for the flight to end, at most d, or until ctx ends.
-func (f *flight) wait(ctx context.Context, d time.Duration) error {
-	select {
-	case <-f.done:
-		return nil
-	default:
-	}
-	if d <= 0 {
-		return errSlow
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-f.done:
-		return nil
-	case <-t.C:
-		return errSlow
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	waiters []*admission // under Budget.mu
 }

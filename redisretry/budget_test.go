@@ -3,11 +3,19 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 func TestBudgetFleetRatio(t *testing.T) {
@@ -236,3 +244,306 @@ func (p *refuseRetries) Reserve(ctx context.Context, earliest, deadline time.Tim
 	return earliest, nil
 }
 func (*refuseRetries) Record(error) {}
+
+func TestBudgetRecoversWithoutRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Review finding 5: Redis fails during a retry, then is back; the
+		// process makes only first attempts from then on (20 per second
+		// for 10 s). The Budget must go back to Redis within two probe
+		// intervals, and count its requests in the fleet's window again.
+		leaks := noLeaks(t)
+		mem := newMem()
+		ev := &events{}
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard, Observer: ev.observe})
+		mem.setFail(errTestDown)
+		b.Admit(false)
+		b.Admit(true) // the retry finds Redis down
+		if b.State() != StateFallback {
+			t.Fatalf("state %v after a failed retry, want fallback", b.State())
+		}
+		mem.setFail(nil)
+		back := time.Duration(-1)
+		begin := time.Now()
+		for range 200 {
+			time.Sleep(50 * time.Millisecond)
+			b.Admit(false)
+			synctest.Wait() // a probe or a flush sent lands
+			if back < 0 && b.State() == StateRedis {
+				back = time.Since(begin)
+			}
+		}
+		b.Close() // flushes what is pending
+		leaks()
+		if back < 0 || back > 2*DefaultProbeInterval {
+			t.Fatalf("back on Redis after %v of first attempts (-1: never), want within %v", back, 2*DefaultProbeInterval)
+		}
+		if n := ev.count(EventRecovered); n != 1 {
+			t.Errorf("%d EventRecovered, want 1", n)
+		}
+		requests, _ := mem.store.Budget(backend.NewBudgetKeys("k"))
+		var counted int64
+		for _, n := range requests {
+			counted += n
+		}
+		// The window is 10 s: the requests of the last 10 s, less those
+		// of the time before it went back.
+		if counted < 100 {
+			t.Fatalf("%d of the last 200 requests counted in Redis, want ≥ 100", counted)
+		}
+		t.Logf("back on Redis after %v; %d of 200 requests counted in the fleet's window", back, counted)
+	})
+}
+
+func TestBudgetWallClockStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A clock with no monotonic reading set back 1 h: the Budget keeps
+		// flushing its requests and asking Redis, instead of waiting an
+		// hour for the next flush and refusing retries for an hour because
+		// Redis said "exhausted" just before the step.
+		clock := &wallClock{}
+		mem := newMem()
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", MinPerSecond: -1, Now: clock.now, Logger: discard})
+		defer b.Close()
+		if b.Admit(true) {
+			t.Fatal("a retry admitted with no request in the window and no floor")
+		}
+		clock.step.Store(int64(-time.Hour))
+		for range 100 {
+			b.Admit(false)
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+		}
+		requests, _ := mem.store.Budget(backend.NewBudgetKeys("k"))
+		var counted int64
+		for _, n := range requests {
+			counted += n
+		}
+		// Flushed once per slot (500 ms): those of the last slot are
+		// pending.
+		if counted < 50 {
+			t.Errorf("%d of 100 requests counted in Redis in the second after the step, want those of the first slot at least", counted)
+		}
+		if !b.Admit(true) {
+			t.Errorf("a retry refused after 100 requests (20 %% of them allowed): stats %+v", b.Stats())
+		}
+	})
+}
+
+func TestRedisBudgetRecoversWithoutRetries(t *testing.T) {
+	// Review finding 5 on a real redis-server: it is killed (or paused)
+	// while the Budget makes retries, and started again (resumed); from
+	// then on the process makes first attempts only. The Budget goes back
+	// to Redis within two probe intervals and counts its requests there
+	// again.
+	for _, tc := range []struct {
+		name string
+		// client: for the kill, one dial and one try per call (as the
+		// CLI's client): go-redis's own reconnect backoff, which dials a
+		// pool whose dials failed PoolSize times once per second, is not
+		// under test. For the pause, go-redis's defaults.
+		client     func(t *testing.T, srv *redisServer) *redis.Client
+		breakIt    func(srv *redisServer)
+		fix        func(srv *redisServer)
+		keepsState bool // the server keeps its data
+	}{
+		{"killed and started again", func(t *testing.T, srv *redisServer) *redis.Client {
+			c := redis.NewClient(&redis.Options{Addr: srv.addr(), MaxRetries: -1, DialerRetries: 1, PoolSize: 1000})
+			t.Cleanup(func() { c.Close() })
+			return c
+		}, (*redisServer).kill, (*redisServer).start, false},
+		{"paused and resumed", func(t *testing.T, srv *redisServer) *redis.Client { return srv.client(t) },
+			func(srv *redisServer) { srv.signal(syscall.SIGSTOP) }, func(srv *redisServer) { srv.signal(syscall.SIGCONT) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startRedis(t)
+			c := tc.client(t, srv)
+			key := testKey(t)
+			counted := func() int64 {
+				h, err := c.HGetAll(context.Background(), "{"+key+"}:budget:requests").Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var n int64
+				for _, v := range h {
+					k, _ := strconv.ParseInt(v, 10, 64)
+					n += k
+				}
+				return n
+			}
+			logs := &logCounter{}
+			// A 1 s Timeout: the outage, not a busy machine, is under test.
+			b, _ := NewBudget(c, BudgetConfig{Key: key, Timeout: time.Second, Logger: slog.New(logs)})
+			defer b.Close()
+			for range 10 {
+				b.Admit(false)
+			}
+			if !b.Admit(true) || b.State() != StateRedis {
+				t.Fatalf("healthy: state %v, stats %+v", b.State(), b.Stats())
+			}
+			tc.breakIt(srv)
+			// Retries use up the permits leased before, then one asks
+			// the broken server.
+			for broken := time.Now(); b.State() != StateFallback; {
+				if time.Since(broken) > 10*time.Second {
+					t.Fatalf("retries 10s after the outage began: state %v, want fallback", b.State())
+				}
+				b.Admit(true)
+			}
+			tc.fix(srv)
+			fixed := time.Now()
+			for b.State() != StateRedis {
+				if time.Since(fixed) > 10*time.Second {
+					t.Fatalf("still in fallback 10s after Redis came back, making first attempts: %+v", b.Stats())
+				}
+				b.Admit(false)
+				time.Sleep(5 * time.Millisecond)
+			}
+			back := time.Since(fixed)
+			errs, before := b.Stats().Errors, counted()
+			for range 100 {
+				b.Admit(false)
+			}
+			b.Close() // counts the requests not yet flushed
+			if back > 2*DefaultProbeInterval {
+				t.Errorf("back on Redis %v after it came back, want within 2 probe intervals (%v)", back, 2*DefaultProbeInterval)
+			}
+			if s, n := b.Stats(), counted()-before; n != 100 || s.Errors != errs {
+				t.Errorf("%d of the 100 requests made after it went back counted in Redis (stats %+v, %d errors before)", n, s, errs)
+			}
+			if tc.keepsState && before < 10 {
+				t.Errorf("the 10 requests before the pause: %d counted", before)
+			}
+			if lines := logs.lines(); len(lines) != 2 {
+				t.Errorf("log lines %q, want one down and one up", lines)
+			}
+			t.Logf("back on Redis %v after Redis came back", back)
+		})
+	}
+}
+
+func TestRedisBudgetRepairsForeignKeys(t *testing.T) {
+	// Review R2: a key of another type, or fields that are not the
+	// budget's, at the budget's keys (written by another program, or by
+	// hand) were a permanent fallback: every call failed (WRONGTYPE, or a
+	// sum that is no integer) until someone deleted the key. The script
+	// deletes what is not its own, and the Budget stays on Redis.
+	srv := startRedis(t)
+	c := srv.client(t)
+	ctx := context.Background()
+	epoch := func() string {
+		return strconv.FormatInt(serverMicros(t, c)/1000/500, 10) // the current slot of a 10 s window
+	}
+	for _, tc := range []struct {
+		name  string
+		spoil func(k backend.BudgetKeys) error
+	}{
+		{"requests is a string", func(k backend.BudgetKeys) error { return c.Set(ctx, k.Requests, "x", 0).Err() }},
+		{"retries is a list", func(k backend.BudgetKeys) error { return c.RPush(ctx, k.Retries, "a", "b").Err() }},
+		{"requests is a set", func(k backend.BudgetKeys) error { return c.SAdd(ctx, k.Requests, "a").Err() }},
+		{"config is a hash", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Config, "a", "b").Err() }},
+		{"a field that is no epoch", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Requests, "abc", 1).Err() }},
+		{"a count that is no number", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Requests, epoch(), "x").Err() }},
+		{"a count beyond 2^53", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Retries, epoch(), "1e300").Err() }},
+		{"a negative count", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Retries, epoch(), "-5").Err() }},
+		{"a fractional count", func(k backend.BudgetKeys) error { return c.HSet(ctx, k.Requests, epoch(), "1.5").Err() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := testKey(t)
+			keys := backend.NewBudgetKeys(key)
+			if err := tc.spoil(keys); err != nil {
+				t.Fatal(err)
+			}
+			logs := &logCounter{}
+			b, _ := NewBudget(c, BudgetConfig{Key: key, MinPerSecond: -1, Timeout: time.Second, Logger: slog.New(logs)})
+			defer b.Close()
+			for range 100 {
+				b.Admit(false)
+			}
+			n := 0
+			for range 30 {
+				if b.Admit(true) {
+					n++
+				}
+			}
+			// 20 % of the 100 requests, counted by the first retry's round
+			// trip.
+			if s := b.Stats(); n != 20 || s.State != StateRedis || s.Errors != 0 {
+				t.Fatalf("%d retries admitted of 30 after 100 requests, stats %+v, log %q; want 20 on Redis", n, s, logs.lines())
+			}
+			for _, k := range []string{keys.Requests, keys.Retries} {
+				if typ := c.Type(ctx, k).Val(); typ != "hash" {
+					t.Fatalf("%s is a %s after the call, want a hash", k, typ)
+				}
+				for f, v := range c.HGetAll(ctx, k).Val() {
+					_, errF := strconv.ParseInt(f, 10, 64)
+					_, errV := strconv.ParseUint(v, 10, 53)
+					if errF != nil || errV != nil {
+						t.Fatalf("%s still holds %q: %q", k, f, v)
+					}
+				}
+			}
+			if cfg := c.Get(ctx, keys.Config).Val(); cfg != "500/20/0.2/0" {
+				t.Fatalf("%s holds %q, want this Budget's configuration", keys.Config, cfg)
+			}
+		})
+	}
+}
+
+func TestBudgetOtherConfigLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Review R3 for the budget: two processes share a Key with other
+		// windows (their slots then disagree: each deletes the other's as
+		// out of its window). Each logs it once, naming both
+		// configurations; a third with the same as the first says
+		// nothing while the first is the last to call.
+		mem := newMem()
+		logs := &textLog{}
+		l := slog.New(slog.NewTextHandler(logs, nil))
+		a, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: l})
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", Window: time.Minute, Ratio: 0.1, MinPerSecond: 1, Logger: l})
+		defer a.Close()
+		defer b.Close()
+		for range 5 {
+			a.Admit(true)
+			time.Sleep(time.Second) // the leases expire: each retry asks Redis
+			b.Admit(true)
+			time.Sleep(time.Second)
+		}
+		lines := logs.lines()
+		if len(lines) != 2 {
+			t.Fatalf("log lines %q, want one per Budget", lines)
+		}
+		for _, want := range []string{"Window 10s, Ratio 0.2, MinPerSecond 10", "Window 1m0s, Ratio 0.1, MinPerSecond 1"} {
+			for _, line := range lines {
+				if !strings.Contains(line, want) {
+					t.Errorf("log line %q does not name %q", line, want)
+				}
+			}
+		}
+		same, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: l})
+		defer same.Close()
+		a.Admit(true)
+		same.Admit(true)
+		if n := len(logs.lines()); n != 2 {
+			t.Errorf("%d log lines after a process of the same configuration called, want still 2", n)
+		}
+	})
+}
+
+// textLog keeps the lines of a slog.TextHandler, every attribute included.
+type textLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *textLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *textLog) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSuffix(l.buf.String(), "\n"), "\n")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 // Defaults of a [CooldownConfig].
@@ -31,7 +34,8 @@ const (
 type CooldownConfig struct {
 	// Key names what the cooldown pauses, e.g. an endpoint and a model:
 	// "myproject:gemini-2.5-pro:us-central1". One Cooldown per key. The
-	// Redis key is "{Key}:cooldown".
+	// Redis key is "{Key}:cooldown". It must not contain {, } or a control
+	// character.
 	Key string
 
 	// Max caps a hint: a server asking for more gets Max, and so does what
@@ -46,8 +50,10 @@ type CooldownConfig struct {
 	Cache time.Duration
 
 	// Jitter is the upper bound of a random extra wait after a cooldown,
-	// drawn per attempt, so that the fleet does not restart all at once.
-	// 0 means 1 s; a negative value means none.
+	// drawn per attempt, so that the fleet does not restart all at once;
+	// for an attempt with a deadline, at most the time between the
+	// cooldown's end and the deadline. 0 means 1 s; a negative value means
+	// none.
 	Jitter time.Duration
 
 	// Rand returns a uniform random number in [0, 1), safe for concurrent
@@ -110,17 +116,21 @@ func (c CooldownConfig) Validate() error {
 // its state is atomic.
 type Cooldown struct {
 	g      guard
-	be     backend
 	key    string
 	max    time.Duration
 	cache  time.Duration
 	jitter time.Duration
 	rand   func() float64
 
-	until    atomic.Int64 // UnixNano of the local end of the cooldown; 0 if none
-	fetched  atomic.Int64 // UnixNano of the last read from Redis
+	// Times are nanoseconds since base, the clock's reading when the
+	// Cooldown was made: by the monotonic clock when the clock's readings
+	// have one (time.Now's do), so a step of the wall clock moves none of
+	// them.
+	base     time.Time
+	until    atomic.Int64 // the local end of the cooldown; never if none
+	fetched  atomic.Int64 // the last read from Redis; never if none
 	fetching atomic.Bool
-	mu       sync.Mutex // serialises publishing
+	mu       sync.Mutex // guards the waits for a read
 }
 
 // NewCooldown returns a Cooldown on client (a *redis.Client, ClusterClient,
@@ -130,15 +140,24 @@ func NewCooldown(client redis.Scripter, c CooldownConfig) (*Cooldown, error) {
 	if client == nil {
 		return nil, errors.New("redisretry: NewCooldown: nil client")
 	}
-	return newCooldown(scriptBackend{client}, c)
+	return newCooldownOn(envFor(client, c.Now), c)
 }
 
-func newCooldown(be backend, c CooldownConfig) (*Cooldown, error) {
+// newCooldown returns a Cooldown whose calls run on r (the tests' in-memory
+// Redis).
+func newCooldown(r runner, c CooldownConfig) (*Cooldown, error) {
+	return newCooldownOn(runnerEnv(r, c.Now), c)
+}
+
+func newCooldownOn(e env, c CooldownConfig) (*Cooldown, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Cooldown{be: be, key: cooldownKey(c.Key), max: c.Max, cache: c.Cache, jitter: c.Jitter, rand: c.Rand}
-	d.g.common = newCommon("cooldown", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, c.Now)
+	d := &Cooldown{key: backend.CooldownKey(c.Key), max: c.Max, cache: c.Cache, jitter: c.Jitter, rand: c.Rand}
+	d.g.common = newCommon("cooldown", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
+	d.base = d.g.now()
+	d.until.Store(never)
+	d.fetched.Store(never)
 	if d.max == 0 {
 		d.max = DefaultCooldownMax
 	}
@@ -153,49 +172,167 @@ func newCooldown(be backend, c CooldownConfig) (*Cooldown, error) {
 		d.jitter = 0
 	}
 	if d.rand == nil {
+		d.rand = e.rand
+	}
+	if d.rand == nil {
 		d.rand = rand.Float64
 	}
+	e.attach(cooldownCore{d})
 	return d, nil
 }
 
+// cooldownCore is the Cooldown's asynchronous core, for the fleet harness.
+type cooldownCore struct{ d *Cooldown }
+
+func (c cooldownCore) Reserve(earliest, deadline time.Time, done func(time.Time, error)) {
+	c.d.reserveAsync(earliest, deadline, done)
+}
+
+func (c cooldownCore) Record(err error, done func()) {
+	if hint, ok := hintOf(err); ok {
+		c.d.publishAsync(hint, done)
+		return
+	}
+	done()
+}
+
 // Reserve implements [retry.Pacer]: it returns earliest, or the end of the
-// fleet's cooldown for this key (plus jitter) if that is later. When that
-// would not be before deadline it returns an error wrapping
-// [retry.ErrPastDeadline] that says how long the cooldown lasts. It takes
-// nothing. It reads Redis only when the cached value is older than
-// CooldownConfig.Cache, and waits for it at most the timeout, never past
-// deadline (then it returns at the deadline with an error wrapping
-// [retry.ErrPastDeadline]) and not after ctx ends (then it returns ctx's
-// cause). A read that timed out turns the Cooldown to its FailureMode until a
-// probe reaches Redis: the next calls do not wait for Redis.
+// fleet's cooldown for this key plus a jitter if that end is later. The end
+// is never more than Max from now (a wall clock set back cannot stretch
+// it). When the end (without jitter) would not be before deadline it returns
+// an error wrapping [retry.ErrPastDeadline] that says how long the cooldown
+// lasts; otherwise the jitter is drawn uniformly in [0, min(Jitter,
+// deadline − end)), so the start is before deadline, and at most Max +
+// Jitter from now. It takes nothing. It reads Redis only when the cached
+// value is older than CooldownConfig.Cache, and waits for it at most the
+// timeout, never past deadline (then it returns at the deadline with an
+// error wrapping [retry.ErrPastDeadline]) and not after ctx ends (then it
+// returns ctx's cause). A read that timed out turns the Cooldown to its
+// FailureMode until a probe reaches Redis: the next calls do not wait for
+// Redis.
 func (d *Cooldown) Reserve(ctx context.Context, earliest, deadline time.Time) (time.Time, error) {
 	if ctx.Err() != nil {
 		return time.Time{}, context.Cause(ctx)
 	}
-	if d.g.healthy() {
-		if now := d.g.now(); now.UnixNano()-d.fetched.Load() >= int64(d.cache) && d.fetching.CompareAndSwap(false, true) {
-			// One read at a time, until it ends: callers that come while
-			// it is in flight (one that stopped waiting at its deadline
-			// included) decide with what is known, without waiting.
-			_, err := roundTrip(&d.g, ctx, deadline, func(ctx context.Context) (struct{}, error) {
-				return struct{}{}, d.read(ctx)
-			}, func() { d.fetching.Store(false) })
-			switch {
-			case ctx.Err() != nil:
-				return time.Time{}, context.Cause(ctx)
-			case errors.Is(err, errSlow):
-				// The deadline came before Redis answered: no attempt
-				// can start before it now.
-				d.g.refused.Add(1)
-				return time.Time{}, fmt.Errorf("redisretry: the fleet cooldown could not be read from Redis before the deadline: %w", retry.ErrPastDeadline)
-			}
+	if !d.readDue() {
+		return d.decide(earliest, deadline)
+	}
+	ch := make(chan reserveResult, 1)
+	w := d.reserveAsync(earliest, deadline, func(t time.Time, err error) { ch <- reserveResult{t, err} })
+	select {
+	case res := <-ch:
+		return res.t, res.err
+	case <-ctx.Done():
+	}
+	if w != nil && d.cancel(w) {
+		return time.Time{}, context.Cause(ctx)
+	}
+	res := <-ch
+	return res.t, res.err
+}
+
+// never is the time of a cooldown that was never set or read.
+const never = math.MinInt64
+
+// since returns now as nanoseconds since d.base (see Cooldown.base).
+func (d *Cooldown) since(now time.Time) int64 { return int64(now.Sub(d.base)) }
+
+// readDue reports whether what was read from Redis is older than Cache (or
+// was read "later" than now: a clock with no monotonic reading went back).
+func (d *Cooldown) readDue() bool {
+	if !d.g.healthy() {
+		return false
+	}
+	f, now := d.fetched.Load(), d.since(d.g.now())
+	return f == never || now-f >= int64(d.cache) || now < f
+}
+
+// coolWait is a Reserve waiting for a read of the fleet's cooldown.
+type coolWait struct {
+	earliest, deadline time.Time
+	done               func(time.Time, error)
+	over               bool        // under Cooldown.mu: decided or cancelled
+	stop               func() bool // the deadline's timer, if it comes before the timeout
+}
+
+// reserveAsync decides a Reserve and calls done with the outcome, once,
+// perhaps before it returns. It returns the wait while it waits for Redis
+// (nil if decided already), for cancel. One read at a time, until it ends:
+// callers that come while it is in flight (one that stopped waiting at its
+// deadline included) decide with what is known, without waiting.
+func (d *Cooldown) reserveAsync(earliest, deadline time.Time, done func(time.Time, error)) *coolWait {
+	if !d.readDue() || !d.fetching.CompareAndSwap(false, true) {
+		done(d.decide(earliest, deadline))
+		return nil
+	}
+	w := &coolWait{earliest: earliest, deadline: deadline, done: done}
+	var left time.Duration
+	if !deadline.IsZero() {
+		if left = deadline.Sub(d.g.now()); left <= 0 {
+			d.fetching.Store(false)
+			done(d.tooSlow())
+			return nil
 		}
 	}
+	d.mu.Lock()
+	sent := d.g.send(d.readCall(), func(r backend.Reply, err error) {
+		if err == nil {
+			d.learn(r.Cooldown)
+		}
+		d.fetching.Store(false)
+		if d.finish(w) {
+			w.done(d.decide(w.earliest, w.deadline))
+		}
+	})
+	if sent && !deadline.IsZero() && left < d.g.timeout {
+		w.stop = d.g.clock.AfterFunc(left, func() {
+			if d.finish(w) {
+				w.done(d.tooSlow())
+			}
+		})
+	}
+	w.over = !sent
+	d.mu.Unlock()
+	if !sent {
+		d.fetching.Store(false)
+		done(d.decide(earliest, deadline)) // closed
+		return nil
+	}
+	return w
+}
+
+// tooSlow is the outcome of a Reserve whose deadline came before Redis
+// answered: no attempt can start before it now.
+func (d *Cooldown) tooSlow() (time.Time, error) {
+	d.g.refused.Add(1)
+	return time.Time{}, fmt.Errorf("redisretry: the fleet cooldown could not be read from Redis before the deadline: %w", retry.ErrPastDeadline)
+}
+
+// finish marks w decided, unless it was already (or cancelled).
+func (d *Cooldown) finish(w *coolWait) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w.over {
+		return false
+	}
+	w.over = true
+	if w.stop != nil {
+		w.stop()
+	}
+	return true
+}
+
+// cancel withdraws w (its caller's context ended): it reports whether it
+// did, before w was decided. The read goes on.
+func (d *Cooldown) cancel(w *coolWait) bool { return d.finish(w) }
+
+// decide decides a Reserve with what is known.
+func (d *Cooldown) decide(earliest, deadline time.Time) (time.Time, error) {
 	switch State(d.g.state.Load()) {
 	case StateClosed:
 		return time.Time{}, ErrClosed
 	case StateFallback:
-		d.g.probe(d.read)
+		d.g.probe(d.readCall, d.learnReply)
 		d.g.local.Add(1)
 		switch d.g.mode {
 		case FailOpen:
@@ -207,20 +344,45 @@ func (d *Cooldown) Reserve(ctx context.Context, earliest, deadline time.Time) (t
 	}
 	now := d.g.now()
 	u := d.until.Load()
-	if u == 0 || u <= earliest.UnixNano() {
+	if u == never {
 		return earliest, nil
 	}
-	t := time.Unix(0, u)
-	if d.jitter > 0 {
-		t = t.Add(time.Duration(d.rand() * float64(d.jitter)))
+	n := d.since(now)
+	left := time.Duration(satSub(u, n))
+	if left > d.max {
+		// The end is never set more than Max ahead: the clock has no
+		// monotonic reading and was set back. The cooldown ends Max from
+		// now at the latest.
+		d.until.CompareAndSwap(u, n+int64(d.max))
+		left = d.max
 	}
-	if !deadline.IsZero() && !t.Before(deadline) {
+	end := now.Add(left)
+	if left <= 0 || !end.After(earliest) {
+		return earliest, nil // over, or over by earliest
+	}
+	if !deadline.IsZero() && !end.Before(deadline) {
 		d.g.refused.Add(1)
-		return time.Time{}, pastDeadline("cooldown", t.Sub(now))
+		return time.Time{}, pastDeadline("cooldown", end.Sub(now))
 	}
+	t := end.Add(d.jitterBefore(end, deadline))
 	d.g.waits.Add(1)
 	d.g.emit(Event{Kind: EventCooldownWait, Wait: t.Sub(earliest)})
 	return t, nil
+}
+
+// jitterBefore draws the jitter of a start at end: uniform in [0, Jitter),
+// and in [0, deadline − end) when that is shorter, so that the start stays
+// before the deadline (end is before it).
+func (d *Cooldown) jitterBefore(end, deadline time.Time) time.Duration {
+	j := d.jitter
+	if !deadline.IsZero() {
+		j = min(j, deadline.Sub(end))
+	}
+	if j <= 0 {
+		return 0
+	}
+	x := time.Duration(d.rand() * float64(j))
+	return min(max(x, 0), j-1) // in range whatever Rand returns
 }
 
 // Record implements [retry.Pacer]: an error carrying a server's hint
@@ -228,46 +390,63 @@ func (d *Cooldown) Reserve(ctx context.Context, earliest, deadline time.Time) (t
 // published for the fleet (one Redis call, bounded by the timeout; while Redis
 // is unavailable it is kept locally only).
 func (d *Cooldown) Record(err error) {
+	if hint, ok := hintOf(err); ok {
+		d.Publish(context.Background(), hint)
+	}
+}
+
+// hintOf returns the server's hint err carries, if it is more than 0.
+func hintOf(err error) (time.Duration, bool) {
 	if err == nil {
-		return
+		return 0, false
 	}
 	hint, ok := retry.RetryAfter(err)
-	if !ok || hint <= 0 {
-		return
-	}
-	d.Publish(context.Background(), hint)
+	return hint, ok && hint > 0
 }
 
 // Publish pauses the fleet for d (capped by CooldownConfig.Max) from now, or
 // until the current cooldown ends if that is later. Record calls it for
 // hints; call it directly for a pause learned some other way.
 func (d *Cooldown) Publish(ctx context.Context, hint time.Duration) {
+	ch := make(chan struct{})
+	d.publishAsync(hint, func() { close(ch) })
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
+
+// publishAsync is Publish that calls done once the hint was published (or
+// the call to Redis failed), perhaps before it returns.
+func (d *Cooldown) publishAsync(hint time.Duration, done func()) {
 	hint = min(hint, d.max)
 	if hint <= 0 || State(d.g.state.Load()) == StateClosed {
+		done()
 		return
 	}
-	now := d.g.now()
-	d.raise(now.Add(hint).UnixNano())
+	d.raise(d.since(d.g.now()) + int64(hint))
 	d.g.emit(Event{Kind: EventHint, Wait: hint})
 	if !d.g.healthy() {
+		done()
 		return
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	ms := max(int64(hint/time.Millisecond), 1)
-	r, err := roundTrip(&d.g, ctx, time.Time{}, func(ctx context.Context) (cooldownReply, error) {
-		return d.be.cooldown(ctx, d.key, ms)
-	}, nil)
-	if err == nil {
-		d.learn(r)
+	if !d.g.send(backend.Call{Script: backend.Cooldown, Cooldown: d.key, HintMS: ms}, func(r backend.Reply, err error) {
+		if err == nil {
+			d.learn(r.Cooldown)
+		}
+		done()
+	}) {
+		done()
 	}
 }
 
 // Until returns the end of the cooldown as this process knows it (the zero
-// Time if none), without calling Redis.
+// Time if none), without calling Redis. It has a monotonic reading when
+// CooldownConfig.Now's readings have one (time.Now's do).
 func (d *Cooldown) Until() time.Time {
-	if u := d.until.Load(); u != 0 {
-		return time.Unix(0, u)
+	if u := d.until.Load(); u != never {
+		return d.base.Add(time.Duration(u))
 	}
 	return time.Time{}
 }
@@ -285,28 +464,27 @@ func (d *Cooldown) Close() error {
 	return nil
 }
 
-// read fetches the fleet's cooldown (and is the probe in fallback).
-func (d *Cooldown) read(ctx context.Context) error {
-	r, err := d.be.cooldown(ctx, d.key, 0)
-	if err == nil {
-		d.learn(r)
-	}
-	return err
+// readCall reads the fleet's cooldown (and is the probe in fallback).
+func (d *Cooldown) readCall() backend.Call {
+	return backend.Call{Script: backend.Cooldown, Cooldown: d.key}
 }
+
+func (d *Cooldown) learnReply(r backend.Reply) { d.learn(r.Cooldown) }
 
 // learn takes a reply's remaining time, from the reply's arrival, capped by
 // Max: a process with a larger Max (or a server whose clock went back, or
 // that lies) cannot park this one longer.
-func (d *Cooldown) learn(r cooldownReply) {
-	now := d.g.now()
-	d.fetched.Store(now.UnixNano())
-	if r.remaining > 0 {
-		left := min(r.remaining, int64(d.max/time.Millisecond))
-		d.raise(now.Add(time.Duration(left) * time.Millisecond).UnixNano())
+func (d *Cooldown) learn(r backend.CooldownReply) {
+	now := d.since(d.g.now())
+	d.fetched.Store(now)
+	if r.Remaining > 0 {
+		left := min(r.Remaining, int64(d.max/time.Millisecond))
+		d.raise(now + left*int64(time.Millisecond))
 	}
 }
 
-// raise moves the local end of the cooldown to u if that is later.
+// raise moves the local end of the cooldown to u (nanoseconds since base) if
+// that is later.
 func (d *Cooldown) raise(u int64) {
 	for {
 		old := d.until.Load()

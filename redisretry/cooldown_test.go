@@ -3,11 +3,14 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/backoffkit/retry"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 func TestCooldownSharedByTheFleet(t *testing.T) {
@@ -115,4 +118,165 @@ func TestCooldownContextDone(t *testing.T) {
 	if _, err := d.Reserve(ctx, time.Now(), time.Time{}); err == nil || err.Error() != "caller left" || d.Stats().RoundTrips != 0 {
 		t.Fatalf("Reserve with a done context: %v after %d round trips", err, d.Stats().RoundTrips)
 	}
+}
+
+// wallClock is a settable clock whose readings have no monotonic part, as
+// a clock read from the wall (or a time that went through UnixNano) has:
+// set it back and every reading goes back.
+type wallClock struct{ step atomic.Int64 }
+
+func (c *wallClock) now() time.Time { return time.Now().Round(0).Add(time.Duration(c.step.Load())) }
+
+func TestCooldownWallClockStep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Review finding 6: a 30 s cooldown, then the clock is set back
+		// 1 h. No wait may be longer than Max (+ Jitter), and the cooldown
+		// ends Max after the step at the latest, not an hour later.
+		for _, tc := range []struct {
+			name   string
+			jitter time.Duration
+		}{{"no jitter", -1}, {"jitter 1s", time.Second}} {
+			clock := &wallClock{}
+			mem := newMem()
+			d, _ := newCooldown(mem, CooldownConfig{Key: "k", Jitter: tc.jitter, Rand: func() float64 { return 0.999 }, Now: clock.now, Logger: discard})
+			d.Publish(t.Context(), 30*time.Second)
+			time.Sleep(2 * time.Second)
+			clock.step.Store(int64(-time.Hour))
+			limit := DefaultCooldownMax + max(tc.jitter, 0)
+			now := clock.now()
+			s, err := d.Reserve(t.Context(), now, time.Time{})
+			if err != nil || s.Sub(now) > limit || s.Sub(now) < 28*time.Second {
+				t.Errorf("%s: clock set back 1h during a 30s cooldown: wait %v (%v), want 28s to %v", tc.name, s.Sub(now), err, limit)
+			}
+			// Under a deadline 2 min away it is not refused.
+			if _, err := d.Reserve(t.Context(), now, now.Add(2*time.Minute)); err != nil {
+				t.Errorf("%s: with a deadline 2 min away: %v", tc.name, err)
+			}
+			// Max after the step at the latest, the cooldown is over.
+			time.Sleep(DefaultCooldownMax)
+			now = clock.now()
+			if s, err := d.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
+				t.Errorf("%s: Max after the step: wait %v (%v), want none", tc.name, s.Sub(now), err)
+			}
+			d.Close()
+		}
+	})
+}
+
+func TestCooldownJitterBeforeDeadline(t *testing.T) {
+	// Review R6. The rule: the deadline is checked against the cooldown's
+	// end without jitter; the jitter is then drawn in [0, min(Jitter,
+	// deadline − end)), so the start is before the deadline.
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			name     string
+			cooldown time.Duration // from now
+			deadline time.Duration // from now
+			rand     float64
+			want     time.Duration // start from now; -1: refused
+		}{
+			{"ends 0.5s before the deadline, large draw", 10 * time.Second, 10500 * time.Millisecond, 0.999, 10*time.Second + 499500*time.Microsecond},
+			{"ends 0.5s before the deadline, draw 0.5", 10 * time.Second, 10500 * time.Millisecond, 0.5, 10*time.Second + 250*time.Millisecond},
+			{"ends 0.5s before the deadline, draw 0", 10 * time.Second, 10500 * time.Millisecond, 0, 10 * time.Second},
+			{"deadline far: the whole jitter", 10 * time.Second, time.Minute, 0.5, 10*time.Second + 500*time.Millisecond},
+			{"no deadline", 10 * time.Second, 0, 0.75, 10*time.Second + 750*time.Millisecond},
+			{"a Rand out of range stays below the deadline", 10 * time.Second, 10500 * time.Millisecond, 1.5, 10500*time.Millisecond - 1},
+			{"a negative Rand means no jitter", 10 * time.Second, 10500 * time.Millisecond, -1, 10 * time.Second},
+			{"ends at the deadline: refused", 10 * time.Second, 10 * time.Second, 0, -1},
+			{"ends after the deadline: refused", 10 * time.Second, 5 * time.Second, 0, -1},
+		} {
+			mem := newMem()
+			r := tc.rand
+			d, _ := newCooldown(mem, CooldownConfig{Key: "k", Jitter: time.Second, Rand: func() float64 { return r }, Logger: discard})
+			d.Publish(t.Context(), tc.cooldown)
+			now := time.Now()
+			var deadline time.Time
+			if tc.deadline > 0 {
+				deadline = now.Add(tc.deadline)
+			}
+			s, err := d.Reserve(t.Context(), now, deadline)
+			switch {
+			case tc.want < 0:
+				if !errors.Is(err, retry.ErrPastDeadline) {
+					t.Errorf("%s: start in %v (%v), want refused past the deadline", tc.name, s.Sub(now), err)
+				}
+			case err != nil || s.Sub(now) != tc.want:
+				t.Errorf("%s: start in %v (%v), want %v", tc.name, s.Sub(now), err, tc.want)
+			case !deadline.IsZero() && !s.Before(deadline):
+				t.Errorf("%s: start %v not before the deadline", tc.name, s.Sub(now))
+			}
+			d.Close()
+		}
+	})
+}
+
+func TestRedisCooldownRepairsForeignKeys(t *testing.T) {
+	// Review R2: a key of another type, or a value that is no time, at the
+	// cooldown's key was a permanent fallback (WRONGTYPE, or a remaining
+	// time that is no integer). The script deletes it: no cooldown, and
+	// the Cooldown stays on Redis. A time written by hand is honoured.
+	srv := startRedis(t)
+	c := srv.client(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		spoil func(key string) error
+		left  time.Duration // the cooldown then read (0 for none, and the key is gone)
+	}{
+		{"a hash", func(k string) error { return c.HSet(ctx, k, "a", "b").Err() }, 0},
+		{"a list", func(k string) error { return c.LPush(ctx, k, "a").Err() }, 0},
+		{"no number", func(k string) error { return c.Set(ctx, k, "abc", 0).Err() }, 0},
+		{"beyond 2^53", func(k string) error { return c.Set(ctx, k, "1e300", 0).Err() }, 0},
+		{"negative", func(k string) error { return c.Set(ctx, k, "-5", 0).Err() }, 0},
+		{"fractional", func(k string) error { return c.Set(ctx, k, "12.5", 0).Err() }, 0},
+		{"a time 30s ahead, by hand, no expiry", func(k string) error {
+			return c.Set(ctx, k, serverMicros(t, c)/1000+30_000, 0).Err()
+		}, 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := testKey(t)
+			if err := tc.spoil(backend.CooldownKey(key)); err != nil {
+				t.Fatal(err)
+			}
+			d, _ := NewCooldown(c, CooldownConfig{Key: key, Jitter: -1, Timeout: time.Second, Logger: discard})
+			defer d.Close()
+			now := time.Now()
+			s, err := d.Reserve(ctx, now, time.Time{})
+			if st := d.Stats(); err != nil || st.State != StateRedis || st.Errors != 0 {
+				t.Fatalf("Reserve: %v, stats %+v; want no error on Redis", err, st)
+			}
+			// What is left is counted from the reply's arrival: up to the
+			// call's Timeout after now.
+			if w := s.Sub(now); (tc.left == 0 && w != 0) || (tc.left > 0 && (w > tc.left+time.Second || w < tc.left-5*time.Second)) {
+				t.Fatalf("wait %v, want %v", w, tc.left)
+			}
+			if n := c.Exists(ctx, backend.CooldownKey(key)).Val(); (n == 0) != (tc.left == 0) {
+				t.Fatalf("the key exists: %d after the read", n)
+			}
+			// Publishing works as on a clean key.
+			d.Publish(ctx, time.Minute)
+			if u := time.Until(d.Until()); u < 50*time.Second {
+				t.Fatalf("after a 1 min hint: until in %v", u)
+			}
+			if typ := c.Type(ctx, backend.CooldownKey(key)).Val(); typ != "string" || c.PTTL(ctx, backend.CooldownKey(key)).Val() <= 0 {
+				t.Fatalf("after a 1 min hint the key is a %s with PTTL %v", typ, c.PTTL(ctx, backend.CooldownKey(key)).Val())
+			}
+		})
+	}
+}
+
+func TestCooldownOverMeansNoWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A cooldown that ended is no wait, even for a caller whose
+		// earliest is before its end: no jitter after it either (a jitter
+		// of up to 3 s after an end 1 s ago was a wait of up to 2 s).
+		d, _ := newCooldown(newMem(), CooldownConfig{Key: "k", Jitter: 3 * time.Second, Rand: func() float64 { return 0.999 }, Logger: discard})
+		defer d.Close()
+		d.Publish(t.Context(), time.Second)
+		time.Sleep(2 * time.Second)
+		earliest := time.Now().Add(-5 * time.Second)
+		if s, err := d.Reserve(t.Context(), earliest, time.Time{}); err != nil || !s.Equal(earliest) {
+			t.Fatalf("Reserve after the cooldown ended: start %v after earliest (%v), want earliest", s.Sub(earliest), err)
+		}
+	})
 }

@@ -152,22 +152,21 @@ func TestStalledRedisEndsWithTheContext(t *testing.T) {
 	})
 }
 
-// TestRoundTripDeadlineAlreadyPassed: a deadline already passed starts no
-// Redis call at all.
+// TestRoundTripDeadlineAlreadyPassed: a cooldown whose read is due, asked
+// with a deadline already passed, starts no Redis call at all, refuses at
+// once, and leaves the read to the next caller.
 func TestRoundTripDeadlineAlreadyPassed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var g guard
-		g.common = newCommon("test", "k", time.Second, 0, FailLocal, discard, nil, nil)
-		ended := 0
-		called := false
-		_, err := roundTrip(&g, t.Context(), time.Now().Add(-time.Millisecond), func(context.Context) (int, error) {
-			called = true
-			return 1, nil
-		}, func() { ended++ })
-		if !errors.Is(err, errSlow) || called || ended != 1 || g.stats().RoundTrips != 0 {
-			t.Fatalf("err %v, called %v, ended %d times, %d round trips; want errSlow, no call, ended once", err, called, ended, g.stats().RoundTrips)
+		mem := newMem()
+		d, _ := newCooldown(mem, CooldownConfig{Key: "k", Logger: discard})
+		defer d.Close()
+		_, err := d.Reserve(t.Context(), time.Now(), time.Now().Add(-time.Millisecond))
+		if !errors.Is(err, retry.ErrPastDeadline) || mem.calls.Load() != 0 || d.Stats().RoundTrips != 0 {
+			t.Fatalf("err %v, %d calls, %d round trips; want a deadline refusal and no call", err, mem.calls.Load(), d.Stats().RoundTrips)
 		}
-		g.close()
+		if _, err := d.Reserve(t.Context(), time.Now(), time.Time{}); err != nil || mem.calls.Load() != 1 {
+			t.Fatalf("the next Reserve: %v, %d calls; want the read made", err, mem.calls.Load())
+		}
 	})
 }
 

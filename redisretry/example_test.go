@@ -103,16 +103,6 @@ func ExampleParseLimit() {
 	// redisretry: invalid rate "600": want COUNT/PERIOD, e.g. 600/1m or 40/1s
 }
 
-func ExampleGCRA() {
-	// The simulator's model of the quota's script: 2 per second, a request
-	// arriving while the schedule is busy for 300 ms more.
-	l := redisretry.PerSecond(2)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	r := redisretry.GCRA(now.Add(300*time.Millisecond), now, l.Interval(1), l.Tolerance(1), time.Second)
-	fmt.Println(r.OK, r.Wait, r.To.Sub(now))
-	// Output: true 300ms 800ms
-}
-
 func ExampleNewClient() {
 	_, err := redisretry.NewClient("redis://user:s3cret@host:notaport/0")
 	fmt.Println(err != nil)

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 // Defaults of the fields every config has.
@@ -143,7 +148,8 @@ type Stats struct {
 	Local      int64 // decisions made without Redis (FailureMode, or Redis too slow for one call)
 }
 
-// common holds the fields every config has, resolved.
+// common holds the fields every config has, resolved, and what the limiter
+// is built on: its clock and its transport to Redis.
 type common struct {
 	limiter, key  string
 	timeout       time.Duration
@@ -151,7 +157,8 @@ type common struct {
 	mode          FailureMode
 	logger        *slog.Logger // nil: slog.Default() at each use
 	observer      Observer
-	now           func() time.Time
+	clock         backend.Clock
+	tr            backend.Transport
 }
 
 func checkCommon(config, key string, timeout, probe time.Duration, mode FailureMode) error {
@@ -160,6 +167,10 @@ func checkCommon(config, key string, timeout, probe time.Duration, mode FailureM
 		return fmt.Errorf("redisretry: invalid %s.Key = \"\": must name the fleet's shared state (e.g. the project and model)", config)
 	case containsAny(key, "{}"):
 		return fmt.Errorf("redisretry: invalid %s.Key = %q: must not contain { or } (every Redis key is {Key}:..., a Cluster hash tag)", config, key)
+	case strings.IndexFunc(key, unicode.IsControl) >= 0:
+		i := strings.IndexFunc(key, unicode.IsControl)
+		r, _ := utf8.DecodeRuneInString(key[i:])
+		return fmt.Errorf("redisretry: invalid %s.Key = %q: must not contain control characters (%U at byte %d): the keys would be unreadable in logs and redis-cli", config, key, r, i)
 	case timeout < 0:
 		return fmt.Errorf("redisretry: invalid %s.Timeout = %v: must not be negative (0 means %v)", config, timeout, DefaultTimeout)
 	case probe < 0:
@@ -181,18 +192,17 @@ func containsAny(s, chars string) bool {
 	return false
 }
 
-func newCommon(limiter, key string, timeout, probe time.Duration, mode FailureMode, l *slog.Logger, o Observer, now func() time.Time) common {
+func newCommon(limiter, key string, timeout, probe time.Duration, mode FailureMode, l *slog.Logger, o Observer, e env) common {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
 	if probe == 0 {
 		probe = DefaultProbeInterval
 	}
-	if now == nil {
-		now = time.Now
-	}
-	return common{limiter, key, timeout, probe, mode, l, o, now}
+	return common{limiter, key, timeout, probe, mode, l, o, e.clock, e.tr}
 }
+
+func (c *common) now() time.Time { return c.clock.Now() }
 
 // guard runs a limiter's Redis calls, each bounded by the timeout whatever the
 // client's own settings, and keeps the health state: one log line and one
@@ -203,9 +213,9 @@ type guard struct {
 	nextProbe atomic.Int64  // UnixNano: when a fallback limiter may try Redis
 	probing   atomic.Bool
 
-	mu     sync.Mutex     // guards closed and the start of goroutines
-	closed bool           // Close was called: no goroutine starts
-	wg     sync.WaitGroup // Redis calls and probes in flight
+	mu     sync.Mutex     // guards closed and the start of calls
+	closed bool           // Close was called: no call starts
+	wg     sync.WaitGroup // Redis calls in flight
 
 	fallbacks, roundTrips, errs, refills, waits, refused, local atomic.Int64
 }
@@ -265,111 +275,79 @@ func (e errTimeout) Error() string {
 func (e errTimeout) Timeout() bool   { return true }
 func (e errTimeout) Is(t error) bool { return t == context.DeadlineExceeded }
 
-// roundTrip runs one Redis call for a caller that waits for it: the call
-// runs in its own goroutine, bounded by the timeout, and the caller waits at
-// most until then, never past deadline (if not zero) and not after ctx ends.
-// A client that ignores context deadlines (the go-redis default) still cannot
-// hold the caller longer.
-//
-// The call is bounded by the timeout, not by the caller: one the caller
-// stopped waiting for still tells the health state, and a Redis that does
-// not answer within the timeout is marked failed at the timeout, whoever
-// still waits (Close waits for the call). The error is errTimeout when the
-// timeout passed, errSlow when deadline came first (Redis is not marked
-// failed: it had less than its timeout), ctx's cause when ctx ended first.
-// A deadline already passed starts no call. ended, if not nil, is called
-// once when the call is over (or was never started), whenever the caller
-// stopped waiting.
-func roundTrip[T any](g *guard, ctx context.Context, deadline time.Time, fn func(context.Context) (T, error), ended func()) (T, error) {
-	type result struct {
-		v   T
-		err error
+// errSlow is the error of a caller that stopped waiting for a round trip at
+// its own time limit (its deadline came before the timeout): Redis is not
+// marked as failed for it.
+var errSlow = errors.New("redisretry: Redis did not answer in time for this call")
+
+// send starts one Redis call, bounded by the timeout whatever the client
+// does: done is called exactly once, never before send returns, with the
+// reply, with the call's error, or with errTimeout when the timeout passes
+// first. Redis is marked failed right then (not when a client that ignores
+// deadlines returns), and a reply that comes later is thrown away. Every
+// outcome tells the health state. send returns false, and never calls done,
+// when the limiter is closed; Close waits for the calls sent.
+func (g *guard) send(c backend.Call, done func(backend.Reply, error)) bool {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return false
 	}
-	var zero T
-	if ended == nil {
-		ended = func() {}
-	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	g.roundTrips.Add(1)
+	p := &inflight{}
+	p.stop = g.clock.AfterFunc(g.timeout, func() {
+		if p.over.CompareAndSwap(false, true) {
+			err := errTimeout{g.timeout}
+			g.failed(err)
+			done(backend.Reply{}, err)
+		}
+	})
+	g.tr.Send(c, g.timeout, func(r backend.Reply, err error) {
+		defer g.wg.Done()
+		if !p.over.CompareAndSwap(false, true) {
+			return // timed out: Redis was marked failed at the timeout
+		}
+		p.stop()
+		if err != nil {
+			g.failed(err)
+			done(backend.Reply{}, err)
+			return
+		}
+		g.succeeded()
+		done(r, nil)
+	})
+	return true
+}
+
+// inflight is a call sent: over once done was called.
+type inflight struct {
+	over atomic.Bool
+	stop func() bool
+}
+
+type callResult struct {
+	r   backend.Reply
+	err error
+}
+
+// call is send for a caller that waits for the outcome (Close, Publish): at
+// most the timeout, and not after ctx ends (then it returns ctx's cause).
+func (g *guard) call(ctx context.Context, c backend.Call) (backend.Reply, error) {
 	if ctx.Err() != nil {
-		ended()
-		return zero, context.Cause(ctx)
+		return backend.Reply{}, context.Cause(ctx)
 	}
-	var cut <-chan time.Time // the deadline, if it comes before the timeout
-	if !deadline.IsZero() {
-		left := deadline.Sub(g.now())
-		if left <= 0 {
-			ended()
-			return zero, errSlow
-		}
-		if left < g.timeout {
-			t := time.NewTimer(left)
-			defer t.Stop()
-			cut = t.C
-		}
-	}
-	ch := make(chan result, 1)
-	expired := make(chan struct{}) // closed at the timeout, after Redis was marked failed
-	if !g.goroutine(func() {
-		defer ended()
-		v, err := inlineNotify(g, g.timeout, fn, func() { close(expired) })
-		ch <- result{v, err}
-	}) {
-		ended()
-		return zero, ErrClosed
+	ch := make(chan callResult, 1)
+	if !g.send(c, func(r backend.Reply, err error) { ch <- callResult{r, err} }) {
+		return backend.Reply{}, ErrClosed
 	}
 	select {
 	case r := <-ch:
-		return r.v, r.err
-	case <-expired:
-		return zero, errTimeout{g.timeout}
-	case <-cut:
-		// A reply and the deadline can be ready together: the reply wins.
-		select {
-		case r := <-ch:
-			return r.v, r.err
-		default:
-		}
-		return zero, errSlow
+		return r.r, r.err
 	case <-ctx.Done():
-		return zero, context.Cause(ctx)
+		return backend.Reply{}, context.Cause(ctx)
 	}
-}
-
-// inline is roundTrip for a call made on a background goroutine (a refill, a
-// flush, a probe), where no caller waits for it but with a bound of its own:
-// it runs fn on the calling goroutine (a goroutine less than roundTrip) with
-// a context that ends at the timeout. If the timeout passes before fn
-// returns (a client that ignores context deadlines), Redis is marked failed
-// right then, not when fn returns, and the call's result is a timeout.
-func inline[T any](g *guard, timeout time.Duration, fn func(context.Context) (T, error)) (T, error) {
-	return inlineNotify(g, timeout, fn, nil)
-}
-
-// inlineNotify is inline that also calls expired (if not nil) at the
-// timeout, right after Redis was marked failed, when fn has not returned by
-// then.
-func inlineNotify[T any](g *guard, timeout time.Duration, fn func(context.Context) (T, error), expired func()) (T, error) {
-	var zero T
-	cctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	// The timeout is the only way cctx ends while late is armed: cancel
-	// runs after late was stopped (or ran).
-	late := context.AfterFunc(cctx, func() {
-		g.failed(errTimeout{timeout})
-		if expired != nil {
-			expired()
-		}
-	})
-	g.roundTrips.Add(1)
-	v, err := fn(cctx)
-	if !late() {
-		return zero, errTimeout{timeout} // marked failed at the deadline
-	}
-	if err != nil {
-		g.failed(err)
-		return zero, err
-	}
-	g.succeeded()
-	return v, nil
 }
 
 // probeDue reports whether a limiter in fallback should try Redis now, for
@@ -381,43 +359,33 @@ func (g *guard) probeDue() bool {
 	return g.probing.CompareAndSwap(false, true)
 }
 
-// probe runs fn (one Redis call) in the background when a probe is due; its
-// success turns the limiter back to StateRedis.
-func (g *guard) probe(fn func(context.Context) error) {
+// probe sends the call made by c (one Redis call) when a probe is due; its
+// success turns the limiter back to StateRedis, and then after (if not nil)
+// gets the reply.
+func (g *guard) probe(c func() backend.Call, after func(backend.Reply)) {
 	if State(g.state.Load()) != StateFallback || !g.probeDue() {
 		return
 	}
-	if !g.goroutine(func() {
-		defer g.probing.Store(false)
-		inline(g, g.timeout, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, fn(ctx)
-		})
+	if !g.send(c(), func(r backend.Reply, err error) {
+		if err == nil && after != nil {
+			after(r)
+		}
+		g.probing.Store(false)
 	}) {
 		g.probing.Store(false)
 	}
 }
 
-// goroutine runs fn in a goroutine that Close waits for, unless the limiter
-// is closed (then it returns false).
-func (g *guard) goroutine(fn func()) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return false
-	}
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		fn()
-	}()
-	return true
-}
-
-// close marks the limiter closed and waits for its Redis calls to end.
-func (g *guard) close() {
+// markClosed marks the limiter closed: no call starts from now on.
+func (g *guard) markClosed() {
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()
 	g.state.Store(uint32(StateClosed))
+}
+
+// close marks the limiter closed and waits for its Redis calls to end.
+func (g *guard) close() {
+	g.markClosed()
 	g.wg.Wait()
 }

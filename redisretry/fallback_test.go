@@ -3,6 +3,7 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 var errTestDown = errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
@@ -202,7 +204,7 @@ func TestParseLimit(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want Limit
-		err  bool
+		err  string // a part of the error; "" for none
 	}{
 		{in: "600/1m", want: PerMinute(600)},
 		{in: "40/1s", want: PerSecond(40)},
@@ -210,19 +212,110 @@ func TestParseLimit(t *testing.T) {
 		{in: "100000/m", want: PerMinute(100000)},
 		{in: " 5/h ", want: Limit{Rate: 5, Period: time.Hour}},
 		{in: "5/250ms", want: Limit{Rate: 5, Period: 250 * time.Millisecond}},
-		{in: "", err: true},
-		{in: "600", err: true},
-		{in: "0/1s", err: true},
-		{in: "-3/1s", err: true},
-		{in: "x/1s", err: true},
-		{in: "5/0s", err: true},
-		{in: "5/1us", err: true},
-		{in: "5/banana", err: true},
-		{in: "99999999999999999999/1s", err: true},
+		{in: "1000000000/1s", want: PerSecond(1e9)},                         // 1 per ns: the most
+		{in: "1/876000h", want: Limit{Rate: 1, Period: 876000 * time.Hour}}, // 100 years: the longest
+		{in: "1000000/1ms", want: Limit{Rate: 1e6, Period: time.Millisecond}},
+		{in: "", err: "want COUNT/PERIOD"},
+		{in: "600", err: "want COUNT/PERIOD"},
+		{in: "0/1s", err: "the count must be a whole number > 0"},
+		{in: "-3/1s", err: "the count must be a whole number > 0"},
+		{in: "-99999999999999999999/1s", err: "the count must be a whole number > 0"},
+		{in: "x/1s", err: "the count must be a whole number > 0"},
+		{in: "1.5/1s", err: "the count must be a whole number > 0"},
+		{in: "5/0s", err: "the period must be a duration of at least 1ms"},
+		{in: "5/1us", err: "the period must be a duration of at least 1ms"},
+		{in: "5/-1s", err: "the period must be a duration of at least 1ms"},
+		{in: "5/banana", err: "the period must be a duration of at least 1ms"},
+		{in: "99999999999999999999/1s", err: "the count 99999999999999999999 is too large: it overflows a 64-bit integer (at most 1000000000 per 1s: 1 per nanosecond)"},
+		{in: "99999999999999999999/5x", err: "the period must be a duration"},
+		{in: "1/1000000h", err: "the period 1000000h is too long: at most 100 years (876000h0m0s)"},
+		{in: "1/876001h", err: "the period 876001h is too long: at most 100 years"},
+		{in: "1/99999999999h", err: "the period 99999999999h is too long: it overflows"},
+		{in: "9223372036854775807/1ms", err: "the count 9223372036854775807 is too large: more than 1 per nanosecond (at most 1000000 per 1ms)"},
+		{in: "1000000001/1s", err: "the count 1000000001 is too large: more than 1 per nanosecond (at most 1000000000 per 1s)"},
+		{in: "1000000001/s", err: "(at most 1000000000 per 1s)"},
 	} {
 		got, err := ParseLimit(tc.in)
-		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
-			t.Errorf("ParseLimit(%q) = %v, %v", tc.in, got, err)
+		switch {
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("ParseLimit(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		case tc.err != "" && err == nil:
+			t.Errorf("ParseLimit(%q) = %v, want an error saying %q", tc.in, got, tc.err)
+		case tc.err != "" && !strings.HasPrefix(err.Error(), fmt.Sprintf("redisretry: invalid rate %q: ", tc.in)):
+			t.Errorf("ParseLimit(%q): %v, want it to start with the rate quoted (the CLI cuts it off)", tc.in, err)
+		case tc.err != "" && !strings.Contains(err.Error(), tc.err):
+			t.Errorf("ParseLimit(%q): %v, want %q", tc.in, err, tc.err)
+		}
+		if err == nil {
+			// What ParseLimit accepts, a Quota accepts.
+			if verr := got.validate("QuotaConfig"); verr != nil {
+				t.Errorf("ParseLimit(%q) = %v, which validate refuses: %v", tc.in, got, verr)
+			}
+		}
+	}
+}
+
+func TestLimitValidate(t *testing.T) {
+	for _, tc := range []struct {
+		l   Limit
+		err string // "" for none
+	}{
+		{PerSecond(1), ""},
+		{PerSecond(1e9), ""},
+		{Limit{Rate: 1, Period: 876000 * time.Hour}, ""},
+		{Limit{Rate: 5, Period: time.Second, Burst: math.MaxInt64}, ""},
+		{Limit{Rate: 0, Period: time.Second}, "QuotaConfig.Limit.Rate = 0: must be > 0"},
+		{Limit{Rate: -1, Period: time.Second}, "QuotaConfig.Limit.Rate = -1: must be > 0"},
+		{Limit{Rate: 1, Period: time.Millisecond - 1}, "QuotaConfig.Limit.Period = 999.999µs: must be at least 1ms"},
+		{Limit{Rate: 1, Period: 876000*time.Hour + 1}, "QuotaConfig.Limit.Period = 876000h0m0.000000001s: must be at most 100 years"},
+		{Limit{Rate: 1, Period: math.MaxInt64}, "QuotaConfig.Limit.Period = 2562047h47m16.854775807s: must be at most 100 years"},
+		{Limit{Rate: math.MaxInt64, Period: time.Millisecond}, "QuotaConfig.Limit.Rate = 9223372036854775807: more than 1 per nanosecond of the Period (1ms): at most 1000000"},
+		{Limit{Rate: 1e9 + 1, Period: time.Second}, "QuotaConfig.Limit.Rate = 1000000001: more than 1 per nanosecond"},
+		{Limit{Rate: 5, Period: time.Second, Burst: -1}, "QuotaConfig.Limit.Burst = -1: must not be negative"},
+	} {
+		_, err := newQuota(newMem(), QuotaConfig{Key: "k", Limit: tc.l})
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%+v: %v, want valid", tc.l, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "redisretry: invalid ")):
+			t.Errorf("%+v: %v, want an error saying %q", tc.l, err, tc.err)
+		}
+	}
+}
+
+func TestKeyValidation(t *testing.T) {
+	// Review R5: control characters (NUL included) are refused in every
+	// limiter's Key, naming the field, the character and where it is;
+	// the key is quoted (%q), so the error itself stays readable.
+	for _, tc := range []struct {
+		key string
+		err string // "" for none
+	}{
+		{"myproject:gemini-2.5-flash:us-central1", ""},
+		{"with space", ""},
+		{"ünïcödé:模型", ""},
+		{strings.Repeat("k", 10_000), ""},
+		{"", `Key = "": must name the fleet's shared state`},
+		{"a{b", "must not contain { or }"},
+		{"a\nb", `Key = "a\nb": must not contain control characters (U+000A at byte 1)`},
+		{"nul\x00", `Key = "nul\x00": must not contain control characters (U+0000 at byte 3)`},
+		{"tab\there", "(U+0009 at byte 3)"},
+		{"\r", "(U+000D at byte 0)"},
+		{"del\x7f", "(U+007F at byte 3)"},
+		{"c1\u0085", "(U+0085 at byte 2)"},
+		{"esc\x1b[31m", "(U+001B at byte 3)"},
+	} {
+		errs := map[string]error{}
+		_, errs["QuotaConfig"] = newQuota(newMem(), QuotaConfig{Key: tc.key, Limit: PerSecond(1)})
+		_, errs["BudgetConfig"] = newBudget(newMem(), BudgetConfig{Key: tc.key})
+		_, errs["CooldownConfig"] = newCooldown(newMem(), CooldownConfig{Key: tc.key})
+		for config, err := range errs {
+			switch {
+			case tc.err == "" && err != nil:
+				t.Errorf("%s.Key = %.40q: %v, want valid", config, tc.key, err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "redisretry: invalid "+config+".Key = ")):
+				t.Errorf("%s.Key = %q: %v, want an error naming %s.Key and saying %q", config, tc.key, err, config, tc.err)
+			}
 		}
 	}
 }
@@ -262,14 +355,14 @@ func TestRoundTripReplyIsNeverATimeout(t *testing.T) {
 	// bubble no time passes here, so no call may time out.
 	synctest.Test(t, func(t *testing.T) {
 		var g guard
-		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, nil)
+		g.common = newCommon("cooldown", "k", DefaultTimeout, 0, FailLocal, discard, nil, runnerEnv(newMem(), nil))
 		var wg sync.WaitGroup
 		var misread atomic.Int64
 		for range 8 {
 			wg.Go(func() {
 				for range 2500 {
-					v, err := roundTrip(&g, t.Context(), time.Time{}, func(context.Context) (int, error) { return 7, nil }, nil)
-					if err != nil || v != 7 {
+					r, err := g.call(t.Context(), backend.Call{Script: backend.Cooldown, Cooldown: "k"})
+					if err != nil || r.Cooldown.Now == 0 {
 						misread.Add(1)
 					}
 				}
@@ -346,30 +439,35 @@ func TestCloseRacesCalls(t *testing.T) {
 }
 
 func TestInlineCallMarksFailureAtTheDeadline(t *testing.T) {
-	// A background call (refill, flush, probe) to a client that ignores
-	// context deadlines: Redis is marked failed when the timeout passes,
-	// not when the call returns seconds later, so callers fall back at once.
+	// A call (refill, flush, probe) to a client that ignores context
+	// deadlines: Redis is marked failed when the timeout passes, not when
+	// the call returns seconds later, so callers fall back at once; the
+	// late reply is thrown away.
 	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		release := mem.setHang()
 		var g guard
-		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, nil)
-		release := make(chan struct{})
-		done := make(chan error)
-		go func() {
-			_, err := inline(&g, g.timeout, func(context.Context) (int, error) { <-release; return 1, nil })
-			done <- err
-		}()
+		g.common = newCommon("quota", "k", DefaultTimeout, 0, FailLocal, discard, nil, runnerEnv(mem, nil))
+		done := make(chan error, 2)
+		call := backend.Call{Script: backend.Cooldown, Cooldown: "k"}
+		g.send(call, func(_ backend.Reply, err error) { done <- err })
 		time.Sleep(DefaultTimeout + time.Millisecond)
 		synctest.Wait()
 		if g.stats().State != StateFallback {
 			t.Fatalf("state %v %v after the call began, with the call still running", g.stats().State, DefaultTimeout+time.Millisecond)
 		}
-		close(release)
 		if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("a reply after the timeout: %v, want a timeout", err)
+			t.Fatalf("a call past its timeout: %v, want a timeout", err)
+		}
+		release()
+		synctest.Wait()
+		if len(done) != 0 {
+			t.Fatalf("the late reply was delivered too: %v", <-done)
 		}
 		// An answer in time is a success.
-		if v, err := inline(&g, g.timeout, func(context.Context) (int, error) { return 7, nil }); v != 7 || err != nil || g.stats().State != StateRedis {
-			t.Fatalf("%v %v in state %v", v, err, g.stats().State)
+		if r, err := g.call(t.Context(), call); err != nil || r.Cooldown.Now == 0 || g.stats().State != StateRedis {
+			t.Fatalf("%+v %v in state %v", r, err, g.stats().State)
 		}
+		g.close()
 	})
 }

@@ -450,7 +450,10 @@ func TestRedisWrongPassword(t *testing.T) {
 	// The right password: it works, and the secret never reached the log.
 	good := redis.NewClient(&redis.Options{Addr: srv.addr(), Password: "right-secret"})
 	defer good.Close()
-	q2, _ := NewQuota(good, QuotaConfig{Key: testKey(t), Limit: PerSecond(1000), Logger: slog.New(logs)})
+	// A generous Timeout: the first call dials, authenticates and loads the
+	// script, which a loaded machine under -race does not always do within
+	// the default 20ms (1 failure in 60 runs beside two CPU burners).
+	q2, _ := NewQuota(good, QuotaConfig{Key: testKey(t), Limit: PerSecond(1000), Logger: slog.New(logs), Timeout: 2 * time.Second})
 	defer q2.Close()
 	if _, err := q2.Reserve(context.Background(), time.Now(), time.Time{}); err != nil || q2.State() != StateRedis {
 		t.Fatal(err, q2.State())
@@ -531,7 +534,8 @@ func TestRedisExtremeConfigs(t *testing.T) {
 	key := testKey(t)
 	ctx := context.Background()
 	b, _ := NewBudget(c, BudgetConfig{Key: key + ":b", MinPerSecond: 1e308, Ratio: 1e308, Window: 1000 * time.Hour, Timeout: time.Second, Logger: discard})
-	q, _ := NewQuota(c, QuotaConfig{Key: key + ":q", Limit: Limit{Rate: math.MaxInt64, Period: time.Millisecond, Burst: math.MaxInt64}, Lease: math.MaxInt64, Timeout: time.Second, Logger: discard})
+	// The highest rate a Limit allows: 1 per nanosecond.
+	q, _ := NewQuota(c, QuotaConfig{Key: key + ":q", Limit: Limit{Rate: int64(time.Millisecond), Period: time.Millisecond, Burst: math.MaxInt64}, Lease: math.MaxInt64, Timeout: time.Second, Logger: discard})
 	slow, _ := NewQuota(c, QuotaConfig{Key: key + ":s", Limit: Limit{Rate: 1, Period: 100 * 365 * 24 * time.Hour}, Timeout: time.Second, Logger: discard})
 	d, _ := NewCooldown(c, CooldownConfig{Key: key + ":d", Max: math.MaxInt64, Timeout: time.Second, Logger: discard})
 	defer func() {

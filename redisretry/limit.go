@@ -1,9 +1,11 @@
 package redisretry
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -13,10 +15,11 @@ import (
 // or whatever cost the caller counts (tokens, for a tokens-per-minute quota;
 // see [WithCost]).
 type Limit struct {
-	// Rate is the number of units allowed per Period. It must be > 0.
+	// Rate is the number of units allowed per Period. It must be > 0, and
+	// at most one per nanosecond of the Period (1,000,000,000 per second).
 	Rate int64
 	// Period is the time over which Rate units are allowed. It must be at
-	// least 1 ms.
+	// least 1 ms and at most 100 years (876,000 h).
 	Period time.Duration
 	// Burst is the number of units that may start at once after a quiet
 	// time. 0 means 1: pure pacing, requests spread evenly over the Period
@@ -30,21 +33,33 @@ func PerSecond(n int64) Limit { return Limit{Rate: n, Period: time.Second} }
 // PerMinute returns a Limit of n units per minute, burst 1.
 func PerMinute(n int64) Limit { return Limit{Rate: n, Period: time.Minute} }
 
+// durationSyntax is the form time.ParseDuration reads (without a sign): a
+// string of it that does not parse overflows.
+var durationSyntax = regexp.MustCompile(`^(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 // ParseLimit parses a rate such as "600/1m", "40/1s", "600 per 1m" or
 // "100000/m" (a bare unit s, m or h means one of it), the form the CLI's
-// --quota flag takes. The burst is 1.
+// --quota flag takes. The burst is 1. A count or a period out of a Limit's
+// range is an error that says which and why (a count that overflows 64 bits,
+// more than one per nanosecond of the period, a period over 100 years); no
+// value is capped silently.
 func ParseLimit(s string) (Limit, error) {
+	bad := func(format string, a ...any) (Limit, error) {
+		return Limit{}, fmt.Errorf("redisretry: invalid rate %q: "+format, append([]any{s}, a...)...)
+	}
 	in := strings.TrimSpace(s)
 	n, per, ok := strings.Cut(in, "/")
 	if !ok {
 		n, per, ok = strings.Cut(in, " per ")
 	}
 	if !ok {
-		return Limit{}, fmt.Errorf("redisretry: invalid rate %q: want COUNT/PERIOD, e.g. 600/1m or 40/1s", s)
+		return bad("want COUNT/PERIOD, e.g. 600/1m or 40/1s")
 	}
-	rate, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
-	if err != nil || rate <= 0 {
-		return Limit{}, fmt.Errorf("redisretry: invalid rate %q: the count must be a whole number > 0", s)
+	n = strings.TrimSpace(n)
+	rate, err := strconv.ParseInt(n, 10, 64)
+	overflow := errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(n, "-")
+	if !overflow && (err != nil || rate <= 0) {
+		return bad("the count must be a whole number > 0")
 	}
 	per = strings.TrimSpace(per)
 	switch per {
@@ -52,8 +67,17 @@ func ParseLimit(s string) (Limit, error) {
 		per = "1" + per
 	}
 	d, err := time.ParseDuration(per)
-	if err != nil || d < time.Millisecond {
-		return Limit{}, fmt.Errorf("redisretry: invalid rate %q: the period must be a duration of at least 1ms, e.g. 1s or 1m", s)
+	switch {
+	case err != nil && durationSyntax.MatchString(per):
+		return bad("the period %s is too long: it overflows (at most 100 years, %v)", per, maxSchedule)
+	case err != nil || d < time.Millisecond:
+		return bad("the period must be a duration of at least 1ms, e.g. 1s or 1m")
+	case d > maxSchedule:
+		return bad("the period %s is too long: at most 100 years (%v)", per, maxSchedule)
+	case overflow:
+		return bad("the count %s is too large: it overflows a 64-bit integer (at most %d per %s: 1 per nanosecond)", n, d.Nanoseconds(), per)
+	case rate > d.Nanoseconds():
+		return bad("the count %d is too large: more than 1 per nanosecond (at most %d per %s)", rate, d.Nanoseconds(), per)
 	}
 	return Limit{Rate: rate, Period: d}, nil
 }
@@ -75,6 +99,10 @@ func (l Limit) validate(config string) error {
 		return fmt.Errorf("redisretry: invalid %s.Limit.Rate = %d: must be > 0 (units per Period)", config, l.Rate)
 	case l.Period < time.Millisecond:
 		return fmt.Errorf("redisretry: invalid %s.Limit.Period = %v: must be at least 1ms (e.g. time.Minute for a per-minute quota)", config, l.Period)
+	case l.Period > maxSchedule:
+		return fmt.Errorf("redisretry: invalid %s.Limit.Period = %v: must be at most 100 years (%v)", config, l.Period, maxSchedule)
+	case l.Rate > l.Period.Nanoseconds():
+		return fmt.Errorf("redisretry: invalid %s.Limit.Rate = %d: more than 1 per nanosecond of the Period (%v): at most %d", config, l.Rate, l.Period, l.Period.Nanoseconds())
 	case l.Burst < 0:
 		return fmt.Errorf("redisretry: invalid %s.Limit.Burst = %d: must not be negative (0 means 1)", config, l.Burst)
 	}
@@ -151,4 +179,17 @@ func satMul(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a * b
+}
+
+// satSub returns a − b, saturating at math.MaxInt64 and math.MinInt64
+// instead of overflowing.
+func satSub(a, b int64) int64 {
+	d := a - b
+	switch {
+	case b < 0 && d < a:
+		return math.MaxInt64
+	case b > 0 && d > a:
+		return math.MinInt64
+	}
+	return d
 }

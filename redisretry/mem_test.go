@@ -11,16 +11,14 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
-// memBackend runs the scripts' Go models in memory, for tests in a synctest
-// bubble (whose clock is fake). It can fail or hang like a sick server.
+// memBackend runs the scripts' Go models in memory (backend.Store), for
+// tests in a synctest bubble (whose clock is fake). It can fail or hang like
+// a sick server.
 type memBackend struct {
-	mu      sync.Mutex
-	tat     map[string]time.Time
-	members map[string]map[string]time.Time
-	windows map[string]*BudgetWindow
-	cools   map[string]time.Time
+	store backend.Store
 
 	calls atomic.Int64
 	fail  atomic.Pointer[error] // every call returns it when set
@@ -33,10 +31,7 @@ type memBackend struct {
 	latency func() (there, back time.Duration)
 }
 
-func newMem() *memBackend {
-	return &memBackend{tat: map[string]time.Time{}, members: map[string]map[string]time.Time{},
-		windows: map[string]*BudgetWindow{}, cools: map[string]time.Time{}}
-}
+func newMem() *memBackend { return &memBackend{} }
 
 func (m *memBackend) setFail(err error) {
 	if err == nil {
@@ -53,93 +48,20 @@ func (m *memBackend) setHang() (release func()) {
 	return func() { m.hang.Store(nil); close(ch) }
 }
 
-func (m *memBackend) enter(ctx context.Context) error {
+func (m *memBackend) run(ctx context.Context, c backend.Call) (backend.Reply, error) {
 	m.calls.Add(1)
 	if h := m.hang.Load(); h != nil {
 		<-*h // a stalled server: the caller's context does not help
 	}
 	if e := m.fail.Load(); e != nil {
-		return *e
+		return backend.Reply{}, *e
 	}
-	return nil
-}
-
-func (m *memBackend) gcra(ctx context.Context, k quotaKeys, a gcraArgs) (gcraReply, error) {
-	if err := m.enter(ctx); err != nil {
-		return gcraReply{}, err
-	}
-	if m.latency != nil {
+	if m.latency != nil && c.Script == backend.GCRA {
 		there, back := m.latency()
 		time.Sleep(there)
 		defer time.Sleep(back) // after the script: the reply travels back
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := time.Now()
-	ms := m.members[k.members]
-	if ms == nil {
-		ms = map[string]time.Time{}
-		m.members[k.members] = ms
-	}
-	ms[a.member] = now
-	for id, t := range ms {
-		if now.Sub(t) > time.Duration(a.memberTTL)*time.Millisecond {
-			delete(ms, id)
-		}
-	}
-	r := GCRA(m.tat[k.tat], now, time.Duration(a.inc)*time.Microsecond, time.Duration(a.tol)*time.Microsecond, time.Duration(a.maxWait)*time.Microsecond)
-	if a.maxWait < 0 {
-		r = GCRA(m.tat[k.tat], now, time.Duration(a.inc)*time.Microsecond, time.Duration(a.tol)*time.Microsecond, -1)
-	}
-	if r.OK && a.inc > 0 {
-		m.tat[k.tat] = r.To
-	}
-	return gcraReply{ok: r.OK, wait: us(r.Wait), from: r.From.UnixMicro(), to: r.To.UnixMicro(), now: now.UnixMicro(), members: int64(len(ms))}, nil
-}
-
-func (m *memBackend) gcraReturn(ctx context.Context, k quotaKeys, to, unused int64) (bool, error) {
-	if err := m.enter(ctx); err != nil {
-		return false, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if cur, ok := m.tat[k.tat]; !ok || cur.UnixMicro() != to || unused <= 0 {
-		return false, nil
-	}
-	m.tat[k.tat] = time.UnixMicro(to - unused)
-	return true, nil
-}
-
-func (m *memBackend) budget(ctx context.Context, k budgetKeys, a budgetArgs) (budgetReply, error) {
-	if err := m.enter(ctx); err != nil {
-		return budgetReply{}, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	w := m.windows[k.requests]
-	if w == nil {
-		w = &BudgetWindow{Slot: time.Duration(a.slotMS) * time.Millisecond, Slots: a.slots, Ratio: a.ratio, Floor: a.floor}
-		m.windows[k.requests] = w
-	}
-	now := time.Now()
-	r := w.Apply(now, BudgetCall{Add: a.add, Want: a.want, GiveBack: a.back, GiveBackEpoch: a.backEpoch})
-	return budgetReply{r, now.UnixMilli()}, nil
-}
-
-func (m *memBackend) cooldown(ctx context.Context, key string, hintMS int64) (cooldownReply, error) {
-	if err := m.enter(ctx); err != nil {
-		return cooldownReply{}, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := time.Now()
-	u := CooldownUntil(m.cools[key], now, time.Duration(hintMS)*time.Millisecond)
-	m.cools[key] = u
-	var left int64
-	if u.After(now) {
-		left = u.Sub(now).Milliseconds()
-	}
-	return cooldownReply{remaining: left, now: now.UnixMilli()}, nil
+	return m.store.Apply(time.Now(), c), nil
 }
 
 // logCounter is a slog handler that keeps the messages it gets.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 // The shared tables: each case runs on the script (a real server) and on its
@@ -52,46 +54,57 @@ func serverMicros(t *testing.T, c *redis.Client) int64 {
 func TestGCRAScriptMatchesModel(t *testing.T) {
 	srv := startRedis(t)
 	c := srv.client(t)
-	be := scriptBackend{c}
+	be := scriptRunner{c}
 	for _, tc := range gcraCases {
 		t.Run(tc.name, func(t *testing.T) {
-			keys := newQuotaKeys(testKey(t))
+			keys := backend.NewQuotaKeys(testKey(t))
 			var tat, at int64
 			if !tc.noKey {
 				now := serverMicros(t, c)
 				tat, at = now+int64(tc.tat/time.Microsecond), now+int64(tc.back/time.Microsecond)
-				if err := c.HSet(context.Background(), keys.tat, "tat", tat, "at", at).Err(); err != nil {
+				if err := c.HSet(context.Background(), keys.TAT, "tat", tat, "at", at).Err(); err != nil {
 					t.Fatal(err)
 				}
-				c.Expire(context.Background(), keys.tat, 2*time.Hour)
+				c.Expire(context.Background(), keys.TAT, 2*time.Hour)
 			}
-			a := gcraArgs{inc: us(tc.inc), tol: us(tc.tol), maxWait: usWait(tc.maxWait), member: "m1", memberTTL: 30000}
+			a := backend.GCRAArgs{Inc: us(tc.inc), Tol: us(tc.tol), MaxWait: usWait(tc.maxWait), Member: "m1", MemberTTL: 30000}
 			r, err := be.gcra(context.Background(), keys, a)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var tatTime time.Time // the model takes the TAT as of now
 			if !tc.noKey {
-				tatTime = time.UnixMicro(tat - max(at-r.now, 0))
+				tatTime = time.UnixMicro(tat - max(at-r.Now, 0))
 			}
-			m := GCRA(tatTime, time.UnixMicro(r.now), tc.inc, tc.tol, tc.maxWait)
-			got := GCRAResult{OK: r.ok, Wait: time.Duration(r.wait) * time.Microsecond, From: time.UnixMicro(r.from), To: time.UnixMicro(r.to)}
+			m := backend.GCRAAt(tatTime, time.UnixMicro(r.Now), tc.inc, tc.tol, tc.maxWait)
+			got := backend.GCRAResult{OK: r.OK, Wait: time.Duration(r.Wait) * time.Microsecond, From: time.UnixMicro(r.From), To: time.UnixMicro(r.To)}
 			if got != m {
 				t.Fatalf("script %+v, model %+v", got, m)
 			}
-			if r.ok != tc.wantOK {
-				t.Fatalf("ok = %v, want %v (%+v)", r.ok, tc.wantOK, got)
+			// The in-memory server, from the same state at the same time.
+			var st backend.Store
+			if !tc.noKey {
+				st.SetSchedule(keys.TAT, tat, at, time.UnixMicro(r.Now))
 			}
-			if r.members != 1 {
-				t.Fatalf("members = %d, want 1", r.members)
+			if sr := st.Apply(time.UnixMicro(r.Now), backend.Call{Script: backend.GCRA, Quota: keys, GCRA: a}).GCRA; sr != r {
+				t.Fatalf("script %+v, in-memory store %+v", r, sr)
 			}
-			stored, err := c.HGet(context.Background(), keys.tat, "tat").Int64()
+			if stTAT, ok := st.TAT(keys, time.UnixMicro(r.Now)); r.OK && tc.inc > 0 && (!ok || stTAT != r.To) {
+				t.Fatalf("the store holds TAT %d (%v), want %d", stTAT, ok, r.To)
+			}
+			if r.OK != tc.wantOK {
+				t.Fatalf("ok = %v, want %v (%+v)", r.OK, tc.wantOK, got)
+			}
+			if r.Members != 1 {
+				t.Fatalf("members = %d, want 1", r.Members)
+			}
+			stored, err := c.HGet(context.Background(), keys.TAT, "tat").Int64()
 			switch {
-			case r.ok && tc.inc > 0:
-				if err != nil || stored != r.to {
-					t.Fatalf("stored TAT %d (%v), want %d", stored, err, r.to)
+			case r.OK && tc.inc > 0:
+				if err != nil || stored != r.To {
+					t.Fatalf("stored TAT %d (%v), want %d", stored, err, r.To)
 				}
-				if ttl := c.PTTL(context.Background(), keys.tat).Val(); ttl <= 0 {
+				if ttl := c.PTTL(context.Background(), keys.TAT).Val(); ttl <= 0 {
 					t.Fatalf("TAT key without expiry (PTTL %v)", ttl)
 				}
 			case tc.noKey:
@@ -106,62 +119,81 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 type budgetCase struct {
 	name              string
 	requests, retries map[int64]int64 // epoch offset from now -> count
+	config            string          // the configuration stored by the last call; "" for none
 	ratio, floor      float64
-	call              BudgetCall // GiveBackEpoch is an offset
+	call              backend.BudgetCall // GiveBackEpoch is an offset
 }
 
 var budgetCases = []budgetCase{
-	{name: "empty: the floor", ratio: 0.2, floor: 100, call: BudgetCall{Want: 10}},
-	{name: "empty: no floor", ratio: 0.2, floor: 0, call: BudgetCall{Want: 10}},
-	{name: "ratio of the requests", ratio: 0.2, floor: 0, requests: map[int64]int64{0: 30, -3: 20}, call: BudgetCall{Add: 50, Want: 50}},
-	{name: "retries already used", ratio: 0.2, floor: 5, requests: map[int64]int64{-1: 100}, retries: map[int64]int64{-1: 18}, call: BudgetCall{Want: 10}},
-	{name: "exhausted", ratio: 0.2, floor: 0, requests: map[int64]int64{-1: 100}, retries: map[int64]int64{-2: 20}, call: BudgetCall{Want: 1}},
-	{name: "old slots leave the window", ratio: 0.5, floor: 0, requests: map[int64]int64{-19: 10, -20: 1000, -40: 7}, retries: map[int64]int64{-20: 500}, call: BudgetCall{Want: 100}},
-	{name: "give back into its slot", ratio: 0.2, floor: 0, requests: map[int64]int64{-2: 100}, retries: map[int64]int64{-2: 20}, call: BudgetCall{GiveBack: 5, GiveBackEpoch: -2, Want: 3}},
-	{name: "give back more than counted", ratio: 0.2, floor: 0, requests: map[int64]int64{-2: 100}, retries: map[int64]int64{-2: 4}, call: BudgetCall{GiveBack: 9, GiveBackEpoch: -2}},
-	{name: "give back to a slot out of the window", ratio: 0.2, floor: 0, retries: map[int64]int64{-25: 4, -1: 3}, call: BudgetCall{GiveBack: 2, GiveBackEpoch: -25}},
-	{name: "fractional ratio and floor", ratio: 0.15, floor: 2.5, requests: map[int64]int64{0: 7}, call: BudgetCall{Want: 4}},
-	{name: "flush only", ratio: 0.2, floor: 10, call: BudgetCall{Add: 12345}},
+	{name: "empty: the floor", ratio: 0.2, floor: 100, call: backend.BudgetCall{Want: 10}},
+	{name: "empty: no floor", ratio: 0.2, floor: 0, call: backend.BudgetCall{Want: 10}},
+	{name: "ratio of the requests", ratio: 0.2, floor: 0, requests: map[int64]int64{0: 30, -3: 20}, call: backend.BudgetCall{Add: 50, Want: 50}},
+	{name: "retries already used", ratio: 0.2, floor: 5, requests: map[int64]int64{-1: 100}, retries: map[int64]int64{-1: 18}, call: backend.BudgetCall{Want: 10}},
+	{name: "exhausted", ratio: 0.2, floor: 0, requests: map[int64]int64{-1: 100}, retries: map[int64]int64{-2: 20}, call: backend.BudgetCall{Want: 1}},
+	{name: "old slots leave the window", ratio: 0.5, floor: 0, requests: map[int64]int64{-19: 10, -20: 1000, -40: 7}, retries: map[int64]int64{-20: 500}, call: backend.BudgetCall{Want: 100}},
+	{name: "give back into its slot", ratio: 0.2, floor: 0, requests: map[int64]int64{-2: 100}, retries: map[int64]int64{-2: 20}, call: backend.BudgetCall{GiveBack: 5, GiveBackEpoch: -2, Want: 3}},
+	{name: "give back more than counted", ratio: 0.2, floor: 0, requests: map[int64]int64{-2: 100}, retries: map[int64]int64{-2: 4}, call: backend.BudgetCall{GiveBack: 9, GiveBackEpoch: -2}},
+	{name: "give back to a slot out of the window", ratio: 0.2, floor: 0, retries: map[int64]int64{-25: 4, -1: 3}, call: backend.BudgetCall{GiveBack: 2, GiveBackEpoch: -25}},
+	{name: "fractional ratio and floor", ratio: 0.15, floor: 2.5, requests: map[int64]int64{0: 7}, call: backend.BudgetCall{Want: 4}},
+	{name: "flush only", ratio: 0.2, floor: 10, call: backend.BudgetCall{Add: 12345}},
+	{name: "the same configuration before", ratio: 0.2, floor: 10, config: "500/20/0.2/10", requests: map[int64]int64{-1: 50}, call: backend.BudgetCall{Want: 2}},
+	{name: "another configuration before", ratio: 0.2, floor: 10, config: "3000/20/0.1/60", requests: map[int64]int64{-1: 50}, call: backend.BudgetCall{Add: 1, Want: 2}},
 }
 
 func TestBudgetScriptMatchesModel(t *testing.T) {
 	srv := startRedis(t)
 	c := srv.client(t)
-	be := scriptBackend{c}
+	be := scriptRunner{c}
 	const slot = 500 * time.Millisecond
 	for _, tc := range budgetCases {
 		t.Run(tc.name, func(t *testing.T) {
-			keys := newBudgetKeys(testKey(t))
-			epoch := floorDiv(serverMicros(t, c)/1000, int64(slot/time.Millisecond))
-			w := &BudgetWindow{Slot: slot, Slots: budgetSlots, Ratio: tc.ratio, Floor: tc.floor,
-				requests: map[int64]int64{}, retries: map[int64]int64{}}
+			keys := backend.NewBudgetKeys(testKey(t))
+			epoch := backend.FloorDiv(serverMicros(t, c)/1000, int64(slot/time.Millisecond))
+			w := &backend.BudgetWindow{Slot: slot, Slots: budgetSlots, Ratio: tc.ratio, Floor: tc.floor,
+				Requests: map[int64]int64{}, Retries: map[int64]int64{}}
 			for _, kv := range []struct {
 				key string
 				m   map[int64]int64
 				dst map[int64]int64
-			}{{keys.requests, tc.requests, w.requests}, {keys.retries, tc.retries, w.retries}} {
+			}{{keys.Requests, tc.requests, w.Requests}, {keys.Retries, tc.retries, w.Retries}} {
 				for off, n := range kv.m {
 					kv.dst[epoch+off] = n
 					c.HSet(context.Background(), kv.key, strconv.FormatInt(epoch+off, 10), n)
 				}
 			}
+			if tc.config != "" {
+				w.Config = tc.config
+				c.Set(context.Background(), keys.Config, tc.config, time.Hour)
+			}
 			call := tc.call
 			call.GiveBackEpoch += epoch
-			r, err := be.budget(context.Background(), keys, budgetArgs{
-				slotMS: int64(slot / time.Millisecond), slots: budgetSlots, ratio: tc.ratio, floor: tc.floor,
-				add: call.Add, want: call.Want, back: call.GiveBack, backEpoch: call.GiveBackEpoch,
+			r, err := be.budget(context.Background(), keys, backend.BudgetArgs{
+				SlotMS: int64(slot / time.Millisecond), Slots: budgetSlots, Ratio: tc.ratio, Floor: tc.floor,
+				Add: call.Add, Want: call.Want, Back: call.GiveBack, BackEpoch: call.GiveBackEpoch,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := w.Apply(time.UnixMilli(r.now), call)
-			if r.BudgetReply != m {
-				t.Fatalf("script %+v, model %+v", r.BudgetReply, m)
+			var st backend.Store
+			st.SetBudget(keys, w.Requests, w.Retries, w.Config)
+			sr := st.Apply(time.UnixMilli(r.Now), backend.Call{Script: backend.Budget, Budget: keys, BudgetArgs: backend.BudgetArgs{
+				SlotMS: int64(slot / time.Millisecond), Slots: budgetSlots, Ratio: tc.ratio, Floor: tc.floor,
+				Add: call.Add, Want: call.Want, Back: call.GiveBack, BackEpoch: call.GiveBackEpoch,
+			}}).Budget
+			if sr != r {
+				t.Fatalf("script %+v, in-memory store %+v", r, sr)
+			}
+			m := w.Apply(time.UnixMilli(r.Now), call)
+			if r != m {
+				t.Fatalf("script %+v, model %+v", r, m)
+			}
+			if want := map[bool]string{true: tc.config}[tc.config != "500/20/"+backend.FormatFloat(tc.ratio)+"/"+backend.FormatFloat(tc.floor)]; r.Other != want {
+				t.Fatalf("the other configuration %q, want %q", r.Other, want)
 			}
 			for _, kv := range []struct {
 				key string
 				m   map[int64]int64
-			}{{keys.requests, w.requests}, {keys.retries, w.retries}} {
+			}{{keys.Requests, w.Requests}, {keys.Retries, w.Retries}} {
 				got := map[int64]int64{}
 				for f, v := range c.HGetAll(context.Background(), kv.key).Val() {
 					e, _ := strconv.ParseInt(f, 10, 64)
@@ -170,6 +202,12 @@ func TestBudgetScriptMatchesModel(t *testing.T) {
 				if !maps.Equal(got, kv.m) {
 					t.Fatalf("%s holds %v, the model %v", kv.key, got, kv.m)
 				}
+			}
+			if cfg := c.Get(context.Background(), keys.Config).Val(); cfg != w.Config || c.PTTL(context.Background(), keys.Config).Val() <= 0 {
+				t.Fatalf("%s holds %q (PTTL %v), the model %q", keys.Config, cfg, c.PTTL(context.Background(), keys.Config).Val(), w.Config)
+			}
+			if req, ret := st.Budget(keys); !maps.Equal(req, w.Requests) || !maps.Equal(ret, w.Retries) {
+				t.Fatalf("the store holds %v %v, the model %v %v", req, ret, w.Requests, w.Retries)
 			}
 		})
 	}
@@ -195,10 +233,10 @@ var cooldownCases = []cooldownCase{
 func TestCooldownScriptMatchesModel(t *testing.T) {
 	srv := startRedis(t)
 	c := srv.client(t)
-	be := scriptBackend{c}
+	be := scriptRunner{c}
 	for _, tc := range cooldownCases {
 		t.Run(tc.name, func(t *testing.T) {
-			key := cooldownKey(testKey(t))
+			key := backend.CooldownKey(testKey(t))
 			var until time.Time
 			if !tc.noKey {
 				ms := serverMicros(t, c)/1000 + int64(tc.until/time.Millisecond)
@@ -209,14 +247,21 @@ func TestCooldownScriptMatchesModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			now := time.UnixMilli(r.now)
-			m := CooldownUntil(until, now, tc.hint)
+			now := time.UnixMilli(r.Now)
+			m := backend.CooldownUntil(until, now, tc.hint)
 			var want int64
 			if m.After(now) {
 				want = m.Sub(now).Milliseconds()
 			}
-			if r.remaining != want {
-				t.Fatalf("script: %d ms left, model: %d ms (model until %v, now %v)", r.remaining, want, m, now)
+			if r.Remaining != want {
+				t.Fatalf("script: %d ms left, model: %d ms (model until %v, now %v)", r.Remaining, want, m, now)
+			}
+			var st backend.Store
+			if !tc.noKey {
+				st.SetCooldown(key, until.UnixMilli())
+			}
+			if sr := st.Apply(now, backend.Call{Script: backend.Cooldown, Cooldown: key, HintMS: int64(tc.hint / time.Millisecond)}).Cooldown; sr != r {
+				t.Fatalf("script %+v, in-memory store %+v", r, sr)
 			}
 			if tc.hint > 0 {
 				stored, err := c.Get(context.Background(), key).Int64()
@@ -271,7 +316,7 @@ func TestScriptRepliesChecked(t *testing.T) {
 		}
 		return out
 	}
-	ga := gcraArgs{inc: inc, maxWait: -1, member: "m", memberTTL: 30000}
+	ga := backend.GCRAArgs{Inc: inc, MaxWait: -1, Member: "m", MemberTTL: 30000}
 	for _, tc := range []struct {
 		name  string
 		reply any
@@ -294,27 +339,30 @@ func TestScriptRepliesChecked(t *testing.T) {
 		{"no time", i(1, 0, 0, inc, 0, 1), false},
 		{"negative members", i(1, 0, now, now+inc, now, -1), false},
 	} {
-		_, err := scriptBackend{lyingScripter{tc.reply}}.gcra(ctx, newQuotaKeys("k"), ga)
+		_, err := scriptRunner{lyingScripter{tc.reply}}.gcra(ctx, backend.NewQuotaKeys("k"), ga)
 		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: gcra.lua: unexpected reply")) {
 			t.Errorf("gcra %s: %v", tc.name, err)
 		}
 	}
-	ba := budgetArgs{slotMS: 500, slots: 20, ratio: 0.2, want: 3}
+	ba := backend.BudgetArgs{SlotMS: 500, Slots: 20, Ratio: 0.2, Want: 3}
 	nowMS := now / 1000
 	for _, tc := range []struct {
 		name  string
 		reply any
 		ok    bool
 	}{
-		{"valid", i(2, nowMS/500, 10, 2, nowMS), true},
-		{"more than asked for", i(4, nowMS/500, 10, 4, nowMS), false},
-		{"negative grant", i(-1, nowMS/500, 10, 2, nowMS), false},
-		{"negative requests", i(2, nowMS/500, -10, 2, nowMS), false},
-		{"epoch of another time", i(2, 7, 10, 2, nowMS), false},
-		{"no time", i(2, 0, 10, 2, 0), false},
+		{"valid", append(i(2, nowMS/500, 10, 2, nowMS), ""), true},
+		{"valid, another configuration", append(i(2, nowMS/500, 10, 2, nowMS), "1000/10/0.5/0"), true},
+		{"more than asked for", append(i(4, nowMS/500, 10, 4, nowMS), ""), false},
+		{"negative grant", append(i(-1, nowMS/500, 10, 2, nowMS), ""), false},
+		{"negative requests", append(i(2, nowMS/500, -10, 2, nowMS), ""), false},
+		{"epoch of another time", append(i(2, 7, 10, 2, nowMS), ""), false},
+		{"no time", append(i(2, 0, 10, 2, 0), ""), false},
 		{"short", i(2, 0), false},
+		{"no configuration", i(2, nowMS/500, 10, 2, nowMS), false},
+		{"a number for the configuration", i(2, nowMS/500, 10, 2, nowMS, 5), false},
 	} {
-		_, err := scriptBackend{lyingScripter{tc.reply}}.budget(ctx, newBudgetKeys("k"), ba)
+		_, err := scriptRunner{lyingScripter{tc.reply}}.budget(ctx, backend.NewBudgetKeys("k"), ba)
 		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: budget.lua: unexpected reply")) {
 			t.Errorf("budget %s: %v", tc.name, err)
 		}
@@ -329,7 +377,7 @@ func TestScriptRepliesChecked(t *testing.T) {
 		{"no time", i(5, 0), false},
 		{"a float", []any{1.5, nowMS}, false},
 	} {
-		_, err := scriptBackend{lyingScripter{tc.reply}}.cooldown(ctx, cooldownKey("k"), 0)
+		_, err := scriptRunner{lyingScripter{tc.reply}}.cooldown(ctx, backend.CooldownKey("k"), 0)
 		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: cooldown.lua: unexpected reply")) {
 			t.Errorf("cooldown %s: %v", tc.name, err)
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 // DefaultQuotaLease is the most requests' worth of the schedule a Quota
@@ -133,8 +135,8 @@ func (c QuotaConfig) Validate() error {
 // behind one mutex, its state and counters are atomic.
 type Quota struct {
 	g      guard
-	be     backend
-	keys   quotaKeys
+	env    env
+	keys   backend.QuotaKeys
 	limit  Limit
 	lease  int64 // most requests' worth per round trip
 	slack  time.Duration
@@ -143,8 +145,10 @@ type Quota struct {
 
 	mu       sync.Mutex
 	blocks   []block        // leased stretches of the schedule, in order
-	queue    []*waiter      // callers waiting for the next block, in order
+	queue    []*reservation // callers waiting for the next block, in order
 	inflight int64          // units asked for by the refills in flight
+	refills  int            // refills in flight
+	idle     []func()       // called when no refill is in flight (Close)
 	want     int64          // units to ask for at a refill
 	used     int64          // units taken since the last resize
 	usedD    time.Duration  // the schedule they took
@@ -157,22 +161,26 @@ type Quota struct {
 	rtt      time.Duration  // the round trip's time, smoothed
 	local    time.Time      // the local fallback pacer's TAT
 	closing  bool           // Close was called: no refill starts
-	refills  sync.WaitGroup // refills in flight
 
 	lastStart, lastEnd time.Time // the start given by the last take, and its block's TAT after it
 }
 
-// waiter is a caller queued for the next block: n units for an attempt that
-// can start at e, before deadline (zero for none). The refill that serves it
-// sets start or err and closes done.
-type waiter struct {
+// reservation is one Reserve being decided: n units for an attempt that can
+// start at e, before deadline (zero for none). Its decision is made by
+// callbacks (a timer, a refill's reply) and handed to done, once, outside
+// Quota.mu.
+type reservation struct {
 	n        int64
 	e        time.Time
 	deadline time.Time
-	done     chan struct{}
-	served   bool // under Quota.mu
-	start    time.Time
-	err      error // a slot past the deadline, or the refill's Redis error
+	done     func(time.Time, error)
+
+	// Under Quota.mu:
+	over  bool          // decided or cancelled: nothing else may decide it
+	stop  func() bool   // the timer it waits on (until earliest, or for a refill)
+	wait  time.Duration // how long it waits for a refill: the timeout, or less (the deadline)
+	start time.Time     // set by the refill that served it
+	err   error         // a slot past the deadline, or the refill's Redis error
 }
 
 // block is a stretch of the fleet's schedule leased to this process, in
@@ -190,18 +198,22 @@ func NewQuota(client redis.Scripter, c QuotaConfig) (*Quota, error) {
 	if client == nil {
 		return nil, errors.New("redisretry: NewQuota: nil client")
 	}
-	return newQuota(scriptBackend{client}, c)
+	return newQuotaOn(envFor(client, c.Now), c)
 }
 
-func newQuota(be backend, c QuotaConfig) (*Quota, error) {
+// newQuota returns a Quota whose calls run on r (the tests' in-memory
+// Redis).
+func newQuota(r runner, c QuotaConfig) (*Quota, error) { return newQuotaOn(runnerEnv(r, c.Now), c) }
+
+func newQuotaOn(e env, c QuotaConfig) (*Quota, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	q := &Quota{
-		be: be, keys: newQuotaKeys(c.Key), limit: c.Limit, lease: c.Lease,
+		env: e, keys: backend.NewQuotaKeys(c.Key), limit: c.Limit, lease: c.Lease,
 		slack: c.Slack, fleet: c.FleetSize, member: newMemberID(),
 	}
-	q.g.common = newCommon("quota", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, c.Now)
+	q.g.common = newCommon("quota", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
 	if q.lease == 0 {
 		q.lease = DefaultQuotaLease
 	}
@@ -212,6 +224,7 @@ func newQuota(be backend, c QuotaConfig) (*Quota, error) {
 		q.slack = 0
 	}
 	q.want = min(4, q.lease) // the first lease; it doubles while used up
+	e.attach(quotaCore{q})
 	return q, nil
 }
 
@@ -219,6 +232,19 @@ func newMemberID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// quotaCore is the Quota's asynchronous core, for the fleet harness.
+type quotaCore struct{ q *Quota }
+
+func (c quotaCore) Reserve(n int64, earliest, deadline time.Time, done func(time.Time, error)) {
+	c.q.reserveAsync(max(n, 1), earliest, deadline, done)
+}
+
+func (c quotaCore) Close(done func()) {
+	if !c.q.closeAsync(func(error) { done() }) {
+		done()
+	}
 }
 
 type costKey struct{}
@@ -303,14 +329,36 @@ func (q *Quota) State() State { return State(q.g.state.Load()) }
 // no process reserved after it (one Redis call, bounded by the timeout), and
 // waits for the Redis calls in flight. Reserve then returns [ErrClosed].
 func (q *Quota) Close() error {
+	ch := make(chan error, 1)
+	if !q.closeAsync(func(err error) { ch <- err }) {
+		return nil
+	}
+	err := <-ch
+	q.g.wg.Wait()
+	return err
+}
+
+// closeAsync starts closing: once the refills in flight landed, it gives
+// the unused end of the lease back and calls done with that call's error. It
+// returns false (and never calls done) if the Quota was already closing.
+func (q *Quota) closeAsync(done func(error)) bool {
 	q.mu.Lock()
 	if q.closing {
 		q.mu.Unlock()
-		return nil
+		return false
 	}
 	q.closing = true // no refill starts now
+	if q.refills > 0 {
+		q.idle = append(q.idle, func() { q.giveBackLease(done) }) // the blocks in flight land first
+		q.mu.Unlock()
+		return true
+	}
 	q.mu.Unlock()
-	q.refills.Wait() // the blocks in flight land
+	q.giveBackLease(done)
+	return true
+}
+
+func (q *Quota) giveBackLease(done func(error)) {
 	q.mu.Lock()
 	var unused, to int64
 	if n := len(q.blocks); n > 0 {
@@ -319,14 +367,17 @@ func (q *Quota) Close() error {
 	}
 	q.blocks = nil
 	q.mu.Unlock()
-	var err error
-	if unused > 0 && q.g.healthy() {
-		_, err = roundTrip(&q.g, context.Background(), time.Time{}, func(ctx context.Context) (bool, error) {
-			return q.be.gcraReturn(ctx, q.keys, to, unused)
-		}, nil)
+	finish := func(err error) {
+		q.g.markClosed()
+		done(err)
 	}
-	q.g.close()
-	return err
+	if unused > 0 && q.g.healthy() {
+		c := backend.Call{Script: backend.GCRAReturn, Quota: q.keys, Return: backend.ReturnArgs{To: to, Unused: unused}}
+		if q.g.send(c, func(_ backend.Reply, err error) { finish(err) }) {
+			return
+		}
+	}
+	finish(nil)
 }
 
 func later(a, b time.Time) time.Time {
@@ -346,112 +397,207 @@ func pastDeadline(limiter string, need time.Duration) error {
 	return fmt.Errorf("redisretry: the fleet %s would need a wait of %v, past the deadline: %w", limiter, need.Round(unit), retry.ErrPastDeadline)
 }
 
+type reserveResult struct {
+	t   time.Time
+	err error
+}
+
+// reserve is Reserve for n units: it decides at once when the lease holds
+// the slot, else it waits for reserveAsync's decision or ctx.
 func (q *Quota) reserve(ctx context.Context, n int64, earliest, deadline time.Time) (time.Time, error) {
 	if ctx.Err() != nil {
 		return time.Time{}, context.Cause(ctx)
 	}
+	if now := q.g.now(); !earliest.After(now) && n <= q.limit.Rate && q.g.healthy() {
+		q.mu.Lock()
+		t, err, ok := q.takeNowLocked(now, n, deadline)
+		q.mu.Unlock()
+		if ok {
+			return q.taken(now, t, err)
+		}
+	}
+	ch := make(chan reserveResult, 1)
+	r := q.reserveAsync(n, earliest, deadline, func(t time.Time, err error) { ch <- reserveResult{t, err} })
+	select {
+	case res := <-ch:
+		return res.t, res.err
+	case <-ctx.Done():
+	}
+	if r != nil && q.cancel(r) {
+		return time.Time{}, context.Cause(ctx)
+	}
+	res := <-ch // decided meanwhile
+	if res.err == nil {
+		q.giveBack(res.t, n)
+		return time.Time{}, context.Cause(ctx)
+	}
+	return time.Time{}, res.err
+}
+
+// reserveAsync decides a Reserve of n units and calls done with the
+// outcome, once, perhaps before it returns. It returns the reservation while
+// one is being decided (nil if decided already), for cancel.
+//
+// An earliest in the future is waited for first, so that the slot is taken
+// when the attempt is sent. Then a slot of the lease is taken, or the caller
+// queues, first come first served, for the next block (a refill is started
+// unless those in flight cover the queue), for at most Timeout and never
+// past deadline: a refill that lands later still fills the lease, for the
+// next callers.
+func (q *Quota) reserveAsync(n int64, earliest, deadline time.Time, done func(time.Time, error)) *reservation {
 	if State(q.g.state.Load()) == StateClosed {
-		return time.Time{}, ErrClosed
+		done(time.Time{}, ErrClosed)
+		return nil
 	}
 	if n > q.limit.Rate {
 		// It could never fit: taking n/Rate periods of the schedule would
 		// hold up every process of the fleet that long.
 		q.g.refused.Add(1)
-		return time.Time{}, fmt.Errorf("redisretry: a request of cost %d exceeds the fleet quota of %v", n, q.limit)
+		done(time.Time{}, fmt.Errorf("redisretry: a request of cost %d exceeds the fleet quota of %v", n, q.limit))
+		return nil
 	}
+	r := &reservation{n: n, deadline: deadline, done: done}
 	now := q.g.now()
 	if d := earliest.Sub(now); d > 0 {
 		if !deadline.IsZero() && !earliest.Before(deadline) {
 			q.g.refused.Add(1)
-			return time.Time{}, pastDeadline("quota", d)
+			done(time.Time{}, pastDeadline("quota", d))
+			return nil
 		}
-		if err := sleep(ctx, d); err != nil {
-			return time.Time{}, err
-		}
-		now = q.g.now()
+		q.mu.Lock()
+		r.stop = q.g.clock.AfterFunc(d, func() { q.decide(r) })
+		q.mu.Unlock()
+		return r
 	}
+	q.decide(r)
+	return r
+}
+
+// decide decides r at now, unless it was cancelled.
+func (q *Quota) decide(r *reservation) {
+	now := q.g.now()
 	if !q.g.healthy() {
-		q.g.probe(q.probeFn)
-		return q.decideLocally(now, n, deadline, nil)
+		if !q.finish(r) {
+			return
+		}
+		if State(q.g.state.Load()) == StateClosed {
+			r.done(time.Time{}, ErrClosed)
+			return
+		}
+		q.g.probe(q.probeCall, q.probed)
+		r.done(q.decideLocally(now, r.n, r.deadline, nil))
+		return
 	}
 	q.mu.Lock()
-	if len(q.queue) == 0 { // else queue behind the callers already waiting
-		if t, ok, err := q.takeLocked(now, now, n, deadline); ok || err != nil {
-			if ok && q.inflight == 0 && q.lowLocked(now) {
-				q.startRefillLocked(now)
-			}
-			q.mu.Unlock()
-			return q.taken(now, t, err)
-		}
+	if r.over {
+		q.mu.Unlock()
+		return
 	}
-	w := &waiter{n: n, e: now, deadline: deadline, done: make(chan struct{})}
-	q.queue = append(q.queue, w)
+	r.e = now
+	if t, err, ok := q.takeNowLocked(now, r.n, r.deadline); ok {
+		r.over = true
+		q.mu.Unlock()
+		r.done(q.taken(now, t, err))
+		return
+	}
+	q.queue = append(q.queue, r)
 	if !q.startRefillLocked(now) {
 		q.queue = q.queue[:len(q.queue)-1]
+		r.over = true
 		q.mu.Unlock()
-		return time.Time{}, ErrClosed
+		r.done(time.Time{}, ErrClosed)
+		return
 	}
+	r.wait = q.g.timeout
+	if !r.deadline.IsZero() {
+		r.wait = min(r.wait, r.deadline.Sub(now))
+	}
+	r.stop = q.g.clock.AfterFunc(r.wait, func() { q.waited(r) })
 	q.mu.Unlock()
+}
 
-	// Wait for a refill to serve this caller, at most Timeout and never
-	// past the deadline: a refill that lands later still fills the lease,
-	// for the next callers.
-	wait := q.g.timeout
-	if !deadline.IsZero() {
-		wait = min(wait, deadline.Sub(now))
-	}
-	timer := time.NewTimer(wait)
-	select {
-	case <-w.done:
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	timer.Stop()
+// finish marks r decided, unless it was already (or cancelled).
+func (q *Quota) finish(r *reservation) bool {
 	q.mu.Lock()
-	served := w.served
-	if !served {
-		q.dequeueLocked(w)
+	defer q.mu.Unlock()
+	if r.over {
+		return false
 	}
+	r.over = true
+	return true
+}
+
+// cancel withdraws r (its caller's context ended): it reports whether it
+// did, before r was decided.
+func (q *Quota) cancel(r *reservation) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if r.over {
+		return false
+	}
+	r.over = true
+	if r.stop != nil {
+		r.stop()
+	}
+	q.dequeueLocked(r)
+	return true
+}
+
+// waited decides r when its wait for a refill ended with no block for it.
+func (q *Quota) waited(r *reservation) {
+	q.mu.Lock()
+	if r.over {
+		q.mu.Unlock()
+		return
+	}
+	r.over = true
+	q.dequeueLocked(r)
 	q.mu.Unlock()
-	switch {
-	case served && w.err == nil && ctx.Err() != nil:
-		q.giveBack(w.start, n)
-		return time.Time{}, context.Cause(ctx)
-	case served && w.err == nil:
-		return q.taken(now, w.start, nil)
-	case served && errors.Is(w.err, retry.ErrPastDeadline):
-		q.g.refused.Add(1)
-		return time.Time{}, w.err
-	case served && errors.Is(w.err, ErrClosed):
-		return time.Time{}, ErrClosed
-	case served:
-		return q.decideLocally(q.g.now(), n, deadline, w.err) // Redis failed
-	case ctx.Err() != nil:
-		return time.Time{}, context.Cause(ctx)
-	case wait < q.g.timeout:
+	if r.wait < q.g.timeout {
 		// The deadline came before Redis answered: no attempt can start
 		// before it now (whatever the FailureMode would say).
 		q.g.refused.Add(1)
-		return time.Time{}, fmt.Errorf("redisretry: the fleet quota got no answer from Redis before the deadline: %w", retry.ErrPastDeadline)
+		r.done(time.Time{}, fmt.Errorf("redisretry: the fleet quota got no answer from Redis before the deadline: %w", retry.ErrPastDeadline))
+		return
 	}
-	return q.decideLocally(q.g.now(), n, deadline, errSlow)
+	r.done(q.decideLocally(q.g.now(), r.n, r.deadline, errSlow))
 }
 
-// sleep waits d, or until ctx ends (then it returns ctx's cause).
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+// complete hands r the outcome of the refill that served it.
+func (q *Quota) complete(r *reservation) {
+	switch {
+	case r.err == nil:
+		r.done(q.taken(r.e, r.start, nil))
+	case errors.Is(r.err, retry.ErrPastDeadline):
+		q.g.refused.Add(1)
+		r.done(time.Time{}, r.err)
+	case errors.Is(r.err, ErrClosed):
+		r.done(time.Time{}, ErrClosed)
+	default:
+		r.done(q.decideLocally(q.g.now(), r.n, r.deadline, r.err)) // Redis failed
 	}
 }
 
-func (q *Quota) dequeueLocked(w *waiter) {
+// takeNowLocked decides at once when it can: no caller is queued and the
+// lease holds the slot, or shows it past the deadline. ok is false when the
+// caller must wait for a refill.
+func (q *Quota) takeNowLocked(now time.Time, n int64, deadline time.Time) (time.Time, error, bool) {
+	if len(q.queue) > 0 { // queue behind the callers already waiting
+		return time.Time{}, nil, false
+	}
+	t, ok, err := q.takeLocked(now, now, n, deadline)
+	if !ok && err == nil {
+		return time.Time{}, nil, false
+	}
+	if ok && q.inflight == 0 && q.lowLocked(now) {
+		q.startRefillLocked(now)
+	}
+	return t, err, true
+}
+
+func (q *Quota) dequeueLocked(r *reservation) {
 	for i, x := range q.queue {
-		if x == w {
+		if x == r {
 			q.queue = append(q.queue[:i], q.queue[i+1:]...)
 			return
 		}
@@ -459,29 +605,29 @@ func (q *Quota) dequeueLocked(w *waiter) {
 }
 
 // serveLocked hands the lease's slots to the queued callers, first come
-// first served, until one does not fit.
-func (q *Quota) serveLocked(now time.Time) {
+// first served, until one does not fit; it appends those served to served.
+func (q *Quota) serveLocked(now time.Time, served []*reservation) []*reservation {
 	for len(q.queue) > 0 {
-		w := q.queue[0]
-		t, ok, err := q.takeLocked(now, later(w.e, now), w.n, w.deadline)
+		r := q.queue[0]
+		t, ok, err := q.takeLocked(now, later(r.e, now), r.n, r.deadline)
 		if !ok && err == nil {
-			return
+			return served
 		}
-		w.start, w.err = t, err
-		q.wakeLocked(w)
+		r.start, r.err = t, err
+		served = q.wakeLocked(served)
 	}
+	return served
 }
 
-// wakeLocked removes the first queued caller and tells it it was served.
-func (q *Quota) wakeLocked(w *waiter) {
+// wakeLocked removes the first queued caller, decided now, and appends it
+// to served.
+func (q *Quota) wakeLocked(served []*reservation) []*reservation {
+	r := q.queue[0]
 	q.queue = q.queue[1:]
-	w.served = true
-	close(w.done)
+	r.over = true
+	r.stop()
+	return append(served, r)
 }
-
-// errSlow is the error of a caller that stopped waiting for a round trip at
-// its own time limit: Redis is not marked as failed for it.
-var errSlow = errors.New("redisretry: Redis did not answer in time for this call")
 
 // takeLocked takes a slot of n units from the lease for an attempt that can
 // start at e (>= now). ok is false when no block holds it (a refill is
@@ -564,12 +710,12 @@ func (q *Quota) resizeLocked(most int64) {
 	q.used, q.most = 0, 0
 }
 
-// startRefillLocked starts a round trip for a block of the schedule in the
-// background, unless the refills in flight cover the queued callers: so a
-// queued caller waits for one round trip at most, not for the one in flight
-// and then its own. The block is taken only if its first slot starts before
-// the latest deadline of the queued callers (any if one has none). It returns
-// false if the Quota is closed.
+// startRefillLocked sends a round trip for a block of the schedule, unless
+// the refills in flight cover the queued callers: so a queued caller waits
+// for one round trip at most, not for the one in flight and then its own.
+// The block is taken only if its first slot starts before the latest
+// deadline of the queued callers (any if one has none). It returns false if
+// the Quota is closed.
 func (q *Quota) startRefillLocked(now time.Time) bool {
 	var need, most int64 = 0, 1
 	maxWait := int64(0)
@@ -598,88 +744,94 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 	}
 	// Never more than a Period's worth: a block holds up the fleet.
 	units := min(max(q.want, need-q.inflight, most), max(q.limit.Rate, most))
-	a := gcraArgs{
-		inc: us(q.limit.Interval(units)), tol: us(q.limit.Tolerance(head)), maxWait: maxWait,
-		member: q.member, memberTTL: int64(memberTTL / time.Millisecond),
+	a := backend.GCRAArgs{
+		Inc: us(q.limit.Interval(units)), Tol: us(q.limit.Tolerance(head)), MaxWait: maxWait,
+		Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond),
 	}
 	keep := q.limit.Interval(head)
 	if q.closing {
 		return false
 	}
-	q.refills.Add(1)
-	if !q.g.goroutine(func() { defer q.refills.Done(); q.refill(units, keep, a) }) {
-		q.refills.Done()
+	send := q.g.now()
+	c := backend.Call{Script: backend.GCRA, Quota: q.keys, GCRA: a}
+	if !q.g.send(c, func(r backend.Reply, err error) { q.refilled(units, keep, send, r.GCRA, err) }) {
 		return false
 	}
+	q.refills++
 	q.inflight += units
 	return true
 }
 
-// refill makes one round trip for a block of units, adds the block to the
-// lease and serves the queue; while callers are left queued it starts the
-// next one.
-func (q *Quota) refill(units int64, keep time.Duration, a gcraArgs) {
-	var send, recv time.Time
-	r, err := inline(&q.g, q.g.timeout, func(ctx context.Context) (gcraReply, error) {
-		send = q.g.now()
-		r, err := q.be.gcra(ctx, q.keys, a)
-		recv = q.g.now()
-		return r, err
-	})
-	now := q.g.now()
+// refilled takes the reply of a refill of units sent at send: it adds the
+// block to the lease and serves the queue; while callers are left queued it
+// starts the next refill.
+func (q *Quota) refilled(units int64, keep time.Duration, send time.Time, r backend.GCRAReply, err error) {
+	now := q.g.now() // the reply's arrival
 	q.mu.Lock()
 	q.inflight -= units
+	q.refills--
+	var served []*reservation
 	granted := false
 	switch {
 	case err != nil:
 		// Redis failed (the limiter is in fallback now): every queued
 		// caller decides without it.
 		for len(q.queue) > 0 {
-			w := q.queue[0]
-			w.err = err
-			q.wakeLocked(w)
+			q.queue[0].err = err
+			served = q.wakeLocked(served)
 		}
-	case !r.ok:
-		q.members = r.members
-		q.learnLocked(send, recv, r.now)
+	case !r.OK:
+		q.members = r.Members
+		q.learnLocked(send, now, r.Now)
 		// Nothing was taken: the schedule's first free slot is too far
 		// for every caller queued when the refill started. Those whose
 		// deadline it passes give up; later ones get another refill.
-		wait := time.Duration(r.wait) * time.Microsecond
+		wait := time.Duration(r.Wait) * time.Microsecond
 		kept := q.queue[:0]
 		for _, w := range q.queue {
 			if !w.deadline.IsZero() && !now.Add(wait).Before(w.deadline) {
 				w.err = pastDeadline("quota", wait)
-				w.served = true
-				close(w.done)
+				w.over = true
+				w.stop()
+				served = append(served, w)
 				continue
 			}
 			kept = append(kept, w)
 		}
+		clear(q.queue[len(kept):])
 		q.queue = kept
 	default:
-		q.members = r.members
-		q.learnLocked(send, recv, r.now)
-		if r.to > r.from {
+		q.members = r.Members
+		q.learnLocked(send, now, r.Now)
+		if r.To > r.From {
 			granted = true
-			b := q.clock.place(r.from, r.to, keep, q.slack, now)
-			b.from, b.to = r.from, r.to
+			b := q.clock.place(r.From, r.To, keep, q.slack, now)
+			b.from, b.to = r.From, r.To
 			q.landed = true
 			q.addBlockLocked(b)
 		}
-		q.serveLocked(now)
+		served = q.serveLocked(now, served)
 	}
 	if len(q.queue) > 0 && !q.startRefillLocked(now) {
 		for len(q.queue) > 0 {
-			w := q.queue[0]
-			w.err = ErrClosed
-			q.wakeLocked(w)
+			q.queue[0].err = ErrClosed
+			served = q.wakeLocked(served)
 		}
 	}
+	var idle []func()
+	if q.refills == 0 {
+		idle, q.idle = q.idle, nil
+	}
 	q.mu.Unlock()
+	for _, w := range served {
+		q.complete(w)
+	}
 	if granted {
 		q.g.refills.Add(1)
 		q.g.emit(Event{Kind: EventRefill, Units: units})
+	}
+	for _, f := range idle {
+		f()
 	}
 }
 
@@ -715,16 +867,17 @@ func (q *Quota) addBlockLocked(b block) {
 	q.blocks = slices.Insert(q.blocks, i, b)
 }
 
-// probeFn is the probe of a Quota in fallback: a heartbeat that reserves
+// probeCall is the probe of a Quota in fallback: a heartbeat that reserves
 // nothing.
-func (q *Quota) probeFn(ctx context.Context) error {
-	r, err := q.be.gcra(ctx, q.keys, gcraArgs{maxWait: -1, member: q.member, memberTTL: int64(memberTTL / time.Millisecond)})
-	if err == nil {
-		q.mu.Lock()
-		q.members = r.members
-		q.mu.Unlock()
-	}
-	return err
+func (q *Quota) probeCall() backend.Call {
+	return backend.Call{Script: backend.GCRA, Quota: q.keys,
+		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}
+}
+
+func (q *Quota) probed(r backend.Reply) {
+	q.mu.Lock()
+	q.members = r.GCRA.Members
+	q.mu.Unlock()
 }
 
 // taken counts and reports a decision: a start t for an attempt that could
@@ -758,7 +911,7 @@ func (q *Quota) decideLocally(now time.Time, n int64, deadline time.Time, cause 
 	}
 	l := q.share()
 	q.mu.Lock()
-	r := GCRA(q.local, now, l.Interval(n), l.Tolerance(n), -1)
+	r := backend.GCRAAt(q.local, now, l.Interval(n), l.Tolerance(n), -1)
 	s := later(e, now.Add(r.Wait))
 	if !deadline.IsZero() && !s.Before(deadline) {
 		q.mu.Unlock()
@@ -804,3 +957,7 @@ func (q *Quota) giveBack(t time.Time, n int64) {
 		}
 	}
 }
+
+func us(d time.Duration) int64 { return backend.Micros(d) }
+
+func usWait(d time.Duration) int64 { return backend.MicrosWait(d) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/internal/fleetmodel"
+	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
 // The simulator ("retry sim fleet", package sim in the root module, which
@@ -20,31 +21,31 @@ import (
 func TestScriptsMatchSimulatorModels(t *testing.T) {
 	srv := startRedis(t)
 	c := srv.client(t)
-	be := scriptBackend{c}
+	be := scriptRunner{c}
 	ctx := context.Background()
 
 	for _, tc := range gcraCases {
 		t.Run("gcra/"+tc.name, func(t *testing.T) {
-			keys := newQuotaKeys(testKey(t))
+			keys := backend.NewQuotaKeys(testKey(t))
 			var tat, at int64
 			if !tc.noKey {
 				now := serverMicros(t, c)
 				tat, at = now+int64(tc.tat/time.Microsecond), now+int64(tc.back/time.Microsecond)
-				if err := c.HSet(ctx, keys.tat, "tat", tat, "at", at).Err(); err != nil {
+				if err := c.HSet(ctx, keys.TAT, "tat", tat, "at", at).Err(); err != nil {
 					t.Fatal(err)
 				}
-				c.Expire(ctx, keys.tat, 2*time.Hour)
+				c.Expire(ctx, keys.TAT, 2*time.Hour)
 			}
-			r, err := be.gcra(ctx, keys, gcraArgs{inc: us(tc.inc), tol: us(tc.tol), maxWait: usWait(tc.maxWait), member: "m", memberTTL: 30000})
+			r, err := be.gcra(ctx, keys, backend.GCRAArgs{Inc: us(tc.inc), Tol: us(tc.tol), MaxWait: usWait(tc.maxWait), Member: "m", MemberTTL: 30000})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var tatTime time.Time // the TAT as of now: the script moves it back with the server's clock
 			if !tc.noKey {
-				tatTime = time.UnixMicro(tat - max(at-r.now, 0))
+				tatTime = time.UnixMicro(tat - max(at-r.Now, 0))
 			}
-			got := fleetmodel.GCRAResult{OK: r.ok, Wait: time.Duration(r.wait) * time.Microsecond, From: time.UnixMicro(r.from), To: time.UnixMicro(r.to)}
-			if m := fleetmodel.GCRA(tatTime, time.UnixMicro(r.now), tc.inc, tc.tol, tc.maxWait); got != m {
+			got := fleetmodel.GCRAResult{OK: r.OK, Wait: time.Duration(r.Wait) * time.Microsecond, From: time.UnixMicro(r.From), To: time.UnixMicro(r.To)}
+			if m := fleetmodel.GCRA(tatTime, time.UnixMicro(r.Now), tc.inc, tc.tol, tc.maxWait); got != m {
 				t.Fatalf("script %+v, simulator's model %+v", got, m)
 			}
 		})
@@ -53,14 +54,14 @@ func TestScriptsMatchSimulatorModels(t *testing.T) {
 	const slot = 500 * time.Millisecond
 	for _, tc := range budgetCases {
 		t.Run("budget/"+tc.name, func(t *testing.T) {
-			keys := newBudgetKeys(testKey(t))
-			epoch := floorDiv(serverMicros(t, c)/1000, int64(slot/time.Millisecond))
+			keys := backend.NewBudgetKeys(testKey(t))
+			epoch := backend.FloorDiv(serverMicros(t, c)/1000, int64(slot/time.Millisecond))
 			w := &fleetmodel.BudgetWindow{Slot: slot, Slots: budgetSlots, Ratio: tc.ratio, Floor: tc.floor,
 				Requests: map[int64]int64{}, Retries: map[int64]int64{}}
 			for _, kv := range []struct {
 				key      string
 				from, to map[int64]int64
-			}{{keys.requests, tc.requests, w.Requests}, {keys.retries, tc.retries, w.Retries}} {
+			}{{keys.Requests, tc.requests, w.Requests}, {keys.Retries, tc.retries, w.Retries}} {
 				for off, n := range kv.from {
 					kv.to[epoch+off] = n
 					c.HSet(ctx, kv.key, strconv.FormatInt(epoch+off, 10), n)
@@ -68,19 +69,19 @@ func TestScriptsMatchSimulatorModels(t *testing.T) {
 			}
 			call := tc.call
 			call.GiveBackEpoch += epoch
-			r, err := be.budget(ctx, keys, budgetArgs{slotMS: int64(slot / time.Millisecond), slots: budgetSlots, ratio: tc.ratio,
-				floor: tc.floor, add: call.Add, want: call.Want, back: call.GiveBack, backEpoch: call.GiveBackEpoch})
+			r, err := be.budget(ctx, keys, backend.BudgetArgs{SlotMS: int64(slot / time.Millisecond), Slots: budgetSlots, Ratio: tc.ratio,
+				Floor: tc.floor, Add: call.Add, Want: call.Want, Back: call.GiveBack, BackEpoch: call.GiveBackEpoch})
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := w.Apply(time.UnixMilli(r.now), fleetmodel.BudgetCall(call))
-			if fleetmodel.BudgetReply(r.BudgetReply) != m {
-				t.Fatalf("script %+v, simulator's model %+v", r.BudgetReply, m)
+			m := w.Apply(time.UnixMilli(r.Now), fleetmodel.BudgetCall(call))
+			if (fleetmodel.BudgetReply{Granted: r.Granted, Epoch: r.Epoch, Requests: r.Requests, Retries: r.Retries}) != m {
+				t.Fatalf("script %+v, simulator's model %+v", r, m)
 			}
 			for _, kv := range []struct {
 				key string
 				m   map[int64]int64
-			}{{keys.requests, w.Requests}, {keys.retries, w.Retries}} {
+			}{{keys.Requests, w.Requests}, {keys.Retries, w.Retries}} {
 				got := map[int64]int64{}
 				for f, v := range c.HGetAll(ctx, kv.key).Val() {
 					e, _ := strconv.ParseInt(f, 10, 64)
@@ -95,7 +96,7 @@ func TestScriptsMatchSimulatorModels(t *testing.T) {
 
 	for _, tc := range cooldownCases {
 		t.Run("cooldown/"+tc.name, func(t *testing.T) {
-			key := cooldownKey(testKey(t))
+			key := backend.CooldownKey(testKey(t))
 			var until time.Time
 			if !tc.noKey {
 				ms := serverMicros(t, c)/1000 + int64(tc.until/time.Millisecond)
@@ -106,14 +107,14 @@ func TestScriptsMatchSimulatorModels(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			now := time.UnixMilli(r.now)
+			now := time.UnixMilli(r.Now)
 			m := fleetmodel.CooldownUntil(until, now, tc.hint)
 			var want int64
 			if m.After(now) {
 				want = m.Sub(now).Milliseconds()
 			}
-			if r.remaining != want {
-				t.Fatalf("script: %d ms left, simulator's model: %d ms", r.remaining, want)
+			if r.Remaining != want {
+				t.Fatalf("script: %d ms left, simulator's model: %d ms", r.Remaining, want)
 			}
 		})
 	}
@@ -146,12 +147,12 @@ func TestSimulatorModelsMatchModels(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			maxWait = -1
 		}
-		a, b := GCRA(tat, now, inc, tol, maxWait), fleetmodel.GCRA(tat, now, inc, tol, maxWait)
+		a, b := backend.GCRAAt(tat, now, inc, tol, maxWait), fleetmodel.GCRA(tat, now, inc, tol, maxWait)
 		if fleetmodel.GCRAResult(a) != b {
 			t.Fatalf("GCRA(%v, %v, %v, %v, %v): %+v, simulator's %+v", tat, now, inc, tol, maxWait, a, b)
 		}
 		until, hint := at(), dur()
-		if x, y := CooldownUntil(until, now, hint), fleetmodel.CooldownUntil(until, now, hint); !x.Equal(y) {
+		if x, y := backend.CooldownUntil(until, now, hint), fleetmodel.CooldownUntil(until, now, hint); !x.Equal(y) {
 			t.Fatalf("CooldownUntil(%v, %v, %v): %v, simulator's %v", until, now, hint, x, y)
 		}
 		l := Limit{Rate: 1 + rng.Int64N(1_000_000), Period: time.Millisecond + max(dur(), 0)} // valid limits only
@@ -169,21 +170,19 @@ func TestSimulatorModelsMatchModels(t *testing.T) {
 
 	// The budget window: one random sequence of calls on both models.
 	for _, ratio := range []float64{0.2, 0.15, 1} {
-		a, err := NewBudgetWindow(BudgetConfig{Key: "k", Ratio: ratio})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := (BudgetConfig{Key: "k", Ratio: ratio}).resolve()
+		a := &backend.BudgetWindow{Slot: c.slot(), Slots: budgetSlots, Ratio: c.Ratio, Floor: c.floor()}
 		b := &fleetmodel.BudgetWindow{Slot: a.Slot, Slots: a.Slots, Ratio: a.Ratio, Floor: a.Floor}
 		now := base
 		for i := range 5000 {
 			now = now.Add(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
-			call := BudgetCall{Add: rng.Int64N(20), Want: rng.Int64N(15)}
+			call := backend.BudgetCall{Add: rng.Int64N(20), Want: rng.Int64N(15)}
 			if rng.IntN(5) == 0 {
 				call.GiveBack = rng.Int64N(10)
 				call.GiveBackEpoch = now.UnixMilli()/int64(a.Slot/time.Millisecond) - rng.Int64N(25)
 			}
 			x, y := a.Apply(now, call), b.Apply(now, fleetmodel.BudgetCall(call))
-			if fleetmodel.BudgetReply(x) != y {
+			if (fleetmodel.BudgetReply{Granted: x.Granted, Epoch: x.Epoch, Requests: x.Requests, Retries: x.Retries}) != y {
 				t.Fatalf("call %d %+v at %v: %+v, simulator's %+v", i, call, now, x, y)
 			}
 		}

@@ -68,7 +68,7 @@ func TestFleetBadInput(t *testing.T) {
 		{"quota no period", []string{"--redis", r, "--fleet", "ci", "--quota", "40", "--", "true"}, `invalid value "40" for flag --quota: want COUNT/PERIOD`},
 		{"quota zero", []string{"--redis", r, "--fleet", "ci", "--quota", "0/1s", "--", "true"}, "--quota: the count must be a whole number > 0"},
 		{"quota negative", []string{"--redis", r, "--fleet", "ci", "--quota", "-5/1s", "--", "true"}, "--quota: the count must be a whole number > 0"},
-		{"quota overflow", []string{"--redis", r, "--fleet", "ci", "--quota", "99999999999999999999/1s", "--", "true"}, "--quota: the count must be a whole number > 0"},
+		{"quota overflow", []string{"--redis", r, "--fleet", "ci", "--quota", "99999999999999999999/1s", "--", "true"}, "--quota: the count 99999999999999999999 is too large"},
 		{"quota short period", []string{"--redis", r, "--fleet", "ci", "--quota", "5/10us", "--", "true"}, "--quota: the period must be a duration of at least 1ms"},
 		{"quota zero period", []string{"--redis", r, "--fleet", "ci", "--quota", "5/0s", "--", "true"}, "--quota: the period must be"},
 		{"redis timeout", []string{"--redis", r, "--fleet", "ci", "--redis-timeout", "soon", "--", "true"}, `invalid value "soon" for flag --redis-timeout`},

@@ -334,7 +334,7 @@ func TestSimFleet(t *testing.T) {
 	}{
 		{[]string{"fleet", "--quota", "fast"}, `invalid value "fast" for flag --quota: want COUNT/PERIOD`},
 		{[]string{"fleet", "--quota", "0/1s"}, "the count must be a whole number > 0"},
-		{[]string{"fleet", "--quota", "99999999999/1s"}, "at most 2147483647 requests per window"},
+		{[]string{"fleet", "--quota", "99999999999/1s"}, "more than 1 per nanosecond (at most 1000000000 per 1s)"},
 		{[]string{"fleet", "--retry-info", "0"}, "want reset, none or a duration above 0"},
 		{[]string{"fleet", "--retry-info", "-3s"}, "must not be negative"},
 		{[]string{"fleet", "--processes", "0"}, "invalid value 0 for flag --processes"},

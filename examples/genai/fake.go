@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -23,16 +24,41 @@ var error429 []byte
 // error503 is the body of an overloaded model's 503.
 const error503 = `{"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}}`
 
-// okResponse is a valid generateContent response.
+// okResponse is a valid generateContent response. The fake writes in
+// place of trafficSlot the usageMetadata.trafficType with which Vertex AI
+// would have served the request (see trafficType).
 const okResponse = `{
   "candidates": [{
     "content": {"role": "model", "parts": [{"text": "Hello from the fake Gemini."}]},
     "finishReason": "STOP",
     "index": 0
   }],
-  "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 6, "totalTokenCount": 9},
+  "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 6, "totalTokenCount": 9, "trafficType": "` + trafficSlot + `"},
   "modelVersion": "gemini-2.5-flash"
 }`
+
+// trafficSlot marks where the fake writes a reply's traffic type.
+const trafficSlot = "$TRAFFIC_TYPE"
+
+// The consumption headers of Vertex AI.
+const (
+	headerRequestType       = "X-Vertex-AI-LLM-Request-Type"
+	headerSharedRequestType = "X-Vertex-AI-LLM-Shared-Request-Type"
+)
+
+// trafficType returns the usageMetadata.trafficType of a request with
+// header h, as Vertex AI reports it for a project without Provisioned
+// Throughput: ON_DEMAND_PRIORITY for Priority, ON_DEMAND_FLEX for Flex,
+// ON_DEMAND (Standard) otherwise.
+func trafficType(h http.Header) string {
+	switch strings.ToLower(h.Get(headerSharedRequestType)) {
+	case "priority":
+		return "ON_DEMAND_PRIORITY"
+	case "flex":
+		return "ON_DEMAND_FLEX"
+	}
+	return "ON_DEMAND"
+}
 
 // chunks are the texts of the chunks of a good streamed answer.
 var chunks = []string{"Hello", " from", " the fake", " Gemini."}
@@ -116,17 +142,27 @@ type hit struct {
 	apiKey       string // the x-goog-api-key header, kept to prove it was sent
 	status       int
 	events       int // the events of a stream written and flushed
+
+	// The values of the consumption headers (headerRequestType and
+	// headerSharedRequestType), all of them: two would be a bug.
+	requestType, sharedType []string
 }
 
-// fakeGemini is a local stand-in for the Gemini API's generateContent and
-// streamGenerateContent endpoints: it checks the request like the real one
-// would (method, path, alt=sse for a stream, API key, JSON body with
-// contents) and answers with the next reply of its script, the last one
-// repeating.
+// fakeGemini is a local stand-in for the Gemini API's generateContent,
+// streamGenerateContent, countTokens and batchEmbedContents methods, Vertex
+// AI's embedContent and predict (express mode), and the start of a file
+// upload: it checks the request like the real one would (method, path,
+// alt=sse for a stream, API key, the JSON body's main field) and answers
+// with the next reply of its script, the last one repeating.
 type fakeGemini struct {
 	mu     sync.Mutex
 	script []reply
 	hits   []hit
+
+	// consumption, when set, is the header every request must carry: each
+	// of its headers once, with its value; any other consumption header
+	// is refused too. A request that does not is answered 400.
+	consumption http.Header
 }
 
 func newFakeGemini(script ...reply) *fakeGemini {
@@ -134,8 +170,12 @@ func newFakeGemini(script ...reply) *fakeGemini {
 }
 
 func (f *fakeGemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := hit{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, apiKey: r.Header.Get("x-goog-api-key")}
-	rep := f.check(r)
+	h := hit{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, apiKey: r.Header.Get("x-goog-api-key"),
+		requestType: r.Header.Values(headerRequestType), sharedType: r.Header.Values(headerSharedRequestType)}
+	rep := f.checkConsumption(r)
+	if rep.status == 0 {
+		rep = f.check(r)
+	}
 	f.mu.Lock()
 	if rep.status == 0 && !rep.stream {
 		i := min(len(f.hits), len(f.script)-1)
@@ -162,7 +202,7 @@ func (f *fakeGemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", rep.retryAfter)
 	}
 	w.WriteHeader(rep.status)
-	io.WriteString(w, rep.body)
+	io.WriteString(w, strings.ReplaceAll(rep.body, trafficSlot, trafficType(r.Header)))
 }
 
 // serveStream writes the streamed reply rep to the i-th request.
@@ -212,26 +252,80 @@ func badReply(status int, msg string) reply {
 	return reply{status: status, body: string(b)}
 }
 
+// The paths the fake serves, as the SDK builds them against a base URL:
+// the Gemini API's model methods, Vertex AI's in express mode (an API key,
+// no project), and the start of a Gemini API file upload.
+const (
+	geminiModels = "/v1beta/models/"
+	vertexModels = "/v1beta1/publishers/google/models/"
+	uploadPath   = "/upload/v1beta/files"
+)
+
+// modelMethods are the methods the fake serves on a model, by path prefix,
+// and the field of the JSON body each must carry.
+var modelMethods = map[string]map[string]string{
+	geminiModels: {"generateContent": "contents", "streamGenerateContent": "contents", "countTokens": "contents", "batchEmbedContents": "requests"},
+	vertexModels: {"generateContent": "contents", "embedContent": "content", "predict": "instances"},
+}
+
+// checkConsumption returns an error reply for a request whose consumption
+// headers are not f.consumption, when it is set, or the zero reply.
+func (f *fakeGemini) checkConsumption(r *http.Request) reply {
+	if f.consumption == nil {
+		return reply{}
+	}
+	for _, name := range []string{headerRequestType, headerSharedRequestType} {
+		got, want := r.Header.Values(name), f.consumption.Values(name)
+		if !slices.Equal(got, want) {
+			return badReply(http.StatusBadRequest, fmt.Sprintf("fake: %s: %q, want %q", name, got, want))
+		}
+	}
+	return reply{}
+}
+
 // check returns an error reply for a request the real API would refuse, or
 // the zero reply.
 func (f *fakeGemini) check(r *http.Request) reply {
 	bad := badReply
-	method, _ := strings.CutPrefix(r.URL.Path, "/v1beta/models/")
-	_, method, _ = strings.Cut(method, ":")
-	switch {
-	case r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1beta/models/") ||
-		(method != "generateContent" && method != "streamGenerateContent"):
+	if r.Method != http.MethodPost {
 		return bad(http.StatusNotFound, "not found: "+r.Method+" "+r.URL.Path)
-	case method == "streamGenerateContent" && r.URL.Query().Get("alt") != "sse":
-		return bad(http.StatusBadRequest, "this fake streams with alt=sse only")
-	case r.Header.Get("x-goog-api-key") == "":
+	}
+	if r.Header.Get("x-goog-api-key") == "" {
 		return bad(http.StatusUnauthorized, "API key missing")
 	}
-	var body struct {
-		Contents []json.RawMessage `json:"contents"`
+	field := ""
+	if r.URL.Path == uploadPath {
+		// The start of a resumable upload: it creates the file.
+		if r.Header.Get("X-Goog-Upload-Protocol") != "resumable" || r.Header.Get("X-Goog-Upload-Command") != "start" {
+			return bad(http.StatusBadRequest, "this fake serves the start of a resumable upload only")
+		}
+	} else {
+		method := ""
+		for prefix, methods := range modelMethods {
+			if rest, ok := strings.CutPrefix(r.URL.Path, prefix); ok {
+				model, m, _ := strings.Cut(rest, ":")
+				if model != "" && !strings.Contains(model, "/") {
+					method, field = m, methods[m]
+				}
+			}
+		}
+		switch {
+		case field == "":
+			return bad(http.StatusNotFound, "not found: "+r.Method+" "+r.URL.Path)
+		case method == "streamGenerateContent" && r.URL.Query().Get("alt") != "sse":
+			return bad(http.StatusBadRequest, "this fake streams with alt=sse only")
+		}
 	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body.Contents) == 0 {
-		return bad(http.StatusBadRequest, "invalid JSON body or no contents")
+	if field == "" { // the upload's start: its body, if any, is the file's metadata
+		io.Copy(io.Discard, r.Body)
+		return reply{}
+	}
+	var body map[string]json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		return bad(http.StatusBadRequest, "invalid JSON body")
+	}
+	if v, ok := body[field]; !ok || len(v) < 3 { // at least [x] or {}
+		return bad(http.StatusBadRequest, "the body has no "+field)
 	}
 	return reply{}
 }

@@ -285,26 +285,39 @@ func TestDoubleRetries(t *testing.T) {
 	}
 }
 
-// TestNotMarkedIdempotent shows the pitfall: generateContent is a POST, which
-// httpretry does not retry unless the call is marked (httpretry.Idempotent)
-// or the transport allows it (httpretry.AllowNonIdempotent).
-func TestNotMarkedIdempotent(t *testing.T) {
+// TestREADMESetupRetriesUnmarkedCalls is issue 28 as a Gemini user meets
+// it: the README's setup (httpretry.NewClient, the client in
+// genai.ClientConfig.HTTPClient, the SDK's retries off), a plain context,
+// real loopback connections. generateContent is a POST, yet it is retried
+// after a 429 (waiting at least its RetryInfo), a 503 and a 500, because
+// httpretry knows it changes no server state. With Google's rule off a 500
+// is not retried; a 429 still is (a refusal); NotIdempotent stops both.
+func TestREADMESetupRetriesUnmarkedCalls(t *testing.T) {
+	plain := func(ctx context.Context) context.Context { return ctx }
+	ruleOff := []httpretry.Option{httpretry.WithGoogleReadOnly(false)}
+	reply500 := reply{status: http.StatusInternalServerError, body: `{"error": {"code": 500, "message": "Internal error.", "status": "INTERNAL"}}`}
 	for _, tt := range []struct {
-		name string
-		opts []httpretry.Option
-		ctx  func(context.Context) context.Context
-		hits []int
+		name    string
+		opts    []httpretry.Option
+		ctx     func(context.Context) context.Context
+		script  []reply
+		hits    []int
+		minWait time.Duration // the server's hint: the retry waits at least this
 	}{
-		{"unmarked POST: not retried", nil, func(ctx context.Context) context.Context { return ctx }, []int{429}},
-		{"AllowNonIdempotent", []httpretry.Option{httpretry.AllowNonIdempotent()}, func(ctx context.Context) context.Context { return ctx }, []int{429, 200}},
-		{"Idempotent context", nil, httpretry.Idempotent, []int{429, 200}},
+		{"429 with RetryInfo", nil, plain, []reply{reply429, replyOK}, []int{429, 200}, 300 * time.Millisecond},
+		{"503", nil, plain, []reply{{status: 503, body: error503}, replyOK}, []int{503, 200}, 0},
+		{"500", nil, plain, []reply{reply500, replyOK}, []int{500, 200}, 0},
+		{"Google's rule off: a 500 is not retried", ruleOff, plain, []reply{reply500, replyOK}, []int{500}, 0},
+		{"Google's rule off: a 429 is, a refusal", ruleOff, plain, []reply{reply429, replyOK}, []int{429, 200}, 300 * time.Millisecond},
+		{"NotIdempotent: not even a 429", nil, httpretry.NotIdempotent, []reply{reply429, replyOK}, []int{429}, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := newFakeGemini(reply429, replyOK)
+			fake := newFakeGemini(tt.script...)
 			srv := httptest.NewServer(fake)
 			defer srv.Close()
 			var logs syncBuffer
-			p := retry.Policy{Attempts: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxRetryAfter: time.Second, Jitter: retry.Zero}
+			rec := &recorder{}
+			p := retry.Policy{Attempts: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxRetryAfter: time.Second, Jitter: retry.Zero, Observer: rec.observe}
 			hc, err := httpretry.NewClient(p, append(tt.opts, httpretry.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))...)
 			if err != nil {
 				t.Fatal(err)
@@ -314,20 +327,25 @@ func TestNotMarkedIdempotent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
 			resp, err := c.Models.GenerateContent(tt.ctx(context.Background()), model, genai.Text("Say hello."), nil)
+			took := time.Since(start)
 			checkHits(t, fake.Hits(), tt.hits...)
-			if len(tt.hits) == 1 {
+			if last := tt.hits[len(tt.hits)-1]; last != http.StatusOK {
 				var apiErr genai.APIError
-				if !errors.As(err, &apiErr) || apiErr.Code != 429 {
-					t.Fatalf("err = %v, want the 429", err)
+				if !errors.As(err, &apiErr) || apiErr.Code != last {
+					t.Fatalf("err = %v, want the %d", err, last)
 				}
 				if !strings.Contains(logs.String(), `"skipped":"not idempotent"`) {
-					t.Errorf("the log does not say why the 429 was not retried:\n%s", logs.String())
+					t.Errorf("the log does not say why the %d was not retried:\n%s", last, logs.String())
 				}
 				return
 			}
 			if err != nil || resp.Text() != wantText {
 				t.Fatalf("GenerateContent = %v", err)
+			}
+			if r := rec.events[0]; r.Kind != retry.EventRetry || r.Wait < tt.minWait || took < tt.minWait {
+				t.Errorf("first event %+v, took %v: want a retry after at least the hint %v", r, took, tt.minWait)
 			}
 		})
 	}
@@ -336,7 +354,8 @@ func TestNotMarkedIdempotent(t *testing.T) {
 // TestRun runs the command's code path, on real loopback connections: the
 // retried generateContent, the stream retried before its first event (a
 // 429 event with RetryInfo, then a TCP reset), the stream cut after its
-// first chunk (not retried). Its log has one record per retry, the API key
+// first chunk (not retried), and the priority and flex profiles on Vertex
+// AI (a 503 retried, every request with the profile's headers). Its log has one record per retry, the API key
 // in none, and no goroutine is left behind.
 func TestRun(t *testing.T) {
 	global := captureLogs(t)
@@ -353,14 +372,16 @@ func TestRun(t *testing.T) {
 		"stream server hits: 3,",
 		`cut stream chunks: ["Hello"], then error 429 RESOURCE_EXHAUSTED` + "\n",
 		"cut stream server hits: 1,",
+		`profile priority: 2 requests, each with X-Vertex-AI-LLM-Request-Type [] and X-Vertex-AI-LLM-Shared-Request-Type ["priority"]; served as ON_DEMAND_PRIORITY` + "\n",
+		`profile flex: 2 requests, each with X-Vertex-AI-LLM-Request-Type ["shared"] and X-Vertex-AI-LLM-Shared-Request-Type ["flex"]; served as ON_DEMAND_FLEX` + "\n",
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("output lacks %q:\n%s", want, b)
 		}
 	}
 	l := logs.String()
-	if n := strings.Count(l, `msg="httpretry: retry"`); n != 4 {
-		t.Errorf("%d retries logged, want 4:\n%s", n, l)
+	if n := strings.Count(l, `msg="httpretry: retry"`); n != 6 {
+		t.Errorf("%d retries logged, want 6:\n%s", n, l)
 	}
 	for _, want := range []string{
 		"status=429 class=stream-error", "hint=300ms hint_source=retryinfo",

@@ -30,12 +30,27 @@
 //     SDK attempt becomes a full retried call of ours. With 3 attempts each a
 //     failing request reaches the server 3 × 3 = 9 times (the tests count
 //     them), and the waits add up.
-//   - Mark generateContent calls as safe to retry with httpretry.Idempotent:
-//     they are POSTs, which httpretry does not retry by default, but they change
-//     no server state. Do not mark calls that create resources (tuning jobs,
-//     file uploads, caches). Mark streamed calls too: an unmarked stream is
-//     handed to the SDK as soon as its headers arrive, so a quota error sent
-//     as its first event reaches the range loop.
+//   - Mark nothing. The SDK's calls are POSTs, but httpretry knows the
+//     methods of Gemini and Vertex AI that change no server state
+//     (generateContent, streamGenerateContent, countTokens, computeTokens,
+//     embedContent, batchEmbedContents, predict, rawPredict): it retries
+//     them like a GET, after any retryable status (408, 429, 500, 502, 503,
+//     504 by default) or a reset, and holds a stream until its first event. Calls that create something (file uploads, caches,
+//     tuning and batch jobs) are retried only after a refusal (a 429, or a
+//     503 with a Retry-After or RetryInfo), which says the server did not
+//     act. Mark a call's context with httpretry.NotIdempotent to have it
+//     sent again only when it never reached the server.
+//   - For Vertex AI's Priority or Flex pay-as-you-go, take the policy from
+//     retry.Profile(name), the headers from httpretry.ProfileHeader(name)
+//     into genai.HTTPOptions.Headers, and build the transport with
+//     httpretry.WithProfile(name) too: it refuses a regional endpoint
+//     (both options exist on the global endpoint only; use Location
+//     "global") and adds the headers to requests made outside the SDK. The
+//     SDK's headers come first: the transport never adds a second value.
+//     Without the headers, Vertex AI serves Standard pay-as-you-go,
+//     whatever the policy. Leave HTTPOptions.Timeout unset for flex: the
+//     SDK applies it to the whole call, retries included, while the
+//     profile's AttemptTimeout (10 minutes) bounds each attempt.
 package main
 
 import (
@@ -91,10 +106,57 @@ func newClient(ctx context.Context, baseURL string, hc *http.Client, retryOpts *
 	})
 }
 
-// generate asks the model for a greeting. The context is marked idempotent:
-// generateContent changes no server state, so httpretry may retry the POST.
+// newProfileClient returns a client for Vertex AI at baseURL (express mode:
+// an API key) whose requests go through hc and carry, in
+// genai.HTTPOptions.Headers, the request headers of the retry profile
+// name: for "priority" and "flex" the headers that select Priority or
+// Flex pay-as-you-go, none for the others.
+func newProfileClient(ctx context.Context, baseURL string, hc *http.Client, profile string) (*genai.Client, error) {
+	h, err := httpretry.ProfileHeader(profile)
+	if err != nil {
+		return nil, err
+	}
+	return genai.NewClient(ctx, &genai.ClientConfig{
+		APIKey:      demoAPIKey,
+		Backend:     genai.BackendVertexAI,
+		HTTPClient:  hc,
+		HTTPOptions: genai.HTTPOptions{BaseURL: baseURL, Headers: h},
+	})
+}
+
+// profileClient returns the http.Client of a retry profile: the profile's
+// policy (with the demo's short waits) and its headers and endpoint rule
+// (httpretry.WithProfile).
+func profileClient(profile string, opts ...httpretry.Option) (*http.Client, error) {
+	p, err := retry.Profile(profile)
+	if err != nil {
+		return nil, err
+	}
+	d := demoPolicy()
+	p = p.Merge(retry.Policy{InitialDelay: d.InitialDelay, MaxDelay: d.MaxDelay, Jitter: d.Jitter, MaxRetryAfter: d.MaxRetryAfter})
+	return httpretry.NewClient(p, append(opts, httpretry.WithProfile(profile))...)
+}
+
+// generateTraffic asks the model for a greeting and returns the answer's
+// text and its usageMetadata.trafficType: which consumption option served
+// it (Vertex AI only; the transport does not read the answer's body, the
+// SDK does).
+func generateTraffic(ctx context.Context, c *genai.Client) (string, genai.TrafficType, error) {
+	resp, err := c.Models.GenerateContent(ctx, model, genai.Text("Say hello."), nil)
+	if err != nil {
+		return "", "", err
+	}
+	var traffic genai.TrafficType
+	if resp.UsageMetadata != nil {
+		traffic = resp.UsageMetadata.TrafficType
+	}
+	return resp.Text(), traffic, nil
+}
+
+// generate asks the model for a greeting. The context carries no mark:
+// generateContent changes no server state, and httpretry knows it.
 func generate(ctx context.Context, c *genai.Client) (string, error) {
-	resp, err := c.Models.GenerateContent(httpretry.Idempotent(ctx), model, genai.Text("Say hello."), nil)
+	resp, err := c.Models.GenerateContent(ctx, model, genai.Text("Say hello."), nil)
 	if err != nil {
 		return "", err
 	}
@@ -105,16 +167,15 @@ func generate(ctx context.Context, c *genai.Client) (string, error) {
 // each chunk in the order received, and the error that ended the stream, if
 // any (after the chunks it ended).
 //
-// The context is marked idempotent: streamGenerateContent is a POST, which
-// httpretry never sends twice unless told, but it changes no server state,
-// so sending it again is safe. The mark is also what lets the transport
-// peek: it holds the answer until its first event, retries the request if
-// that event is a retryable error (a 429 with RetryInfo, waiting at least
-// the hint) or if the connection fails before it, and never retries once
-// the first event has been handed to the SDK.
+// The context carries no mark: streamGenerateContent is a POST, but it
+// changes no server state, so httpretry may send it again. It holds the
+// answer until its first event, retries the request if that event is a
+// retryable error (a 429 with RetryInfo, waiting at least the hint) or if
+// the connection fails before it, and never retries once the first event
+// has been handed to the SDK.
 func stream(ctx context.Context, c *genai.Client) ([]string, error) {
 	var texts []string
-	for chunk, err := range c.Models.GenerateContentStream(httpretry.Idempotent(ctx), model, genai.Text("Say hello."), nil) {
+	for chunk, err := range c.Models.GenerateContentStream(ctx, model, genai.Text("Say hello."), nil) {
 		if err != nil {
 			return texts, err
 		}
@@ -166,7 +227,7 @@ func run(out io.Writer, logger *slog.Logger) error {
 	}
 
 	// A stream that fails after its first chunk: not retried.
-	return withFake(ctx, hc, []reply{streamCut}, func(c *genai.Client) error {
+	err = withFake(ctx, hc, []reply{streamCut}, func(c *genai.Client) error {
 		texts, err := stream(ctx, c)
 		var apiErr genai.APIError
 		if !errors.As(err, &apiErr) {
@@ -175,6 +236,47 @@ func run(out io.Writer, logger *slog.Logger) error {
 		fmt.Fprintf(out, "cut stream chunks: %q, then error %d %s\n", texts, apiErr.Code, apiErr.Status)
 		return nil
 	}, out, "cut stream server hits")
+	if err != nil {
+		return err
+	}
+
+	// The priority and flex profiles on Vertex AI: a 503, then the answer,
+	// both requests with the profile's headers (the fake refuses others).
+	for _, profile := range []string{"priority", "flex"} {
+		if err := profileDemo(ctx, out, logger, profile); err != nil {
+			return fmt.Errorf("profile %s: %w", profile, err)
+		}
+	}
+	return nil
+}
+
+// profileDemo calls generateContent on a fake Vertex AI with a client of
+// the retry profile, and prints the headers the fake saw and the traffic
+// type it answered.
+func profileDemo(ctx context.Context, out io.Writer, logger *slog.Logger, profile string) error {
+	hc, err := profileClient(profile, httpretry.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	defer hc.CloseIdleConnections()
+	fake := newFakeGemini(reply{status: http.StatusServiceUnavailable, body: error503}, replyOK)
+	if fake.consumption, err = httpretry.ProfileHeader(profile); err != nil {
+		return err
+	}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	c, err := newProfileClient(ctx, srv.URL, hc, profile)
+	if err != nil {
+		return err
+	}
+	_, traffic, err := generateTraffic(ctx, c)
+	if err != nil {
+		return err
+	}
+	hits := fake.Hits()
+	fmt.Fprintf(out, "profile %s: %d requests, each with %s %q and %s %q; served as %s\n", profile, len(hits),
+		headerRequestType, hits[0].requestType, headerSharedRequestType, hits[0].sharedType, traffic)
+	return nil
 }
 
 // withFake starts a fake Gemini on loopback answering script, runs call

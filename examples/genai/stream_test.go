@@ -27,11 +27,24 @@ import (
 // streamPath is the path of streamGenerateContent for the demo's model.
 const streamPath = "/v1beta/models/" + model + ":streamGenerateContent"
 
-// pipeClient returns a genai client whose requests go through an httpretry
-// transport with policy p and opts, over a net/http Transport connected in
-// memory to h, and the buffer the transport logs to (JSON). Call it inside
-// a synctest bubble; the server and connections are closed by t.Cleanup.
+// pipeClient returns a genai client of the Gemini API whose requests go
+// through pipeHTTPClient(t, h, p, opts...), and the buffer the transport
+// logs to (JSON). Call it inside a synctest bubble.
 func pipeClient(t *testing.T, h http.Handler, p retry.Policy, opts ...httpretry.Option) (*genai.Client, *syncBuffer) {
+	t.Helper()
+	hc, logs := pipeHTTPClient(t, h, p, opts...)
+	c, err := newClient(context.Background(), "http://gemini.test", hc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, logs
+}
+
+// pipeHTTPClient returns the client httpretry.NewClient(p, opts...) makes,
+// but over a net/http Transport connected in memory to h, and the buffer
+// the transport logs to (JSON). Call it inside a synctest bubble; the
+// server and connections are closed by t.Cleanup.
+func pipeHTTPClient(t *testing.T, h http.Handler, p retry.Policy, opts ...httpretry.Option) (*http.Client, *syncBuffer) {
 	t.Helper()
 	ln := chaos.NewPipeListener()
 	srv := &http.Server{Handler: h}
@@ -47,11 +60,7 @@ func pipeClient(t *testing.T, h http.Handler, p retry.Policy, opts ...httpretry.
 	if err := rt.Err(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := newClient(context.Background(), "http://gemini.test", &http.Client{Transport: rt}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, logs
+	return &http.Client{Transport: rt}, logs
 }
 
 // slogJSON returns a logger writing JSON lines to w.
@@ -227,17 +236,18 @@ func TestGenerateContentStreamNotRetriedAfterFirstEvent(t *testing.T) {
 }
 
 // TestGenerateContentStreamEdges: what the range loop gets, how many
-// requests the fake sees and how long it takes, when the stream is not
-// marked, peeking is off, the first event is not retryable, every first
-// event is a 429, the hint passes the deadline, the first event stalls past
-// the attempt timeout, or the context is already cancelled.
+// requests the fake sees and how long it takes, when Google's rule is off
+// or the call is marked NotIdempotent, peeking is off, the first event is
+// not retryable, every first event is a 429, the hint passes the deadline,
+// the first event stalls past the attempt timeout, or the context is
+// already cancelled. No context carries the Idempotent mark: none needs it.
 func TestGenerateContentStreamEdges(t *testing.T) {
 	global := captureLogs(t)
 	invalid := streamOf(oneLine([]byte(`{"error": {"code": 400, "message": "Invalid JSON payload.", "status": "INVALID_ARGUMENT"}}`)))
 	quota25 := streamOf(body25(t))
-	idem := httpretry.Idempotent
+	plain := func(ctx context.Context) context.Context { return ctx } // no mark
 	cancelled := func(ctx context.Context) context.Context {
-		ctx, cancel := context.WithCancel(idem(ctx))
+		ctx, cancel := context.WithCancel(ctx)
 		cancel()
 		return ctx
 	}
@@ -254,23 +264,28 @@ func TestGenerateContentStreamEdges(t *testing.T) {
 		err     error         // else an error matching this, nil for none
 		elapsed time.Duration // virtual time spent
 	}{
-		{name: "not marked idempotent: the 429 reaches the loop",
-			ctx: func(ctx context.Context) context.Context { return ctx }, script: []reply{quota25, streamOK},
+		{name: "Google's rule off: the stream is not peeked, the 429 reaches the loop",
+			ctx: plain, opts: []httpretry.Option{httpretry.WithGoogleReadOnly(false)}, script: []reply{quota25, streamOK},
 			events: []int{1}, code: 429},
-		{name: "peeking off for the request", ctx: func(ctx context.Context) context.Context { return httpretry.StreamPeek(idem(ctx), false) },
+		{name: "NotIdempotent: the stream is not peeked, the 429 reaches the loop",
+			ctx: httpretry.NotIdempotent, script: []reply{quota25, streamOK},
+			events: []int{1}, code: 429},
+		{name: "Idempotent: the mark changes nothing", ctx: httpretry.Idempotent, script: []reply{quota25, streamOK},
+			events: []int{1, len(chunks)}, chunks: len(chunks), elapsed: 5 * time.Second},
+		{name: "peeking off for the request", ctx: func(ctx context.Context) context.Context { return httpretry.StreamPeek(plain(ctx), false) },
 			script: []reply{quota25, streamOK}, events: []int{1}, code: 429},
-		{name: "peeking off for the client", ctx: idem, opts: []httpretry.Option{httpretry.WithStreamPeek(false)},
+		{name: "peeking off for the client", ctx: plain, opts: []httpretry.Option{httpretry.WithStreamPeek(false)},
 			script: []reply{quota25, streamOK}, events: []int{1}, code: 429},
-		{name: "peeking off for the client, on for the request", ctx: func(ctx context.Context) context.Context { return httpretry.StreamPeek(idem(ctx), true) },
+		{name: "peeking off for the client, on for the request", ctx: func(ctx context.Context) context.Context { return httpretry.StreamPeek(plain(ctx), true) },
 			opts: []httpretry.Option{httpretry.WithStreamPeek(false)}, script: []reply{quota25, streamOK},
 			events: []int{1, len(chunks)}, chunks: len(chunks), elapsed: 5 * time.Second},
-		{name: "a first event that is not retryable (400)", ctx: idem, script: []reply{invalid, streamOK},
+		{name: "a first event that is not retryable (400)", ctx: plain, script: []reply{invalid, streamOK},
 			events: []int{1}, code: 400},
-		{name: "every first event a 429: the last one reaches the loop", ctx: idem, policy: retry.Policy{Attempts: 3},
+		{name: "every first event a 429: the last one reaches the loop", ctx: plain, policy: retry.Policy{Attempts: 3},
 			script: []reply{quota25}, events: []int{1, 1, 1}, code: 429, elapsed: 10 * time.Second},
-		{name: "a hint past the deadline ends the loop at once", ctx: idem, policy: retry.Policy{Deadline: 4 * time.Second},
+		{name: "a hint past the deadline ends the loop at once", ctx: plain, policy: retry.Policy{Deadline: 4 * time.Second},
 			script: []reply{quota25, streamOK}, events: []int{1}, code: 429},
-		{name: "a first event that stalls past the attempt timeout", ctx: idem, policy: retry.Policy{AttemptTimeout: 10 * time.Second},
+		{name: "a first event that stalls past the attempt timeout", ctx: plain, policy: retry.Policy{AttemptTimeout: 10 * time.Second},
 			script: []reply{{stream: true, stall: true}, streamOK}, events: []int{0, len(chunks)}, chunks: len(chunks),
 			elapsed: 10*time.Second + 10*time.Millisecond},
 		{name: "an already cancelled context", ctx: cancelled, script: []reply{streamOK}, err: context.Canceled},

@@ -1,0 +1,250 @@
+package backend
+
+import (
+	"sync"
+	"time"
+)
+
+// Store is an in-memory Redis that runs the scripts on their Go models: what
+// each script reads and writes (the quota's schedule with its expiry, the
+// members scored by their last call, the budget's slots, the cooldown) is
+// kept as the script keeps it. A Store is safe for concurrent use; its zero
+// value is empty and ready.
+type Store struct {
+	mu      sync.Mutex
+	quotas  map[string]*schedule
+	members map[string]*memberSet
+	windows map[string]*BudgetWindow // by the requests key
+	cools   map[string]int64         // ms of server time
+	counts  StoreStats
+}
+
+// schedule is a quota's hash {tat, at} and its expiry, as gcra.lua keeps it.
+type schedule struct {
+	tat, at int64 // µs of server time
+	expMS   int64 // the key expires after this ms
+}
+
+// memberSet is a sorted set of process ids scored by their last call (ms),
+// with the order of the calls, so that the members older than a bound are
+// removed without looking at the others (the server's clock does not go
+// back within a Store's use; if it does, they are removed later).
+type memberSet struct {
+	last  map[string]int64
+	order []memberCall // in the order of the calls, from head on
+	head  int
+}
+
+type memberCall struct {
+	id string
+	ms int64
+}
+
+// StoreStats counts what a Store did.
+type StoreStats struct {
+	Calls    [5]int64 // per Script
+	Reserved int64    // µs of schedule reserved by gcra.lua, over every quota
+	Returned int64    // µs of schedule given back by gcra_return.lua
+}
+
+func (s *Store) init() {
+	if s.quotas == nil {
+		s.quotas = map[string]*schedule{}
+		s.members = map[string]*memberSet{}
+		s.windows = map[string]*BudgetWindow{}
+		s.cools = map[string]int64{}
+	}
+}
+
+// Apply runs c at server time now (taken to the microsecond) and returns the
+// script's reply.
+func (s *Store) Apply(now time.Time, c Call) Reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	if int(c.Script) < len(s.counts.Calls) {
+		s.counts.Calls[c.Script]++
+	}
+	us := now.UnixMicro()
+	switch c.Script {
+	case GCRA:
+		return Reply{GCRA: s.gcra(us, c.Quota, c.GCRA)}
+	case GCRAReturn:
+		return Reply{Returned: s.gcraReturn(us, c.Quota.TAT, c.Return)}
+	case Budget:
+		return Reply{Budget: s.budget(now, c.Budget, c.BudgetArgs)}
+	case Cooldown:
+		return Reply{Cooldown: s.cooldown(us/1000, c.Cooldown, c.HintMS)}
+	}
+	return Reply{}
+}
+
+// live returns the schedule at key if it has not expired at now (µs).
+func (s *Store) live(key string, now int64) *schedule {
+	q := s.quotas[key]
+	if q != nil && now/1000 > q.expMS {
+		delete(s.quotas, key)
+		return nil
+	}
+	return q
+}
+
+func (s *Store) gcra(now int64, k QuotaKeys, a GCRAArgs) GCRAReply {
+	nowms := now / 1000
+	m := s.members[k.Members]
+	if m == nil {
+		m = &memberSet{last: map[string]int64{}}
+		s.members[k.Members] = m
+	}
+	m.last[a.Member] = nowms
+	m.order = append(m.order, memberCall{a.Member, nowms})
+	bound := nowms - a.MemberTTL // ZREMRANGEBYSCORE -inf (bound
+	for ; m.head < len(m.order) && m.order[m.head].ms < bound; m.head++ {
+		if c := m.order[m.head]; m.last[c.id] == c.ms {
+			delete(m.last, c.id)
+		}
+	}
+	if m.head > 1024 && m.head > len(m.order)/2 {
+		m.order = append(m.order[:0], m.order[m.head:]...)
+		m.head = 0
+	}
+	members := int64(len(m.last))
+
+	var tat, at int64
+	if q := s.live(k.TAT, now); q != nil {
+		tat, at = q.tat, q.at
+	}
+	if at > now {
+		tat -= at - now // the server's clock went back since
+	}
+	ok, wait, from, to := GCRAMicros(tat, now, a.Inc, a.Tol, a.MaxWait)
+	if ok && a.Inc > 0 {
+		s.quotas[k.TAT] = &schedule{tat: to, at: now, expMS: nowms + FloorDiv(to-now, 1000) + 1}
+		s.counts.Reserved += to - from
+	}
+	return GCRAReply{OK: ok, Wait: wait, From: from, To: to, Now: now, Members: members}
+}
+
+func (s *Store) gcraReturn(now int64, key string, a ReturnArgs) bool {
+	q := s.live(key, now)
+	if q == nil || q.tat != a.To || a.Unused <= 0 {
+		return false
+	}
+	nw := a.To - a.Unused
+	left := nw - now
+	if q.at > now {
+		left -= q.at - now
+	}
+	s.counts.Returned += a.Unused
+	if left <= 0 {
+		delete(s.quotas, key)
+		return true
+	}
+	q.tat = nw
+	q.expMS = now/1000 + FloorDiv(left, 1000) + 1
+	return true
+}
+
+func (s *Store) budget(now time.Time, k BudgetKeys, a BudgetArgs) BudgetReply {
+	w := s.windows[k.Requests]
+	if w == nil {
+		w = &BudgetWindow{}
+		s.windows[k.Requests] = w
+	}
+	// The window's parameters come with every call, as ARGV.
+	w.Slot, w.Slots, w.Ratio, w.Floor = time.Duration(a.SlotMS)*time.Millisecond, a.Slots, a.Ratio, a.Floor
+	return w.Apply(now, BudgetCall{Add: a.Add, Want: a.Want, GiveBack: a.Back, GiveBackEpoch: a.BackEpoch})
+}
+
+func (s *Store) cooldown(nowms int64, key string, hintMS int64) CooldownReply {
+	cur := s.cools[key]
+	if hintMS > 0 && nowms+hintMS > cur {
+		cur = nowms + hintMS
+		s.cools[key] = cur
+	}
+	if cur <= nowms {
+		delete(s.cools, key) // expired (SET ... PX hint)
+		return CooldownReply{Now: nowms}
+	}
+	return CooldownReply{Remaining: cur - nowms, Now: nowms}
+}
+
+// Flush empties the store, as FLUSHALL (or a restart of a Redis that keeps
+// no data) does.
+func (s *Store) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.quotas, s.members, s.windows, s.cools = nil, nil, nil, nil
+	s.init()
+}
+
+// TAT returns the schedule's theoretical arrival time of the quota keys
+// (µs of server time) as of now, and false when the key does not exist.
+func (s *Store) TAT(k QuotaKeys, now time.Time) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	q := s.live(k.TAT, now.UnixMicro())
+	if q == nil {
+		return 0, false
+	}
+	return q.tat, true
+}
+
+// Stats returns the store's counters.
+func (s *Store) Stats() StoreStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts
+}
+
+// SetSchedule writes a quota's schedule as gcra.lua keeps it: tat and at in
+// µs of server time, expiring when gcra.lua would make it expire from now.
+// It is for tests that start from a given state.
+func (s *Store) SetSchedule(key string, tat, at int64, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	us := now.UnixMicro()
+	s.quotas[key] = &schedule{tat: tat, at: at, expMS: us/1000 + FloorDiv(max(tat-us, 0), 1000) + 1}
+}
+
+// SetBudget writes a budget's counts per epoch and the configuration of the
+// last call ("" for none), as budget.lua keeps them.
+func (s *Store) SetBudget(k BudgetKeys, requests, retries map[int64]int64, config string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	w := &BudgetWindow{Requests: map[int64]int64{}, Retries: map[int64]int64{}, Config: config}
+	for e, n := range requests {
+		w.Requests[e] = n
+	}
+	for e, n := range retries {
+		w.Retries[e] = n
+	}
+	s.windows[k.Requests] = w
+}
+
+// Budget returns a copy of a budget's counts per epoch.
+func (s *Store) Budget(k BudgetKeys) (requests, retries map[int64]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	requests, retries = map[int64]int64{}, map[int64]int64{}
+	if w := s.windows[k.Requests]; w != nil {
+		for e, n := range w.Requests {
+			requests[e] = n
+		}
+		for e, n := range w.Retries {
+			retries[e] = n
+		}
+	}
+	return requests, retries
+}
+
+// SetCooldown writes the end of a cooldown (ms of server time).
+func (s *Store) SetCooldown(key string, untilMS int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	s.cools[key] = untilMS
+}
