@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -90,7 +91,7 @@ func TestOverloadDeterministic(t *testing.T) {
 	}
 }
 
-// Every request ends exactly once (end panics on a second end), none is left
+// Every request ends exactly once, none is left
 // in flight, and the outcomes add up, for every strategy, in both outage
 // modes.
 func TestOverloadConservation(t *testing.T) {
@@ -106,8 +107,8 @@ func TestOverloadConservation(t *testing.T) {
 		for _, s := range strategies(t, OverloadNames()...) {
 			o := runOverloadOne(&c, &s)
 			r := o.res
-			if live := len(o.reqs) - len(o.free); live != 0 {
-				t.Errorf("drop=%v %s: %d requests never ended", drop, s.Name, live)
+			if o.live != 0 || o.flights.len() != 0 || o.arrive.len() != 0 {
+				t.Errorf("drop=%v %s: %d requests never ended, %d+%d events left", drop, s.Name, o.live, o.flights.len(), o.arrive.len())
 			}
 			if r.Succeeded+r.Failed+r.GaveUp != r.Requests {
 				t.Errorf("drop=%v %s: %d succeeded + %d failed + %d gave up != %d requests", drop, s.Name, r.Succeeded, r.Failed, r.GaveUp, r.Requests)
@@ -319,5 +320,29 @@ func TestOverloadNoOutageAmplification(t *testing.T) {
 		if r.Amplification != r.AmplificationTotal || r.Amplification < 1 {
 			t.Errorf("%s: amplification %v, total %v: want the total (>= 1) without an outage", name, r.Amplification, r.AmplificationTotal)
 		}
+	}
+}
+
+// BenchmarkOverloadScale runs the Gen AI default policy through the default
+// experiment (60 s, a 30 s outage) at 10k, 100k and 1M clients, the capacity
+// a tenth of the clients per second, and reports the wall time per
+// simulated event: it should not grow with the clients.
+func BenchmarkOverloadScale(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			c := DefaultOverload()
+			c.Clients, c.Capacity, c.Seed, c.Workers = n, float64(n/10), 1, 1
+			c.Strategies = strategies(b, "genai")
+			var events int64
+			for b.Loop() {
+				res, err := RunOverload(c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += res[0].Events
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+		})
 	}
 }
