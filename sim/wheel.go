@@ -108,32 +108,45 @@ func (c *calendar[P]) push(at int64, seq uint64, p P) {
 		c.coarse = make([]*chunk[P], nCoarse)
 	}
 	c.n++
-	e := entry[P]{at: at, seq: seq, p: p}
+	// The entry is written in place, field by field: building it first
+	// and copying it costs more than the rest of a push.
 	slot := at >> c.shift
-	switch p := slot >> fineBits; {
+	var e *entry[P]
+	switch period := slot >> fineBits; {
 	case slot <= c.slot:
 		// The current slot (or, for an event in the past, before it: it
 		// is earlier than anything waiting and is popped next).
-		i, _ := slices.BinarySearchFunc(c.active[c.pos:], e, cmpEntry)
-		c.active = slices.Insert(c.active, c.pos+i, e)
-	case p == c.period:
-		c.toFine(e)
-	case p-c.period < nCoarse:
-		c.toCoarse(e, p)
+		i, _ := slices.BinarySearchFunc(c.active[c.pos:], entry[P]{at: at, seq: seq}, cmpEntry)
+		c.active = slices.Insert(c.active, c.pos+i, entry[P]{})
+		e = &c.active[c.pos+i]
+	case period == c.period:
+		e = c.fineSlot(slot)
+	case period-c.period < nCoarse:
+		e = c.coarseSlot(period)
 	default:
-		c.pushFar(e)
+		c.pushFar(entry[P]{at: at, seq: seq, p: p})
+		return
 	}
+	e.at, e.seq, e.p = at, seq, p
 }
 
-// toFine files e, of the current period, into its fine bucket.
-func (c *calendar[P]) toFine(e entry[P]) {
-	i := (e.at >> c.shift) & (nFine - 1)
-	c.fine[i] = append(c.fine[i], e)
+// fineSlot returns a new entry at the end of the fine bucket of slot, of
+// the current period.
+func (c *calendar[P]) fineSlot(slot int64) *entry[P] {
+	i := slot & (nFine - 1)
+	b := c.fine[i]
+	if len(b) == cap(b) {
+		b = slices.Grow(b, 1)
+	}
+	b = b[:len(b)+1]
+	c.fine[i] = b
 	c.fineSet[i/64] |= 1 << (i % 64)
+	return &b[len(b)-1]
 }
 
-// toCoarse files e, of the later period p, into its coarse bucket.
-func (c *calendar[P]) toCoarse(e entry[P], p int64) {
+// coarseSlot returns a new entry in the coarse bucket of period p, a later
+// one.
+func (c *calendar[P]) coarseSlot(p int64) *entry[P] {
 	i := p & (nCoarse - 1)
 	b := c.coarse[i]
 	if b == nil || b.n == chunkLen {
@@ -146,9 +159,9 @@ func (c *calendar[P]) toCoarse(e entry[P], p int64) {
 		nb.next, nb.n = b, 0
 		c.coarse[i], b = nb, nb
 	}
-	b.e[b.n] = e
 	b.n++
 	c.coarSet[i/64] |= 1 << (i % 64)
+	return &b.e[b.n-1]
 }
 
 // peek returns the earliest entry, which stays in the calendar. The pointer
@@ -233,7 +246,8 @@ func (c *calendar[P]) nextPeriod() {
 		b := c.coarse[i]
 		for {
 			for k := range b.n {
-				c.toFine(b.e[k])
+				e := &b.e[k]
+				*c.fineSlot(e.at >> c.shift) = *e
 			}
 			if b.next == nil {
 				break
@@ -249,10 +263,11 @@ func (c *calendar[P]) nextPeriod() {
 		if p-next >= nCoarse {
 			break
 		}
-		if e := c.popFar(); p == next {
-			c.toFine(e)
+		e := c.popFar()
+		if p == next {
+			*c.fineSlot(e.at >> c.shift) = e
 		} else {
-			c.toCoarse(e, p)
+			*c.coarseSlot(p) = e
 		}
 	}
 }
