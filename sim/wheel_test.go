@@ -63,7 +63,7 @@ func TestCalendarMatchesQueue(t *testing.T) {
 				}
 				now = max(now, e.at)
 			}
-			for i := range 30_000 {
+			for i := range 12_000 {
 				push(i)
 				for r.IntN(3) == 0 && q.len() > 0 {
 					pop()
