@@ -91,9 +91,8 @@ func TestOverloadDeterministic(t *testing.T) {
 	}
 }
 
-// Every request ends exactly once, none is left
-// in flight, and the outcomes add up, for every strategy, in both outage
-// modes.
+// Every request ends exactly once, none is left in flight, and the outcomes
+// add up, for every strategy, in both outage modes.
 func TestOverloadConservation(t *testing.T) {
 	for _, drop := range []bool{false, true} {
 		// The books must balance whatever the size: 200 clients in 5
