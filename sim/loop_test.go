@@ -123,11 +123,11 @@ func runSimLoop(t *testing.T, pol retry.Policy, tc loopCase) (log []string, wait
 	}
 	o := newOverloadSim(&cfg, &s)
 	o.newRequest(0)
-	for o.q.len() > 0 {
-		e := o.q.pop()
+	for o.flights.len() > 0 {
+		e := o.flights.pop()
 		o.now = e.at
-		if e.kind != oServer {
-			t.Fatalf("unexpected event kind %d", e.kind)
+		if kind := e.seq & (1<<kindBits - 1); kind != oServer {
+			t.Fatalf("unexpected event kind %d", kind)
 		}
 		// The scripted server answers at once.
 		status := st503
@@ -135,11 +135,13 @@ func runSimLoop(t *testing.T, pol retry.Policy, tc loopCase) (log []string, wait
 			status = stOK
 		}
 		attempts++
-		r := &o.reqs[e.arg]
-		o.reply(e.arg, status)
-		if r.ended == 0 {
-			waits = append(waits, time.Duration(r.sent-o.now))
+		o.reply(&e.p, status)
+		if o.flights.len() > 0 { // the next attempt's event
+			waits = append(waits, time.Duration(o.flights.peek().p.sent-o.now))
 		}
+	}
+	if o.live != 0 {
+		t.Errorf("%d requests still live", o.live)
 	}
 	if o.res.Succeeded+o.res.Failed+o.res.GaveUp != 1 {
 		t.Errorf("the request ended %d times", o.res.Succeeded+o.res.Failed+o.res.GaveUp)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -228,11 +229,21 @@ func RunOverload(c OverloadConfig) ([]OverloadResult, error) {
 	return results, nil
 }
 
-// Event kinds of the overload model.
+// The seq of an event of the overload model is its place in the scheduling
+// order, shifted left by seqShift, over a tag: for a request's event, its
+// kind and, for an oReply, the reply's status from bit kindBits.
 const (
-	oArrive uint8 = iota // client who issues a new request
-	oServer              // attempt of request arg reaches the server
-	oReply               // request arg's attempt ends at the client; who: its status
+	seqShift = 8
+	kindBits = 2
+)
+
+// Kinds of a request's events. The events carry the request's state
+// (flight): a request has one event waiting at any time, so its state needs
+// no table of its own, and the event that pops brings it along, with no
+// lookup in a table as big as the requests in flight.
+const (
+	oServer uint64 = iota // the request's attempt reaches the server
+	oReply                // the attempt ends at the client
 )
 
 // Request outcomes.
@@ -243,15 +254,13 @@ const (
 	endThrottled
 )
 
-// request is one call's retry loop.
-type request struct {
+// flight is the state of one call's retry loop, carried by its event.
+type flight struct {
 	start    int64 // time of the call, ns
 	sent     int64 // time the current attempt left the client
 	prev     time.Duration
 	client   int32
 	attempts int32
-	outage   bool // started during the outage
-	ended    uint8
 }
 
 type bin struct {
@@ -265,17 +274,21 @@ type bin struct {
 }
 
 type overloadSim struct {
-	cfg       *OverloadConfig
-	s         *OverloadStrategy
-	p         retry.Policy // s.Policy resolved, for its limits (Backoff gets s.Policy itself)
-	retry503  bool
-	q         queue
+	cfg      *OverloadConfig
+	s        *OverloadStrategy
+	p        retry.Policy // s.Policy resolved, for its limits (Backoff gets s.Policy itself)
+	retry503 bool
+	// The events: the next request of every client (client numbers), and
+	// the requests in flight. Both take their seq from one count, so
+	// together they run in the order one queue would run them.
+	arrive    *calendar[int32]
+	flights   *calendar[flight]
+	seq       uint64
+	live      int64 // requests in flight
 	now       int64
 	arrivals  *source        // request arrivals: the same for every strategy
 	src       *source        // everything else
 	hosts     []retry.Policy // per client process: p with its own Budget, Throttle and the sim's Rand
-	reqs      []request
-	free      []int32
 	bins      []bin
 	latency   []uint32 // histogram of end-to-end latency, 1 ms buckets
 	res       OverloadResult
@@ -310,6 +323,9 @@ func newOverloadSim(cfg *OverloadConfig, s *OverloadStrategy) *overloadSim {
 	o.arrivals.seed(seedFor(cfg.Seed, nameHash("overload arrivals")))
 	o.src.seed(seedFor(cfg.Seed, nameHash("overload"), nameHash(s.Name)))
 	o.service = int64(float64(time.Second) / cfg.Capacity)
+	// Slots of 1 to 2 services: a few events each when the server is busy.
+	shift := uint(min(max(bits.Len64(uint64(o.service)), 8), 40))
+	o.arrive, o.flights = newCalendar[int32](shift), newCalendar[flight](shift)
 	o.maxBacklog = int64(cfg.Queue) * o.service
 	o.outageStart = int64(cfg.OutageStart)
 	o.outageEnd = int64(cfg.OutageStart + cfg.Outage)
@@ -366,46 +382,51 @@ func (o *overloadSim) binOf(t int64) *bin {
 	return &o.bins[i]
 }
 
+// next returns the next sequence number, with tag in its low byte.
+func (o *overloadSim) next(tag uint64) uint64 {
+	o.seq++
+	return o.seq<<seqShift | tag
+}
+
 func (o *overloadSim) run() {
 	cfg := o.cfg
-	o.q.h = make([]event, 0, cfg.Clients+1024)
 	end := int64(cfg.Duration)
 	for c := range cfg.Clients {
 		if t := o.arrivals.exp(o.meanGap); t < end {
-			o.q.push(t, oArrive, int32(c), 0)
+			o.arrive.push(t, o.next(0), int32(c))
 		}
 	}
-	for o.q.len() > 0 {
-		e := o.q.pop()
+	for o.arrive.len() > 0 || o.flights.len() > 0 {
+		if o.flights.len() == 0 || o.arrive.len() > 0 && before(o.arrive.peek(), o.flights.peek()) {
+			e := o.arrive.pop()
+			o.now = e.at
+			client := e.p
+			o.sample()
+			o.res.Events++
+			if t := o.now + o.arrivals.exp(o.meanGap); t < end {
+				o.arrive.push(t, o.next(0), client)
+			}
+			o.newRequest(client)
+			continue
+		}
+		e := o.flights.pop()
 		o.now = e.at
+		tag := e.seq & (1<<seqShift - 1)
+		f := e.p
 		o.sample()
 		o.res.Events++
-		switch e.kind {
-		case oArrive:
-			if t := e.at + o.arrivals.exp(o.meanGap); t < end {
-				o.q.push(t, oArrive, e.who, 0)
-			}
-			o.newRequest(e.who)
-		case oServer:
-			o.atServer(e.arg)
-		case oReply:
-			o.reply(e.arg, e.who)
+		if tag&(1<<kindBits-1) == oServer {
+			o.atServer(&f)
+		} else {
+			o.reply(&f, int(tag>>kindBits))
 		}
 	}
 	o.finish()
 }
 
 func (o *overloadSim) newRequest(client int32) {
-	var id int32
-	if n := len(o.free); n > 0 {
-		id = o.free[n-1]
-		o.free = o.free[:n-1]
-	} else {
-		o.reqs = append(o.reqs, request{})
-		id = int32(len(o.reqs) - 1)
-	}
-	r := &o.reqs[id]
-	*r = request{start: o.now, client: client, outage: o.now >= o.outageStart && o.now < o.outageEnd}
+	f := flight{start: o.now, client: client}
+	o.live++
 	o.res.Requests++
 	if b := o.binOf(o.now); b != nil {
 		b.started++
@@ -414,30 +435,29 @@ func (o *overloadSim) newRequest(client int32) {
 		if b := o.binOf(o.now); b != nil {
 			b.refused++
 		}
-		o.end(id, endThrottled)
+		o.end(&f, endThrottled)
 		return
 	}
-	o.send(id, o.now)
+	o.send(&f, o.now)
 }
 
-// send makes request id's next attempt leave the client at time at.
-func (o *overloadSim) send(id int32, at int64) {
-	r := &o.reqs[id]
-	r.attempts++
-	r.sent = at
+// send makes request f's next attempt leave the client at time at.
+func (o *overloadSim) send(f *flight, at int64) {
+	f.attempts++
+	f.sent = at
 	o.res.Attempts++
-	o.q.push(at+o.delay(), oServer, 0, id)
+	o.flights.push(at+o.delay(), o.next(oServer), *f)
 }
 
-// Reply statuses, carried in event.who.
+// Reply statuses, carried in the seq of an oReply event.
 const (
-	st503 int32 = iota
+	st503 = iota
 	stOK
 	stTimeout  // the attempt timed out at the client
 	stDeadline // the policy's deadline cancelled the attempt
 )
 
-func (o *overloadSim) atServer(id int32) {
+func (o *overloadSim) atServer(f *flight) {
 	t := o.now
 	b := o.binOf(t)
 	if b != nil {
@@ -445,36 +465,35 @@ func (o *overloadSim) atServer(id int32) {
 	}
 	if t >= o.outageStart && t < o.outageEnd {
 		if o.cfg.Drop {
-			o.replyAt(id, math.MaxInt64, st503) // never answered: the client times out
+			o.replyAt(f, math.MaxInt64, st503) // never answered: the client times out
 			return
 		}
-		o.replyAt(id, t+o.delay(), st503)
+		o.replyAt(f, t+o.delay(), st503)
 		return
 	}
 	backlog := max(o.busyUntil-t, 0)
 	if backlog >= o.maxBacklog+o.service {
-		o.replyAt(id, t+o.delay(), st503) // queue full: shed with a 503
+		o.replyAt(f, t+o.delay(), st503) // queue full: shed with a 503
 		return
 	}
 	if b != nil {
 		b.ok++
 	}
 	o.busyUntil = t + backlog + o.service
-	o.replyAt(id, o.busyUntil+o.delay(), stOK)
+	o.replyAt(f, o.busyUntil+o.delay(), stOK)
 }
 
-// replyAt schedules the end of request id's attempt: its reply at time at,
+// replyAt schedules the end of request f's attempt: its reply at time at,
 // unless the client stops waiting before, at its attempt timeout or at the
 // policy's deadline.
-func (o *overloadSim) replyAt(id int32, at int64, status int32) {
-	r := &o.reqs[id]
-	if o.timeout > 0 && at > r.sent+o.timeout {
-		at, status = r.sent+o.timeout, stTimeout
+func (o *overloadSim) replyAt(f *flight, at int64, status uint64) {
+	if o.timeout > 0 && at > f.sent+o.timeout {
+		at, status = f.sent+o.timeout, stTimeout
 	}
-	if o.deadline > 0 && at >= r.start+o.deadline {
-		at, status = r.start+o.deadline, stDeadline
+	if o.deadline > 0 && at >= f.start+o.deadline {
+		at, status = f.start+o.deadline, stDeadline
 	}
-	o.q.push(at, oReply, status, id)
+	o.flights.push(at, o.next(status<<kindBits|oReply), *f)
 }
 
 // Errors of failed attempts, as the library's loop sees them.
@@ -484,20 +503,19 @@ var (
 	errNotRetried  = retry.Permanent(errUnavailable) // a 503 the policy does not retry
 )
 
-// reply ends request id's attempt with status and takes the library's step
+// reply ends request f's attempt with status and takes the library's step
 // between attempts (Policy.Next): the same classification, limiter calls,
 // wait and give-up rules as retry.Do, on the virtual clock.
-func (o *overloadSim) reply(id int32, status int32) {
-	r := &o.reqs[id]
-	hp := &o.hosts[int(r.client)%o.cfg.Hosts]
+func (o *overloadSim) reply(f *flight, status int) {
+	hp := &o.hosts[int(f.client)%o.cfg.Hosts]
 	var err error
 	switch {
 	case status == stOK:
 		hp.Succeeded()
-		o.end(id, endSuccess)
+		o.end(f, endSuccess)
 		return
 	case status == stDeadline:
-		o.end(id, endGaveUp) // as the library: no Record for a cancelled attempt
+		o.end(f, endGaveUp) // as the library: no Record for a cancelled attempt
 		return
 	case status == st503 && !o.retry503:
 		err = errNotRetried
@@ -508,35 +526,32 @@ func (o *overloadSim) reply(id int32, status int32) {
 	}
 	var deadline time.Time
 	if o.deadline > 0 {
-		deadline = simEpoch.Add(time.Duration(r.start + o.deadline))
+		deadline = simEpoch.Add(time.Duration(f.start + o.deadline))
 	}
-	step := hp.Next(int(r.attempts), r.prev, err, simEpoch.Add(time.Duration(o.now)), deadline)
-	r.prev = step.Shaped
+	step := hp.Next(int(f.attempts), f.prev, err, simEpoch.Add(time.Duration(o.now)), deadline)
+	f.prev = step.Shaped
 	switch step.Reason {
 	case retry.ReasonNone:
-		o.send(id, o.now+int64(step.Wait))
+		o.send(f, o.now+int64(step.Wait))
 	case retry.ReasonPermanent, retry.ReasonAttempts:
-		o.end(id, endFailed)
+		o.end(f, endFailed)
 	case retry.ReasonThrottled:
 		if b := o.binOf(o.now); b != nil {
 			b.refused++
 		}
-		o.end(id, endGaveUp)
+		o.end(f, endGaveUp)
 	default: // deadline, budget
-		o.end(id, endGaveUp)
+		o.end(f, endGaveUp)
 	}
 }
 
-// end closes request id with outcome how, exactly once.
-func (o *overloadSim) end(id int32, how uint8) {
-	r := &o.reqs[id]
-	if r.ended != 0 {
-		panic(fmt.Sprintf("sim: request %d ended twice", id))
-	}
-	r.ended = how
+// end closes request f with outcome how. A request ends once: its state
+// lives in its one waiting event, and end schedules none.
+func (o *overloadSim) end(f *flight, how uint8) {
+	o.live--
 	switch how {
 	case endSuccess:
-		if b := o.binOf(r.start); b != nil && o.now-r.start <= int64(o.cfg.OnTime) {
+		if b := o.binOf(f.start); b != nil && o.now-f.start <= int64(o.cfg.OnTime) {
 			b.onTime++
 		}
 		o.res.Succeeded++
@@ -552,17 +567,16 @@ func (o *overloadSim) end(id int32, how uint8) {
 		o.res.GaveUp++
 		o.res.Throttled++
 	}
-	o.endedAtt += int64(r.attempts)
-	if r.outage {
+	o.endedAtt += int64(f.attempts)
+	if f.start >= o.outageStart && f.start < o.outageEnd { // started during the outage
 		o.outReqs++
-		o.outAtt += int64(r.attempts)
+		o.outAtt += int64(f.attempts)
 	}
-	ms := (o.now - r.start) / int64(time.Millisecond)
+	ms := (o.now - f.start) / int64(time.Millisecond)
 	if ms >= int64(len(o.latency)) {
 		o.latency = append(o.latency, make([]uint32, ms+1-int64(len(o.latency))+1024)...)
 	}
 	o.latency[ms]++
-	o.free = append(o.free, id)
 }
 
 func (o *overloadSim) finish() {
