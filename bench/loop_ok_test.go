@@ -59,3 +59,48 @@ func TestPeersRetry(t *testing.T) {
 		}
 	}
 }
+
+// TestSettings checks that each setting of BenchmarkSettings takes the path
+// its name says: one attempt that succeeds, and an attempt context with a
+// deadline of its own exactly for the settings that set one (Policy{} and a
+// direct call give fn the caller's context, which has none).
+func TestSettings(t *testing.T) {
+	withDeadline := map[string]time.Duration{
+		"default":             0,
+		"deadline":            time.Minute,
+		"attempt-timeout":     time.Minute,
+		"profile=flex":        10 * time.Minute,
+		"profile=realtime":    10 * time.Second,
+		"profile=model-armor": 300 * time.Second,
+	}
+	if len(withDeadline) != len(settings) {
+		t.Fatalf("%d settings, %d expectations: add the new setting here", len(settings), len(withDeadline))
+	}
+	for _, s := range settings {
+		t.Run(s.name, func(t *testing.T) {
+			want, ok := withDeadline[s.name]
+			if !ok {
+				t.Fatalf("no expectation for setting %q", s.name)
+			}
+			run := s.runner(t)
+			calls := 0
+			begin := time.Now()
+			v, err := run(context.Background(), func(ctx context.Context) (int, error) {
+				calls++
+				dl, has := ctx.Deadline()
+				switch {
+				case want == 0 && has:
+					t.Errorf("the attempt has a deadline (%v away), want none", time.Until(dl))
+				case want > 0 && !has:
+					t.Errorf("the attempt has no deadline, want one %v away", want)
+				case want > 0 && (dl.Before(begin.Add(want-time.Second)) || dl.After(time.Now().Add(want))):
+					t.Errorf("the attempt's deadline is %v away, want %v", time.Until(dl), want)
+				}
+				return 42, nil
+			})
+			if err != nil || v != 42 || calls != 1 {
+				t.Fatalf("got (%d, %v) after %d calls, want (42, nil) after 1", v, err, calls)
+			}
+		})
+	}
+}

@@ -185,7 +185,6 @@ var scenarios = []struct {
 // scenario and library. Sub-benchmark names are key=value pairs so that
 // benchstat can tabulate them (benchstat -col /lib).
 func BenchmarkRetry(b *testing.B) {
-	ctx := context.Background()
 	for _, sc := range scenarios {
 		for _, p := range peers {
 			if p.name == "bare" && sc.fail > 0 {
@@ -196,19 +195,113 @@ func BenchmarkRetry(b *testing.B) {
 				if f.err == nil {
 					f.err = errTransient
 				}
-				fn := f.call
-				run := p.newRunner(sc.wait)
-				b.ReportAllocs()
-				for b.Loop() {
-					f.calls = 0
-					if v, err := run(ctx, fn); err != nil || v != 42 {
-						b.Fatalf("got (%d, %v), want (42, nil)", v, err)
-					}
-				}
-				if want := sc.fail + 1; f.calls != want {
-					b.Fatalf("last call made %d attempts, want %d", f.calls, want)
-				}
+				benchCall(b, p.newRunner(sc.wait), f)
 			})
 		}
 	}
+}
+
+// benchCall is the body of every loop benchmark (and of the loop rows of
+// TestReport): one call of f through run per iteration, checked, and f's
+// attempts in the last call checked too.
+func benchCall(b *testing.B, run runner, f *flaky) {
+	ctx := context.Background()
+	fn := f.call
+	b.ReportAllocs()
+	for b.Loop() {
+		f.calls = 0
+		if v, err := run(ctx, fn); err != nil || v != 42 {
+			b.Fatalf("got (%d, %v), want (42, nil)", v, err)
+		}
+	}
+	if want := f.fail + 1; f.calls != want {
+		b.Fatalf("last call made %d attempts, want %d", f.calls, want)
+	}
+}
+
+// setting is one policy of ours whose success path is measured on its own:
+// the settings that cost something over Policy{} (issue 25's table).
+type setting struct {
+	name   string
+	policy func() (retry.Policy, error)
+}
+
+// settings are measured by BenchmarkSettings and by TestReport. "default"
+// is Policy{}; "deadline" and "attempt-timeout" give each attempt a
+// deadline of its own, as do the three profiles (flex an AttemptTimeout of
+// 10 min, realtime a Deadline of 10 s, model-armor a Deadline of 300 s).
+var settings = []setting{
+	{"default", func() (retry.Policy, error) { return retry.Policy{}, nil }},
+	{"deadline", func() (retry.Policy, error) { return retry.Policy{Deadline: time.Minute}, nil }},
+	{"attempt-timeout", func() (retry.Policy, error) { return retry.Policy{AttemptTimeout: time.Minute}, nil }},
+	{"profile=flex", func() (retry.Policy, error) { return retry.Profile("flex") }},
+	{"profile=realtime", func() (retry.Policy, error) { return retry.Profile("realtime") }},
+	{"profile=model-armor", func() (retry.Policy, error) { return retry.Profile("model-armor") }},
+}
+
+// runner returns the per-call code of s: retry.Do with its policy, built
+// once.
+func (s setting) runner(tb testing.TB) runner {
+	p, err := s.policy()
+	if err != nil {
+		tb.Fatalf("setting %s: %v", s.name, err)
+	}
+	return func(ctx context.Context, fn func(context.Context) (int, error)) (int, error) {
+		return retry.Do(ctx, p, fn)
+	}
+}
+
+// BenchmarkSettings measures ours on the success path (one attempt that
+// succeeds) under each setting, beside lib=bare (a direct call): the rows
+// of the root module's BenchmarkDo that issue 25 sets goals for.
+func BenchmarkSettings(b *testing.B) {
+	b.Run("scenario=success/setting=bare", func(b *testing.B) {
+		benchCall(b, bareRunner(), &flaky{})
+	})
+	for _, s := range settings {
+		b.Run("scenario=success/setting="+s.name, func(b *testing.B) {
+			benchCall(b, s.runner(b), &flaky{})
+		})
+	}
+}
+
+// clockNow and clockSince keep the reads of benchClock alive.
+var (
+	clockNow   time.Time
+	clockSince time.Duration
+)
+
+// benchClock measures one read of the wall and monotonic clock
+// (time.Now), the read Do makes before the first attempt so that
+// Error.Elapsed counts it; with since, followed by a time.Since (a second
+// read, of the monotonic clock only).
+func benchClock(b *testing.B, since bool) {
+	b.ReportAllocs()
+	if !since {
+		for b.Loop() {
+			clockNow = time.Now()
+		}
+		return
+	}
+	for b.Loop() {
+		clockSince = time.Since(time.Now())
+	}
+}
+
+// BenchmarkClock is the cost of a clock read on this machine, for
+// comparison with scenario=success: read=now is one time.Now,
+// read=now+since a time.Now then a time.Since.
+func BenchmarkClock(b *testing.B) {
+	b.Run("read=now", func(b *testing.B) { benchClock(b, false) })
+	b.Run("read=now+since", func(b *testing.B) { benchClock(b, true) })
+}
+
+// bareRunner is the runner of lib=bare: fn called once, directly.
+func bareRunner() runner {
+	for _, p := range peers {
+		if p.name == "bare" {
+			return p.newRunner(time.Nanosecond)
+		}
+	}
+	panic("no bare peer")
 }

@@ -195,27 +195,9 @@ func BenchmarkFleetQuota(b *testing.B) {
 					if err := admitN(admit, 1000); err != nil { // connections, scripts, leases
 						b.Fatal(err)
 					}
-					l0, r0, cpu0 := local(), readRedisStats(b, stats), processCPU()
-					b.ResetTimer()
-					if err := admitN(admit, b.N); err != nil {
-						b.Fatal(err)
-					}
-					b.StopTimer()
-					cpu, r1, l1 := processCPU()-cpu0, readRedisStats(b, stats), local()
-					run := quotaTotals{
-						n:        float64(b.N),
-						ns:       float64(b.Elapsed().Nanoseconds()),
-						cpu:      float64(cpu.Nanoseconds()),
-						commands: float64(r1.commands - r0.commands),
-						redisCPU: float64((r1.cpu - r0.cpu).Nanoseconds()),
-					}
+					run := quotaRun(b, admit, local, stats)
 					tot.n, tot.ns, tot.cpu = tot.n+run.n, tot.ns+run.ns, tot.cpu+run.cpu
 					tot.commands, tot.redisCPU = tot.commands+run.commands, tot.redisCPU+run.redisCPU
-					per := run.per()
-					b.ReportMetric(per.cpu, "cpu-ns/op")
-					b.ReportMetric(per.commands, "redis-cmds/op")
-					b.ReportMetric(per.redisCPU, "redis-cpu-ns/op")
-					b.ReportMetric(float64(l1-l0)/run.n, "local/op")
 				})
 			}
 			ours, theirs := totals["ours"], totals["redis_rate"]
@@ -232,4 +214,32 @@ func BenchmarkFleetQuota(b *testing.B) {
 			})
 		})
 	}
+}
+
+// quotaRun is the measured part of BenchmarkFleetQuota (and of TestReport's
+// quota rows): b.N requests admitted by admit from quotaClients goroutines,
+// with what they cost reported per admitted request and returned as totals.
+// stats is a client of the same redis-server, for INFO; local counts the
+// decisions the library made without Redis.
+func quotaRun(b *testing.B, admit admitter, local func() int64, stats *redis.Client) quotaTotals {
+	l0, r0, cpu0 := local(), readRedisStats(b, stats), processCPU()
+	b.ResetTimer()
+	if err := admitN(admit, b.N); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	cpu, r1, l1 := processCPU()-cpu0, readRedisStats(b, stats), local()
+	run := quotaTotals{
+		n:        float64(b.N),
+		ns:       float64(b.Elapsed().Nanoseconds()),
+		cpu:      float64(cpu.Nanoseconds()),
+		commands: float64(r1.commands - r0.commands),
+		redisCPU: float64((r1.cpu - r0.cpu).Nanoseconds()),
+	}
+	per := run.per()
+	b.ReportMetric(per.cpu, "cpu-ns/op")
+	b.ReportMetric(per.commands, "redis-cmds/op")
+	b.ReportMetric(per.redisCPU, "redis-cpu-ns/op")
+	b.ReportMetric(float64(l1-l0)/run.n, "local/op")
+	return run
 }

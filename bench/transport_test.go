@@ -147,30 +147,35 @@ func countingServer(tb testing.TB, fail int64) (*httptest.Server, *atomic.Int64)
 // the body to the end, close it. Every retrying client has Google's default
 // waits (1 s initial, 60 s cap) and 5 attempts, which a 200 never uses.
 func BenchmarkTransport(b *testing.B) {
-	ctx := context.Background()
 	for _, p := range httpPeers {
-		b.Run("scenario=get-200/lib="+p.name, func(b *testing.B) {
-			srv, hits := countingServer(b, 0)
-			base := newBase()
-			defer base.CloseIdleConnections()
-			get := p.newGetter(base, retry.DefaultInitialDelay, retry.DefaultMaxDelay)
-			// Warm up: open the keep-alive connection outside the timing.
-			if code, err := get(ctx, srv.URL); err != nil || code != http.StatusOK {
-				b.Fatalf("warm-up: got (%d, %v), want 200", code, err)
-			}
-			hits.Store(0)
-			var n int64
-			b.ReportAllocs()
-			for b.Loop() {
-				code, err := get(ctx, srv.URL)
-				if err != nil || code != http.StatusOK {
-					b.Fatalf("got (%d, %v), want 200", code, err)
-				}
-				n++
-			}
-			if h := hits.Load(); h != n {
-				b.Fatalf("server saw %d requests for %d calls", h, n)
-			}
-		})
+		b.Run("scenario=get-200/lib="+p.name, func(b *testing.B) { benchGet(b, p) })
+	}
+}
+
+// benchGet is the body of BenchmarkTransport (and of TestReport's HTTP
+// row): a loopback server and a client of its own for p, one warm-up
+// request outside the timing, then one checked GET per iteration.
+func benchGet(b *testing.B, p httpPeer) {
+	ctx := context.Background()
+	srv, hits := countingServer(b, 0)
+	base := newBase()
+	defer base.CloseIdleConnections()
+	get := p.newGetter(base, retry.DefaultInitialDelay, retry.DefaultMaxDelay)
+	// Warm up: open the keep-alive connection outside the timing.
+	if code, err := get(ctx, srv.URL); err != nil || code != http.StatusOK {
+		b.Fatalf("warm-up: got (%d, %v), want 200", code, err)
+	}
+	hits.Store(0)
+	var n int64
+	b.ReportAllocs()
+	for b.Loop() {
+		code, err := get(ctx, srv.URL)
+		if err != nil || code != http.StatusOK {
+			b.Fatalf("got (%d, %v), want 200", code, err)
+		}
+		n++
+	}
+	if h := hits.Load(); h != n {
+		b.Fatalf("server saw %d requests for %d calls", h, n)
 	}
 }
