@@ -10,5 +10,9 @@
 //	cd bench && go test -run x -bench . -benchmem -count 6
 //
 // and see docs/benchmarks.md for how each library is configured and for the
-// measured results.
+// measured results. TestReport measures the figures issue 25 sets goals
+// for, each run alternately with its anchor, and prints one table of paired
+// ratios; it runs only when asked:
+//
+//	cd bench && GOWORK=off go test -run '^TestReport$' -report -v -timeout 15m
 package bench
