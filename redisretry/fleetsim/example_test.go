@@ -74,10 +74,10 @@ func ExampleStepScenario() {
 	fleetsim.WriteSteps(os.Stdout, rs...)
 	// Output:
 	// pacing       step  cap/s     429 goodput/s    of cap  converged
-	// auto           0s    100   1.7 %      96.0    96.0 %         7s
-	// auto          60s     40   4.4 %      38.8    96.9 %         5s
-	// auto         120s    100   1.1 %      96.0    96.0 %         6s
-	// auto          all          1.9 %                     13603 att.
+	// auto           0s    100   1.8 %      96.0    96.0 %         7s
+	// auto          60s     40   4.8 %      38.7    96.7 %         5s
+	// auto         120s    100   1.1 %      96.2    96.2 %         6s
+	// auto          all          2.0 %                     13641 att.
 	// quota          0s    100   0.0 %     100.0   100.0 %         0s
 	// quota         60s     40  59.7 %      40.4   101.0 %      never
 	// quota        120s    100   0.0 %     100.0   100.0 %         0s
