@@ -84,14 +84,15 @@ type AutoQuotaConfig struct {
 
 	// Beta is the factor of a cut: a 429 of an attempt paced at the
 	// current rate sets the rate to Beta times it (or times the fleet's
-	// measured send rate, when that is less than half of it). 0 means
-	// 0.8; it must be above 0 and below 1.
+	// measured send rate, when the rate is not used: see AutoQuota). 0
+	// means 0.8; it must be above 0 and below 1.
 	Beta float64
 
 	// Recovery is how long the rate, once cut and used all the while,
-	// takes to climb back to where it was cut; it then grows on past it,
-	// slowly at first, then faster (CUBIC's curve, scaled to the rate).
-	// 0 means 3 s. It must be between 10 ms and 1 h.
+	// takes to climb back to where it was cut (CUBIC's concave curve,
+	// scaled to the rate); it then grows on past it, doubling every
+	// Recovery until a 429 comes. 0 means 3 s. It must be between 10 ms
+	// and 1 h.
 	Recovery time.Duration
 
 	// Sync is how old the learnt rate a process paces at may be: an
@@ -254,16 +255,18 @@ func Congested(err error) bool {
 // The rate starts at the Ceiling (before its first 429 the fleet knows
 // nothing better: it sends what it asks for, up to that). A 429 of an attempt
 // paced at the current rate cuts it to Beta (0.8) times itself (or times the
-// fleet's send rate measured over the last second, when that is less than
-// half of it: a rate the fleet does not use), and starts a new
-// epoch: the 429s of attempts paced before the cut do not cut again, so the
-// rate is cut at most once per reaction of the fleet (the time an attempt
-// paced at the new rate takes to come back), not once per process that saw
-// a 429. While the fleet uses the rate (some process waited for the
-// schedule), it grows back by a scale-free CUBIC curve, rate(t) = wmax × (1 −
-// (1−Beta)(1 − t/Recovery)³): back where it was cut after Recovery (3 s) of
-// use, then past it, slowly at first. A rate the fleet does not use does not
-// grow. Each process reads the rate (one Redis call, which also reports what
+// fleet's send rate measured over the last second, when the rate is not
+// used: the fleet sent less than half of it and was held back by it less
+// than half of that second), and starts a new epoch: the 429s of attempts
+// paced before the cut do not cut again, so the rate is cut at most once per
+// reaction of the fleet (the time an attempt paced at the new rate takes to
+// come back), not once per process that saw a 429. While the fleet uses the
+// rate (some process waited for the schedule), it grows back by a
+// scale-free CUBIC curve, rate(t) = wmax × (1 − (1−Beta)(1 − t/Recovery)³):
+// back where it was cut after Recovery (3 s) of use, flat there; then,
+// with no 429 since, past it, doubling every Recovery (the capacity is
+// above where it was; the overshoot is what the rate grows in one
+// reaction). A rate the fleet does not use does not grow. Each process reads the rate (one Redis call, which also reports what
 // it sent and whether it was held back) before an attempt once what it knows
 // is older than Sync (100 ms), and reports a 429 at once.
 //
@@ -497,15 +500,25 @@ func (a *AutoQuota) reserved(epoch int64, earliest, t time.Time, err error) {
 		a.used, a.localUsed = true, true
 	}
 	a.sent++
-	if n := len(a.pending); n > 0 && a.pending[n-1].epoch == epoch {
+	n := len(a.pending)
+	switch {
+	case n > 0 && a.pending[n-1].epoch == epoch:
 		a.pending[n-1].n++
 		return
-	}
-	if len(a.pending) >= 64 { // attempts never made (their wait was cut short) are forgotten at last
+	case n > 0 && a.pending[n-1].epoch > epoch:
+		// The epochs started again (the rate's key was lost): the
+		// attempts outstanding are of another count.
+		a.pending = a.pending[:0]
+	case n >= maxPending:
 		a.pending = a.pending[:copy(a.pending, a.pending[1:])]
 	}
 	a.pending = append(a.pending, epochCount{epoch, 1})
 }
+
+// maxPending is how many epochs an AutoQuota keeps counts of attempts
+// outstanding for: an attempt outstanding over more cuts than that is
+// counted as of a later epoch.
+const maxPending = 64
 
 // freshen calls then once the rate is fresh enough to pace at: at once
 // if it is (or Redis is unavailable: then this process's own rate grows),
@@ -586,17 +599,36 @@ func (a *AutoQuota) replied(r backend.RateReply, err error, read bool) {
 // record takes an attempt's outcome: a 429 (by Congested) of an attempt
 // paced at the current epoch is reported (once per epoch per process), or
 // without Redis cuts this process's rate.
+//
+// Record is not told which attempt ended, so attempts are matched to the
+// epochs they were paced under by count: a 429 takes one from the oldest
+// epoch with attempts outstanding, any other outcome from the newest. A 429
+// then counts for the current epoch only when every attempt outstanding was
+// paced under it, or when an attempt of the current epoch met a 429 earlier
+// that was counted for an older one: the rate is never cut unless an attempt
+// paced at it met a 429, whatever the order the attempts end in. (A cut may
+// come one 429 late: the first 429 of the current epoch while an older
+// attempt is outstanding.) A reservation the loop does not use (its wait
+// cut short) leaves a count behind: one of an older epoch absorbs one later
+// 429, which then does not cut; one of the newest epoch is taken by the next
+// outcome. Attempts outstanding over more than maxPending (64) cuts are
+// counted as of a later epoch.
 func (a *AutoQuota) record(err error) {
+	congested := err != nil && a.congested(err)
 	a.mu.Lock()
-	e := a.epoch
-	if len(a.pending) > 0 {
-		p := &a.pending[0]
+	e := int64(-1) // no attempt outstanding: not this process's to report
+	if n := len(a.pending); n > 0 {
+		i := n - 1
+		if congested {
+			i = 0
+		}
+		p := &a.pending[i]
 		e = p.epoch
 		if p.n--; p.n == 0 {
-			a.pending = a.pending[:copy(a.pending, a.pending[1:])]
+			a.pending = append(a.pending[:i], a.pending[i+1:]...)
 		}
 	}
-	if err == nil || e != a.epoch || !a.congested(err) {
+	if !congested || e != a.epoch {
 		a.mu.Unlock()
 		return
 	}
@@ -625,7 +657,13 @@ func (a *AutoQuota) record(err error) {
 // Record implements [retry.Pacer]: a 429 of an attempt paced at the current
 // rate is reported to the fleet (one Redis call, not waited for; once per
 // epoch per process), or without Redis cuts this process's rate. Attempts
-// are matched to the epoch they were paced under in the order they started.
+// are matched to the epochs they were paced under by count (Record is not
+// told which attempt ended): a 429 takes the oldest epoch with an attempt
+// outstanding, any other outcome the newest, so that the rate is never cut
+// unless an attempt paced at it met a 429, whatever the order attempts end
+// in; the cut may come one 429 late. A reservation whose wait was cut short
+// makes one later 429 of an older epoch not count. A Record with no attempt
+// reserved is not reported.
 func (a *AutoQuota) Record(err error) { a.record(err) }
 
 // growLocally grows this process's rate without Redis: linearly, back to

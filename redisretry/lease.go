@@ -167,7 +167,8 @@ func (q *Quota) leftLocked(now time.Time) int64 {
 // apart than the horizon holds none. While it is the only member and alone
 // reserves on the schedule (its blocks follow each other), it holds more:
 // its growth, doubling with each such block. Both at most Lease requests'
-// worth and the quota's Rate.
+// worth and the quota's Rate, in whole requests (of the most units a recent
+// request took): a request takes its units from one block.
 func (q *Quota) aheadLocked(now time.Time) int64 {
 	h := q.horizonLocked(now)
 	var t int64
@@ -180,7 +181,9 @@ func (q *Quota) aheadLocked(now time.Time) int64 {
 	share := float64(q.limit.Rate) * h.Seconds() / q.limit.Period.Seconds() / float64(max(q.members, 1))
 	t = int64(min(float64(t), share))
 	t = max(t, q.grow)
-	return max(min(t, satMul(q.lease, max(q.d.most, 1)), q.limit.Rate), 0)
+	most := max(q.d.most, 1)
+	t = max(min(t, satMul(q.lease, most), q.limit.Rate), 0)
+	return t / most * most // a part of a request at a block's end would be lost
 }
 
 // aheadDueLocked reports whether a block ahead of need is due: the lease

@@ -19,6 +19,7 @@ type rateCase struct {
 	agoAt  time.Duration     // how long before the call the state was last written (negative: the clock went back)
 	agoNT  time.Duration     // how long before the call the current measure began
 	bad    string            // a field written with this value instead (not the rate's)
+	old    bool              // the hash is written without ug and uw (as before they were kept)
 	string bool              // the key holds a string
 	a      backend.RateArgs
 	wantOK func(r backend.RateReply) bool // what the case is about
@@ -49,6 +50,8 @@ var rateCases = []rateCase{
 		wantOK: func(r backend.RateReply) bool { return r.Rate < 100*perS }},
 	{name: "past the recovery: above where it was cut", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 6_000_000}, agoAt: 100 * time.Millisecond, a: rateArgs(-1, 1, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Rate > 130*perS }},
+	{name: "past the recovery: doubling every recovery", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 7_500_000}, agoAt: 0, a: rateArgs(-1, 0, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Rate == 300*perS }}, // 1.5 recoveries past: 2 × 1.5
 	{name: "long used: the ceiling bounds it", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 500_000_000}, agoAt: time.Millisecond, a: rateArgs(-1, 1, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Rate == 10_000*perS }},
 	{name: "the floor bounds a cut", st: backend.RateState{Epoch: 9, Wmax: 1 * perS}, agoAt: time.Second, a: rateArgs(9, 0, 1),
@@ -67,6 +70,12 @@ var rateCases = []rateCase{
 		wantOK: func(r backend.RateReply) bool {
 			return r.Cut && r.Rate > 125*perS && r.Rate < 127*perS && r.Meas > 99*perS
 		}},
+	{name: "no cut from the measure of a window the rate was used in", st: backend.RateState{Epoch: 1, Wmax: 2_000 * perS, Grown: 3_000_000, N: 149, UG: 800_000}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 1, 1),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate > 1_400*perS && r.Rate < 1_410*perS }},
+	{name: "the share of a window used is kept", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, UG: 300_000}, agoAt: 200 * time.Millisecond, agoNT: 1000 * time.Millisecond, a: rateArgs(-1, 1, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Meas == 0 }}, // the window ends: UW 500,000 (the states are compared)
+	{name: "a hash of before ug and uw", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, old: true, agoAt: 500 * time.Millisecond, a: rateArgs(-1, 1, 5),
+		wantOK: func(r backend.RateReply) bool { return r.Epoch == 3 && r.Rate > 80*perS && r.Rate < 100*perS }},
 	{name: "a measure under way is kept", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, N: 40, Meas: 55 * perS}, agoAt: 5 * time.Millisecond, agoNT: 400 * time.Millisecond, a: rateArgs(-1, 1, 2),
 		wantOK: func(r backend.RateReply) bool { return r.Meas == 55*perS }},
 	{name: "the clock went back", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 1_000_000, N: 10}, agoAt: -time.Hour, agoNT: -time.Hour, a: rateArgs(-1, 1, 1),
@@ -108,6 +117,9 @@ func TestRateScriptMatchesModel(t *testing.T) {
 					s.NT = now + us(-tc.agoNT)
 				}
 				fields := []any{"epoch", s.Epoch, "wmax", s.Wmax, "grown", s.Grown, "at", s.At, "n", s.N, "nt", s.NT, "meas", s.Meas}
+				if !tc.old {
+					fields = append(fields, "ug", s.UG, "uw", s.UW)
+				}
 				if tc.bad != "" {
 					fields[1] = tc.bad
 				} else {
@@ -138,7 +150,7 @@ func TestRateScriptMatchesModel(t *testing.T) {
 			}
 			h := c.HGetAll(ctx, key).Val()
 			num := func(f string) int64 { n, _ := strconv.ParseInt(h[f], 10, 64); return n }
-			got := backend.RateState{Epoch: num("epoch"), Wmax: num("wmax"), Grown: num("grown"), At: num("at"), N: num("n"), NT: num("nt"), Meas: num("meas")}
+			got := backend.RateState{Epoch: num("epoch"), Wmax: num("wmax"), Grown: num("grown"), At: num("at"), N: num("n"), NT: num("nt"), Meas: num("meas"), UG: num("ug"), UW: num("uw")}
 			if got != want {
 				t.Fatalf("the server keeps %+v, the model %+v", got, want)
 			}

@@ -44,6 +44,7 @@ func Example() {
 	// refused at the deadline          0.0 %       0.0 %
 	//   of which meetable              0.0 %       0.0 %
 	//     with a slot to spare         0.0 %       0.0 %
+	// refused saturated                    0           0
 	// expired in an attempt                0           0
 	// answered 429                         0           0
 	// max per second (server)             11          11
@@ -73,13 +74,14 @@ func ExampleStepScenario() {
 	}
 	fleetsim.WriteSteps(os.Stdout, rs...)
 	// Output:
-	// pacing       step  cap/s     429 goodput/s    of cap  converged
-	// auto           0s    100   1.7 %      96.0    96.0 %         7s
-	// auto          60s     40   4.4 %      38.8    96.9 %         5s
-	// auto         120s    100   1.1 %      96.0    96.0 %         6s
-	// auto          all          1.9 %                     13603 att.
-	// quota          0s    100   0.0 %     100.0   100.0 %         0s
-	// quota         60s     40  59.7 %      40.4   101.0 %      never
-	// quota        120s    100   0.0 %     100.0   100.0 %         0s
-	// quota         all         19.9 %                     18000 att.
+	// pacing       step  cap/s     429  settled goodput/s    of cap  converged
+	// auto           0s    100   1.9 %    1.0 %      96.6    96.6 %         4s
+	// auto          60s     40   5.3 %    2.1 %      38.8    97.1 %         5s
+	// auto         120s    100   0.9 %    0.8 %      96.2    96.2 %         4s
+	// auto          all          2.1 %                              13865 att.
+	// auto               13222 calls refused saturated
+	// quota          0s    100   0.0 %    0.0 %     100.0   100.0 %         0s
+	// quota         60s     40  59.7 %   59.6 %      40.4   101.0 %      never
+	// quota        120s    100   0.0 %    0.0 %     100.0   100.0 %         0s
+	// quota         all         19.9 %                              18000 att.
 }

@@ -28,6 +28,7 @@ var rows = []row{
 	{"refused at the deadline", func(r *Result) string { return pct(r.RefusedShare) }},
 	{"  of which meetable", func(r *Result) string { return pct(r.MeetableShare) }},
 	{"    with a slot to spare", func(r *Result) string { return pct(r.ClearShare) }},
+	{"refused saturated", func(r *Result) string { return fmt.Sprint(r.RefusedSaturated) }},
 	{"expired in an attempt", func(r *Result) string { return fmt.Sprint(r.Expired) }},
 	{"answered 429", func(r *Result) string { return fmt.Sprint(r.Rejected) }},
 	{"max per second (server)", func(r *Result) string { return fmt.Sprint(r.MaxSecond) }},
@@ -231,11 +232,13 @@ func ratePlot(rs []*Result, ref svgplot.Series) *svgplot.Plot {
 }
 
 // WriteSteps writes, per run and per step of the Server's Capacity, the
-// 429s' share of the attempts, the goodput after Settle and its share of
-// the capacity, and when the fleet re-converged (see [StepResult]).
+// 429s' share of the attempts (in the whole step, and after Settle), the
+// goodput after Settle and its share of the capacity, and when the fleet
+// re-converged (see [StepResult]); per run, the 429s' share of all the
+// attempts and their number, and the calls refused saturated if any.
 func WriteSteps(w io.Writer, rs ...*Result) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-10s %6s %6s %7s %9s %9s %10s\n", "pacing", "step", "cap/s", "429", "goodput/s", "of cap", "converged")
+	fmt.Fprintf(&b, "%-10s %6s %6s %7s %8s %9s %9s %10s\n", "pacing", "step", "cap/s", "429", "settled", "goodput/s", "of cap", "converged")
 	for i, r := range rs {
 		name := r.Name
 		if name == "" {
@@ -246,13 +249,17 @@ func WriteSteps(w io.Writer, rs ...*Result) error {
 			if st.Converged >= 0 {
 				conv = fmt.Sprintf("%.0fs", st.Converged)
 			}
-			fmt.Fprintf(&b, "%-10s %5.0fs %6.0f %7s %9.1f %9s %10s\n", clip(name, 10), st.At, st.PerSecond, pct(st.RejectedShare), st.Goodput, pct(st.GoodputShare), conv)
+			fmt.Fprintf(&b, "%-10s %5.0fs %6.0f %7s %8s %9.1f %9s %10s\n", clip(name, 10), st.At, st.PerSecond, pct(st.RejectedShare), pct(st.SettledShare), st.Goodput, pct(st.GoodputShare), conv)
 		}
 		share := 0.0
 		if r.Attempts > 0 {
 			share = float64(r.Rejected) / float64(r.Attempts)
 		}
-		fmt.Fprintf(&b, "%-10s %6s %6s %7s %9s %9s %10s\n", clip(name, 10), "all", "", pct(share), "", "", fmt.Sprintf("%d att.", r.Attempts))
+		fmt.Fprintf(&b, "%-10s %6s %6s %7s %8s %9s %9s %10s", clip(name, 10), "all", "", pct(share), "", "", "", fmt.Sprintf("%d att.", r.Attempts))
+		b.WriteByte('\n')
+		if r.RefusedSaturated > 0 {
+			fmt.Fprintf(&b, "%-10s %6s  %d calls refused saturated\n", clip(name, 10), "", r.RefusedSaturated)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -41,13 +41,16 @@ type Result struct {
 	// starts within one slot of its deadline is a tie that a round trip
 	// decides either way.
 	RefusedClear int64 `json:"refused_clear"`
-	// RefusedOther counts calls a pacer refused otherwise (fail-closed,
-	// a closed limiter); GaveUp those that ran out of attempts, budget or
-	// time between attempts; Expired those whose deadline came during an
-	// attempt.
-	RefusedOther int64 `json:"refused_other"`
-	GaveUp       int64 `json:"gave_up"`
-	Expired      int64 `json:"expired"`
+	// RefusedSaturated counts calls an AutoQuota refused because their
+	// slot was more than its MaxWait away (redisretry.ErrSaturated: the
+	// fleet asked for more than the rate it learnt); RefusedOther calls a
+	// pacer refused otherwise (fail-closed, a closed limiter); GaveUp
+	// those that ran out of attempts, budget or time between attempts;
+	// Expired those whose deadline came during an attempt.
+	RefusedSaturated int64 `json:"refused_saturated"`
+	RefusedOther     int64 `json:"refused_other"`
+	GaveUp           int64 `json:"gave_up"`
+	Expired          int64 `json:"expired"`
 
 	// Attempts is every attempt sent after the Warmup (retries included);
 	// Rejected those the server answered 429.

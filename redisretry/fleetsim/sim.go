@@ -38,6 +38,7 @@ type sim struct {
 	// Measures (after the warmup unless said).
 	calls, admitted, succeeded, attempts, rejected         int64
 	refusedDeadline, refusedMeetable, refusedOther, gaveUp int64
+	refusedSaturated                                       int64
 	refusedClear                                           int64
 	expired                                                int64
 	waits                                                  []int64
@@ -487,6 +488,7 @@ const (
 	refusedDeadline
 	refusedMeetable
 	refusedClear
+	refusedSaturated
 	refusedOther
 	gaveUp
 	expired
@@ -590,6 +592,9 @@ func (s *sim) refused(c *call, err error) {
 		c.p.budget.Cancel(c.attempt > 0) // the loop gives back what was admitted
 	}
 	o := refusedOther
+	if errors.Is(err, redisretry.ErrSaturated) {
+		o = refusedSaturated
+	}
 	if errors.Is(err, retry.ErrPastDeadline) {
 		o = refusedDeadline
 		switch {
@@ -742,6 +747,8 @@ func (s *sim) finish(c *call, o outcome) {
 			s.refusedDeadline++
 			s.refusedMeetable++
 			s.refusedClear++
+		case refusedSaturated:
+			s.refusedSaturated++
 		case refusedOther:
 			s.refusedOther++
 		case gaveUp:
@@ -774,7 +781,7 @@ func (s *sim) result() *Result {
 		Name: c.Name, Processes: c.Processes, Seconds: c.Duration.Seconds(), Measured: (c.Duration - c.Warmup).Seconds(),
 		QuotaRate: s.rate, Quota: s.pacing(), Events: s.events, Seed: c.Seed,
 		Calls: s.calls, Admitted: s.admitted, Succeeded: s.succeeded,
-		RefusedDeadline: s.refusedDeadline, RefusedMeetable: s.refusedMeetable, RefusedClear: s.refusedClear, RefusedOther: s.refusedOther,
+		RefusedDeadline: s.refusedDeadline, RefusedMeetable: s.refusedMeetable, RefusedClear: s.refusedClear, RefusedSaturated: s.refusedSaturated, RefusedOther: s.refusedOther,
 		GaveUp: s.gaveUp, Expired: s.expired, Attempts: s.attempts, Rejected: s.rejected,
 		RoundTrips: s.rts, BinS: c.Bin.Seconds(),
 	}

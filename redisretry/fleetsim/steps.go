@@ -22,6 +22,9 @@ type StepResult struct {
 	Attempts      int64   `json:"attempts"`
 	Rejected      int64   `json:"rejected_429"`
 	RejectedShare float64 `json:"rejected_share"`
+	// SettledShare is the share of the attempts answered 429 from Settle
+	// after the step's start to its end.
+	SettledShare float64 `json:"rejected_share_settled"`
 	// Goodput is the requests answered 200 per second from Settle after
 	// the step's start to its end; GoodputShare is Goodput ÷ PerSecond.
 	Goodput      float64 `json:"goodput_per_s"`
@@ -61,10 +64,13 @@ func (s *sim) steps() []StepResult {
 		if r.Attempts > 0 {
 			r.RejectedShare = float64(r.Rejected) / float64(r.Attempts)
 		}
-		var served int64
+		var served, load, rej int64
 		settled := binOf(int64(st.At + Settle))
 		for b := settled; b < to; b++ {
-			served += s.binServed[b]
+			served, load, rej = served+s.binServed[b], load+s.binLoad[b], rej+s.binRejects[b]
+		}
+		if load > 0 {
+			r.SettledShare = float64(rej) / float64(load)
 		}
 		if settled < to {
 			r.Goodput = float64(served) / (float64(int64(to-settled)*bin) / 1e9)

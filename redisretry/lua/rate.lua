@@ -1,14 +1,18 @@
 -- rate.lua: the fleet's learnt rate, for a capacity that has no number (a
 -- shared pool). One rate for every process of the fleet: cut by a factor on
 -- a congestion signal (a 429) of an attempt paced at the current rate, at
--- most once per epoch, and grown by a scale-free CUBIC curve while the fleet
--- uses it. Every number is an integer: rates in micro-requests per second
--- (µreq/s), times in microseconds of server time.
+-- most once per epoch, and grown while the fleet uses it: back to where it
+-- was cut by a scale-free CUBIC curve, then past it doubling every recovery.
+-- Every number is an integer: rates in micro-requests per second (µreq/s),
+-- times in microseconds of server time.
 --
 -- KEYS[1]  the state: a hash of epoch (cuts so far), wmax (the rate before
 --          the last cut; the ceiling at first), grown (µs the rate was used
 --          since the last cut), at (the last call), n and nt (attempts
---          counted since nt), meas (the send rate last measured, µreq/s)
+--          counted since nt), meas (the send rate last measured, µreq/s),
+--          ug (µs the rate was used since nt) and uw (the share of the last
+--          window it was used, in millionths); a hash without ug and uw
+--          (written before they were kept) reads them as 0
 -- ARGV[1]  epoch: the epoch under which the caller paced an attempt that met
 --          congestion; -1 for none (a read)
 -- ARGV[2]  used: 1 if the caller was held back by the rate since its last
@@ -48,8 +52,8 @@ local function int(f)
   return n
 end
 
-local epoch, wmax, grown, at, n, nt, meas
-local v = redis.pcall("HMGET", KEYS[1], "epoch", "wmax", "grown", "at", "n", "nt", "meas")
+local epoch, wmax, grown, at, n, nt, meas, ug, uw
+local v = redis.pcall("HMGET", KEYS[1], "epoch", "wmax", "grown", "at", "n", "nt", "meas", "ug", "uw")
 if v.err then
   redis.call("DEL", KEYS[1])
   v = {false}
@@ -57,13 +61,20 @@ end
 if v[1] then
   epoch, wmax, grown, at = int(v[1]), int(v[2]), int(v[3]), int(v[4])
   n, nt, meas = int(v[5]), int(v[6]), int(v[7])
-  if epoch == nil or wmax == nil or grown == nil or at == nil or n == nil or nt == nil or meas == nil then
+  ug, uw = 0, 0
+  if v[8] then
+    ug = int(v[8])
+  end
+  if v[9] then
+    uw = int(v[9])
+  end
+  if epoch == nil or wmax == nil or grown == nil or at == nil or n == nil or nt == nil or meas == nil or ug == nil or uw == nil then
     redis.call("DEL", KEYS[1])
     epoch = nil
   end
 end
 if epoch == nil then
-  epoch, wmax, grown, at, n, nt, meas = 0, ceil, rec, now, 0, now, 0
+  epoch, wmax, grown, at, n, nt, meas, ug, uw = 0, ceil, rec, now, 0, now, 0, 0, 0
 end
 
 -- Growth, while used: the time since the last call, at most a window.
@@ -73,6 +84,7 @@ if used == 1 and now > at then
     d = window
   end
   grown = grown + d
+  ug = ug + d
 end
 if grown > 64 * rec then
   grown = 64 * rec
@@ -81,14 +93,30 @@ at = now
 -- The fleet's send rate, over windows.
 n = n + sent
 if now < nt then
-  n, nt = 0, now
+  n, nt, ug = 0, now, 0
 elseif now - nt >= window then
   meas = math.floor(n * 1e12 / (now - nt))
-  n, nt = 0, now
+  local u = ug
+  if u > now - nt then
+    u = now - nt
+  end
+  uw = math.floor(u * 1e6 / (now - nt))
+  n, nt, ug = 0, now, 0
 end
 
--- wmax x (1 - (1-beta)(1 - grown/rec)^3), each product rounded on its own.
+-- Up to rec: wmax x (1 - (1-beta)(1 - grown/rec)^3); past it, doubling every
+-- rec (linearly within a doubling: wmax x 2^k x (1+f), u = grown/rec - 1 =
+-- k + f), at most 2^62. Each operation rounded on its own (ldexp is exact).
 local function curve(w, g)
+  if g > rec then
+    local u = (g - rec) / rec
+    local k = math.floor(u)
+    local r = math.ldexp(w, k) * (1 + (u - k))
+    if r > 2 ^ 62 then
+      r = 2 ^ 62
+    end
+    return math.floor(r)
+  end
   local x = (rec - g) / rec
   local x3 = (x * x) * x
   local d = (1000000 - beta) / 1000000
@@ -109,7 +137,9 @@ local rate = clamp(curve(wmax, grown))
 local cut = 0
 if report >= 0 and report == epoch then
   local base = rate
-  if meas > 0 and 2 * meas < base then
+  -- The rate is not used (the fleet sent less than half of it, and was held
+  -- back by it less than half of the last window): cut from what is sent.
+  if meas > 0 and 2 * meas < base and 2 * uw < 1000000 then
     base = meas
   end
   if base < floor then
@@ -121,6 +151,7 @@ end
 
 redis.call("HSET", KEYS[1], "epoch", string.format("%d", epoch), "wmax", string.format("%d", wmax),
   "grown", string.format("%d", grown), "at", string.format("%d", at), "n", string.format("%d", n),
-  "nt", string.format("%d", nt), "meas", string.format("%d", meas))
+  "nt", string.format("%d", nt), "meas", string.format("%d", meas), "ug", string.format("%d", ug),
+  "uw", string.format("%d", uw))
 redis.call("PEXPIRE", KEYS[1], ttl)
 return {rate, epoch, cut, now, meas}

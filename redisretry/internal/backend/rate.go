@@ -4,8 +4,9 @@ import "math"
 
 // The fleet's learnt rate (rate.lua): one rate for every process of a fleet
 // whose capacity has no number (a shared pool, such as Vertex AI's Standard
-// PayGo), cut multiplicatively on a congestion signal and grown by a
-// scale-free CUBIC curve while the fleet uses it. Rates are integers of
+// PayGo), cut multiplicatively on a congestion signal and grown while the
+// fleet uses it: back to where it was cut by a scale-free CUBIC curve, then
+// past it doubling every recovery. Rates are integers of
 // micro-requests per second (µreq/s), times microseconds of the server's
 // clock, so that the script's doubles and the model's float64 compute the
 // same numbers.
@@ -48,6 +49,8 @@ type RateState struct {
 	N     int64 // attempts counted since NT
 	NT    int64 // the start of the current measure (µs)
 	Meas  int64 // the send rate measured over the last window (µreq/s; 0: none yet)
+	UG    int64 // of the current window, the time the rate was used (µs)
+	UW    int64 // the share of the last window the rate was used, in millionths
 }
 
 // RateReply is rate.lua's reply.
@@ -70,11 +73,22 @@ func (r RateReply) Valid(a RateArgs) bool {
 func RateKey(key string) string { return "{" + key + "}:rate" }
 
 // RateCurve is the learnt rate (µreq/s) grown µs after a cut from wmax,
-// before the bounds: wmax × (1 − (1−β)(1 − grown/recovery)³), β in
-// millionths. It is β × wmax at the cut, wmax after recovery, and grows on
-// past it, slowly at first (CUBIC's plateau, where the last cut was), then
-// faster. Each product is rounded on its own, as the script's doubles are.
+// before the bounds, β in millionths. Up to recovery it is CUBIC's concave
+// curve, wmax × (1 − (1−β)(1 − grown/recovery)³): β × wmax at the cut, wmax
+// after recovery, flat there (where the last cut was). Past it the rate
+// doubles every recovery (linearly within each doubling: wmax × 2^k × (1+f)
+// for u = grown/recovery − 1 = k + f): with no 429 since it passed wmax, the
+// capacity is above it, and the fleet probes for it as fast as it can react
+// (its overshoot is the growth of one reaction). Each operation is rounded
+// on its own, as the script's doubles are (Ldexp is exact); the result is
+// at most 2^62.
 func RateCurve(wmax, grown, recovery, beta int64) int64 {
+	if grown > recovery {
+		u := float64(grown-recovery) / float64(recovery)
+		k := math.Floor(u)
+		r := float64(math.Ldexp(float64(wmax), int(k)) * float64(1+float64(u-k)))
+		return int64(math.Floor(min(r, 1<<62)))
+	}
 	x := float64(recovery-grown) / float64(recovery)
 	x3 := float64(float64(x*x) * x)
 	d := float64(1000000-beta) / 1000000
@@ -95,6 +109,7 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	// (a fleet that went quiet does not grow for its silence).
 	if a.Used == 1 && now > s.At {
 		s.Grown += min(now-s.At, RateWindow)
+		s.UG += min(now-s.At, RateWindow)
 	}
 	s.Grown = min(s.Grown, 64*a.Recovery)
 	s.At = now
@@ -102,18 +117,23 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	s.N += a.Sent
 	switch {
 	case now < s.NT:
-		s.N, s.NT = 0, now
+		s.N, s.NT, s.UG = 0, now, 0
 	case now-s.NT >= RateWindow:
 		s.Meas = int64(math.Floor(float64(s.N) * 1e12 / float64(now-s.NT)))
-		s.N, s.NT = 0, now
+		s.UW = int64(math.Floor(float64(min(s.UG, now-s.NT)) * 1e6 / float64(now-s.NT)))
+		s.N, s.NT, s.UG = 0, now, 0
 	}
 	clamp := func(r int64) int64 { return max(min(r, a.Ceiling), a.Floor) }
 	rate := clamp(RateCurve(s.Wmax, s.Grown, a.Recovery, a.Beta))
 	cut := false
 	if a.Epoch >= 0 && a.Epoch == s.Epoch {
 		base := rate
-		if s.Meas > 0 && 2*s.Meas < base {
-			base = s.Meas // the rate is not used: cut from what is
+		if s.Meas > 0 && 2*s.Meas < base && 2*s.UW < 1_000_000 {
+			// The fleet sent less than half the rate and was held back by
+			// it less than half of the last window: the rate is not used,
+			// cut from what is. (While the rate is used and grows, the
+			// last window's measure lags it.)
+			base = s.Meas
 		}
 		s.Wmax = max(base, a.Floor)
 		s.Grown = 0
