@@ -290,7 +290,7 @@ func BenchmarkRefill(b *testing.B) {
 		q.mu.Unlock()
 		send := q.g.now()
 		q.g.send(call, func(r backend.Reply, err error) {
-			q.refilled(20, 1, sent{at: send}, r.GCRA, err)
+			q.refilled(20, 1, sent{at: send}, r.GCRA, err, &lateCall{})
 			landed <- struct{}{}
 		})
 		<-landed

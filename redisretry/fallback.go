@@ -322,7 +322,12 @@ func (g *guard) succeeded(warm bool) {
 }
 
 // errTimeout is the error of a Redis call that did not answer in time.
-type errTimeout struct{ d time.Duration }
+// running says that the call still runs (the bound passed first): a reply
+// may still come, and sendLate's late gets the call's outcome.
+type errTimeout struct {
+	d       time.Duration
+	running bool
+}
 
 func (e errTimeout) Error() string {
 	return fmt.Sprintf("redisretry: Redis did not answer within %v", e.d)
@@ -382,18 +387,22 @@ func (g *guard) send(c backend.Call, done func(backend.Reply, error)) bool {
 	return g.sendLate(c, done, nil)
 }
 
-// sendLate is send, with late receiving a reply that comes after the bound.
-func (g *guard) sendLate(c backend.Call, done func(backend.Reply, error), late func(backend.Reply)) bool {
+// sendLate is send, with late receiving the outcome of a call that outlived
+// its bound: when done got the bound's errTimeout (running), late is called
+// once, with the reply that came after it or with the call's final error
+// (so a caller that holds something for a late reply knows when none will
+// come); it is never called otherwise.
+func (g *guard) sendLate(c backend.Call, done func(backend.Reply, error), late func(backend.Reply, error)) bool {
 	return g.sendCall(c, done, late, false)
 }
 
 // sendWarm is sendLate for a call that opens the first connection ahead of
 // the decisions: its answer does not end their longer bound.
-func (g *guard) sendWarm(c backend.Call, done func(backend.Reply, error), late func(backend.Reply)) bool {
+func (g *guard) sendWarm(c backend.Call, done func(backend.Reply, error), late func(backend.Reply, error)) bool {
 	return g.sendCall(c, done, late, true)
 }
 
-func (g *guard) sendCall(c backend.Call, done func(backend.Reply, error), late func(backend.Reply), warm bool) bool {
+func (g *guard) sendCall(c backend.Call, done func(backend.Reply, error), late func(backend.Reply, error), warm bool) bool {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -406,7 +415,7 @@ func (g *guard) sendCall(c backend.Call, done func(backend.Reply, error), late f
 	p := &inflight{}
 	p.stop = g.clock.AfterFunc(bound, func() {
 		if p.over.CompareAndSwap(false, true) {
-			err := errTimeout{bound}
+			err := errTimeout{d: bound, running: true}
 			g.failed(err)
 			done(backend.Reply{}, err)
 		}
@@ -418,16 +427,16 @@ func (g *guard) sendCall(c backend.Call, done func(backend.Reply, error), late f
 			// reply all the same.
 			if err == nil {
 				g.succeeded(warm)
-				if late != nil {
-					late(r)
-				}
+			}
+			if late != nil {
+				late(r, err)
 			}
 			return
 		}
 		p.stop()
 		if err != nil {
 			if isTimeout(err) {
-				err = errTimeout{bound}
+				err = errTimeout{d: bound}
 			}
 			g.failed(err)
 			done(backend.Reply{}, err)

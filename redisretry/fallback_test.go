@@ -464,7 +464,12 @@ func TestInlineCallMarksFailureAtTheDeadline(t *testing.T) {
 		release := mem.setHang()
 		done := make(chan error, 2)
 		late := make(chan backend.Reply, 1)
-		g.sendLate(call, func(_ backend.Reply, err error) { done <- err }, func(r backend.Reply) { late <- r })
+		g.sendLate(call, func(_ backend.Reply, err error) { done <- err }, func(r backend.Reply, err error) {
+			if err != nil {
+				t.Errorf("the late outcome: %v, want the reply", err)
+			}
+			late <- r
+		})
 		time.Sleep(DefaultTimeout + time.Millisecond)
 		synctest.Wait()
 		if g.stats().State != StateFallback {

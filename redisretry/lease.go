@@ -1,6 +1,7 @@
 package redisretry
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	mrand "math/rand/v2"
@@ -332,9 +333,10 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 		Until:  q.untilLocked(s.at),
 	}
 	c := backend.Call{Script: backend.GCRA, Quota: q.keys, GCRA: a}
+	lc := &lateCall{}
 	if !q.g.sendLate(c,
-		func(r backend.Reply, err error) { q.refilled(units, head, s, r.GCRA, err) },
-		func(r backend.Reply) { q.landedLate(units, head, s, r.GCRA) }) {
+		func(r backend.Reply, err error) { q.refilled(units, head, s, r.GCRA, err, lc) },
+		func(r backend.Reply, err error) { q.landedLate(units, head, s, r.GCRA, err, lc) }) {
 		return false
 	}
 	q.refills++
@@ -350,6 +352,11 @@ func (q *Quota) untilLocked(send time.Time) int64 {
 	return q.clock.serverAt(send.Add(q.g.patience()))
 }
 
+// lateCall is a refill's call that may outlive its bound: whether the
+// Quota waits for its late outcome (awaiting counts it), and whether that
+// came (before or after the bound's timeout was handled).
+type lateCall struct{ waiting, ended bool }
+
 // sent is when a call of the script was sent, and where this process's
 // blocks ended on the schedule then: the reply's block cannot start before
 // that unless the schedule was lost.
@@ -362,11 +369,17 @@ type sent struct {
 // first caller's units): it adds the block to the lease and serves the
 // queue; while callers are left queued it starts the next refill. On an
 // error or at the bound the queued callers decide without Redis.
-func (q *Quota) refilled(units, head int64, s sent, r backend.GCRAReply, err error) {
+func (q *Quota) refilled(units, head int64, s sent, r backend.GCRAReply, err error, lc *lateCall) {
 	now := q.g.now() // the reply's arrival
 	q.mu.Lock()
 	q.inflight -= units
 	q.refills--
+	if te := (errTimeout{}); errors.As(err, &te) && te.running && !lc.ended {
+		// The call still runs: Redis may reserve its block yet, for the
+		// callers who now decide without it (see landedLate).
+		lc.waiting = true
+		q.awaiting++
+	}
 	var served []*reservation
 	granted := false
 	switch {
@@ -400,7 +413,7 @@ func (q *Quota) refilled(units, head int64, s sent, r backend.GCRAReply, err err
 	default:
 		q.learnLocked(s.at, now, r)
 		q.resetLocked(now, s, r)
-		granted = q.landLocked(now, r, head, false)
+		granted = q.landLocked(now, r, head)
 		served = q.serveLocked(now, served)
 	}
 	if len(q.queue) > 0 && q.g.healthy() && !q.startRefillLocked(now) {
@@ -426,14 +439,25 @@ func (q *Quota) refilled(units, head int64, s sent, r backend.GCRAReply, err err
 	}
 }
 
-// landedLate takes a refill's reply that came after the bound: a reply all
-// the same. The callers it was for decided without Redis meanwhile; its
-// block pays for what they started (the debt) first, and the rest goes to
-// the lease.
-func (q *Quota) landedLate(units, head int64, s sent, r backend.GCRAReply) {
+// landedLate takes the outcome of a refill's call that outlived its bound:
+// a reply is a reply all the same. The callers it was for decided without
+// Redis meanwhile; its block pays for what they started (the debt) first,
+// and the rest goes to the lease. Until the last such call ended, the debt
+// is not sent to Redis (reconcileLocked): each of their blocks was reserved
+// for starts already made, and one handed out again would start a second
+// request in the same place of the schedule.
+func (q *Quota) landedLate(units, head int64, s sent, r backend.GCRAReply, err error, lc *lateCall) {
 	now := q.g.now()
 	q.mu.Lock()
-	if q.closing {
+	lc.ended = true
+	if lc.waiting {
+		lc.waiting = false
+		q.awaiting--
+	}
+	if q.closing || err != nil {
+		if err != nil {
+			q.reconcileLocked(now) // no block will come: the debt goes to Redis
+		}
 		q.mu.Unlock()
 		return
 	}
@@ -442,7 +466,7 @@ func (q *Quota) landedLate(units, head int64, s sent, r backend.GCRAReply) {
 	var served []*reservation
 	granted := false
 	if r.OK {
-		granted = q.landLocked(now, r, head, true)
+		granted = q.landLocked(now, r, head)
 		served = q.serveLocked(now, served)
 	}
 	q.reconcileLocked(now)
@@ -524,15 +548,21 @@ func (q *Quota) resetLocked(now time.Time, s sent, r backend.GCRAReply) {
 	}
 }
 
-// landLocked adds the block of the reply r to the lease (late: a reply that
-// came after the bound, whose block pays the debt first). It reports whether
+// landLocked adds the block of the reply r to the lease. It reports whether
 // it held any.
+//
+// The block pays the debt not being reserved yet first: a refill's callers
+// that stopped waiting for it (its reply came after the bound, or another
+// call failed meanwhile, or their own wait ended first) decided without
+// Redis, and their starts are in the places Redis reserved for them. Handed
+// out again, those places would start two requests each. The debt is sent
+// to Redis only once no refill past its bound still runs (reconcileLocked).
 //
 // A block that starts where this process's last block ended on the server's
 // schedule extends it: no other process reserved between them, so the
 // width of the clock's bounds is not lost between them, and this process,
 // alone on the schedule, grows what it keeps ahead of need.
-func (q *Quota) landLocked(now time.Time, r backend.GCRAReply, head int64, late bool) bool {
+func (q *Quota) landLocked(now time.Time, r backend.GCRAReply, head int64) bool {
 	if r.To <= r.From {
 		return false
 	}
@@ -554,7 +584,7 @@ func (q *Quota) landLocked(now time.Time, r backend.GCRAReply, head int64, late 
 			b.usable--
 		}
 	}
-	if late && q.debt > q.sending {
+	if q.debt > q.sending {
 		pay := min(q.debt-q.sending, n)
 		b.next = pay
 		q.debt -= pay
@@ -599,9 +629,10 @@ func (q *Quota) warm() {
 	s := sent{at: q.g.now()}
 	c := backend.Call{Script: backend.GCRA, Quota: q.keys,
 		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg}}
+	lc := &lateCall{}
 	if q.g.sendWarm(c,
-		func(r backend.Reply, err error) { q.refilled(0, 1, s, r.GCRA, err) },
-		func(r backend.Reply) { q.landedLate(0, 1, s, r.GCRA) }) {
+		func(r backend.Reply, err error) { q.refilled(0, 1, s, r.GCRA, err, lc) },
+		func(r backend.Reply, err error) { q.landedLate(0, 1, s, r.GCRA, err, lc) }) {
 		q.refills++
 	}
 }
@@ -621,7 +652,11 @@ func (q *Quota) probe() {
 	q.mu.Unlock()
 	if !q.g.sendLate(c,
 		func(r backend.Reply, err error) { q.paid(0, now, r.GCRA, err, false, false); q.g.probing.Store(false) },
-		func(r backend.Reply) { q.paid(0, now, r.GCRA, nil, true, false) }) {
+		func(r backend.Reply, err error) {
+			if err == nil {
+				q.paid(0, now, r.GCRA, nil, true, false)
+			}
+		}) {
 		q.g.probing.Store(false)
 	}
 }
@@ -647,15 +682,20 @@ func (q *Quota) debtCallLocked(now time.Time) (backend.Call, int64) {
 const maxEarly = time.Hour
 
 // reconcileLocked reserves the debt not being reserved yet, when Redis
-// answers.
+// answers and no refill past its bound still runs (its block, if Redis
+// reserves it, pays the debt first: see landedLate).
 func (q *Quota) reconcileLocked(now time.Time) {
-	if q.debt <= q.sending || q.closing || !q.g.healthy() {
+	if q.debt <= q.sending || q.closing || q.awaiting > 0 || !q.g.healthy() {
 		return
 	}
 	c, d := q.debtCallLocked(now)
 	if q.g.sendLate(c,
 		func(r backend.Reply, err error) { q.paid(d, now, r.GCRA, err, false, true) },
-		func(r backend.Reply) { q.paid(d, now, r.GCRA, nil, true, true) }) {
+		func(r backend.Reply, err error) {
+			if err == nil {
+				q.paid(d, now, r.GCRA, nil, true, true)
+			}
+		}) {
 		q.sending += d
 		q.refills++
 	}

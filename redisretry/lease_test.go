@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,6 +165,126 @@ func TestLateReplyKeepsItsBlock(t *testing.T) {
 		if l := logs.lines(); len(l) != 2 {
 			t.Fatalf("log lines %q: want unavailable, then available again", l)
 		}
+	})
+}
+
+// backDelay makes mem's replies take the returned duration (ns) on their
+// way back, 0 until it is set.
+func backDelay(mem *memBackend) *atomic.Int64 {
+	var d atomic.Int64
+	mem.latency = func() (time.Duration, time.Duration) { return 0, time.Duration(d.Load()) }
+	return &d
+}
+
+func TestLateRepliesEachPayTheDebt(t *testing.T) {
+	// Four callers queue at once, each for a block of its own (four
+	// refills in flight), and every reply comes 30 ms late (Timeout 20
+	// ms): the four decide without Redis (four starts owed), and then the
+	// four blocks land. Each block was reserved for one of those starts: it
+	// pays for it. None is handed out again beside the start it paid for,
+	// and nothing is reserved a second time. (Before, the first late block
+	// paid one start and sent the rest of the debt to Redis at once, so the
+	// three later blocks went to the lease: the next requests started in
+	// the slots of the starts already made, 4 local starts + 3 from the
+	// lease where the schedule held 4, and 3 slots more were reserved
+	// after them: the stall test's 53 starts in one second for 40.)
+	synctest.Test(t, func(t *testing.T) {
+		check := noLeaks(t)
+		mem := newMem()
+		back := backDelay(mem)
+		l := PerSecond(10)
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Slack: -1, Logger: discard})
+		first, err := q.Reserve(t.Context(), time.Now(), time.Time{}) // connected
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(first.Add(time.Second)))
+		back.Store(int64(30 * time.Millisecond))
+		before := q.Stats().RoundTrips
+		var mu sync.Mutex
+		var starts []time.Time
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				s, err := q.Reserve(t.Context(), time.Now(), time.Time{})
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				starts = append(starts, s)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if q.Stats().Local != 4 || q.Stats().RoundTrips-before != 4 {
+			t.Fatalf("%+v: want 4 refills in flight and 4 decisions without Redis", q.Stats())
+		}
+		back.Store(0)
+		time.Sleep(time.Second) // the late replies land; a probe, a reconcile if any
+		q.mu.Lock()
+		debt, sending := q.debt, q.sending
+		q.mu.Unlock()
+		if q.State() != StateRedis || debt != 0 || sending != 0 || reservedSlots(mem, l) != 5 {
+			t.Fatalf("state %v, debt %d (%d being reserved), %v slots reserved: want the 4 late blocks to pay the 4 local starts, nothing more (5 with the first)",
+				q.State(), debt, sending, reservedSlots(mem, l))
+		}
+		// The next start is after the 4 local starts, each of them in a
+		// slot of the schedule of its own.
+		slices.SortFunc(starts, time.Time.Compare)
+		next, err := q.Reserve(t.Context(), time.Now(), time.Time{})
+		if err != nil || !next.After(starts[3]) {
+			t.Fatalf("next start %v (%v), the local ones at %v: want it after them", next, err, starts)
+		}
+		q.Close()
+		check()
+	})
+}
+
+func TestReplyInTimePaysTheDebtOfItsCallers(t *testing.T) {
+	// A refill is on its way back (10 ms) when a second one fails at once:
+	// Redis counts as failed, and both callers decide without it (two
+	// starts owed). Then the first reply comes, in time: its block was
+	// reserved for the first caller, who started already, so it pays for
+	// that start instead of going to the lease, where the next request
+	// would start in the same place of the schedule. (The same when a
+	// caller stops waiting at its own time limit before the guard's.)
+	synctest.Test(t, func(t *testing.T) {
+		check := noLeaks(t)
+		mem := newMem()
+		back := backDelay(mem)
+		l := PerSecond(10)
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Slack: -1, Logger: discard})
+		first, err := q.Reserve(t.Context(), time.Now(), time.Time{}) // connected
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(first.Add(time.Second)))
+		back.Store(int64(10 * time.Millisecond))
+		var starts [2]time.Time
+		var wg sync.WaitGroup
+		wg.Go(func() { starts[0], _ = q.Reserve(t.Context(), time.Now(), time.Time{}) })
+		synctest.Wait() // the first refill ran on the server; its reply is on its way
+		mem.setFail(errTestDown)
+		wg.Go(func() { starts[1], _ = q.Reserve(t.Context(), time.Now(), time.Time{}) })
+		synctest.Wait() // the second refill failed: both decided without Redis
+		mem.setFail(nil)
+		wg.Wait()
+		if q.Stats().Local != 2 {
+			t.Fatalf("%+v: want both callers decided without Redis", q.Stats())
+		}
+		time.Sleep(time.Second) // the first reply lands; the rest of the debt is reserved
+		q.mu.Lock()
+		debt := q.debt
+		q.mu.Unlock()
+		if q.State() != StateRedis || debt != 0 || reservedSlots(mem, l) != 3 {
+			t.Fatalf("state %v, debt %d, %v slots reserved: want the block to pay one start and the debt the other (3 with the first)", q.State(), debt, reservedSlots(mem, l))
+		}
+		next, err := q.Reserve(t.Context(), time.Now(), time.Time{})
+		if err != nil || !next.After(starts[0]) || !next.After(starts[1]) {
+			t.Fatalf("next start %v (%v), the local ones at %v: want it after them", next, err, starts)
+		}
+		q.Close()
+		check()
 	})
 }
 

@@ -162,10 +162,12 @@ func (c QuotaConfig) Validate() error {
 // a local pacer at this process's share of the quota (QuotaConfig.FleetSize),
 // starting as far ahead as the schedule ran when Redis last answered. It
 // logs one line, and goes back to Redis when a probe succeeds or a late reply
-// comes: a reply after the Timeout is a reply, and its block pays first for
-// what was let start meanwhile. The rest of what it let start is reserved on
-// the schedule once Redis answers, placed back to when it started (where
-// nobody reserved then, it takes no place the schedule has free now). After
+// comes: a reply after the Timeout is a reply, and its block (as any block
+// whose callers stopped waiting for it) pays first for what was let start
+// meanwhile. The rest of what it let start is reserved on the schedule once
+// Redis answers and no call past the Timeout still runs (at most a
+// connection's setup later), placed back to when it started (where nobody
+// reserved then, it takes no place the schedule has free now). After
 // a fallback of a ProbeInterval or more its starts stay within its share for
 // one more ProbeInterval, while the other processes come back at their own
 // probes. After a flush or a restart that lost the schedule, the starts it
@@ -214,6 +216,7 @@ type Quota struct {
 	debt       int64     // units started without Redis, not reserved on the schedule yet
 	debtFrom   time.Time // when the first of them started
 	sending    int64     // of the debt, units being reserved now
+	awaiting   int       // refills past their bound still running: their blocks pay the debt first
 	fellAt     time.Time // the first decision without Redis since it last answered
 	shareUntil time.Time // until then the starts stay within this process's share too
 }

@@ -21,6 +21,14 @@ import (
 // a busy machine is not the limiter's). Every limiter that fell back reports
 // the stall as the timeout ("Redis did not answer within 20ms"), never the
 // client's "i/o timeout" (issue 29 item 4), and comes back.
+//
+// A busy machine also starves the test's process: a reply that waits for
+// its goroutine past the 20 ms Timeout makes that limiter decide without
+// Redis beside the others still on it, before or after the stall. That is
+// a late reply in some processes, whose promise is the partition's (see
+// docs/fleet.md): each start decided so may be one over the quota. Those
+// decisions (Stats.Local outside the stall, 0 on a quiet machine) are
+// counted and widen the bound by as many.
 func TestFleetAcrossARedisStall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stops a redis-server for 1.5 s")
@@ -98,6 +106,13 @@ func TestFleetAcrossARedisStall(t *testing.T) {
 	}
 	granted := func() int { mu.Lock(); defer mu.Unlock(); return len(grants) }
 	waitFor("80 starts", func() bool { return granted() >= 2*rate })
+	local := func() (n int64) {
+		for _, p := range ps {
+			n += p.q.Stats().Local
+		}
+		return n
+	}
+	localBefore := local()
 	stopAt := time.Now()
 	srv.signal(syscall.SIGSTOP)
 	time.Sleep(1500 * time.Millisecond) // the stall: the scenario, not a wait for an event
@@ -107,9 +122,14 @@ func TestFleetAcrossARedisStall(t *testing.T) {
 	for _, p := range ps {
 		waitState(t, "quota", p.q.State, StateRedis)
 	}
+	localBack := local()
 	waitFor("2 s of starts after the stall", func() bool { return granted() >= resumed+2*rate })
 	cancel()
 	wg.Wait()
+	// Decided without Redis while it answered (a starved process's replies
+	// past the Timeout), not across the stall.
+	spurious := int(localBefore + local() - localBack)
+	bound := rate*115/100 + spurious
 	var fallbacks int64
 	for _, p := range ps {
 		fallbacks += p.q.Stats().Fallbacks + p.b.Stats().Fallbacks + p.d.Stats().Fallbacks
@@ -120,8 +140,9 @@ func TestFleetAcrossARedisStall(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	most := maxInWindow(grants, time.Second)
-	t.Logf("%d starts granted, at most %d in one sliding second (quota %d), %d fallbacks: %q", len(grants), most, rate, fallbacks, causes)
-	if most > rate*115/100 || testing.Verbose() {
+	t.Logf("%d starts granted, at most %d in one sliding second (quota %d, bound %d: %d decided without Redis outside the stall), %d fallbacks: %q",
+		len(grants), most, rate, bound, spurious, fallbacks, causes)
+	if most > bound || testing.Verbose() {
 		bins := map[int]int{}
 		for _, g := range grants {
 			bins[int(math.Floor(float64(g.Sub(stopAt))/float64(100*time.Millisecond)))]++
@@ -132,8 +153,9 @@ func TestFleetAcrossARedisStall(t *testing.T) {
 		}
 		t.Logf("starts per 100ms from 2 s before the stall (resumed at %v): %s", contAt.Sub(stopAt), line)
 	}
-	if most > rate*115/100 {
-		t.Errorf("%d starts in one sliding second across a 1.5 s stall, quota %d (+15 %% = %d)", most, rate, rate*115/100)
+	if most > bound {
+		t.Errorf("%d starts in one sliding second across a 1.5 s stall, quota %d (+15 %% = %d, + %d decided without Redis outside the stall = %d)",
+			most, rate, rate*115/100, spurious, bound)
 	}
 	if fallbacks == 0 {
 		t.Error("no limiter fell back during a 1.5 s stall")
