@@ -546,7 +546,7 @@ func (a *AutoQuota) freshen(then func()) {
 			c := a.callLocked(-1)
 			a.mu.Unlock()
 			if !a.g.sendLate(c, func(r backend.Reply, err error) { a.replied(r.Rate, err, true) },
-				func(r backend.Reply) { a.replied(r.Rate, nil, false) }) {
+				a.lateReply) {
 				a.replied(backend.RateReply{}, ErrClosed, true)
 			}
 			return
@@ -569,6 +569,14 @@ func (a *AutoQuota) callLocked(epoch int64) backend.Call {
 	args.Sent = a.sent
 	a.used, a.sent = false, 0
 	return backend.Call{Script: backend.Rate, RateKey: a.key, RateArgs: args}
+}
+
+// lateReply takes the outcome of a call that outlived its bound: the call's
+// done had the timeout already, so only an answer counts (a reply is a reply).
+func (a *AutoQuota) lateReply(r backend.Reply, err error) {
+	if err == nil {
+		a.replied(r.Rate, nil, false)
+	}
 }
 
 // replied takes a reply of rate.lua (or the call's error); read says it
@@ -641,7 +649,7 @@ func (a *AutoQuota) record(err error) {
 		c := a.callLocked(e)
 		a.mu.Unlock()
 		a.g.sendLate(c, func(r backend.Reply, err error) { a.replied(r.Rate, err, false) },
-			func(r backend.Reply) { a.replied(r.Rate, nil, false) })
+			a.lateReply)
 		return
 	}
 	// Without Redis: this process's own cut.
