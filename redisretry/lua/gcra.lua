@@ -146,14 +146,16 @@ if maxwait >= 0 and wait >= maxwait then
 end
 if inc > 0 then
   local new = tat + inc
-  local f = {"tat", string.format("%d", new), "at", string.format("%d", now)}
-  if limit ~= "" then
-    f[#f + 1], f[#f + 2] = "limit", limit
+  local ts, ats = string.format("%d", new), string.format("%d", now)
+  if beat and limit ~= "" then
+    redis.call("HSET", KEYS[1], "tat", ts, "at", ats, "limit", limit, "n", members)
+  elseif beat then
+    redis.call("HSET", KEYS[1], "tat", ts, "at", ats, "n", members)
+  elseif limit ~= "" and v[3] ~= limit then
+    redis.call("HSET", KEYS[1], "tat", ts, "at", ats, "limit", limit)
+  else
+    redis.call("HSET", KEYS[1], "tat", ts, "at", ats) -- the limit kept is this call's, or none was sent
   end
-  if beat then
-    f[#f + 1], f[#f + 2] = "n", members
-  end
-  redis.call("HSET", KEYS[1], unpack(f))
   -- Kept until the TAT passes, and as long as a block may be placed back.
   local keep = new - now
   if keep < -offset then
