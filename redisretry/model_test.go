@@ -180,6 +180,10 @@ type memberCall struct {
 	refused bool
 }
 
+// tenSeconds is 10 s of schedule (µs): a reservation of it keeps the
+// schedule that long, far longer than a case's calls take on a busy machine.
+const tenSeconds = 10_000_000
+
 // The heartbeat's cases (gcra.lua's ARGV[9]): each runs its calls in order
 // on the script and on the in-memory store, at the script's times; the
 // replies must be equal, and members and the schedule's count n as said
@@ -190,15 +194,15 @@ var memberCases = []struct {
 	wantMembers int64
 	wantN       string // the schedule's field n after the calls ("": none, or no schedule)
 }{
-	{name: "a heartbeat counts and keeps the count", calls: []memberCall{{member: "a", inc: 1000}}, wantMembers: 1, wantN: "1"},
-	{name: "a lazy call without a schedule is a heartbeat", calls: []memberCall{{member: "a", lazy: true, inc: 1000}}, wantMembers: 1, wantN: "1"},
-	{name: "a lazy call takes the count kept", calls: []memberCall{{member: "a", inc: 1000}, {member: "b", inc: 1000}, {member: "a", lazy: true, inc: 1000}}, wantMembers: 2, wantN: "2"},
-	{name: "a lazy call does not count its caller", calls: []memberCall{{member: "a", inc: 1000}, {member: "b", lazy: true, inc: 1000}}, wantMembers: 1, wantN: "1"},
-	{name: "a probe that counts another number keeps it", calls: []memberCall{{member: "a", inc: 1000}, {member: "b"}, {member: "a", lazy: true}}, wantMembers: 2, wantN: "2"},
-	{name: "a refused heartbeat keeps the count", calls: []memberCall{{member: "a", inc: 5_000_000}, {member: "b", inc: 1000, refused: true}, {member: "a", lazy: true, inc: 1000, refused: true}}, wantMembers: 2, wantN: "2"},
+	{name: "a heartbeat counts and keeps the count", calls: []memberCall{{member: "a", inc: tenSeconds}}, wantMembers: 1, wantN: "1"},
+	{name: "a lazy call without a schedule is a heartbeat", calls: []memberCall{{member: "a", lazy: true, inc: tenSeconds}}, wantMembers: 1, wantN: "1"},
+	{name: "a lazy call takes the count kept", calls: []memberCall{{member: "a", inc: tenSeconds}, {member: "b", inc: tenSeconds}, {member: "a", lazy: true, inc: tenSeconds}}, wantMembers: 2, wantN: "2"},
+	{name: "a lazy call does not count its caller", calls: []memberCall{{member: "a", inc: tenSeconds}, {member: "b", lazy: true, inc: tenSeconds}}, wantMembers: 1, wantN: "1"},
+	{name: "a probe that counts another number keeps it", calls: []memberCall{{member: "a", inc: tenSeconds}, {member: "b"}, {member: "a", lazy: true}}, wantMembers: 2, wantN: "2"},
+	{name: "a refused heartbeat keeps the count", calls: []memberCall{{member: "a", inc: tenSeconds}, {member: "b", inc: tenSeconds, refused: true}, {member: "a", lazy: true, inc: tenSeconds, refused: true}}, wantMembers: 2, wantN: "2"},
 	{name: "a probe without a schedule writes none", calls: []memberCall{{member: "a"}, {member: "b"}}, wantMembers: 2, wantN: ""},
 	{name: "a lazy probe without a schedule is a heartbeat", calls: []memberCall{{member: "a"}, {member: "b", lazy: true}}, wantMembers: 2, wantN: ""},
-	{name: "a lazy reservation leaves the count", calls: []memberCall{{member: "a", inc: 1000}, {member: "b"}, {member: "c", lazy: true, inc: 1000}}, wantMembers: 2, wantN: "2"},
+	{name: "a lazy reservation leaves the count", calls: []memberCall{{member: "a", inc: tenSeconds}, {member: "b"}, {member: "c", lazy: true, inc: tenSeconds}}, wantMembers: 2, wantN: "2"},
 }
 
 func TestGCRAMembersMatchStore(t *testing.T) {
@@ -247,7 +251,7 @@ func TestGCRALazyRepairsCount(t *testing.T) {
 	for _, bad := range []string{"x", "-1", "1.5", "1e300", ""} {
 		t.Run(strconv.Quote(bad), func(t *testing.T) {
 			keys := backend.NewQuotaKeys(testKey(t))
-			a := backend.GCRAArgs{Inc: 1000, MaxWait: -1, Member: "a", MemberTTL: 30000}
+			a := backend.GCRAArgs{Inc: tenSeconds, MaxWait: -1, Member: "a", MemberTTL: 30000}
 			if _, err := be.gcra(ctx, keys, a); err != nil {
 				t.Fatal(err)
 			}
