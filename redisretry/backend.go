@@ -133,7 +133,7 @@ func (s scriptRunner) run(ctx context.Context, c backend.Call) (backend.Reply, e
 }
 
 func (s scriptRunner) gcra(ctx context.Context, k backend.QuotaKeys, a backend.GCRAArgs) (backend.GCRAReply, error) {
-	v, err := gcraScript.Run(ctx, s.c, []string{k.TAT, k.Members}, a.Inc, a.Tol, a.MaxWait, a.Member, a.MemberTTL, a.Offset, a.Until, a.Limit).Result()
+	v, err := gcraScript.Run(ctx, s.c, []string{k.TAT, k.Members}, a.Inc, a.Tol, a.MaxWait, a.Member, a.MemberTTL, a.Offset, a.Until, a.Limit, lazyArg(a.Lazy)).Result()
 	if err != nil {
 		return backend.GCRAReply{}, err
 	}
@@ -152,6 +152,14 @@ func (s scriptRunner) gcra(ctx context.Context, k backend.QuotaKeys, a backend.G
 		return backend.GCRAReply{}, unexpected("gcra.lua", v)
 	}
 	return r, nil
+}
+
+// lazyArg is gcra.lua's ARGV[9] for GCRAArgs.Lazy.
+func lazyArg(lazy bool) string {
+	if lazy {
+		return "lazy"
+	}
+	return ""
 }
 
 func (s scriptRunner) gcraReturn(ctx context.Context, k backend.QuotaKeys, a backend.ReturnArgs) (bool, error) {

@@ -330,7 +330,7 @@ func (q *Quota) startRefillLocked(now time.Time) bool {
 		Inc: us(q.limit.Interval(units)), Tol: us(q.limit.Tolerance(head)), MaxWait: maxWait,
 		Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg,
 		Offset: us(q.rtt - q.rttMin - q.horizonLocked(now)),
-		Until:  q.untilLocked(s.at),
+		Until:  q.untilLocked(s.at), Lazy: q.lazyLocked(s.at),
 	}
 	c := backend.Call{Script: backend.GCRA, Quota: q.keys, GCRA: a}
 	lc := &lateCall{}

@@ -171,6 +171,106 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 	}
 }
 
+// A call of a members case: who calls, lazily or not, reserving inc µs
+// (0: a probe), refused when maxWait is 0.
+type memberCall struct {
+	member  string
+	lazy    bool
+	inc     int64
+	refused bool
+}
+
+// tenSeconds is 10 s of schedule (µs): a reservation of it keeps the
+// schedule that long, far longer than a case's calls take on a busy machine.
+const tenSeconds = 10_000_000
+
+// The heartbeat's cases (gcra.lua's ARGV[9]): each runs its calls in order
+// on the script and on the in-memory store, at the script's times; the
+// replies must be equal, and members and the schedule's count n as said
+// after the last call.
+var memberCases = []struct {
+	name        string
+	calls       []memberCall
+	wantMembers int64
+	wantN       string // the schedule's field n after the calls ("": none, or no schedule)
+}{
+	{name: "a heartbeat counts and keeps the count", calls: []memberCall{{member: "a", inc: tenSeconds}}, wantMembers: 1, wantN: "1"},
+	{name: "a lazy call without a schedule is a heartbeat", calls: []memberCall{{member: "a", lazy: true, inc: tenSeconds}}, wantMembers: 1, wantN: "1"},
+	{name: "a lazy call takes the count kept", calls: []memberCall{{member: "a", inc: tenSeconds}, {member: "b", inc: tenSeconds}, {member: "a", lazy: true, inc: tenSeconds}}, wantMembers: 2, wantN: "2"},
+	{name: "a lazy call does not count its caller", calls: []memberCall{{member: "a", inc: tenSeconds}, {member: "b", lazy: true, inc: tenSeconds}}, wantMembers: 1, wantN: "1"},
+	{name: "a probe that counts another number keeps it", calls: []memberCall{{member: "a", inc: tenSeconds}, {member: "b"}, {member: "a", lazy: true}}, wantMembers: 2, wantN: "2"},
+	{name: "a refused heartbeat keeps the count", calls: []memberCall{{member: "a", inc: tenSeconds}, {member: "b", inc: tenSeconds, refused: true}, {member: "a", lazy: true, inc: tenSeconds, refused: true}}, wantMembers: 2, wantN: "2"},
+	{name: "a probe without a schedule writes none", calls: []memberCall{{member: "a"}, {member: "b"}}, wantMembers: 2, wantN: ""},
+	{name: "a lazy probe without a schedule is a heartbeat", calls: []memberCall{{member: "a"}, {member: "b", lazy: true}}, wantMembers: 2, wantN: ""},
+	{name: "a lazy reservation leaves the count", calls: []memberCall{{member: "a", inc: tenSeconds}, {member: "b"}, {member: "c", lazy: true, inc: tenSeconds}}, wantMembers: 2, wantN: "2"},
+}
+
+func TestGCRAMembersMatchStore(t *testing.T) {
+	srv := startRedis(t)
+	c := srv.client(t)
+	be := scriptRunner{c}
+	ctx := context.Background()
+	for _, tc := range memberCases {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := backend.NewQuotaKeys(testKey(t))
+			var st backend.Store
+			var r backend.GCRAReply
+			for i, call := range tc.calls {
+				a := backend.GCRAArgs{Inc: call.inc, MaxWait: -1, Member: call.member, MemberTTL: 30000, Limit: "10/1000000000/1", Lazy: call.lazy}
+				if call.refused {
+					a.MaxWait = 0
+				}
+				var err error
+				if r, err = be.gcra(ctx, keys, a); err != nil {
+					t.Fatal(err)
+				}
+				if r.OK == call.refused {
+					t.Fatalf("call %d: ok = %v, want %v", i, r.OK, !call.refused)
+				}
+				if sr := st.Apply(time.UnixMicro(r.Now), backend.Call{Script: backend.GCRA, Quota: keys, GCRA: a}).GCRA; sr != r {
+					t.Fatalf("call %d: script %+v, in-memory store %+v", i, r, sr)
+				}
+			}
+			if r.Members != tc.wantMembers {
+				t.Fatalf("members = %d, want %d", r.Members, tc.wantMembers)
+			}
+			if n := c.HGet(ctx, keys.TAT, "n").Val(); n != tc.wantN {
+				t.Fatalf("the schedule keeps n = %q, want %q", n, tc.wantN)
+			}
+		})
+	}
+}
+
+// A count that is not one (another program's, a hand's) is not taken: the
+// lazy call is a heartbeat and writes the count again.
+func TestGCRALazyRepairsCount(t *testing.T) {
+	srv := startRedis(t)
+	c := srv.client(t)
+	be := scriptRunner{c}
+	ctx := context.Background()
+	for _, bad := range []string{"x", "-1", "1.5", "1e300", ""} {
+		t.Run(strconv.Quote(bad), func(t *testing.T) {
+			keys := backend.NewQuotaKeys(testKey(t))
+			a := backend.GCRAArgs{Inc: tenSeconds, MaxWait: -1, Member: "a", MemberTTL: 30000}
+			if _, err := be.gcra(ctx, keys, a); err != nil {
+				t.Fatal(err)
+			}
+			c.HSet(ctx, keys.TAT, "n", bad)
+			a.Member, a.Lazy = "b", true
+			r, err := be.gcra(ctx, keys, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Members != 2 {
+				t.Fatalf("members = %d, want 2 (a heartbeat)", r.Members)
+			}
+			if n := c.HGet(ctx, keys.TAT, "n").Val(); n != "2" {
+				t.Fatalf("the schedule keeps n = %q, want \"2\"", n)
+			}
+		})
+	}
+}
+
 type budgetCase struct {
 	name              string
 	requests, retries map[int64]int64 // epoch offset from now -> count

@@ -34,6 +34,13 @@ const DefaultColdFleetSize = 10
 // last call to the quota script.
 const memberTTL = 30 * time.Second
 
+// beatEvery is how often a Quota whose refills follow each other makes one
+// of them a heartbeat (gcra.lua's members bookkeeping, four commands of its
+// eight): the others count the fleet as the last heartbeat of any process
+// did. A process joining the fleet is counted by its first call; one that
+// left is forgotten by the first heartbeat after memberTTL.
+const beatEvery = time.Second
+
 // QuotaConfig configures a [Quota]. Key and Limit are required; every other
 // field's zero value is the documented default.
 type QuotaConfig struct {
@@ -210,6 +217,7 @@ type Quota struct {
 	d        demand         // this process's requests
 	last     take           // the last slot taken from the lease (giveBack)
 	granted  []grant        // starts given that may still be ahead (flush)
+	beatAt   time.Time      // when the last refill that was a heartbeat was sent
 
 	// Without Redis.
 	local      time.Time // the local share pacer's next free start
@@ -757,6 +765,17 @@ func (q *Quota) giveBack(t time.Time, n int64) {
 			return
 		}
 	}
+}
+
+// lazyLocked reports whether a refill sent at now may skip the heartbeat
+// (backend.GCRAArgs.Lazy): one was sent less than beatEvery ago. If not, the
+// refill is the heartbeat.
+func (q *Quota) lazyLocked(now time.Time) bool {
+	if !q.beatAt.IsZero() && now.Sub(q.beatAt) < beatEvery && !now.Before(q.beatAt) {
+		return true
+	}
+	q.beatAt = now
+	return false
 }
 
 func us(d time.Duration) int64 { return backend.Micros(d) }

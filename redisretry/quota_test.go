@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -653,6 +654,79 @@ func TestQuotaOtherLimitLogged(t *testing.T) {
 		same.Close()
 		if n := len(logs.lines()); n != 2 {
 			t.Errorf("%d log lines after a process of the same rate (600/1m) shared the schedule, want still 2: %q", n, logs.lines())
+		}
+	})
+}
+
+// beatCounter counts the quota script's calls that are heartbeats and those
+// that are lazy (backend.GCRAArgs.Lazy), on the in-memory Redis.
+type beatCounter struct {
+	*memBackend
+	beats, lazy atomic.Int64
+}
+
+func (b *beatCounter) run(ctx context.Context, c backend.Call) (backend.Reply, error) {
+	if c.Script == backend.GCRA {
+		if c.GCRA.Lazy {
+			b.lazy.Add(1)
+		} else {
+			b.beats.Add(1)
+		}
+	}
+	return b.memBackend.run(ctx, c)
+}
+
+func TestRefillsHeartbeatOncePerSecond(t *testing.T) {
+	// A busy process (1,000 requests a second under 2,000/s: a round trip
+	// per few requests) makes one refill a second a heartbeat; the others
+	// take the fleet's size as the schedule keeps it. A process joining is
+	// counted at its first call, and one that left is forgotten by the
+	// first heartbeat after 30 s.
+	synctest.Test(t, func(t *testing.T) {
+		mem := &beatCounter{memBackend: newMem()}
+		l := PerSecond(2000)
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		defer q.Close()
+		members := func() int64 {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return q.members
+		}
+		run := func(d, gap time.Duration) {
+			for end := time.Now().Add(d); time.Now().Before(end); {
+				if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(gap)
+			}
+		}
+		run(5*time.Second, time.Millisecond)
+		beats, lazy := mem.beats.Load(), mem.lazy.Load()
+		t.Logf("5 s: %d heartbeats, %d lazy calls", beats, lazy)
+		if beats < 5 || beats > 7 { // the connecting call, then one a second
+			t.Errorf("%d heartbeats in 5 s, want 5 to 7", beats)
+		}
+		if lazy < 100 {
+			t.Errorf("%d lazy calls in 5 s, want the round trips amortised (100 or more)", lazy)
+		}
+		if m := members(); m != 1 {
+			t.Fatalf("members = %d alone, want 1", m)
+		}
+
+		q2, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		synctest.Wait() // its connecting call, a heartbeat
+		run(100*time.Millisecond, time.Millisecond)
+		if m := members(); m != 2 {
+			t.Fatalf("members = %d after a second process called, want 2 at once", m)
+		}
+		q2.Close()
+		run(29*time.Second, 10*time.Millisecond)
+		if m := members(); m != 2 {
+			t.Fatalf("members = %d 29 s after the second process's last call, want 2", m)
+		}
+		run(2*time.Second+100*time.Millisecond, 10*time.Millisecond)
+		if m := members(); m != 1 {
+			t.Fatalf("members = %d 31 s after the second process's last call, want 1", m)
 		}
 	})
 }

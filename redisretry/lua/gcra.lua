@@ -5,7 +5,8 @@
 --
 -- KEYS[1]  the schedule: a hash of tat, the theoretical arrival time (TAT:
 --          integer microseconds of server time at which the schedule is free
---          again), and at, the server time (µs) when tat was written
+--          again), at, the server time (µs) when tat was written, limit
+--          (ARGV[8]) and n, the members as last counted (ARGV[9])
 -- KEYS[2]  the members: a sorted set of process ids scored by their last call,
 --          in milliseconds of server time
 -- ARGV[1]  inc: microseconds of schedule the block takes (an integer >= 0;
@@ -26,6 +27,15 @@
 --          nothing and answers ok 0
 -- ARGV[8]  the calling process's limit (absent or "": none), e.g. "40/1s";
 --          kept in the schedule's field limit by a call that reserves
+-- ARGV[9]  "lazy" to skip the heartbeat: the members are then as the
+--          schedule's field n last counted them (a call that finds no n, or
+--          one that is not a count, is a heartbeat all the same); absent or
+--          anything else: a heartbeat. A heartbeat adds the caller to
+--          KEYS[2], forgets the members older than ARGV[5], counts them and
+--          keeps the count in n (in the write of a call that reserves, else
+--          only where the schedule exists and held another count). Each
+--          process sends one at least every second while it calls (see
+--          quota.go), so a lazy call costs four commands instead of eight.
 --
 -- A key of another type at KEYS[1] or KEYS[2], or a tat or an at that is not
 -- such a time (an integer from 0 to 2^53), is not the quota's (another
@@ -33,16 +43,17 @@
 -- instead of failing until someone deletes it.
 --
 -- Reply: {ok, wait, from, to, now, members, other}: the first six integers,
--- other a string. ok is 1 if the
--- block was reserved, 0 if its first request would have had to wait maxwait or
--- more (nothing is changed then). wait: microseconds from now until the first
--- request may start (when ok is 0: how long it would have had to wait).
--- from, to: the block on the schedule, absolute microseconds (from = to when
--- nothing was reserved; from is before now by up to -offset). now: the
--- server's time, microseconds. members: the number of processes that called
--- within ARGV[5] ms. other is "" or, when the schedule was last reserved
--- under another limit than ARGV[8], that limit: the processes that share a
--- quota must share its limit, or the schedule is paced by several.
+-- other a string. ok is 1 if the block was reserved, 0 if its first request
+-- would have had to wait maxwait or more (nothing is changed then). wait:
+-- microseconds from now until the first request may start (when ok is 0:
+-- how long it would have had to wait). from, to: the block on the schedule,
+-- absolute microseconds (from = to when nothing was reserved; from is before
+-- now by up to -offset). now: the server's time, microseconds. members: the
+-- number of processes that called within ARGV[5] ms before the last
+-- heartbeat (this call, unless it was lazy). other is "" or, when the
+-- schedule was last reserved under another limit than ARGV[8], that limit:
+-- the processes that share a quota must share its limit, or the schedule is
+-- paced by several.
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local inc = tonumber(ARGV[1])
@@ -53,16 +64,6 @@ local offset = tonumber(ARGV[6]) or 0
 local untl = tonumber(ARGV[7]) or 0
 local limit = ARGV[8] or ""
 
-local nowms = math.floor(now / 1000)
-local added = redis.pcall("ZADD", KEYS[2], string.format("%d", nowms), ARGV[4])
-if type(added) == "table" and added.err then
-  redis.call("DEL", KEYS[2])
-  redis.call("ZADD", KEYS[2], string.format("%d", nowms), ARGV[4])
-end
-redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", string.format("(%d", nowms - ttl))
-redis.call("PEXPIRE", KEYS[2], ttl)
-local members = redis.call("ZCARD", KEYS[2])
-
 -- a time the schedule holds, or nil if the field is not one
 local function time(f)
   local n = tonumber(f)
@@ -72,17 +73,42 @@ local function time(f)
   return n
 end
 
-local v = redis.pcall("HMGET", KEYS[1], "tat", "at", "limit")
+local v = redis.pcall("HMGET", KEYS[1], "tat", "at", "limit", "n")
 if v.err then
   redis.call("DEL", KEYS[1])
-  v = {false, false, false}
+  v = {false, false, false, false}
 end
 local tat = time(v[1] or "0")
 local at = time(v[2] or "0")
 if tat == nil or at == nil then
   redis.call("DEL", KEYS[1])
   tat, at = 0, 0
-  v[3] = false
+  v = {false, false, false, false}
+end
+
+-- The members: counted by a heartbeat, else as the schedule keeps them.
+local members = time(v[4] or "")
+local beat = ARGV[9] ~= "lazy" or members == nil
+local pending = false
+if beat then
+  local nowms = math.floor(now / 1000)
+  local added = redis.pcall("ZADD", KEYS[2], string.format("%d", nowms), ARGV[4])
+  if type(added) == "table" and added.err then
+    redis.call("DEL", KEYS[2])
+    redis.call("ZADD", KEYS[2], string.format("%d", nowms), ARGV[4])
+  end
+  redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", string.format("(%d", nowms - ttl))
+  redis.call("PEXPIRE", KEYS[2], ttl)
+  local count = redis.call("ZCARD", KEYS[2])
+  -- A schedule that exists keeps another count, even if nothing is
+  -- reserved (keepn; a reservation writes it with the rest).
+  pending = v[1] and count ~= members
+  members = count
+end
+local function keepn()
+  if pending then
+    redis.call("HSET", KEYS[1], "n", members)
+  end
 end
 local other = ""
 if limit ~= "" and v[3] and v[3] ~= limit then
@@ -103,6 +129,7 @@ if untl > 0 and now > untl then
   if start < now then
     start = now
   end
+  keepn()
   return {0, start - now, tat, tat, now, members, other}
 end
 if tat < now + offset then
@@ -114,14 +141,20 @@ if start < now then
 end
 local wait = start - now
 if maxwait >= 0 and wait >= maxwait then
+  keepn()
   return {0, wait, tat, tat, now, members, other}
 end
 if inc > 0 then
   local new = tat + inc
-  if limit ~= "" then
-    redis.call("HSET", KEYS[1], "tat", string.format("%d", new), "at", string.format("%d", now), "limit", limit)
+  local ts, ats = string.format("%d", new), string.format("%d", now)
+  if beat and limit ~= "" then
+    redis.call("HSET", KEYS[1], "tat", ts, "at", ats, "limit", limit, "n", members)
+  elseif beat then
+    redis.call("HSET", KEYS[1], "tat", ts, "at", ats, "n", members)
+  elseif limit ~= "" and v[3] ~= limit then
+    redis.call("HSET", KEYS[1], "tat", ts, "at", ats, "limit", limit)
   else
-    redis.call("HSET", KEYS[1], "tat", string.format("%d", new), "at", string.format("%d", now))
+    redis.call("HSET", KEYS[1], "tat", ts, "at", ats) -- the limit kept is this call's, or none was sent
   end
   -- Kept until the TAT passes, and as long as a block may be placed back.
   local keep = new - now
@@ -131,4 +164,5 @@ if inc > 0 then
   redis.call("PEXPIRE", KEYS[1], math.floor(keep / 1000) + 1)
   return {1, wait, tat, new, now, members, other}
 end
+keepn()
 return {1, wait, tat, tat, now, members, other}

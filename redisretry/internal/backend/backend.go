@@ -85,6 +85,11 @@ type GCRAArgs struct {
 	// kept with the schedule by a call that reserves: a call under another
 	// limit is told it (GCRAReply.Other).
 	Limit string
+	// Lazy skips the heartbeat (gcra.lua's ARGV[9]): the members are then
+	// as the schedule last counted them, unless it holds no count (then
+	// the call is a heartbeat all the same). The zero value, a heartbeat,
+	// adds Member to the members and counts them.
+	Lazy bool
 }
 
 // GCRAReply is gcra.lua's reply.

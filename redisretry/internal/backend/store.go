@@ -20,11 +20,14 @@ type Store struct {
 	counts  StoreStats
 }
 
-// schedule is a quota's hash {tat, at} and its expiry, as gcra.lua keeps it.
+// schedule is a quota's hash {tat, at, limit, n} and its expiry, as gcra.lua
+// keeps it.
 type schedule struct {
 	tat, at int64  // µs of server time
 	expMS   int64  // the key expires after this ms
 	limit   string // the limit of the last call that reserved ("": none)
+	n       int64  // the members as last counted, if hasN
+	hasN    bool
 }
 
 // memberSet is a sorted set of process ids scored by their last call (ms),
@@ -95,11 +98,52 @@ func (s *Store) live(key string, now int64) *schedule {
 }
 
 func (s *Store) gcra(now int64, k QuotaKeys, a GCRAArgs) GCRAReply {
-	nowms := now / 1000
-	m := s.members[k.Members]
+	var tat, at int64
+	var other string
+	q := s.live(k.TAT, now)
+	if q != nil {
+		tat, at = q.tat, q.at
+		if a.Limit != "" && q.limit != a.Limit {
+			other = q.limit
+		}
+	}
+	members, pending := int64(0), false
+	beat := !a.Lazy || q == nil || !q.hasN
+	if beat {
+		members = s.beat(now/1000, k.Members, a)
+		pending = q != nil && (!q.hasN || q.n != members)
+	} else {
+		members = q.n
+	}
+	if at > now {
+		tat -= at - now // the server's clock went back since
+	}
+	ok, wait, from, to := GCRACall(tat, now, a)
+	if ok && a.Inc > 0 {
+		next := &schedule{tat: to, at: now, expMS: now/1000 + GCRATTL(to, now, a.Offset), limit: a.Limit, n: members, hasN: beat}
+		if q != nil {
+			if a.Limit == "" {
+				next.limit = q.limit // HSET leaves the field
+			}
+			if !beat {
+				next.n, next.hasN = q.n, q.hasN
+			}
+		}
+		s.quotas[k.TAT] = next
+		s.counts.Reserved += to - from
+	} else if pending {
+		q.n, q.hasN = members, true
+	}
+	return GCRAReply{OK: ok, Wait: wait, From: from, To: to, Now: now, Members: members, Other: other}
+}
+
+// beat is gcra.lua's heartbeat at nowms: it adds a.Member to the members at
+// key, forgets those older than a.MemberTTL and counts them.
+func (s *Store) beat(nowms int64, key string, a GCRAArgs) int64 {
+	m := s.members[key]
 	if m == nil {
 		m = &memberSet{last: map[string]int64{}}
-		s.members[k.Members] = m
+		s.members[key] = m
 	}
 	m.last[a.Member] = nowms
 	m.order = append(m.order, memberCall{a.Member, nowms})
@@ -113,31 +157,7 @@ func (s *Store) gcra(now int64, k QuotaKeys, a GCRAArgs) GCRAReply {
 		m.order = append(m.order[:0], m.order[m.head:]...)
 		m.head = 0
 	}
-	members := int64(len(m.last))
-
-	var tat, at int64
-	var other string
-	if q := s.live(k.TAT, now); q != nil {
-		tat, at = q.tat, q.at
-		if a.Limit != "" && q.limit != a.Limit {
-			other = q.limit
-		}
-	}
-	if at > now {
-		tat -= at - now // the server's clock went back since
-	}
-	ok, wait, from, to := GCRACall(tat, now, a)
-	if ok && a.Inc > 0 {
-		limit := a.Limit
-		if limit == "" {
-			if q := s.quotas[k.TAT]; q != nil {
-				limit = q.limit // HSET leaves the field
-			}
-		}
-		s.quotas[k.TAT] = &schedule{tat: to, at: now, expMS: nowms + GCRATTL(to, now, a.Offset), limit: limit}
-		s.counts.Reserved += to - from
-	}
-	return GCRAReply{OK: ok, Wait: wait, From: from, To: to, Now: now, Members: members, Other: other}
+	return int64(len(m.last))
 }
 
 func (s *Store) gcraReturn(now int64, key string, a ReturnArgs) bool {
