@@ -283,9 +283,19 @@ DESCRIPTION
     Retry-After header or google.rpc.RetryInfo body is honoured (capped by
     --max-retry-after). Other statuses (400, 401, 403, 404, ...) are final.
 
-    GET, HEAD, OPTIONS, PUT and DELETE are retried. POST and PATCH are sent
-    once unless --idempotent or --idempotency-key is given (or an
-    Idempotency-Key header): repeating them could run them twice.
+    GET, HEAD, OPTIONS, PUT and DELETE are retried. A POST or PATCH that may
+    have reached the server is sent again only when it is safe to repeat:
+    with --idempotent, with --idempotency-key (or an Idempotency-Key
+    header), or when it calls one of Google's read-only generative AI
+    methods on any host (a path .../models/NAME:generateContent, and
+    streamGenerateContent, countTokens, computeTokens, embedContent,
+    batchEmbedContents, predict, rawPredict on models, tunedModels or
+    endpoints). Any other POST or PATCH is sent once, except after an
+    answer that proves the server did not act on it: a 429, or a 503 with
+    Retry-After or RetryInfo, is retried for every method, as is a refused
+    connection. --not-idempotent turns off all but the last: a refused
+    connection is still retried, nothing else is (for a predict call whose
+    model writes, or a server that acts and then says 429).
 
     The body goes to stdout (or -o FILE); one line per retry goes to stderr.
     Secrets are never logged (not with -v either): Authorization, Cookie,
@@ -396,6 +406,9 @@ OPTIONS
                              send an Idempotency-Key header (auto: a random
                              UUID, the same on every attempt); makes a POST
                              retryable
+    --not-idempotent         never send the request again once it may have
+                             reached the server (not after a 429 either;
+                             turns off the Google read-only rule)
     --profile NAME           %[2]s
     --config FILE            JSON settings (see 'retry --help', CONFIG FILE)
     --seed N                 seed of the jitter (default random)

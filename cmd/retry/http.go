@@ -79,6 +79,7 @@ type httpFlags struct {
 	compressed     bool
 	url            string
 	idempotent     bool
+	notIdempotent  bool
 	idemKey        string
 	retryAll       bool
 	version        bool
@@ -161,6 +162,7 @@ func newHTTPFlags() *httpFlags {
 	boolean(&h.compressed, "ask for a compressed response and decompress it", "compressed")
 	str(&h.url, "the `URL`", "url")
 	fs.BoolVar(&h.idempotent, "idempotent", false, "the request is safe to repeat: retry it whatever its method")
+	fs.BoolVar(&h.notIdempotent, "not-idempotent", false, "the request must not be repeated once it may have reached the server: no Google read-only rule, no retry after a 429")
 	fs.StringVar(&h.idemKey, "idempotency-key", "", "send an Idempotency-Key header: auto (a random UUID, the same on every attempt) or `VALUE`; makes a POST retryable")
 	boolean(&h.retryAll, "retry DNS and TLS errors too", "retry-all-errors")
 	boolean(&h.version, "print the version", "V", "version")
@@ -266,6 +268,21 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return log.fail(err)
 	}
+	if h.notIdempotent {
+		switch {
+		case h.idempotent:
+			return log.fail(usagef("--not-idempotent and --idempotent say the opposite"))
+		case h.idemKey != "" || x.header.Get("Idempotency-Key") != "":
+			return log.fail(usagef("--not-idempotent and an Idempotency-Key say the opposite"))
+		}
+		log.describe = func(err error) attemptInfo {
+			info := describeHTTP(err)
+			if errors.Is(err, httpretry.ErrNotIdempotent) {
+				info.WhyStop = "the request is marked --not-idempotent"
+			}
+			return info
+		}
+	}
 	for _, w := range x.warnings {
 		log.warn(w)
 	}
@@ -280,8 +297,11 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	sig := watchSignals(cancel)
 	defer sig.stop()
 	h.sig = sig
-	if h.idempotent {
+	switch {
+	case h.idempotent:
 		ctx = httpretry.Idempotent(ctx)
+	case h.notIdempotent:
+		ctx = httpretry.NotIdempotent(ctx)
 	}
 	req, err := http.NewRequestWithContext(ctx, x.method, x.url.String(), bytes.NewReader(x.body))
 	if err != nil {
