@@ -166,7 +166,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	p.Observer = log.observer()
 	p.Retryable = r.retryable
-	fl, err := openFleet(pf.fleet, log)
+	fl, err := openFleet(pf.fleet, p.Deadline, log)
 	if err != nil {
 		return log.fail(err)
 	}

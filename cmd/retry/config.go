@@ -207,6 +207,10 @@ var configKeys = []configKey{
 	{"profile", "profile"},
 	{"redis", "redis"}, {"fleet", "fleet"}, {"quota", "quota"},
 	{"redis_timeout", "redis_timeout"}, {"redisTimeout", "redis_timeout"},
+	{"redis_dial_timeout", "redis_dial_timeout"}, {"redisDialTimeout", "redis_dial_timeout"},
+	{"redis_ca", "redis_ca"}, {"redisCa", "redis_ca"},
+	{"redis_cert", "redis_cert"}, {"redisCert", "redis_cert"},
+	{"redis_key", "redis_key"}, {"redisKey", "redis_key"},
 }
 
 // configKeyNames returns every accepted key, in the order of configKeys.
@@ -371,7 +375,8 @@ func parseConfig(data []byte) (config, error) {
 }
 
 // parseFleetConfig reads the fleet keys of a config file: "redis" (a URL),
-// "fleet" (a name), "quota" (a rate such as "600/1m") and "redis_timeout".
+// "fleet" (a name), "quota" (a rate such as "600/1m"), "redis_timeout",
+// "redis_dial_timeout", and "redis_ca", "redis_cert", "redis_key" (files).
 // Whether they fit together is checked with the flags (see buildFleet).
 func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s *fleetSpec) error {
 	str := func(field, want string) (string, bool, error) {
@@ -410,12 +415,30 @@ func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s 
 		}
 		s.quota = l
 	}
-	if b, ok := raw["redis_timeout"]; ok {
-		d, err := parseJSONDuration(b)
-		if err != nil {
-			return fmt.Errorf("%s: %v", keys["redis_timeout"], err)
+	for _, f := range []struct {
+		key string
+		dst *time.Duration
+	}{{"redis_timeout", &s.timeout}, {"redis_dial_timeout", &s.dial}} {
+		if b, ok := raw[f.key]; ok {
+			d, err := parseJSONDuration(b)
+			if err != nil {
+				return fmt.Errorf("%s: %v", keys[f.key], err)
+			}
+			*f.dst = d
 		}
-		s.timeout = d
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"redis_ca", &s.ca}, {"redis_cert", &s.cert}, {"redis_key", &s.key}} {
+		if v, ok, err := str(f.key, "a file name"); err != nil {
+			return err
+		} else if ok {
+			if v == "" {
+				return fmt.Errorf("%s: empty file name", keys[f.key])
+			}
+			*f.dst = v
+		}
 	}
 	return nil
 }

@@ -32,6 +32,33 @@ type fleetSpec struct {
 	name    string           // the fleet's key
 	quota   redisretry.Limit // Rate 0: no quota
 	timeout time.Duration    // each Redis call's bound; 0: redisretry's default
+	dial    time.Duration    // a connection's setup bound; 0: the URL's dial_timeout, else redisretry's default
+	ca      string           // PEM CA bundle for rediss://; "": the system's pool
+	cert    string           // PEM client certificate for rediss://
+	key     string           // its key
+}
+
+// clientConfig is the redisretry client configuration of s.
+func (s fleetSpec) clientConfig() redisretry.ClientConfig {
+	return redisretry.ClientConfig{URL: s.url, DialTimeout: s.dial, CAFile: s.ca, CertFile: s.cert, KeyFile: s.key}
+}
+
+// checkClient checks s's client configuration (it reads the certificate
+// files) without connecting: the error names the flag or config key that
+// set the field (from, by config key), never the password.
+func (s fleetSpec) checkClient(from map[string]string) error {
+	err := s.clientConfig().Validate()
+	if err == nil {
+		return nil
+	}
+	names := strings.NewReplacer(
+		"ClientConfig.DialTimeout", from["redis_dial_timeout"],
+		"ClientConfig.CAFile", from["redis_ca"],
+		"ClientConfig.CertFile", from["redis_cert"],
+		", KeyFile", ", "+from["redis_key"],
+		"ClientConfig.KeyFile", from["redis_key"],
+	)
+	return errors.New(names.Replace(redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), s.url)))
 }
 
 // fleetQuotaLease is the most requests' worth of the fleet's schedule one
@@ -73,6 +100,26 @@ func (pf *policyFlags) addFleetFlags() {
 		return nil
 	})
 	pf.durFlag(&ff.timeout, "redis-timeout", "redis-timeout", "time limit of each Redis call; past it this process decides alone (default 20ms)")
+	pf.durFlag(&ff.dial, "redis-dial-timeout", "redis-dial-timeout", "time limit of a connection's setup to Redis (the dial, the TLS handshake; default 1s)")
+	for _, f := range []struct {
+		name string
+		dst  *string
+		use  string
+	}{
+		{"redis-ca", &ff.ca, "trust the CA certificates in `FILE` (PEM) for a rediss:// Redis"},
+		{"redis-cert", &ff.cert, "client certificate `FILE` (PEM) for a rediss:// Redis that asks for one"},
+		{"redis-key", &ff.key, "the key `FILE` (PEM) of --redis-cert"},
+	} {
+		f := f
+		fs.Func(f.name, f.use, func(v string) error {
+			if v == "" {
+				return errors.New("empty file name")
+			}
+			*f.dst = v
+			pf.set(f.name, f.name)
+			return nil
+		})
+	}
 }
 
 // checkFleetName checks a fleet's name, which becomes the key (and the
@@ -186,6 +233,12 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 	s := cfg.Fleet
 	in := func(key string) string { return "--config " + pf.configPath + ": " + cfg.Keys[key] }
 	from := map[string]string{"redis": in("redis"), "fleet": in("fleet"), "quota": in("quota"), "redis_timeout": in("redis_timeout")}
+	for key, flag := range map[string]string{"redis_dial_timeout": "--redis-dial-timeout", "redis_ca": "--redis-ca", "redis_cert": "--redis-cert", "redis_key": "--redis-key"} {
+		from[key] = flag // named by its flag unless the config file set it
+		if _, ok := cfg.Keys[key]; ok {
+			from[key] = in(key)
+		}
+	}
 	given := pf.given
 	if _, ok := given["redis"]; ok {
 		s.url, from["redis"] = ff.url, "--redis"
@@ -202,6 +255,18 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 	if _, ok := given["redis-timeout"]; ok {
 		s.timeout, from["redis_timeout"] = ff.timeout, "--redis-timeout"
 	}
+	if _, ok := given["redis-dial-timeout"]; ok {
+		s.dial, from["redis_dial_timeout"] = ff.dial, "--redis-dial-timeout"
+	}
+	if _, ok := given["redis-ca"]; ok {
+		s.ca, from["redis_ca"] = ff.ca, "--redis-ca"
+	}
+	if _, ok := given["redis-cert"]; ok {
+		s.cert, from["redis_cert"] = ff.cert, "--redis-cert"
+	}
+	if _, ok := given["redis-key"]; ok {
+		s.key, from["redis_key"] = ff.key, "--redis-key"
+	}
 	switch {
 	case s.url == "" && s.name != "":
 		return usagef("%s needs --redis URL (the Redis the processes share)", from["fleet"])
@@ -209,8 +274,21 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 		return usagef("%s needs --redis URL and --fleet NAME (the Redis and the key the processes share)", from["quota"])
 	case s.url == "" && s.timeout != 0:
 		return usagef("%s needs --redis URL", from["redis_timeout"])
+	case s.url == "" && s.dial != 0:
+		return usagef("%s needs --redis URL", from["redis_dial_timeout"])
+	case s.url == "" && s.ca != "":
+		return usagef("%s needs --redis URL", from["redis_ca"])
+	case s.url == "" && s.cert != "":
+		return usagef("%s needs --redis URL", from["redis_cert"])
+	case s.url == "" && s.key != "":
+		return usagef("%s needs --redis URL", from["redis_key"])
 	case s.url != "" && s.name == "":
 		return usagef("%s needs --fleet NAME (the key the processes share)", from["redis"])
+	}
+	if s.url != "" {
+		if err := s.checkClient(from); err != nil {
+			return usagef("%v", err)
+		}
 	}
 	pf.fleet = s
 	return nil
@@ -246,19 +324,27 @@ const fleetRedisShare = 10
 const fleetCloseGrace = 100 * time.Millisecond
 
 // openFleet checks the limiters' configuration for s and makes the client
-// (no network call yet: the limiters connect on first use, and apply makes
-// them); it reports their state changes and long waits on log. A nil fleet
-// and no error mean no fleet.
-func openFleet(s fleetSpec, log *eventLog) (*fleet, error) {
+// for a run whose loop has the deadline d (0 for none) (no network call yet:
+// the limiters connect on first use, and apply makes them); it reports their
+// state changes and long waits on log. A nil fleet and no error mean no
+// fleet.
+func openFleet(s fleetSpec, d time.Duration, log *eventLog) (*fleet, error) {
 	if s.url == "" {
 		return nil, nil
 	}
-	client, err := redisretry.NewClient(s.url)
+	// A client of redisretry's own: one dial and one try per call (so a
+	// refused connection or a certificate the CA did not sign is reported
+	// as such, not as a timeout), and a connection's setup bounded by its
+	// DialTimeout apart from each call's --redis-timeout: the limiters wait
+	// for the first connection (a TLS handshake takes longer than 20ms)
+	// within that bound, itself at most a tenth of the deadline.
+	cc := s.clientConfig()
+	cc.DialTimeout = dialTimeout(s, d)
+	client, err := redisretry.NewClientWith(cc)
 	if err != nil { // checked by build
 		return nil, usagef("--redis: %s", redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), s.url))
 	}
 	silenceRedis.Do(func() { redis.SetLogger(discardRedisLog{}) })
-	client = failFast(client, s.url)
 	fl := &fleet{spec: s, client: client, obs: &fleetLog{log: log, name: s.name, quota: s.quota, url: s.url},
 		// redisretry's own lines would go to slog's default logger, in
 		// another format: fleetLog says the same in the CLI's.
@@ -301,23 +387,24 @@ func redisTimeout(given, d time.Duration) time.Duration {
 	return t
 }
 
-// failFast returns a client for the same URL as c (which it closes) that
-// makes one dial and one try per call. go-redis retries a refused dial 5
-// times, 100 ms apart, and a failed command 3 times: within the fleet's
-// --redis-timeout (20ms) a refused connection was then reported as "Redis
-// did not answer within 20ms", and the real cause was lost. Every call is
-// bounded by that timeout and the limiters already decide alone and probe
-// Redis again later, so retrying inside a call only hides why it failed.
-func failFast(c *redis.Client, rawURL string) *redis.Client {
-	opt, err := redis.ParseURL(rawURL)
-	if err != nil { // redisretry.NewClient parsed it
-		return c
+// dialTimeout is the bound of a connection's setup for s in a run whose
+// loop has the deadline d (0 for none): --redis-dial-timeout, else the URL's
+// dial_timeout, else redisretry's default, at most a tenth of d (as each
+// call's, see redisTimeout): the first decisions wait for the connection,
+// and a Redis that accepts and never answers must not hold the command.
+func dialTimeout(s fleetSpec, d time.Duration) time.Duration {
+	t := s.dial
+	if t == 0 {
+		if opt, err := redis.ParseURL(s.url); err == nil && opt.DialTimeout > 0 {
+			t = opt.DialTimeout
+		} else {
+			t = redisretry.DefaultDialTimeout
+		}
 	}
-	c.Close()
-	opt.ContextTimeoutEnabled = true // as redisretry.NewClient
-	opt.MaxRetries = -1              // -1, not 0, disables retries
-	opt.DialerRetries = 1            // attempts in all: one dial
-	return redis.NewClient(opt)
+	if d > 0 {
+		t = min(t, max(d/fleetRedisShare, time.Microsecond))
+	}
+	return t
 }
 
 // silenceRedis keeps go-redis's own log lines (each failed dial, in its

@@ -121,6 +121,16 @@ OPTIONS
     --redis-timeout DURATION time limit of each Redis call, at most a tenth of
                              --deadline; past it this process decides alone
                              (default 20ms)
+    --redis-dial-timeout DURATION
+                             time limit of a connection's setup (the dial,
+                             the TLS handshake), at most a tenth of
+                             --deadline: the first decisions wait for it
+                             (default 1s)
+    --redis-ca FILE          CA certificates (PEM) of a rediss:// Redis
+                             (default the system's, SSL_CERT_FILE)
+    --redis-cert FILE        client certificate (PEM), for a rediss:// Redis
+                             that asks for one
+    --redis-key FILE         the key (PEM) of --redis-cert
   Command:
     --on-exit-codes CODES    exit codes worth a retry, e.g. 1,75 (default any
                              non-zero)
@@ -170,8 +180,9 @@ CONFIG FILE
     once; snake_case and the JS SDK's camelCase are both accepted:
         %s
     A key set to null, an unknown key, or a value out of range is an error
-    naming the file and the key. redis, fleet, quota and redis_timeout are
-    the fleet flags.
+    naming the file and the key. redis, fleet, quota, redis_timeout,
+    redis_dial_timeout, redis_ca, redis_cert and redis_key are the fleet
+    flags (file names relative to the working directory).
         {"attempts": 8, "initial_delay": 0.5, "max_delay": 30, "deadline": 300}
         {"redis": "redis://ci-redis:6379/0", "fleet": "gemini-flash",
          "quota": "600/1m"}
@@ -426,6 +437,11 @@ OPTIONS
                              (needs --fleet)
     --redis-timeout DURATION time limit of each Redis call, at most a tenth of
                              --deadline (default 20ms)
+    --redis-dial-timeout DURATION
+                             time limit of a connection's setup (default 1s)
+    --redis-ca FILE          CA certificates (PEM) of a rediss:// Redis
+    --redis-cert FILE        client certificate (PEM) for rediss://
+    --redis-key FILE         the key (PEM) of --redis-cert
 
     DURATION is Go syntax (1.5s, 250ms), a number of seconds or of days
     (1d). Combined one-letter flags work as in curl (-fsSL, -XPOST); flags

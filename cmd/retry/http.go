@@ -338,7 +338,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		return log.fail(err)
 	}
 	defer base.CloseIdleConnections()
-	fl, err := openFleet(h.pf.fleet, log)
+	fl, err := openFleet(h.pf.fleet, p.Deadline, log)
 	if err != nil {
 		return log.fail(err)
 	}
