@@ -206,6 +206,7 @@ var configKeys = []configKey{
 	{"jitter_shape", "jitter_shape"}, {"jitterShape", "jitter_shape"},
 	{"profile", "profile"},
 	{"redis", "redis"}, {"fleet", "fleet"}, {"quota", "quota"},
+	{"fleet_size", "fleet_size"}, {"fleetSize", "fleet_size"},
 	{"redis_timeout", "redis_timeout"}, {"redisTimeout", "redis_timeout"},
 	{"redis_dial_timeout", "redis_dial_timeout"}, {"redisDialTimeout", "redis_dial_timeout"},
 	{"redis_ca", "redis_ca"}, {"redisCa", "redis_ca"},
@@ -414,6 +415,17 @@ func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s 
 			return fmt.Errorf("quota: %q: %v", v, err)
 		}
 		s.quota = l
+	}
+	if b, ok := raw["fleet_size"]; ok {
+		var n json.Number
+		if err := json.Unmarshal(b, &n); err != nil {
+			return fmt.Errorf("%s: want a whole number of processes, e.g. 12", keys["fleet_size"])
+		}
+		size, err := parseFleetSize(n.String())
+		if err != nil {
+			return fmt.Errorf("%s: %v", keys["fleet_size"], err)
+		}
+		s.size = size
 	}
 	for _, f := range []struct {
 		key string

@@ -31,6 +31,7 @@ type fleetSpec struct {
 	url     string           // the Redis URL as given (it may hold a password)
 	name    string           // the fleet's key
 	quota   redisretry.Limit // Rate 0: no quota
+	size    int              // the quota's FleetSize; 0: counted in Redis
 	timeout time.Duration    // each Redis call's bound; 0: redisretry's default
 	dial    time.Duration    // a connection's setup bound; 0: the URL's dial_timeout, else redisretry's default
 	ca      string           // PEM CA bundle for rediss://; "": the system's pool
@@ -99,6 +100,12 @@ func (pf *policyFlags) addFleetFlags() {
 		pf.set("quota", "quota")
 		return nil
 	})
+	fs.Func("fleet-size", "`N` processes share the --quota: while Redis is unavailable this process paces at RATE/N (default: the processes counted in Redis, 10 before any was)", func(v string) error {
+		n, err := parseFleetSize(v)
+		ff.size = n
+		pf.set("fleet-size", "fleet-size")
+		return err
+	})
 	pf.durFlag(&ff.timeout, "redis-timeout", "redis-timeout", "time limit of each Redis call; past it this process decides alone (default 20ms)")
 	pf.durFlag(&ff.dial, "redis-dial-timeout", "redis-dial-timeout", "time limit of a connection's setup to Redis (the dial, the TLS handshake; default 1s)")
 	for _, f := range []struct {
@@ -120,6 +127,18 @@ func (pf *policyFlags) addFleetFlags() {
 			return nil
 		})
 	}
+}
+
+// parseFleetSize parses --fleet-size: a whole number from 1 to 1,000,000.
+func parseFleetSize(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	switch {
+	case err != nil:
+		return 0, errors.New("want a whole number of processes, e.g. 12")
+	case n < 1 || n > 1_000_000:
+		return 0, fmt.Errorf("%d processes: want 1 to 1000000", n)
+	}
+	return n, nil
 }
 
 // checkFleetName checks a fleet's name, which becomes the key (and the
@@ -232,7 +251,7 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 	ff := pf.fleetFlags
 	s := cfg.Fleet
 	in := func(key string) string { return "--config " + pf.configPath + ": " + cfg.Keys[key] }
-	from := map[string]string{"redis": in("redis"), "fleet": in("fleet"), "quota": in("quota"), "redis_timeout": in("redis_timeout")}
+	from := map[string]string{"redis": in("redis"), "fleet": in("fleet"), "quota": in("quota"), "redis_timeout": in("redis_timeout"), "fleet_size": in("fleet_size")}
 	for key, flag := range map[string]string{"redis_dial_timeout": "--redis-dial-timeout", "redis_ca": "--redis-ca", "redis_cert": "--redis-cert", "redis_key": "--redis-key"} {
 		from[key] = flag // named by its flag unless the config file set it
 		if _, ok := cfg.Keys[key]; ok {
@@ -254,6 +273,9 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 	}
 	if _, ok := given["redis-timeout"]; ok {
 		s.timeout, from["redis_timeout"] = ff.timeout, "--redis-timeout"
+	}
+	if _, ok := given["fleet-size"]; ok {
+		s.size, from["fleet_size"] = ff.size, "--fleet-size"
 	}
 	if _, ok := given["redis-dial-timeout"]; ok {
 		s.dial, from["redis_dial_timeout"] = ff.dial, "--redis-dial-timeout"
@@ -282,6 +304,8 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 		return usagef("%s needs --redis URL", from["redis_cert"])
 	case s.url == "" && s.key != "":
 		return usagef("%s needs --redis URL", from["redis_key"])
+	case s.size != 0 && s.quota.Rate == 0:
+		return usagef("%s needs --quota RATE (the quota the processes share)", from["fleet_size"])
 	case s.url != "" && s.name == "":
 		return usagef("%s needs --fleet NAME (the key the processes share)", from["redis"])
 	}
@@ -370,7 +394,7 @@ func (f *fleet) configs(timeout time.Duration) (redisretry.BudgetConfig, redisre
 	s, obs := f.spec, f.obs.event
 	return redisretry.BudgetConfig{Key: s.name, Timeout: timeout, Logger: f.quiet, Observer: obs},
 		redisretry.CooldownConfig{Key: s.name, Timeout: timeout, Logger: f.quiet, Observer: obs},
-		redisretry.QuotaConfig{Key: s.name, Limit: s.quota, Lease: fleetQuotaLease, Timeout: timeout, Logger: f.quiet, Observer: obs}
+		redisretry.QuotaConfig{Key: s.name, Limit: s.quota, Lease: fleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: f.quiet, Observer: obs}
 }
 
 // redisTimeout is each Redis call's bound for a run whose loop has the

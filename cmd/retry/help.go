@@ -118,6 +118,9 @@ OPTIONS
     --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every
                              attempt of every process waits for its turn
                              (needs --fleet)
+    --fleet-size N           the processes sharing --quota: while Redis is
+                             unavailable each paces at RATE/N (default the
+                             processes counted in Redis, 10 before any was)
     --redis-timeout DURATION time limit of each Redis call, at most a tenth of
                              --deadline; past it this process decides alone
                              (default 20ms)
@@ -180,9 +183,9 @@ CONFIG FILE
     once; snake_case and the JS SDK's camelCase are both accepted:
         %s
     A key set to null, an unknown key, or a value out of range is an error
-    naming the file and the key. redis, fleet, quota, redis_timeout,
-    redis_dial_timeout, redis_ca, redis_cert and redis_key are the fleet
-    flags (file names relative to the working directory).
+    naming the file and the key. redis, fleet, quota, fleet_size,
+    redis_timeout, redis_dial_timeout, redis_ca, redis_cert and redis_key
+    are the fleet flags (file names relative to the working directory).
         {"attempts": 8, "initial_delay": 0.5, "max_delay": 30, "deadline": 300}
         {"redis": "redis://ci-redis:6379/0", "fleet": "gemini-flash",
          "quota": "600/1m"}
@@ -435,6 +438,9 @@ OPTIONS
     --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every
                              attempt of every process waits for its turn
                              (needs --fleet)
+    --fleet-size N           the processes sharing --quota: while Redis is
+                             unavailable each paces at RATE/N (default the
+                             processes counted in Redis, 10 before any was)
     --redis-timeout DURATION time limit of each Redis call, at most a tenth of
                              --deadline (default 20ms)
     --redis-dial-timeout DURATION
