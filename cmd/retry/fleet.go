@@ -39,9 +39,45 @@ type fleetSpec struct {
 	key     string           // its key
 }
 
-// clientConfig is the redisretry client configuration of s.
+// clientConfig is the redisretry client configuration of s; of a cluster,
+// that of its first node.
 func (s fleetSpec) clientConfig() redisretry.ClientConfig {
-	return redisretry.ClientConfig{URL: s.url, DialTimeout: s.dial, CAFile: s.ca, CertFile: s.cert, KeyFile: s.key}
+	u, _ := firstNode(s.url)
+	return redisretry.ClientConfig{URL: u, DialTimeout: s.dial, CAFile: s.ca, CertFile: s.cert, KeyFile: s.key}
+}
+
+// firstNode returns raw without its addr query values, and whether it had
+// any: a Redis Cluster URL in go-redis's form
+// (redis://HOST1:PORT1?addr=HOST2:PORT2&addr=HOST3:PORT3), whose first
+// node's URL that is.
+func firstNode(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || !u.Query().Has("addr") {
+		return raw, false
+	}
+	q := u.Query()
+	q.Del("addr")
+	u.RawQuery = q.Encode()
+	return u.String(), true
+}
+
+// newClusterClient returns a Redis Cluster client for the URL of s (go-redis's
+// ParseClusterURL form) set up as redisretry.NewClientWith sets up a client:
+// calls bounded by their context, one dial and one try per node call
+// (MOVED and ASK redirects are still followed), the dial bounded by dial,
+// and the TLS settings of c (made by NewClientWith on the first node's URL).
+func newClusterClient(s fleetSpec, dial time.Duration, c *redis.Client) (*redis.ClusterClient, error) {
+	opt, err := redis.ParseClusterURL(s.url)
+	if err != nil {
+		return nil, err
+	}
+	node := c.Options()
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1 // -1, not 0, disables retries
+	opt.DialerRetries = 1
+	opt.DialTimeout = dial
+	opt.TLSConfig = node.TLSConfig
+	return redis.NewClusterClient(opt), nil
 }
 
 // checkClient checks s's client configuration (it reads the certificate
@@ -173,6 +209,12 @@ func checkRedisURL(raw string) error {
 	}
 	if !redisScheme(raw) {
 		return fmt.Errorf("invalid Redis URL %s: %s", quoteRedisURL(raw), redisURLForm)
+	}
+	if _, cluster := firstNode(raw); cluster {
+		if _, err := redis.ParseClusterURL(raw); err != nil {
+			return fmt.Errorf("invalid Redis Cluster URL %s: %s", redactedURL(raw), redactPassword(strings.TrimPrefix(err.Error(), "redis: "), raw))
+		}
+		raw, _ = firstNode(raw)
 	}
 	c, err := redisretry.NewClient(raw)
 	if err != nil {
@@ -323,7 +365,7 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 // are made by apply, which knows the run's deadline.
 type fleet struct {
 	spec     fleetSpec
-	client   *redis.Client
+	client   redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient
 	obs      *fleetLog
 	quiet    *slog.Logger
 	run      runContext
@@ -364,9 +406,18 @@ func openFleet(s fleetSpec, d time.Duration, log *eventLog) (*fleet, error) {
 	// within that bound, itself at most a tenth of the deadline.
 	cc := s.clientConfig()
 	cc.DialTimeout = dialTimeout(s, d)
-	client, err := redisretry.NewClientWith(cc)
+	node, err := redisretry.NewClientWith(cc)
 	if err != nil { // checked by build
 		return nil, usagef("--redis: %s", redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), s.url))
+	}
+	var client redis.UniversalClient = node
+	if _, cluster := firstNode(s.url); cluster {
+		cl, err := newClusterClient(s, cc.DialTimeout, node)
+		node.Close()
+		if err != nil { // checked by build
+			return nil, usagef("--redis: %s", redactPassword(err.Error(), s.url))
+		}
+		client = cl
 	}
 	silenceRedis.Do(func() { redis.SetLogger(discardRedisLog{}) })
 	fl := &fleet{spec: s, client: client, obs: &fleetLog{log: log, name: s.name, quota: s.quota, url: s.url},

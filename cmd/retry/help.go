@@ -111,7 +111,8 @@ OPTIONS
     --redis URL              the Redis server the fleet shares, e.g.
                              redis://127.0.0.1:6379/0,
                              redis://:PASSWORD@host:6379/0,
-                             rediss://host:6380 (TLS), unix:///run/redis.sock
+                             rediss://host:6380 (TLS), unix:///run/redis.sock,
+                             a cluster: redis://h1:p1?addr=h2:p2&addr=h3:p3
     --fleet NAME             the fleet's key, e.g. myproject:gemini-2.5-flash:
                              turns on the fleet's retry budget and its shared
                              cooldown
