@@ -209,7 +209,8 @@ EXIT STATUS
 
 EXAMPLES
     retry --deadline 300s --attempts 8 -- ./deploy.sh
-    retry --on-exit-codes 1,75 --attempt-timeout 30s -- make test
+    retry --on-exit-codes 2 --attempt-timeout 30s -- make test
+        (GNU make exits 2 when a recipe fails, whatever the recipe's code)
     retry --foreground -- ssh host uptime
     retry --redis redis://127.0.0.1:6379/0 --fleet gemini --quota 600/1m \
         -- ./ask.sh
