@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,5 +165,85 @@ func TestFleetSizeBadInput(t *testing.T) {
 		if res.code != exitUsage || !strings.Contains(res.stderr, tc.want) {
 			t.Errorf("%q: exit %d, want 2 and %q:\n%s", tc.args, res.code, tc.want, res.stderr)
 		}
+	}
+}
+
+// TestFleetRedisDownSilent (issue 29 item 3): the line that says Redis is
+// unavailable (the fleet's limits decided by this process alone) is hidden
+// by -s alone, as curl's -s hides its messages, and shown with -sS (which a
+// script asking for errors uses: -fsS) and with --quiet, as docs/fleet.md
+// says. Before, -s and -sS both hid it.
+func TestFleetRedisDownSilent(t *testing.T) {
+	down := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
+	s := &scripted{statuses: []int{200}}
+	url := serve(t, s)
+	for _, tc := range []struct {
+		flags []string
+		lines int
+	}{
+		{[]string{"-s"}, 0},
+		{[]string{"-sS"}, 1},
+		{[]string{"-fsS"}, 1},
+		{[]string{"--quiet"}, 1},
+		{nil, 1},
+	} {
+		r := runRetry(t, "", nil, args([]string{"http", "--redis", down, "--fleet", fleetName(t)}, tc.flags, []string{url})...)
+		if r.code != 0 || r.stdout != "OK\n" || len(lines(r.stderr, "unavailable")) != tc.lines || strings.Count(r.stderr, "\n") != tc.lines {
+			t.Errorf("%q: exit %d, stdout %q, want %d unavailable line(s) and nothing else; stderr:\n%s", tc.flags, r.code, r.stdout, tc.lines, r.stderr)
+		}
+	}
+	// Command mode: --quiet shows it too.
+	r := runRetry(t, "", nil, "--redis", down, "--fleet", fleetName(t), "--quiet", "--", "true")
+	if r.code != 0 || len(lines(r.stderr, "unavailable")) != 1 {
+		t.Errorf("retry --quiet: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestFleetStalledRedisSaysSo (issue 29 item 4): a Redis that accepts and
+// never answers is reported as "Redis did not answer within" the bound,
+// never as "(i/o timeout)", with --fleet alone (the budget and cooldown)
+// as with --quota; five fresh processes each. (The bound named is the
+// dial's while no connection was made, --redis-dial-timeout: both are
+// 50ms here.)
+func TestFleetStalledRedisSaysSo(t *testing.T) {
+	url, _ := stalledRedis(t)
+	for _, extra := range [][]string{nil, {"--quota", "100/1s"}} {
+		for i := range 5 {
+			r := runRetry(t, "", nil, args([]string{"--redis", url, "--fleet", fleetName(t), "--redis-timeout", "50ms", "--redis-dial-timeout", "50ms"}, extra, fast, []string{"--attempts", "2", "--", "sh", "-c", "exit 3"})...)
+			got := lines(r.stderr, "Redis")
+			if r.code != 3 || len(got) != 1 || !strings.Contains(got[0], "unavailable (Redis did not answer within 50ms)") || strings.Contains(r.stderr, "i/o timeout") {
+				t.Errorf("%q run %d: exit %d, want 3 and one line saying Redis did not answer within 50ms; stderr:\n%s", extra, i+1, r.code, r.stderr)
+			}
+		}
+	}
+}
+
+// TestFleetQuotaRefusalExitCode (issue 29): a fleet quota that would need a
+// wait past --deadline refuses before the first attempt, and retry exits as
+// for a passed --deadline: 124 in command mode, 28 (curl's timeout) in
+// retry http; nothing ran. (It exited 1 in both.)
+func TestFleetQuotaRefusalExitCode(t *testing.T) {
+	srv := startRedis(t)
+	ran := filepath.Join(t.TempDir(), "ran")
+	s := &scripted{statuses: []int{200}}
+	url := serve(t, s)
+	for _, tc := range []struct {
+		mode []string
+		tail []string
+		code int
+	}{
+		{nil, []string{"--", "sh", "-c", `echo x >> "$RAN"`}, exitTimeout},
+		{[]string{"http"}, []string{url}, curlTimeout},
+	} {
+		name := fleetName(t)
+		fleet := []string{"--redis", srv.url(), "--fleet", name, "--quota", "1/1h", "--redis-timeout", "2s", "--deadline", "30s"}
+		first := runRetry(t, "", []string{"RAN=" + ran}, args(tc.mode, fleet, tc.tail)...) // takes the hour's one slot
+		second := runRetry(t, "", []string{"RAN=" + ran}, args(tc.mode, fleet, tc.tail)...)
+		if first.code != 0 || second.code != tc.code || !strings.Contains(second.stderr, "giving up before the first attempt (the fleet quota would need a wait of ") {
+			t.Errorf("%q: exits %d then %d, want 0 then %d; stderr:\n%s%s", tc.mode, first.code, second.code, tc.code, first.stderr, second.stderr)
+		}
+	}
+	if n := countLines(t, ran); n != 1 || s.count() != 1 {
+		t.Errorf("the command ran %d times and the server saw %d requests, want 1 and 1", n, s.count())
 	}
 }

@@ -668,10 +668,10 @@ func (l *fleetLog) event(e redisretry.Event) {
 			if e.Err != nil {
 				reason = redactPassword(strings.TrimPrefix(e.Err.Error(), "redisretry: "), l.url)
 			}
-			l.log.note("fleet", fmt.Sprintf("Redis at %s unavailable (%s): fleet %s's limits are decided by this process alone until it answers",
+			l.log.fleetState(fmt.Sprintf("Redis at %s unavailable (%s): fleet %s's limits are decided by this process alone until it answers",
 				redactedURL(l.url), oneLine(reason), l.name))
 		case was && !now:
-			l.log.note("fleet", fmt.Sprintf("Redis at %s available again: fleet %s's limits are shared again", redactedURL(l.url), l.name))
+			l.log.fleetState(fmt.Sprintf("Redis at %s available again: fleet %s's limits are shared again", redactedURL(l.url), l.name))
 		}
 	case redisretry.EventQuotaWait:
 		if e.Wait >= fleetWaitLogged {

@@ -196,7 +196,8 @@ EXIT STATUS
     2      bad usage or config (a command may also exit 2)
     124    the last attempt was stopped by --attempt-timeout, --deadline
            or SIGALRM (with --preserve-status: the command's own status),
-           or the --deadline passed before the first (nothing was run)
+           or the --deadline passed before the first, or the fleet's
+           quota or cooldown would need a wait past it (nothing was run)
     126    the command could not be run (permission denied); not retried
     127    the command was not found; not retried
     128+N  the last attempt was killed by signal N; 137 when retry had to
@@ -498,7 +499,9 @@ EXIT STATUS
          retried)
     23   the output could not be written (-o, -D)
     26   a request body file (-d @FILE, -F NAME=@FILE, ...) could not be read
-    28   timed out (--max-time, --connect-timeout, --deadline)
+    28   timed out (--max-time, --connect-timeout, --deadline), or the
+         fleet's quota or cooldown would need a wait past --deadline
+         (nothing was sent)
     35   TLS handshake or certificate error (not retried without
          --retry-all-errors)
     47   too many redirects (-L, --max-redirs)

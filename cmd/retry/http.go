@@ -935,6 +935,9 @@ func transportExitCode(err error) int {
 	}
 	var re *retry.Error
 	if errors.As(err, &re) && re.Last == nil { // refused before any attempt
+		if re.Reason == retry.ReasonDeadline { // the fleet's wait would pass --deadline
+			return curlTimeout
+		}
 		return exitGaveUp
 	}
 	var to interface{ Timeout() bool }
