@@ -32,6 +32,7 @@ type policyFlags struct {
 	codes          []int
 	configPath     string
 	profile        string
+	used           profileUse // the profile the policy started from, set by build
 	seed           uint64
 	logFormat      string
 	quiet          bool
@@ -167,6 +168,10 @@ func (pf *policyFlags) durFlag(dst *time.Duration, name, canonical, usage string
 	})
 }
 
+// profileUse is the profile a policy started from and where it was named
+// ("--profile", "--config FILE: profile"); a zero one for none.
+type profileUse struct{ name, from string }
+
 // origin says where each Policy field's value came from, to name it in an
 // error: "--max-delay", "--config FILE: max_delay", "--profile realtime".
 type origin map[string]string
@@ -196,6 +201,7 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 	if name == "" && cfg.Profile != "" {
 		name, src = cfg.Profile, "--config "+pf.configPath+": profile "+cfg.Profile
 	}
+	pf.used = profileUse{name, strings.TrimSuffix(src, " "+name)}
 	if name != "" {
 		prof, err := retry.Profile(name)
 		if err != nil {

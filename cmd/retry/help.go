@@ -322,6 +322,12 @@ DESCRIPTION
     a control character is refused (exit 3). As in curl, no Referer is sent
     on a redirect.
 
+    --profile NAME sets the policy and, for flex and priority, sends Vertex
+    AI's consumption headers (X-Vertex-AI-LLM-Request-Type,
+    X-Vertex-AI-LLM-Shared-Request-Type); a -H of the same name wins ('Name;'
+    sends it empty, 'Name:' none). Those two are served by the global
+    endpoint only: a regional Vertex AI host is refused (exit 2).
+
     For curl users, three flags differ: curl's --retry N is --attempts N+1
     here (attempts count the first one), --retry-delay is --initial-delay
     (the waits then grow exponentially), and --retry-max-time is --deadline.

@@ -324,6 +324,11 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if h.retryAll {
 		opts = append(opts, httpretry.RetryAllErrors())
 	}
+	if prof := h.pf.used; prof.name != "" {
+		// The profile's consumption headers (flex, priority); a -H of the
+		// same name, even empty or removed, is the caller's and wins.
+		opts = append(opts, httpretry.WithProfile(prof.name))
+	}
 	retries := 0
 	following := h.location || h.trusted
 	hops := &hopRecorder{log: log, follow: following}
@@ -410,6 +415,11 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 			log.failCode(hops.badLocation, res.exit)
 			return res.exit
 		}
+		if errors.Is(err, httpretry.ErrRegionalEndpoint) {
+			res.exit = exitUsage
+			log.failCode(regionalProfileError(h.pf.used, err), res.exit)
+			return res.exit
+		}
 		res.exit = transportExitCode(err)
 		if !log.gaveUp {
 			log.failCode(fmt.Errorf("%s %s: %v", x.method, httpretry.Redact(x.url), redactURLError(err)), res.exit)
@@ -424,6 +434,18 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	hops.answered(res.exit)
 	return res.exit
+}
+
+// regionalProfileError is the one line for a request refused because its
+// host is a regional Vertex AI endpoint while the profile (priority, flex)
+// is served by the global endpoint only: it names --profile (or the config
+// key) instead of httpretry's option.
+func regionalProfileError(prof profileUse, err error) error {
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, "): "); ok && strings.Contains(msg, "WithProfile(") {
+		msg = rest
+	}
+	return fmt.Errorf("%s %s: %s (use https://aiplatform.googleapis.com, or another profile)", prof.from, prof.name, httpretry.RedactText(msg))
 }
 
 // writeResponse writes the response (headers with -i/-I/-D, the body unless
@@ -664,7 +686,9 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 			x.header[name] = []string{""} // net/http then sends none
 			continue
 		}
-		x.header.Del(name)
+		// Present with no value: nothing is sent, and a header the
+		// transport would add (a --profile's) stays out too.
+		x.header[name] = nil
 	}
 	if v := x.header.Get("Host"); v != "" { // net/http sends req.Host, never Header["Host"]
 		x.host = v
