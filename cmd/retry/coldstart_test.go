@@ -16,25 +16,27 @@ import (
 
 // quotaServer answers 200 while it saw at most quota+grace requests in the
 // last second (sliding), 429 beyond, as a server enforcing a quota does;
-// with fail set it answers 503 (retryable) instead of 200. A grace of 1 is
-// the request whose start the fleet's quota put at the edge of a second and
-// that arrives before the first one's second is over: the quota spaces the
-// starts on Redis's clock, the server counts arrivals, and a process
-// started together with 11 others on a busy machine takes a few ms more
-// or less to send its request.
+// with fail set it answers 503 (retryable) instead of 200. It keeps the
+// arrival times of each process's requests by their X-Proc header.
 type quotaServer struct {
 	quota, grace int
 	fail         bool
 
-	mu    sync.Mutex
-	times []time.Time
-	n429  int
+	mu     sync.Mutex
+	times  []time.Time
+	byProc map[string][]time.Time
+	n429   int
 }
 
 func (s *quotaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	now := time.Now()
 	s.times = append(s.times, now)
+	if s.byProc == nil {
+		s.byProc = map[string][]time.Time{}
+	}
+	p := r.Header.Get("X-Proc")
+	s.byProc[p] = append(s.byProc[p], now)
 	n := 0
 	for _, t := range s.times {
 		if now.Sub(t) < time.Second {
@@ -56,26 +58,36 @@ func (s *quotaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// rate returns the requests per second the server saw, from the first to
-// the last (n-1 gaps), and how many it saw.
+// rate returns the fleet's rate as the sum of each process's own (its
+// requests after the first over the time from its first to its last), and
+// how many requests the server saw. A process's own rate does not depend
+// on when it started, as a rate over the whole fleet's span does.
 func (s *quotaServer) rate() (float64, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.times)
-	if n < 2 {
-		return 0, n
+	sum := 0.0
+	for _, ts := range s.byProc {
+		if n := len(ts); n > 1 {
+			sum += float64(n-1) / ts[n-1].Sub(ts[0]).Seconds()
+		}
 	}
-	return float64(n-1) / s.times[n-1].Sub(s.times[0]).Seconds(), n
+	return sum, len(s.times)
 }
 
 // runTogether runs n retry processes with argv at once and returns their
-// results.
+// results. An argument "X-Proc: N" is the process's number.
 func runTogether(t *testing.T, n int, argv []string) []result {
 	t.Helper()
 	rs := make([]result, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { rs[i] = runRetry(t, "", nil, argv...) })
+		a := append([]string(nil), argv...)
+		for j := range a {
+			if a[j] == "X-Proc: N" {
+				a[j] = "X-Proc: " + strconv.Itoa(i)
+			}
+		}
+		wg.Go(func() { rs[i] = runRetry(t, "", nil, a...) })
 	}
 	wg.Wait()
 	return rs
@@ -83,7 +95,10 @@ func runTogether(t *testing.T, n int, argv []string) []result {
 
 // TestFleetColdStartTogether (issue 21): 12 retry http processes started
 // together against a healthy local Redis, --quota 10/1s, each making one
-// request to a server that answers 429 beyond 10 (+1) requests a second:
+// request to a server that answers 429 beyond 10 requests a second (+20 %,
+// issue 21's bound for a cold start: the quota spaces the starts 100ms
+// apart on Redis's clock, the server counts arrivals, and 12 processes
+// started at once on a busy machine send a few tens of ms late or early):
 // none says Redis is unavailable and the server answers no 429, in 3 rounds
 // of 3 (9 starts of 12). Before, in 5 of 5 rounds 1 to 9 of them decided
 // alone (a first Redis call past its 20ms) and 429s followed.
@@ -91,7 +106,7 @@ func TestFleetColdStartTogether(t *testing.T) {
 	srv := startRedis(t)
 	for round := range 3 {
 		for try := range 3 {
-			qs := &quotaServer{quota: 10, grace: 1}
+			qs := &quotaServer{quota: 10, grace: 2}
 			ts := httptest.NewServer(qs)
 			rs := runTogether(t, 12, []string{"http", "--redis", srv.url(), "--fleet", fleetName(t), "--quota", "10/1s", "--attempts", "1", ts.URL})
 			ts.Close()
@@ -110,26 +125,27 @@ func TestFleetColdStartTogether(t *testing.T) {
 			}
 		}
 	}
-	// The check can fail: the same 12 processes without the fleet.
-	qs := &quotaServer{quota: 10, grace: 1}
+	// The check can fail: 16 processes without the fleet.
+	qs := &quotaServer{quota: 10, grace: 2}
 	ts := httptest.NewServer(qs)
 	defer ts.Close()
-	runTogether(t, 12, []string{"http", "-sS", "--attempts", "1", ts.URL})
+	runTogether(t, 16, []string{"http", "-sS", "--attempts", "1", ts.URL})
 	if qs.n429 == 0 {
-		t.Errorf("without the fleet, 12 processes started together got no 429: the check cannot fail")
+		t.Errorf("without the fleet, 16 processes started together got no 429: the check cannot fail")
 	}
 }
 
 // TestFleetSizeRedisDown (issue 21 R1): with Redis down, 12 processes with
 // --fleet-size 12 each pace at a twelfth of --quota 10/1s: together the
-// server sees about the quota. Without it each assumes a fleet of 10 (see
+// server sees the quota (each process's own rate, added up: a busy machine
+// only makes them slower). Without it each assumes a fleet of 10 (see
 // redisretry.DefaultColdFleetSize), and 12 of them send 12/s.
 func TestFleetSizeRedisDown(t *testing.T) {
 	down := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
 	qs := &quotaServer{quota: 1000, fail: true}
 	ts := httptest.NewServer(qs)
 	defer ts.Close()
-	rs := runTogether(t, 12, []string{"http", "--redis", down, "--fleet", fleetName(t), "--quota", "10/1s", "--fleet-size", "12",
+	rs := runTogether(t, 12, []string{"http", "-H", "X-Proc: N", "--redis", down, "--fleet", fleetName(t), "--quota", "10/1s", "--fleet-size", "12",
 		"--attempts", "5", "--initial-delay", "1ms", "--max-delay", "1ms", "--jitter", "0", ts.URL})
 	for _, r := range rs {
 		if r.code != exitGaveUp || len(lines(r.stderr, "unavailable")) != 1 {
@@ -138,8 +154,8 @@ func TestFleetSizeRedisDown(t *testing.T) {
 	}
 	rate, n := qs.rate()
 	t.Logf("Redis down, 12 processes, --fleet-size 12, --quota 10/1s: %d requests at %.2f/s", n, rate)
-	if n != 60 || rate > 10*1.1 {
-		t.Errorf("the server saw %d requests at %.2f/s; want 60 at most 11/s", n, rate)
+	if n != 60 || rate > 10*1.05 {
+		t.Errorf("the server saw %d requests at %.2f/s; want 60 at most 10.5/s", n, rate)
 	}
 }
 
