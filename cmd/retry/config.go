@@ -410,11 +410,11 @@ func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s 
 	if v, ok, err := str("quota", "a rate like \"600/1m\""); err != nil {
 		return err
 	} else if ok {
-		l, err := parseQuota(v)
+		l, auto, err := parseFleetQuota(v)
 		if err != nil {
 			return fmt.Errorf("quota: %q: %v", v, err)
 		}
-		s.quota = l
+		s.quota, s.auto = l, auto
 	}
 	if b, ok := raw["fleet_size"]; ok {
 		var n json.Number

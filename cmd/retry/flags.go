@@ -33,6 +33,7 @@ type policyFlags struct {
 	configPath     string
 	profile        string
 	used           profileUse // the profile the policy started from, set by build
+	http           bool       // retry http's flags (not the command mode's)
 	seed           uint64
 	logFormat      string
 	quiet          bool
@@ -80,7 +81,7 @@ func (pf *policyFlags) limitName(field string, v time.Duration) string {
 // addPolicyFlags registers the policy and logging flags on fs. http adds the
 // HTTP-only ones (--codes, --max-retry-after).
 func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
-	pf := &policyFlags{fs: fs, logFormat: "text"}
+	pf := &policyFlags{fs: fs, logFormat: "text", http: http}
 	fs.Func("attempts", "`N`, the total number of attempts, the first included (default 5)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil {

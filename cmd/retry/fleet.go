@@ -30,13 +30,50 @@ import (
 type fleetSpec struct {
 	url     string           // the Redis URL as given (it may hold a password)
 	name    string           // the fleet's key
-	quota   redisretry.Limit // Rate 0: no quota
+	quota   redisretry.Limit // Rate 0: no quota (with auto: the default ceiling)
+	auto    bool             // --quota auto[:MAX]: a rate the fleet learns (redisretry.AutoQuota), quota its ceiling
 	size    int              // the quota's FleetSize; 0: counted in Redis
 	timeout time.Duration    // each Redis call's bound; 0: redisretry's default
 	dial    time.Duration    // a connection's setup bound; 0: the URL's dial_timeout, else redisretry's default
 	ca      string           // PEM CA bundle for rediss://; "": the system's pool
 	cert    string           // PEM client certificate for rediss://
 	key     string           // its key
+}
+
+// hasQuota reports whether s paces the fleet: a --quota RATE or auto.
+func (s fleetSpec) hasQuota() bool { return s.quota.Rate != 0 || s.auto }
+
+// quotaText is the --quota of s as given: "600/1m", "auto", "auto:600/1m".
+func (s fleetSpec) quotaText() string {
+	rate := fmt.Sprintf("%d/%v", s.quota.Rate, s.quota.Period)
+	switch {
+	case !s.auto:
+		return rate
+	case s.quota.Rate == 0:
+		return "auto"
+	}
+	return "auto:" + rate
+}
+
+// parseFleetQuota parses --quota: a RATE ("600/1m"), "auto" (a rate the
+// fleet learns from its 429s, from redisretry's default ceiling) or
+// "auto:MAX" (from the ceiling MAX, a RATE).
+func parseFleetQuota(v string) (l redisretry.Limit, auto bool, err error) {
+	rest, auto := strings.CutPrefix(v, "auto")
+	switch {
+	case !auto:
+		l, err = parseQuota(v)
+		return l, false, err
+	case rest == "":
+		return l, true, nil
+	case !strings.HasPrefix(rest, ":"):
+		return l, false, fmt.Errorf("want RATE (e.g. 600/1m), auto or auto:MAX (e.g. auto:600/1m)")
+	}
+	l, err = parseQuota(rest[1:])
+	if err != nil {
+		return l, false, fmt.Errorf("auto:MAX: %v", err)
+	}
+	return l, true, nil
 }
 
 // clientConfig is the redisretry client configuration of s; of a cluster,
@@ -127,12 +164,12 @@ func (pf *policyFlags) addFleetFlags() {
 		pf.set("fleet", "fleet")
 		return nil
 	})
-	fs.Func("quota", "the fleet's quota `RATE`, e.g. 40/1s or 600/1m: every attempt of every process waits for its turn", func(s string) error {
-		l, err := parseQuota(s)
+	fs.Func("quota", "the fleet's quota `RATE`, e.g. 40/1s or 600/1m: every attempt of every process waits for its turn; auto or auto:MAX: a rate the fleet learns from its 429s (retry http)", func(s string) error {
+		l, auto, err := parseFleetQuota(s)
 		if err != nil {
 			return err
 		}
-		ff.quota = l
+		ff.quota, ff.auto = l, auto
 		pf.set("quota", "quota")
 		return nil
 	})
@@ -311,7 +348,7 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 		s.name, from["fleet"] = ff.name, "--fleet"
 	}
 	if _, ok := given["quota"]; ok {
-		s.quota, from["quota"] = ff.quota, "--quota"
+		s.quota, s.auto, from["quota"] = ff.quota, ff.auto, "--quota"
 	}
 	if _, ok := given["redis-timeout"]; ok {
 		s.timeout, from["redis_timeout"] = ff.timeout, "--redis-timeout"
@@ -334,7 +371,7 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 	switch {
 	case s.url == "" && s.name != "":
 		return usagef("%s needs --redis URL (the Redis the processes share)", from["fleet"])
-	case s.url == "" && s.quota.Rate != 0:
+	case s.url == "" && s.hasQuota():
 		return usagef("%s needs --redis URL and --fleet NAME (the Redis and the key the processes share)", from["quota"])
 	case s.url == "" && s.timeout != 0:
 		return usagef("%s needs --redis URL", from["redis_timeout"])
@@ -346,7 +383,7 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 		return usagef("%s needs --redis URL", from["redis_cert"])
 	case s.url == "" && s.key != "":
 		return usagef("%s needs --redis URL", from["redis_key"])
-	case s.size != 0 && s.quota.Rate == 0:
+	case s.size != 0 && !s.hasQuota():
 		return usagef("%s needs --quota RATE (the quota the processes share)", from["fleet_size"])
 	case s.url != "" && s.name == "":
 		return usagef("%s needs --fleet NAME (the key the processes share)", from["redis"])
@@ -354,6 +391,15 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 	if s.url != "" {
 		if err := s.checkClient(from); err != nil {
 			return usagef("%v", err)
+		}
+	}
+	if s.auto {
+		if !pf.http {
+			return usagef("%s %s: needs retry http (the fleet learns its rate from 429 answers; a command's exit code says nothing of them)", from["quota"], s.quotaText())
+		}
+		if err := s.autoConfig(0, nil, nil).Validate(); err != nil {
+			msg := strings.TrimPrefix(err.Error(), "redisretry: invalid AutoQuotaConfig.")
+			return usagef("%s %s: %s", from["quota"], s.quotaText(), msg)
 		}
 	}
 	pf.fleet = s
@@ -372,7 +418,8 @@ type fleet struct {
 	budget   *redisretry.Budget
 	cooldown *redisretry.Cooldown
 	quota    *redisretry.Quota
-	timeout  time.Duration // each Redis call's bound, as apply set it
+	auto     *redisretry.AutoQuota // --quota auto[:MAX], instead of quota
+	timeout  time.Duration         // each Redis call's bound, as apply set it
 }
 
 // fleetRedisShare is the most of the run's deadline one Redis call may
@@ -420,7 +467,7 @@ func openFleet(s fleetSpec, d time.Duration, log *eventLog) (*fleet, error) {
 		client = cl
 	}
 	silenceRedis.Do(func() { redis.SetLogger(discardRedisLog{}) })
-	fl := &fleet{spec: s, client: client, obs: &fleetLog{log: log, name: s.name, quota: s.quota, url: s.url},
+	fl := &fleet{spec: s, client: client, obs: &fleetLog{log: log, name: s.name, quota: s.quotaText(), url: s.url},
 		// redisretry's own lines would go to slog's default logger, in
 		// another format: fleetLog says the same in the CLI's.
 		quiet: slog.New(slog.DiscardHandler)}
@@ -429,7 +476,7 @@ func openFleet(s fleetSpec, d time.Duration, log *eventLog) (*fleet, error) {
 	if err == nil {
 		err = cooldown.Validate()
 	}
-	if err == nil && s.quota.Rate > 0 {
+	if err == nil && s.quota.Rate > 0 && !s.auto {
 		err = quota.Validate()
 	}
 	if err != nil {
@@ -446,6 +493,12 @@ func (f *fleet) configs(timeout time.Duration) (redisretry.BudgetConfig, redisre
 	return redisretry.BudgetConfig{Key: s.name, Timeout: timeout, Logger: f.quiet, Observer: obs},
 		redisretry.CooldownConfig{Key: s.name, Timeout: timeout, Logger: f.quiet, Observer: obs},
 		redisretry.QuotaConfig{Key: s.name, Limit: s.quota, Lease: fleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: f.quiet, Observer: obs}
+}
+
+// autoConfig is the AutoQuota of --quota auto[:MAX] with timeout as each
+// Redis call's bound.
+func (s fleetSpec) autoConfig(timeout time.Duration, logger *slog.Logger, obs redisretry.Observer) redisretry.AutoQuotaConfig {
+	return redisretry.AutoQuotaConfig{Key: s.name, Ceiling: s.quota, Lease: fleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: logger, Observer: obs}
 }
 
 // redisTimeout is each Redis call's bound for a run whose loop has the
@@ -504,13 +557,19 @@ func (f *fleet) apply(p *retry.Policy, log *eventLog) {
 	// Validated by openFleet, and a lower timeout is as valid: no error.
 	f.budget, _ = redisretry.NewBudget(f.client, bc)
 	f.cooldown, _ = redisretry.NewCooldown(f.client, cc)
-	if f.spec.quota.Rate > 0 {
+	switch {
+	case f.spec.auto:
+		f.auto, _ = redisretry.NewAutoQuota(f.client, f.spec.autoConfig(f.timeout, f.quiet, f.obs.event))
+	case f.spec.quota.Rate > 0:
 		f.quota, _ = redisretry.NewQuota(f.client, qc)
 	}
 	p.Budget = runBudget{Budget: f.budget, run: &f.run}
 	pacers := []retry.Pacer{p.Pacer, f.cooldown}
 	if f.quota != nil {
 		pacers = append(pacers, f.quota)
+	}
+	if f.auto != nil {
+		pacers = append(pacers, f.auto)
 	}
 	np := &notingPacer{Pacer: retry.Pacers(pacers...), run: &f.run}
 	p.Pacer = np
@@ -601,6 +660,9 @@ func (f *fleet) close() {
 		if f.quota != nil {
 			wg.Go(func() { f.quota.Close() })
 		}
+		if f.auto != nil {
+			wg.Go(func() { f.auto.Close() })
+		}
 		if f.cooldown != nil {
 			wg.Go(func() { f.cooldown.Close() })
 		}
@@ -623,7 +685,7 @@ func (f *fleet) close() {
 type fleetLog struct {
 	log   *eventLog
 	name  string
-	quota redisretry.Limit
+	quota string // as given: "600/1m", "auto"
 	url   string
 
 	mu      sync.Mutex
@@ -675,7 +737,7 @@ func (l *fleetLog) event(e redisretry.Event) {
 		}
 	case redisretry.EventQuotaWait:
 		if e.Wait >= fleetWaitLogged {
-			l.log.note("fleet", fmt.Sprintf("waiting %v for fleet %s's quota (%d/%v)", roundDur(e.Wait), l.name, l.quota.Rate, l.quota.Period))
+			l.log.note("fleet", fmt.Sprintf("waiting %v for fleet %s's quota (%s)", roundDur(e.Wait), l.name, l.quota))
 		}
 	case redisretry.EventCooldownWait:
 		if e.Wait >= fleetWaitLogged {

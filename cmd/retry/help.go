@@ -446,7 +446,9 @@ OPTIONS
                              pauses every process)
     --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every
                              attempt of every process waits for its turn
-                             (needs --fleet)
+                             (needs --fleet); auto or auto:MAX (e.g.
+                             auto:600/1m): a rate the fleet learns from its
+                             429s, from MAX (default 10000/1s) down
     --fleet-size N           the processes sharing --quota: while Redis is
                              unavailable each paces at RATE/N (default the
                              processes counted in Redis, 10 before any was)

@@ -92,10 +92,18 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 		def = append(def, s.name)
 	}
 	strategies := fs.String("strategies", strings.Join(def, ","), "comma-separated `LIST` of strategies: "+strings.Join(def, ", "))
+	scenario := fs.String("scenario", "", "`NAME` of a fixed scenario instead of the flags above: step (issue 24's comparison: a shared capacity that steps 100, 40, 100 a second, 200 processes, paced by auto, backoff, adaptive and quota)")
 	if done, code := simParse(fs, args, stdout, stderr); done {
 		return code
 	}
 	prog := fs.Name()
+	switch *scenario {
+	case "":
+	case "step":
+		return simFleetStep(env, sf, stdout, stderr, prog)
+	default:
+		return simUsageError(stderr, prog, fmt.Sprintf("--scenario %q: want step", *scenario))
+	}
 	l, err := parseQuota(quota)
 	if err != nil {
 		return simUsageError(stderr, prog, fmt.Sprintf("invalid value %q for flag --quota: %v", quota, err))
@@ -183,6 +191,52 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 		if err := fleetsim.WriteTable(stdout, rs...); err != nil {
 			return simFail(stderr, prog, err)
 		}
+	}
+	return exitOK
+}
+
+// simFleetStep runs fleetsim.StepScenario for the four ways to pace, with
+// the seed of sf, and reports it as fleetsim.WriteSteps does (or as JSON
+// lines, or plots).
+func simFleetStep(env simEnv, sf simFlags, stdout, stderr io.Writer, prog string) int {
+	if err := checkPlotDir(sf.plot); err != nil {
+		return simUsageError(stderr, prog, err.Error())
+	}
+	pacings := []fleetsim.Pacing{fleetsim.PaceAuto, fleetsim.PaceBackoff, fleetsim.PaceAdaptive, fleetsim.PaceQuota}
+	pr := newSimProgress(env, stderr, prog, "pacings", len(pacings))
+	var rs []*fleetsim.Result
+	for i, p := range pacings {
+		r, err := fleetsim.Run(fleetsim.StepScenario(p, sf.seed))
+		if err != nil {
+			pr.stop()
+			return simFail(stderr, prog, err)
+		}
+		rs = append(rs, r)
+		pr.update(i+1, len(pacings))
+	}
+	pr.stop()
+	if sf.plot != "" {
+		paths, err := fleetsim.WritePlots(sf.plot, rs...)
+		for _, p := range paths {
+			fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
+		}
+		if err != nil {
+			return simFail(stderr, prog, err)
+		}
+	}
+	if sf.json {
+		for _, r := range rs {
+			b, err := json.Marshal(r)
+			if err != nil {
+				return simFail(stderr, prog, err)
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+		}
+		return exitOK
+	}
+	fmt.Fprintln(stdout, wrap(fmt.Sprintf("200 processes offering 150 calls a second to a shared capacity of 100, then 40, then 100 a second (a minute each), 429 beyond it; seed %d: the real redisretry limiters in virtual time (redisretry/fleetsim)", sf.seed), reportWidth, ""))
+	if err := fleetsim.WriteSteps(stdout, rs...); err != nil {
+		return simFail(stderr, prog, err)
 	}
 	return exitOK
 }
