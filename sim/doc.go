@@ -18,12 +18,9 @@
 //     a server of fixed capacity that has an outage, and the simulator
 //     measures how much the retries amplify the load and how long the
 //     service takes to recover.
-//   - [RunFleet] is a fleet of processes working through a backlog under one
-//     quota that answers 429 with RetryInfo beyond it: each process on its
-//     own, against the fleet's retry budget, cooldown and quota of the
-//     redisretry module, modelled by the Go models of its Lua scripts
-//     (internal/fleetmodel, which a redisretry test holds to the scripts).
 //
 // The command "retry sim" (cmd/retry) prints their results as a table, as
-// JSON lines or as SVG plots.
+// JSON lines or as SVG plots. Its fleet experiment runs the redisretry
+// module's own limiters (redisretry/fleetsim), which this module, having no
+// requirements, cannot import.
 package sim

@@ -108,30 +108,3 @@ func ExampleContentionStrategy() {
 	// Output:
 	// none 10ms 2s
 }
-
-// Ten processes of ten clients work through 3,000 calls under a quota of
-// 600 requests per minute whose 429s ask for the rest of the minute: on
-// their own they spend each minute's quota in its first seconds and collect
-// 429s; with the fleet's quota (redisretry, through "retry --fleet NAME
-// --quota 600/1m") every window stays within it.
-func ExampleRunFleet() {
-	c := sim.DefaultFleet()
-	c.Seed = 1
-	for _, name := range []string{"local", "fleet"} {
-		s, err := sim.FleetStrategyByName(name)
-		if err != nil {
-			panic(err)
-		}
-		c.Strategies = append(c.Strategies, s)
-	}
-	res, err := sim.RunFleet(c)
-	if err != nil {
-		panic(err)
-	}
-	for _, r := range res {
-		fmt.Printf("%-5s 429s %4.1f %%, at most %d requests a minute, drained in %.0f s\n", r.Strategy, 100*r.Share429, r.MaxWindow, r.DrainS)
-	}
-	// Output:
-	// local 429s 11.8 %, at most 700 requests a minute, drained in 246 s
-	// fleet 429s  0.0 %, at most 600 requests a minute, drained in 300 s
-}

@@ -66,22 +66,6 @@ func TestGolden(t *testing.T) {
 			}
 			return buf.Bytes()
 		}},
-		{"fleet", func(t *testing.T) []byte {
-			c := smallFleet()
-			c.Seed = 9
-			res, err := RunFleet(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			if err := WriteJSON(&buf, res); err != nil {
-				t.Fatal(err)
-			}
-			if err := WriteFleetReport(&buf, c, res); err != nil {
-				t.Fatal(err)
-			}
-			return buf.Bytes()
-		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -166,7 +166,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	p.Observer = log.observer()
 	p.Retryable = r.retryable
-	fl, err := openFleet(pf.fleet, log)
+	fl, err := openFleet(pf.fleet, p.Deadline, log)
 	if err != nil {
 		return log.fail(err)
 	}
@@ -863,10 +863,11 @@ func (r *cmdRunner) exitCode(err error) int {
 		return 128 + int(syscall.SIGINT)
 	}
 	var re *retry.Error
-	if errors.As(err, &re) && re.Attempts == 0 && re.Reason == retry.ReasonDeadline &&
-		!r.loopDeadline.IsZero() && !time.Now().Before(r.loopDeadline) {
-		// The --deadline passed before the first attempt: a timeout. (One
-		// that only would pass, in a fleet cooldown, is a give-up: 1.)
+	if errors.As(err, &re) && re.Attempts == 0 && re.Reason == retry.ReasonDeadline {
+		// The --deadline passed before the first attempt, or the fleet's
+		// quota or cooldown would need a wait past it: either way the
+		// deadline cannot be met and nothing ran, a timeout (124), as a
+		// script that tells "out of time" from "failed" expects.
 		return exitTimeout
 	}
 	var ce *cmdError

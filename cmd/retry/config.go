@@ -206,7 +206,12 @@ var configKeys = []configKey{
 	{"jitter_shape", "jitter_shape"}, {"jitterShape", "jitter_shape"},
 	{"profile", "profile"},
 	{"redis", "redis"}, {"fleet", "fleet"}, {"quota", "quota"},
+	{"fleet_size", "fleet_size"}, {"fleetSize", "fleet_size"},
 	{"redis_timeout", "redis_timeout"}, {"redisTimeout", "redis_timeout"},
+	{"redis_dial_timeout", "redis_dial_timeout"}, {"redisDialTimeout", "redis_dial_timeout"},
+	{"redis_ca", "redis_ca"}, {"redisCa", "redis_ca"},
+	{"redis_cert", "redis_cert"}, {"redisCert", "redis_cert"},
+	{"redis_key", "redis_key"}, {"redisKey", "redis_key"},
 }
 
 // configKeyNames returns every accepted key, in the order of configKeys.
@@ -371,7 +376,8 @@ func parseConfig(data []byte) (config, error) {
 }
 
 // parseFleetConfig reads the fleet keys of a config file: "redis" (a URL),
-// "fleet" (a name), "quota" (a rate such as "600/1m") and "redis_timeout".
+// "fleet" (a name), "quota" (a rate such as "600/1m"), "redis_timeout",
+// "redis_dial_timeout", and "redis_ca", "redis_cert", "redis_key" (files).
 // Whether they fit together is checked with the flags (see buildFleet).
 func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s *fleetSpec) error {
 	str := func(field, want string) (string, bool, error) {
@@ -404,18 +410,47 @@ func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s 
 	if v, ok, err := str("quota", "a rate like \"600/1m\""); err != nil {
 		return err
 	} else if ok {
-		l, err := parseQuota(v)
+		l, auto, err := parseFleetQuota(v)
 		if err != nil {
 			return fmt.Errorf("quota: %q: %v", v, err)
 		}
-		s.quota = l
+		s.quota, s.auto = l, auto
 	}
-	if b, ok := raw["redis_timeout"]; ok {
-		d, err := parseJSONDuration(b)
-		if err != nil {
-			return fmt.Errorf("%s: %v", keys["redis_timeout"], err)
+	if b, ok := raw["fleet_size"]; ok {
+		var n json.Number
+		if err := json.Unmarshal(b, &n); err != nil {
+			return fmt.Errorf("%s: want a whole number of processes, e.g. 12", keys["fleet_size"])
 		}
-		s.timeout = d
+		size, err := parseFleetSize(n.String())
+		if err != nil {
+			return fmt.Errorf("%s: %v", keys["fleet_size"], err)
+		}
+		s.size = size
+	}
+	for _, f := range []struct {
+		key string
+		dst *time.Duration
+	}{{"redis_timeout", &s.timeout}, {"redis_dial_timeout", &s.dial}} {
+		if b, ok := raw[f.key]; ok {
+			d, err := parseJSONDuration(b)
+			if err != nil {
+				return fmt.Errorf("%s: %v", keys[f.key], err)
+			}
+			*f.dst = d
+		}
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"redis_ca", &s.ca}, {"redis_cert", &s.cert}, {"redis_key", &s.key}} {
+		if v, ok, err := str(f.key, "a file name"); err != nil {
+			return err
+		} else if ok {
+			if v == "" {
+				return fmt.Errorf("%s: empty file name", keys[f.key])
+			}
+			*f.dst = v
+		}
 	}
 	return nil
 }

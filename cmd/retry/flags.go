@@ -32,6 +32,8 @@ type policyFlags struct {
 	codes          []int
 	configPath     string
 	profile        string
+	used           profileUse // the profile the policy started from, set by build
+	http           bool       // retry http's flags (not the command mode's)
 	seed           uint64
 	logFormat      string
 	quiet          bool
@@ -79,7 +81,7 @@ func (pf *policyFlags) limitName(field string, v time.Duration) string {
 // addPolicyFlags registers the policy and logging flags on fs. http adds the
 // HTTP-only ones (--codes, --max-retry-after).
 func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
-	pf := &policyFlags{fs: fs, logFormat: "text"}
+	pf := &policyFlags{fs: fs, logFormat: "text", http: http}
 	fs.Func("attempts", "`N`, the total number of attempts, the first included (default 5)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -167,6 +169,10 @@ func (pf *policyFlags) durFlag(dst *time.Duration, name, canonical, usage string
 	})
 }
 
+// profileUse is the profile a policy started from and where it was named
+// ("--profile", "--config FILE: profile"); a zero one for none.
+type profileUse struct{ name, from string }
+
 // origin says where each Policy field's value came from, to name it in an
 // error: "--max-delay", "--config FILE: max_delay", "--profile realtime".
 type origin map[string]string
@@ -196,6 +202,7 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 	if name == "" && cfg.Profile != "" {
 		name, src = cfg.Profile, "--config "+pf.configPath+": profile "+cfg.Profile
 	}
+	pf.used = profileUse{name, strings.TrimSuffix(src, " "+name)}
 	if name != "" {
 		prof, err := retry.Profile(name)
 		if err != nil {

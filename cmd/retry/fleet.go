@@ -30,8 +30,109 @@ import (
 type fleetSpec struct {
 	url     string           // the Redis URL as given (it may hold a password)
 	name    string           // the fleet's key
-	quota   redisretry.Limit // Rate 0: no quota
+	quota   redisretry.Limit // Rate 0: no quota (with auto: the default ceiling)
+	auto    bool             // --quota auto[:MAX]: a rate the fleet learns (redisretry.AutoQuota), quota its ceiling
+	size    int              // the quota's FleetSize; 0: counted in Redis
 	timeout time.Duration    // each Redis call's bound; 0: redisretry's default
+	dial    time.Duration    // a connection's setup bound; 0: the URL's dial_timeout, else redisretry's default
+	ca      string           // PEM CA bundle for rediss://; "": the system's pool
+	cert    string           // PEM client certificate for rediss://
+	key     string           // its key
+}
+
+// hasQuota reports whether s paces the fleet: a --quota RATE or auto.
+func (s fleetSpec) hasQuota() bool { return s.quota.Rate != 0 || s.auto }
+
+// quotaText is the --quota of s as given: "600/1m", "auto", "auto:600/1m".
+func (s fleetSpec) quotaText() string {
+	rate := fmt.Sprintf("%d/%v", s.quota.Rate, s.quota.Period)
+	switch {
+	case !s.auto:
+		return rate
+	case s.quota.Rate == 0:
+		return "auto"
+	}
+	return "auto:" + rate
+}
+
+// parseFleetQuota parses --quota: a RATE ("600/1m"), "auto" (a rate the
+// fleet learns from its 429s, from redisretry's default ceiling) or
+// "auto:MAX" (from the ceiling MAX, a RATE).
+func parseFleetQuota(v string) (l redisretry.Limit, auto bool, err error) {
+	rest, auto := strings.CutPrefix(v, "auto")
+	switch {
+	case !auto:
+		l, err = parseQuota(v)
+		return l, false, err
+	case rest == "":
+		return l, true, nil
+	case !strings.HasPrefix(rest, ":"):
+		return l, false, fmt.Errorf("want RATE (e.g. 600/1m), auto or auto:MAX (e.g. auto:600/1m)")
+	}
+	l, err = parseQuota(rest[1:])
+	if err != nil {
+		return l, false, fmt.Errorf("auto:MAX: %v", err)
+	}
+	return l, true, nil
+}
+
+// clientConfig is the redisretry client configuration of s; of a cluster,
+// that of its first node.
+func (s fleetSpec) clientConfig() redisretry.ClientConfig {
+	u, _ := firstNode(s.url)
+	return redisretry.ClientConfig{URL: u, DialTimeout: s.dial, CAFile: s.ca, CertFile: s.cert, KeyFile: s.key}
+}
+
+// firstNode returns raw without its addr query values, and whether it had
+// any: a Redis Cluster URL in go-redis's form
+// (redis://HOST1:PORT1?addr=HOST2:PORT2&addr=HOST3:PORT3), whose first
+// node's URL that is.
+func firstNode(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || !u.Query().Has("addr") {
+		return raw, false
+	}
+	q := u.Query()
+	q.Del("addr")
+	u.RawQuery = q.Encode()
+	return u.String(), true
+}
+
+// newClusterClient returns a Redis Cluster client for the URL of s (go-redis's
+// ParseClusterURL form) set up as redisretry.NewClientWith sets up a client:
+// calls bounded by their context, one dial and one try per node call
+// (MOVED and ASK redirects are still followed), the dial bounded by dial,
+// and the TLS settings of c (made by NewClientWith on the first node's URL).
+func newClusterClient(s fleetSpec, dial time.Duration, c *redis.Client) (*redis.ClusterClient, error) {
+	opt, err := redis.ParseClusterURL(s.url)
+	if err != nil {
+		return nil, err
+	}
+	node := c.Options()
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1 // -1, not 0, disables retries
+	opt.DialerRetries = 1
+	opt.DialTimeout = dial
+	opt.TLSConfig = node.TLSConfig
+	return redis.NewClusterClient(opt), nil
+}
+
+// checkClient checks s's client configuration (it reads the certificate
+// files) without connecting: the error names the flag or config key that
+// set the field (from, by config key), never the password.
+func (s fleetSpec) checkClient(from map[string]string) error {
+	err := s.clientConfig().Validate()
+	if err == nil {
+		return nil
+	}
+	names := strings.NewReplacer(
+		"ClientConfig.DialTimeout", from["redis_dial_timeout"],
+		"ClientConfig.CAFile", from["redis_ca"],
+		"ClientConfig.CertFile", from["redis_cert"],
+		", KeyFile", ", "+from["redis_key"],
+		"ClientConfig.KeyFile", from["redis_key"],
+	)
+	return errors.New(names.Replace(redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), s.url)))
 }
 
 // fleetQuotaLease is the most requests' worth of the fleet's schedule one
@@ -63,16 +164,54 @@ func (pf *policyFlags) addFleetFlags() {
 		pf.set("fleet", "fleet")
 		return nil
 	})
-	fs.Func("quota", "the fleet's quota `RATE`, e.g. 40/1s or 600/1m: every attempt of every process waits for its turn", func(s string) error {
-		l, err := parseQuota(s)
+	fs.Func("quota", "the fleet's quota `RATE`, e.g. 40/1s or 600/1m: every attempt of every process waits for its turn; auto or auto:MAX: a rate the fleet learns from its 429s (retry http)", func(s string) error {
+		l, auto, err := parseFleetQuota(s)
 		if err != nil {
 			return err
 		}
-		ff.quota = l
+		ff.quota, ff.auto = l, auto
 		pf.set("quota", "quota")
 		return nil
 	})
+	fs.Func("fleet-size", "`N` processes share the --quota: while Redis is unavailable this process paces at RATE/N (default: the processes counted in Redis, 10 before any was)", func(v string) error {
+		n, err := parseFleetSize(v)
+		ff.size = n
+		pf.set("fleet-size", "fleet-size")
+		return err
+	})
 	pf.durFlag(&ff.timeout, "redis-timeout", "redis-timeout", "time limit of each Redis call; past it this process decides alone (default 20ms)")
+	pf.durFlag(&ff.dial, "redis-dial-timeout", "redis-dial-timeout", "time limit of a connection's setup to Redis (the dial, the TLS handshake; default 1s)")
+	for _, f := range []struct {
+		name string
+		dst  *string
+		use  string
+	}{
+		{"redis-ca", &ff.ca, "trust the CA certificates in `FILE` (PEM) for a rediss:// Redis"},
+		{"redis-cert", &ff.cert, "client certificate `FILE` (PEM) for a rediss:// Redis that asks for one"},
+		{"redis-key", &ff.key, "the key `FILE` (PEM) of --redis-cert"},
+	} {
+		f := f
+		fs.Func(f.name, f.use, func(v string) error {
+			if v == "" {
+				return errors.New("empty file name")
+			}
+			*f.dst = v
+			pf.set(f.name, f.name)
+			return nil
+		})
+	}
+}
+
+// parseFleetSize parses --fleet-size: a whole number from 1 to 1,000,000.
+func parseFleetSize(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	switch {
+	case err != nil:
+		return 0, errors.New("want a whole number of processes, e.g. 12")
+	case n < 1 || n > 1_000_000:
+		return 0, fmt.Errorf("%d processes: want 1 to 1000000", n)
+	}
+	return n, nil
 }
 
 // checkFleetName checks a fleet's name, which becomes the key (and the
@@ -107,6 +246,12 @@ func checkRedisURL(raw string) error {
 	}
 	if !redisScheme(raw) {
 		return fmt.Errorf("invalid Redis URL %s: %s", quoteRedisURL(raw), redisURLForm)
+	}
+	if _, cluster := firstNode(raw); cluster {
+		if _, err := redis.ParseClusterURL(raw); err != nil {
+			return fmt.Errorf("invalid Redis Cluster URL %s: %s", redactedURL(raw), redactPassword(strings.TrimPrefix(err.Error(), "redis: "), raw))
+		}
+		raw, _ = firstNode(raw)
 	}
 	c, err := redisretry.NewClient(raw)
 	if err != nil {
@@ -185,7 +330,13 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 	ff := pf.fleetFlags
 	s := cfg.Fleet
 	in := func(key string) string { return "--config " + pf.configPath + ": " + cfg.Keys[key] }
-	from := map[string]string{"redis": in("redis"), "fleet": in("fleet"), "quota": in("quota"), "redis_timeout": in("redis_timeout")}
+	from := map[string]string{"redis": in("redis"), "fleet": in("fleet"), "quota": in("quota"), "redis_timeout": in("redis_timeout"), "fleet_size": in("fleet_size")}
+	for key, flag := range map[string]string{"redis_dial_timeout": "--redis-dial-timeout", "redis_ca": "--redis-ca", "redis_cert": "--redis-cert", "redis_key": "--redis-key"} {
+		from[key] = flag // named by its flag unless the config file set it
+		if _, ok := cfg.Keys[key]; ok {
+			from[key] = in(key)
+		}
+	}
 	given := pf.given
 	if _, ok := given["redis"]; ok {
 		s.url, from["redis"] = ff.url, "--redis"
@@ -197,20 +348,59 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 		s.name, from["fleet"] = ff.name, "--fleet"
 	}
 	if _, ok := given["quota"]; ok {
-		s.quota, from["quota"] = ff.quota, "--quota"
+		s.quota, s.auto, from["quota"] = ff.quota, ff.auto, "--quota"
 	}
 	if _, ok := given["redis-timeout"]; ok {
 		s.timeout, from["redis_timeout"] = ff.timeout, "--redis-timeout"
 	}
+	if _, ok := given["fleet-size"]; ok {
+		s.size, from["fleet_size"] = ff.size, "--fleet-size"
+	}
+	if _, ok := given["redis-dial-timeout"]; ok {
+		s.dial, from["redis_dial_timeout"] = ff.dial, "--redis-dial-timeout"
+	}
+	if _, ok := given["redis-ca"]; ok {
+		s.ca, from["redis_ca"] = ff.ca, "--redis-ca"
+	}
+	if _, ok := given["redis-cert"]; ok {
+		s.cert, from["redis_cert"] = ff.cert, "--redis-cert"
+	}
+	if _, ok := given["redis-key"]; ok {
+		s.key, from["redis_key"] = ff.key, "--redis-key"
+	}
 	switch {
 	case s.url == "" && s.name != "":
 		return usagef("%s needs --redis URL (the Redis the processes share)", from["fleet"])
-	case s.url == "" && s.quota.Rate != 0:
+	case s.url == "" && s.hasQuota():
 		return usagef("%s needs --redis URL and --fleet NAME (the Redis and the key the processes share)", from["quota"])
 	case s.url == "" && s.timeout != 0:
 		return usagef("%s needs --redis URL", from["redis_timeout"])
+	case s.url == "" && s.dial != 0:
+		return usagef("%s needs --redis URL", from["redis_dial_timeout"])
+	case s.url == "" && s.ca != "":
+		return usagef("%s needs --redis URL", from["redis_ca"])
+	case s.url == "" && s.cert != "":
+		return usagef("%s needs --redis URL", from["redis_cert"])
+	case s.url == "" && s.key != "":
+		return usagef("%s needs --redis URL", from["redis_key"])
+	case s.size != 0 && !s.hasQuota():
+		return usagef("%s needs --quota RATE (the quota the processes share)", from["fleet_size"])
 	case s.url != "" && s.name == "":
 		return usagef("%s needs --fleet NAME (the key the processes share)", from["redis"])
+	}
+	if s.url != "" {
+		if err := s.checkClient(from); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	if s.auto {
+		if !pf.http {
+			return usagef("%s %s: needs retry http (the fleet learns its rate from 429 answers; a command's exit code says nothing of them)", from["quota"], s.quotaText())
+		}
+		if err := s.autoConfig(0, nil, nil).Validate(); err != nil {
+			msg := strings.TrimPrefix(err.Error(), "redisretry: invalid AutoQuotaConfig.")
+			return usagef("%s %s: %s", from["quota"], s.quotaText(), msg)
+		}
 	}
 	pf.fleet = s
 	return nil
@@ -221,14 +411,15 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 // are made by apply, which knows the run's deadline.
 type fleet struct {
 	spec     fleetSpec
-	client   *redis.Client
+	client   redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient
 	obs      *fleetLog
 	quiet    *slog.Logger
 	run      runContext
 	budget   *redisretry.Budget
 	cooldown *redisretry.Cooldown
 	quota    *redisretry.Quota
-	timeout  time.Duration // each Redis call's bound, as apply set it
+	auto     *redisretry.AutoQuota // --quota auto[:MAX], instead of quota
+	timeout  time.Duration         // each Redis call's bound, as apply set it
 }
 
 // fleetRedisShare is the most of the run's deadline one Redis call may
@@ -246,20 +437,37 @@ const fleetRedisShare = 10
 const fleetCloseGrace = 100 * time.Millisecond
 
 // openFleet checks the limiters' configuration for s and makes the client
-// (no network call yet: the limiters connect on first use, and apply makes
-// them); it reports their state changes and long waits on log. A nil fleet
-// and no error mean no fleet.
-func openFleet(s fleetSpec, log *eventLog) (*fleet, error) {
+// for a run whose loop has the deadline d (0 for none) (no network call yet:
+// the limiters connect on first use, and apply makes them); it reports their
+// state changes and long waits on log. A nil fleet and no error mean no
+// fleet.
+func openFleet(s fleetSpec, d time.Duration, log *eventLog) (*fleet, error) {
 	if s.url == "" {
 		return nil, nil
 	}
-	client, err := redisretry.NewClient(s.url)
+	// A client of redisretry's own: one dial and one try per call (so a
+	// refused connection or a certificate the CA did not sign is reported
+	// as such, not as a timeout), and a connection's setup bounded by its
+	// DialTimeout apart from each call's --redis-timeout: the limiters wait
+	// for the first connection (a TLS handshake takes longer than 20ms)
+	// within that bound, itself at most a tenth of the deadline.
+	cc := s.clientConfig()
+	cc.DialTimeout = dialTimeout(s, d)
+	node, err := redisretry.NewClientWith(cc)
 	if err != nil { // checked by build
 		return nil, usagef("--redis: %s", redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), s.url))
 	}
+	var client redis.UniversalClient = node
+	if _, cluster := firstNode(s.url); cluster {
+		cl, err := newClusterClient(s, cc.DialTimeout, node)
+		node.Close()
+		if err != nil { // checked by build
+			return nil, usagef("--redis: %s", redactPassword(err.Error(), s.url))
+		}
+		client = cl
+	}
 	silenceRedis.Do(func() { redis.SetLogger(discardRedisLog{}) })
-	client = failFast(client, s.url)
-	fl := &fleet{spec: s, client: client, obs: &fleetLog{log: log, name: s.name, quota: s.quota, url: s.url},
+	fl := &fleet{spec: s, client: client, obs: &fleetLog{log: log, name: s.name, quota: s.quotaText(), url: s.url},
 		// redisretry's own lines would go to slog's default logger, in
 		// another format: fleetLog says the same in the CLI's.
 		quiet: slog.New(slog.DiscardHandler)}
@@ -268,7 +476,7 @@ func openFleet(s fleetSpec, log *eventLog) (*fleet, error) {
 	if err == nil {
 		err = cooldown.Validate()
 	}
-	if err == nil && s.quota.Rate > 0 {
+	if err == nil && s.quota.Rate > 0 && !s.auto {
 		err = quota.Validate()
 	}
 	if err != nil {
@@ -284,7 +492,13 @@ func (f *fleet) configs(timeout time.Duration) (redisretry.BudgetConfig, redisre
 	s, obs := f.spec, f.obs.event
 	return redisretry.BudgetConfig{Key: s.name, Timeout: timeout, Logger: f.quiet, Observer: obs},
 		redisretry.CooldownConfig{Key: s.name, Timeout: timeout, Logger: f.quiet, Observer: obs},
-		redisretry.QuotaConfig{Key: s.name, Limit: s.quota, Lease: fleetQuotaLease, Timeout: timeout, Logger: f.quiet, Observer: obs}
+		redisretry.QuotaConfig{Key: s.name, Limit: s.quota, Lease: fleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: f.quiet, Observer: obs}
+}
+
+// autoConfig is the AutoQuota of --quota auto[:MAX] with timeout as each
+// Redis call's bound.
+func (s fleetSpec) autoConfig(timeout time.Duration, logger *slog.Logger, obs redisretry.Observer) redisretry.AutoQuotaConfig {
+	return redisretry.AutoQuotaConfig{Key: s.name, Ceiling: s.quota, Lease: fleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: logger, Observer: obs}
 }
 
 // redisTimeout is each Redis call's bound for a run whose loop has the
@@ -301,23 +515,24 @@ func redisTimeout(given, d time.Duration) time.Duration {
 	return t
 }
 
-// failFast returns a client for the same URL as c (which it closes) that
-// makes one dial and one try per call. go-redis retries a refused dial 5
-// times, 100 ms apart, and a failed command 3 times: within the fleet's
-// --redis-timeout (20ms) a refused connection was then reported as "Redis
-// did not answer within 20ms", and the real cause was lost. Every call is
-// bounded by that timeout and the limiters already decide alone and probe
-// Redis again later, so retrying inside a call only hides why it failed.
-func failFast(c *redis.Client, rawURL string) *redis.Client {
-	opt, err := redis.ParseURL(rawURL)
-	if err != nil { // redisretry.NewClient parsed it
-		return c
+// dialTimeout is the bound of a connection's setup for s in a run whose
+// loop has the deadline d (0 for none): --redis-dial-timeout, else the URL's
+// dial_timeout, else redisretry's default, at most a tenth of d (as each
+// call's, see redisTimeout): the first decisions wait for the connection,
+// and a Redis that accepts and never answers must not hold the command.
+func dialTimeout(s fleetSpec, d time.Duration) time.Duration {
+	t := s.dial
+	if t == 0 {
+		if opt, err := redis.ParseURL(s.url); err == nil && opt.DialTimeout > 0 {
+			t = opt.DialTimeout
+		} else {
+			t = redisretry.DefaultDialTimeout
+		}
 	}
-	c.Close()
-	opt.ContextTimeoutEnabled = true // as redisretry.NewClient
-	opt.MaxRetries = -1              // -1, not 0, disables retries
-	opt.DialerRetries = 1            // attempts in all: one dial
-	return redis.NewClient(opt)
+	if d > 0 {
+		t = min(t, max(d/fleetRedisShare, time.Microsecond))
+	}
+	return t
 }
 
 // silenceRedis keeps go-redis's own log lines (each failed dial, in its
@@ -342,13 +557,19 @@ func (f *fleet) apply(p *retry.Policy, log *eventLog) {
 	// Validated by openFleet, and a lower timeout is as valid: no error.
 	f.budget, _ = redisretry.NewBudget(f.client, bc)
 	f.cooldown, _ = redisretry.NewCooldown(f.client, cc)
-	if f.spec.quota.Rate > 0 {
+	switch {
+	case f.spec.auto:
+		f.auto, _ = redisretry.NewAutoQuota(f.client, f.spec.autoConfig(f.timeout, f.quiet, f.obs.event))
+	case f.spec.quota.Rate > 0:
 		f.quota, _ = redisretry.NewQuota(f.client, qc)
 	}
 	p.Budget = runBudget{Budget: f.budget, run: &f.run}
 	pacers := []retry.Pacer{p.Pacer, f.cooldown}
 	if f.quota != nil {
 		pacers = append(pacers, f.quota)
+	}
+	if f.auto != nil {
+		pacers = append(pacers, f.auto)
 	}
 	np := &notingPacer{Pacer: retry.Pacers(pacers...), run: &f.run}
 	p.Pacer = np
@@ -439,6 +660,9 @@ func (f *fleet) close() {
 		if f.quota != nil {
 			wg.Go(func() { f.quota.Close() })
 		}
+		if f.auto != nil {
+			wg.Go(func() { f.auto.Close() })
+		}
 		if f.cooldown != nil {
 			wg.Go(func() { f.cooldown.Close() })
 		}
@@ -461,7 +685,7 @@ func (f *fleet) close() {
 type fleetLog struct {
 	log   *eventLog
 	name  string
-	quota redisretry.Limit
+	quota string // as given: "600/1m", "auto"
 	url   string
 
 	mu      sync.Mutex
@@ -506,14 +730,14 @@ func (l *fleetLog) event(e redisretry.Event) {
 			if e.Err != nil {
 				reason = redactPassword(strings.TrimPrefix(e.Err.Error(), "redisretry: "), l.url)
 			}
-			l.log.note("fleet", fmt.Sprintf("Redis at %s unavailable (%s): fleet %s's limits are decided by this process alone until it answers",
+			l.log.fleetState(fmt.Sprintf("Redis at %s unavailable (%s): fleet %s's limits are decided by this process alone until it answers",
 				redactedURL(l.url), oneLine(reason), l.name))
 		case was && !now:
-			l.log.note("fleet", fmt.Sprintf("Redis at %s available again: fleet %s's limits are shared again", redactedURL(l.url), l.name))
+			l.log.fleetState(fmt.Sprintf("Redis at %s available again: fleet %s's limits are shared again", redactedURL(l.url), l.name))
 		}
 	case redisretry.EventQuotaWait:
 		if e.Wait >= fleetWaitLogged {
-			l.log.note("fleet", fmt.Sprintf("waiting %v for fleet %s's quota (%d/%v)", roundDur(e.Wait), l.name, l.quota.Rate, l.quota.Period))
+			l.log.note("fleet", fmt.Sprintf("waiting %v for fleet %s's quota (%s)", roundDur(e.Wait), l.name, l.quota))
 		}
 	case redisretry.EventCooldownWait:
 		if e.Wait >= fleetWaitLogged {

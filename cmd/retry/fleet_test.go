@@ -347,7 +347,7 @@ func TestFleetCooldownShared(t *testing.T) {
 	name := fleetName(t)
 	publish(name, "20")
 	r := runRetry(t, "", []string{"RAN=" + ran}, args([]string{"--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s", "--deadline", "10s", "--kill-after", "0"}, command)...)
-	if r.code != exitGaveUp || countLines(t, ran) != 0 || !strings.Contains(r.stderr, "giving up before the first attempt (the fleet cooldown would need a wait of ") {
+	if r.code != exitTimeout || countLines(t, ran) != 0 || !strings.Contains(r.stderr, "giving up before the first attempt (the fleet cooldown would need a wait of ") {
 		t.Errorf("--deadline 10s inside a 20 s cooldown: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
 	}
 

@@ -111,16 +111,30 @@ OPTIONS
     --redis URL              the Redis server the fleet shares, e.g.
                              redis://127.0.0.1:6379/0,
                              redis://:PASSWORD@host:6379/0,
-                             rediss://host:6380 (TLS), unix:///run/redis.sock
+                             rediss://host:6380 (TLS), unix:///run/redis.sock,
+                             a cluster: redis://h1:p1?addr=h2:p2&addr=h3:p3
     --fleet NAME             the fleet's key, e.g. myproject:gemini-2.5-flash:
                              turns on the fleet's retry budget and its shared
                              cooldown
     --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every
                              attempt of every process waits for its turn
                              (needs --fleet)
+    --fleet-size N           the processes sharing --quota: while Redis is
+                             unavailable each paces at RATE/N (default the
+                             processes counted in Redis, 10 before any was)
     --redis-timeout DURATION time limit of each Redis call, at most a tenth of
                              --deadline; past it this process decides alone
                              (default 20ms)
+    --redis-dial-timeout DURATION
+                             time limit of a connection's setup (the dial,
+                             the TLS handshake), at most a tenth of
+                             --deadline: the first decisions wait for it
+                             (default 1s)
+    --redis-ca FILE          CA certificates (PEM) of a rediss:// Redis
+                             (default the system's, SSL_CERT_FILE)
+    --redis-cert FILE        client certificate (PEM), for a rediss:// Redis
+                             that asks for one
+    --redis-key FILE         the key (PEM) of --redis-cert
   Command:
     --on-exit-codes CODES    exit codes worth a retry, e.g. 1,75 (default any
                              non-zero)
@@ -170,8 +184,9 @@ CONFIG FILE
     once; snake_case and the JS SDK's camelCase are both accepted:
         %s
     A key set to null, an unknown key, or a value out of range is an error
-    naming the file and the key. redis, fleet, quota and redis_timeout are
-    the fleet flags.
+    naming the file and the key. redis, fleet, quota, fleet_size,
+    redis_timeout, redis_dial_timeout, redis_ca, redis_cert and redis_key
+    are the fleet flags (file names relative to the working directory).
         {"attempts": 8, "initial_delay": 0.5, "max_delay": 30, "deadline": 300}
         {"redis": "redis://ci-redis:6379/0", "fleet": "gemini-flash",
          "quota": "600/1m"}
@@ -181,7 +196,8 @@ EXIT STATUS
     2      bad usage or config (a command may also exit 2)
     124    the last attempt was stopped by --attempt-timeout, --deadline
            or SIGALRM (with --preserve-status: the command's own status),
-           or the --deadline passed before the first (nothing was run)
+           or the --deadline passed before the first, or the fleet's
+           quota or cooldown would need a wait past it (nothing was run)
     126    the command could not be run (permission denied); not retried
     127    the command was not found; not retried
     128+N  the last attempt was killed by signal N; 137 when retry had to
@@ -194,7 +210,8 @@ EXIT STATUS
 
 EXAMPLES
     retry --deadline 300s --attempts 8 -- ./deploy.sh
-    retry --on-exit-codes 1,75 --attempt-timeout 30s -- make test
+    retry --on-exit-codes 2 --attempt-timeout 30s -- make test
+        (GNU make exits 2 when a recipe fails, whatever the recipe's code)
     retry --foreground -- ssh host uptime
     retry --redis redis://127.0.0.1:6379/0 --fleet gemini --quota 600/1m \
         -- ./ask.sh
@@ -283,9 +300,19 @@ DESCRIPTION
     Retry-After header or google.rpc.RetryInfo body is honoured (capped by
     --max-retry-after). Other statuses (400, 401, 403, 404, ...) are final.
 
-    GET, HEAD, OPTIONS, PUT and DELETE are retried. POST and PATCH are sent
-    once unless --idempotent or --idempotency-key is given (or an
-    Idempotency-Key header): repeating them could run them twice.
+    GET, HEAD, OPTIONS, PUT and DELETE are retried. A POST or PATCH that may
+    have reached the server is sent again only when it is safe to repeat:
+    with --idempotent, with --idempotency-key (or an Idempotency-Key
+    header), or when it calls one of Google's read-only generative AI
+    methods on any host (a path .../models/NAME:generateContent, and
+    streamGenerateContent, countTokens, computeTokens, embedContent,
+    batchEmbedContents, predict, rawPredict on models, tunedModels or
+    endpoints). Any other POST or PATCH is sent once, except after an
+    answer that proves the server did not act on it: a 429, or a 503 with
+    Retry-After or RetryInfo, is retried for every method, as is a refused
+    connection. --not-idempotent turns off all but the last: a refused
+    connection is still retried, nothing else is (for a predict call whose
+    model writes, or a server that acts and then says 429).
 
     The body goes to stdout (or -o FILE); one line per retry goes to stderr.
     Secrets are never logged (not with -v either): Authorization, Cookie,
@@ -294,6 +321,12 @@ DESCRIPTION
     REDACTED. A URL without a scheme is an http:// URL; one with a space or
     a control character is refused (exit 3). As in curl, no Referer is sent
     on a redirect.
+
+    --profile NAME sets the policy and, for flex and priority, sends Vertex
+    AI's consumption headers (X-Vertex-AI-LLM-Request-Type,
+    X-Vertex-AI-LLM-Shared-Request-Type); a -H of the same name wins ('Name;'
+    sends it empty, 'Name:' none). Those two are served by the global
+    endpoint only: a regional Vertex AI host is refused (exit 2).
 
     For curl users, three flags differ: curl's --retry N is --attempts N+1
     here (attempts count the first one), --retry-delay is --initial-delay
@@ -396,6 +429,9 @@ OPTIONS
                              send an Idempotency-Key header (auto: a random
                              UUID, the same on every attempt); makes a POST
                              retryable
+    --not-idempotent         never send the request again once it may have
+                             reached the server (not after a 429 either;
+                             turns off the Google read-only rule)
     --profile NAME           %[2]s
     --config FILE            JSON settings (see 'retry --help', CONFIG FILE)
     --seed N                 seed of the jitter (default random)
@@ -410,9 +446,19 @@ OPTIONS
                              pauses every process)
     --quota RATE             the fleet's quota, e.g. 40/1s or 600/1m: every
                              attempt of every process waits for its turn
-                             (needs --fleet)
+                             (needs --fleet); auto or auto:MAX (e.g.
+                             auto:600/1m): a rate the fleet learns from its
+                             429s, from MAX (default 10000/1s) down
+    --fleet-size N           the processes sharing --quota: while Redis is
+                             unavailable each paces at RATE/N (default the
+                             processes counted in Redis, 10 before any was)
     --redis-timeout DURATION time limit of each Redis call, at most a tenth of
                              --deadline (default 20ms)
+    --redis-dial-timeout DURATION
+                             time limit of a connection's setup (default 1s)
+    --redis-ca FILE          CA certificates (PEM) of a rediss:// Redis
+    --redis-cert FILE        client certificate (PEM) for rediss://
+    --redis-key FILE         the key (PEM) of --redis-cert
 
     DURATION is Go syntax (1.5s, 250ms), a number of seconds or of days
     (1d). Combined one-letter flags work as in curl (-fsSL, -XPOST); flags
@@ -461,7 +507,9 @@ EXIT STATUS
          retried)
     23   the output could not be written (-o, -D)
     26   a request body file (-d @FILE, -F NAME=@FILE, ...) could not be read
-    28   timed out (--max-time, --connect-timeout, --deadline)
+    28   timed out (--max-time, --connect-timeout, --deadline), or the
+         fleet's quota or cooldown would need a wait past --deadline
+         (nothing was sent)
     35   TLS handshake or certificate error (not retried without
          --retry-all-errors)
     47   too many redirects (-L, --max-redirs)

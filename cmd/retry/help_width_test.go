@@ -95,11 +95,10 @@ func TestSimErrorsNameTheFlag(t *testing.T) {
 		{[]string{"overload", "--outage", "2m"}, "the outage (--outage 2m0s from --outage-start 10s) must end within --duration (1m0s)"},
 		{[]string{"overload", "--drop", "--timeout", "0"}, "--drop needs a --timeout above 0"},
 		{[]string{"overload", "--capacity", "1e9", "--duration", "24h"}, "requests (--capacity × --load × --duration) is too many"},
-		{[]string{"fleet", "--processes", "0"}, "invalid value 0 for flag --processes"},
-		{[]string{"fleet", "--processes", "1000", "--clients", "10000"}, "--processes 1000 × --clients 10000: want at most"},
-		{[]string{"fleet", "--jobs", "0"}, "invalid value 0 for flag --jobs"},
-		{[]string{"fleet", "--service", "-1s"}, "invalid value -1s for flag --service"},
-		{[]string{"fleet", "--horizon", "0"}, "invalid value 0s for flag --horizon"},
+		{[]string{"fleet", "--processes", "0"}, "--processes 0: want 1 to 100,000"},
+		{[]string{"fleet", "--processes", "1000", "--clients", "10000"}, "--clients 10000: want at most 1,000,000 callers in all (--processes × --clients)"},
+		{[]string{"fleet", "--service", "-1s"}, "--service -1s: want 0 to 1h"},
+		{[]string{"fleet", "--duration", "0"}, "--duration 0s: want more than 0"},
 		{[]string{"contention", "-runs"}, "flag needs an argument: --runs"},
 		{[]string{"contention", "-nope"}, "flag provided but not defined: -nope"},
 	} {
@@ -125,7 +124,7 @@ func TestSimReportsFit80Columns(t *testing.T) {
 		{"contention", "--clients", "10:20:10", "--runs", "2"},
 		{"overload", "--clients", "1000", "--hosts", "10", "--capacity", "500", "--queue", "50", "--duration", "20s",
 			"--outage-start", "5s", "--outage", "5s", "--strategies", "none,genai,adaptive-throttle"},
-		{"fleet", "--processes", "3", "--clients", "4", "--jobs", "5"},
+		{"fleet", "--processes", "3", "--clients", "4", "--duration", "10s"},
 	} {
 		code, out, errs := runSimArgs(args...)
 		if code != 0 {

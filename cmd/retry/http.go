@@ -79,6 +79,7 @@ type httpFlags struct {
 	compressed     bool
 	url            string
 	idempotent     bool
+	notIdempotent  bool
 	idemKey        string
 	retryAll       bool
 	version        bool
@@ -161,6 +162,7 @@ func newHTTPFlags() *httpFlags {
 	boolean(&h.compressed, "ask for a compressed response and decompress it", "compressed")
 	str(&h.url, "the `URL`", "url")
 	fs.BoolVar(&h.idempotent, "idempotent", false, "the request is safe to repeat: retry it whatever its method")
+	fs.BoolVar(&h.notIdempotent, "not-idempotent", false, "the request must not be repeated once it may have reached the server: no Google read-only rule, no retry after a 429")
 	fs.StringVar(&h.idemKey, "idempotency-key", "", "send an Idempotency-Key header: auto (a random UUID, the same on every attempt) or `VALUE`; makes a POST retryable")
 	boolean(&h.retryAll, "retry DNS and TLS errors too", "retry-all-errors")
 	boolean(&h.version, "print the version", "V", "version")
@@ -266,6 +268,21 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return log.fail(err)
 	}
+	if h.notIdempotent {
+		switch {
+		case h.idempotent:
+			return log.fail(usagef("--not-idempotent and --idempotent say the opposite"))
+		case h.idemKey != "" || x.header.Get("Idempotency-Key") != "":
+			return log.fail(usagef("--not-idempotent and an Idempotency-Key say the opposite"))
+		}
+		log.describe = func(err error) attemptInfo {
+			info := describeHTTP(err)
+			if errors.Is(err, httpretry.ErrNotIdempotent) {
+				info.WhyStop = "the request is marked --not-idempotent"
+			}
+			return info
+		}
+	}
 	for _, w := range x.warnings {
 		log.warn(w)
 	}
@@ -280,8 +297,11 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	sig := watchSignals(cancel)
 	defer sig.stop()
 	h.sig = sig
-	if h.idempotent {
+	switch {
+	case h.idempotent:
 		ctx = httpretry.Idempotent(ctx)
+	case h.notIdempotent:
+		ctx = httpretry.NotIdempotent(ctx)
 	}
 	req, err := http.NewRequestWithContext(ctx, x.method, x.url.String(), bytes.NewReader(x.body))
 	if err != nil {
@@ -304,6 +324,11 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if h.retryAll {
 		opts = append(opts, httpretry.RetryAllErrors())
 	}
+	if prof := h.pf.used; prof.name != "" {
+		// The profile's consumption headers (flex, priority); a -H of the
+		// same name, even empty or removed, is the caller's and wins.
+		opts = append(opts, httpretry.WithProfile(prof.name))
+	}
 	retries := 0
 	following := h.location || h.trusted
 	hops := &hopRecorder{log: log, follow: following}
@@ -318,7 +343,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		return log.fail(err)
 	}
 	defer base.CloseIdleConnections()
-	fl, err := openFleet(h.pf.fleet, log)
+	fl, err := openFleet(h.pf.fleet, p.Deadline, log)
 	if err != nil {
 		return log.fail(err)
 	}
@@ -390,6 +415,11 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 			log.failCode(hops.badLocation, res.exit)
 			return res.exit
 		}
+		if errors.Is(err, httpretry.ErrRegionalEndpoint) {
+			res.exit = exitUsage
+			log.failCode(regionalProfileError(h.pf.used, err), res.exit)
+			return res.exit
+		}
 		res.exit = transportExitCode(err)
 		if !log.gaveUp {
 			log.failCode(fmt.Errorf("%s %s: %v", x.method, httpretry.Redact(x.url), redactURLError(err)), res.exit)
@@ -404,6 +434,18 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	hops.answered(res.exit)
 	return res.exit
+}
+
+// regionalProfileError is the one line for a request refused because its
+// host is a regional Vertex AI endpoint while the profile (priority, flex)
+// is served by the global endpoint only: it names --profile (or the config
+// key) instead of httpretry's option.
+func regionalProfileError(prof profileUse, err error) error {
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, "): "); ok && strings.Contains(msg, "WithProfile(") {
+		msg = rest
+	}
+	return fmt.Errorf("%s %s: %s (use https://aiplatform.googleapis.com, or another profile)", prof.from, prof.name, httpretry.RedactText(msg))
 }
 
 // writeResponse writes the response (headers with -i/-I/-D, the body unless
@@ -644,7 +686,9 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 			x.header[name] = []string{""} // net/http then sends none
 			continue
 		}
-		x.header.Del(name)
+		// Present with no value: nothing is sent, and a header the
+		// transport would add (a --profile's) stays out too.
+		x.header[name] = nil
 	}
 	if v := x.header.Get("Host"); v != "" { // net/http sends req.Host, never Header["Host"]
 		x.host = v
@@ -915,6 +959,9 @@ func transportExitCode(err error) int {
 	}
 	var re *retry.Error
 	if errors.As(err, &re) && re.Last == nil { // refused before any attempt
+		if re.Reason == retry.ReasonDeadline { // the fleet's wait would pass --deadline
+			return curlTimeout
+		}
 		return exitGaveUp
 	}
 	var to interface{ Timeout() bool }

@@ -225,6 +225,24 @@ func (l *eventLog) note(kind, msg string) {
 	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
 }
 
+// fleetState prints a change of the fleet's coordination (Redis unavailable,
+// available again): as note does, but with --quiet and -sS too, and
+// hidden only by -s alone. It is no retry log: it says the fleet's limits
+// are no longer (or again) shared, which a script that asks for errors
+// (-fsS) needs to know, as curl's -S shows its errors.
+func (l *eventLog) fleetState(msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.silent {
+		return
+	}
+	if l.json {
+		l.encode(logRecord{Event: "fleet", Message: msg})
+		return
+	}
+	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
+}
+
 // warn prints a warning of retry's own, even with --quiet or -s (as
 // curl's warnings about -w): as text, or as {"event": "warning", ...}.
 func (l *eventLog) warn(msg string) {

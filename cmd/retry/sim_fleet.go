@@ -1,129 +1,164 @@
 package main
 
 import (
-	"errors"
+	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/backoffkit/retry/sim"
+	"github.com/backoffkit/retry/redisretry"
+	"github.com/backoffkit/retry/redisretry/fleetsim"
 )
 
 func init() {
-	registerSimExperiment(simExperiment{"fleet", "P processes share one quota: each on its own against redisretry's fleet limiters", simFleet})
+	registerSimExperiment(simExperiment{"fleet", "P processes share one quota: the real redisretry limiters (fleetsim) against none", simFleet})
 }
 
-// retryInfoFlag is --retry-info: "reset" (until the window ends), "none",
-// or a fixed DURATION.
-type retryInfoFlag struct{ d time.Duration }
-
-func (r *retryInfoFlag) String() string {
-	switch {
-	case r == nil || r.d == 0:
-		return "reset"
-	case r.d < 0:
-		return "none"
-	}
-	return r.d.String()
+// fleetStrategies are the strategies "retry sim fleet" compares, in order:
+// what each process paces and limits its calls with.
+var fleetStrategies = []struct{ name, what string }{
+	{"local", "backoff and the server's RetryInfo only"},
+	{"fleet-budget", "the fleet's retry budget (redisretry.Budget)"},
+	{"fleet-cooldown", "the fleet's cooldown (redisretry.Cooldown)"},
+	{"fleet-quota", "the fleet's quota (redisretry.Quota, Lease 1 as the CLI)"},
+	{"fleet", "all three: what --fleet NAME --quota RATE sets up"},
+	{"adaptive", "a rate each process learns alone (the AWS SDKs' adaptive mode)"},
+	{"auto", "a rate the fleet learns from its 429s (redisretry.AutoQuota)"},
 }
 
-func (r *retryInfoFlag) Set(s string) error {
-	switch s {
-	case "reset":
-		r.d = 0
-		return nil
-	case "none":
-		r.d = -1
-		return nil
+// fleetSimKey is the fleet's key in the simulated Redis.
+const fleetSimKey = "sim:fleet"
+
+// fleetSimConfig returns the harness's configuration of one strategy: every
+// process runs the real limiters the strategy names, built as the CLI builds
+// them, against a server that enforces the quota's rate over a sliding
+// window (429 with a RetryInfo beyond it).
+func fleetSimConfig(strategy string, base fleetsim.Config, quota redisretry.Limit) (fleetsim.Config, error) {
+	c := base
+	c.Name = strategy
+	capacity := []fleetsim.Step{{At: 0, PerSecond: float64(quota.Rate) / quota.Period.Seconds()}}
+	q := &redisretry.QuotaConfig{Key: fleetSimKey, Limit: quota, Lease: fleetQuotaLease}
+	switch strategy {
+	case "local":
+		c.Server.Capacity = capacity
+	case "fleet-budget":
+		c.Server.Capacity = capacity
+		c.Budget = &redisretry.BudgetConfig{Key: fleetSimKey}
+	case "fleet-cooldown":
+		c.Server.Capacity = capacity
+		c.Cooldown = &redisretry.CooldownConfig{Key: fleetSimKey}
+	case "fleet-quota":
+		c.Quota = q
+	case "fleet":
+		c.Quota = q
+		c.Budget = &redisretry.BudgetConfig{Key: fleetSimKey}
+		c.Cooldown = &redisretry.CooldownConfig{Key: fleetSimKey}
+	case "adaptive":
+		c.Server.Capacity = capacity
+		c.Adaptive = true
+	case "auto":
+		c.Server.Capacity = capacity
+		c.Auto = &redisretry.AutoQuotaConfig{Key: fleetSimKey}
+	default:
+		var known []string
+		for _, s := range fleetStrategies {
+			known = append(known, s.name)
+		}
+		return c, fmt.Errorf("unknown fleet strategy %q (want %s)", strategy, strings.Join(known, ", "))
 	}
-	d, err := parseDuration(s)
-	if err != nil {
-		return err
-	}
-	if d == 0 {
-		return errors.New("want reset, none or a duration above 0")
-	}
-	r.d = d
-	return nil
+	return c, nil
 }
 
 func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
-	def := sim.DefaultFleet()
 	var sf simFlags
-	fs := newSimFlagSet("fleet", &sf, strconv.Itoa(def.Clients))
-	fs.Lookup("clients").Usage = "clients `N` per process, or a range FROM:TO:STEP (default " + strconv.Itoa(def.Clients) + ")"
-	processes := fs.Int("processes", def.Processes, "client processes `P` sharing the quota")
-	jobs := fs.Int("jobs", def.Jobs, "backlog of each client: `N` calls to get done, one at a time")
-	quota := fmt.Sprintf("%d/%v", def.Quota, def.Window)
-	fs.Func("quota", "the server's quota `RATE`, e.g. 600/1m: requests served per window (fixed windows), 429 beyond; the fleet quota paces at it (default 600/1m)", func(s string) error {
+	fs := newSimFlagSet("fleet", &sf, "10")
+	fs.Lookup("clients").Usage = "callers `N` per process, each calling again after its last call and a think time, or a range FROM:TO:STEP (default 10)"
+	processes := fs.Int("processes", 10, "client processes `P` sharing the quota")
+	quota := "600/1m"
+	fs.Func("quota", "the quota `RATE`, e.g. 600/1m: the fleet's quota paces at it, and the server answers 429 beyond it (sliding --window) (default 600/1m)", func(s string) error {
 		quota = s
 		return nil
 	})
-	ri := &retryInfoFlag{d: def.RetryInfo}
-	fs.Var(ri, "retry-info", "what a 429's RetryInfo asks for: reset (the rest of the window), none, or a `DURATION` (default reset)")
-	service := fs.Duration("service", def.Service, "how long the server works on a request it serves")
-	horizon := fs.Duration("horizon", def.Horizon, "the longest simulated time: a backlog not drained by then is reported as never")
-	strategies := fs.String("strategies", strings.Join(sim.DefaultFleetNames, ","), "comma-separated `LIST` of strategies: "+strings.Join(sim.DefaultFleetNames, ", "))
+	duration := fs.Duration("duration", 5*time.Minute, "how long the run lasts, in virtual time")
+	think := fs.Duration("think", time.Second, "each caller's think time between calls (jittered: 0.5 to 1.5 times it)")
+	deadline := fs.Duration("deadline", 30*time.Second, "each call's deadline from its start; 0 for none")
+	window := fs.Duration("window", time.Second, "the window the server counts requests in (sliding)")
+	service := fs.Duration("service", 0, "how long the server works on a request it serves")
+	var def []string
+	for _, s := range fleetStrategies {
+		def = append(def, s.name)
+	}
+	strategies := fs.String("strategies", strings.Join(def, ","), "comma-separated `LIST` of strategies: "+strings.Join(def, ", "))
+	scenario := fs.String("scenario", "", "`NAME` of a fixed scenario instead of the flags above: step (issue 24's comparison: a shared capacity that steps 100, 40, 100 a second, 200 processes, paced by auto, backoff, adaptive and quota)")
 	if done, code := simParse(fs, args, stdout, stderr); done {
 		return code
 	}
 	prog := fs.Name()
+	switch *scenario {
+	case "":
+	case "step":
+		return simFleetStep(env, sf, stdout, stderr, prog)
+	default:
+		return simUsageError(stderr, prog, fmt.Sprintf("--scenario %q: want step", *scenario))
+	}
 	l, err := parseQuota(quota)
 	if err != nil {
 		return simUsageError(stderr, prog, fmt.Sprintf("invalid value %q for flag --quota: %v", quota, err))
 	}
-	if l.Rate > 1<<31-1 {
-		return simUsageError(stderr, prog, fmt.Sprintf("--quota %s: at most %d requests per window", quota, 1<<31-1))
+	base := fleetsim.Config{
+		Processes: *processes, Duration: *duration, Seed: sf.seed,
+		Demand: fleetsim.Demand{Shape: fleetsim.Jittered, Think: *think, Deadline: *deadline},
+		Server: fleetsim.Server{Window: *window, Service: *service},
 	}
-	cfg := def
-	cfg.Processes, cfg.Jobs, cfg.Quota, cfg.Window = *processes, *jobs, int(l.Rate), l.Period
-	cfg.RetryInfo, cfg.Service, cfg.Horizon, cfg.Seed = ri.d, *service, *horizon, sf.seed
-	for _, n := range names(*strategies) {
-		s, err := sim.FleetStrategyByName(n)
-		if err != nil {
-			return simUsageError(stderr, prog, simFlagError(err))
-		}
-		cfg.Strategies = append(cfg.Strategies, s)
-	}
-	if len(cfg.Strategies) == 0 {
-		return simUsageError(stderr, prog, "--strategies is empty")
-	}
+	var configs [][]fleetsim.Config // by --clients value, then strategy
 	for _, n := range sf.clients {
-		c := cfg
-		c.Clients = n
-		if err := c.Validate(); err != nil {
-			return simUsageError(stderr, prog, simFlagError(err))
+		var row []fleetsim.Config
+		for _, s := range names(*strategies) {
+			c, err := fleetSimConfig(s, base, l)
+			if err != nil {
+				return simUsageError(stderr, prog, err.Error())
+			}
+			c.Demand.Callers = n
+			if err := c.Validate(); err != nil {
+				return simUsageError(stderr, prog, fleetSimFlagError(err))
+			}
+			row = append(row, c)
 		}
+		if len(row) == 0 {
+			return simUsageError(stderr, prog, "--strategies is empty")
+		}
+		configs = append(configs, row)
 	}
 	if err := checkPlotDir(sf.plot); err != nil {
 		return simUsageError(stderr, prog, err.Error())
 	}
-	var all []sim.FleetResult
-	pr := newSimProgress(env, stderr, prog, "strategies", len(cfg.Strategies)*len(sf.clients))
-	k := len(cfg.Strategies)
-	for i, n := range sf.clients {
-		c := cfg
-		c.Clients = n
-		c.Progress = func(done, total int) { pr.update(i*total+done, len(sf.clients)*total) }
-		res, err := sim.RunFleet(c)
-		if err != nil {
-			pr.stop()
-			return simUsageError(stderr, prog, simFlagError(err))
+	total := len(configs) * len(configs[0])
+	pr := newSimProgress(env, stderr, prog, "strategies", total)
+	results := make([][]*fleetsim.Result, len(configs))
+	done := 0
+	for i, row := range configs {
+		for _, c := range row {
+			r, err := fleetsim.Run(c)
+			if err != nil {
+				pr.stop()
+				return simFail(stderr, prog, err)
+			}
+			results[i] = append(results[i], r)
+			done++
+			pr.update(done, total)
 		}
-		all = append(all, res...)
 	}
 	pr.stop()
 	if sf.plot != "" {
-		for i, n := range sf.clients {
-			c := cfg
-			c.Clients = n
-			suffix := ""
-			if len(sf.clients) > 1 {
-				suffix = strconv.Itoa(n)
+		for i, rs := range results {
+			dir := sf.plot
+			if len(results) > 1 {
+				dir = filepath.Join(sf.plot, "clients-"+strconv.Itoa(sf.clients[i]))
 			}
-			paths, err := sim.WriteFleetPlots(sf.plot, suffix, c, all[i*k:(i+1)*k])
+			paths, err := fleetsim.WritePlots(dir, rs...)
 			for _, p := range paths {
 				fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
 			}
@@ -133,22 +168,96 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if sf.json {
-		if err := sim.WriteJSON(stdout, all); err != nil {
-			return simFail(stderr, prog, err)
+		for i, rs := range results {
+			for _, r := range rs {
+				b, err := json.Marshal(struct {
+					Clients int `json:"clients"`
+					*fleetsim.Result
+				}{sf.clients[i], r})
+				if err != nil {
+					return simFail(stderr, prog, err)
+				}
+				fmt.Fprintf(stdout, "%s\n", b)
+			}
 		}
 		return exitOK
 	}
-	for i, n := range sf.clients {
-		c := cfg
-		c.Clients = n
+	for i, rs := range results {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintln(stdout, wrap(sim.FleetSummary(c), reportWidth, ""))
-		rows := all[i*k : (i+1)*k]
-		if err := foldReport(stdout, func(w io.Writer) error { return sim.WriteFleetReport(w, c, rows) }); err != nil {
+		fmt.Fprintln(stdout, wrap(fmt.Sprintf("%d processes × %d callers (think %v, deadline %v), quota %s, a server that answers 429 beyond it in a sliding %v window, %v, seed %d: the real redisretry limiters in virtual time (redisretry/fleetsim)",
+			*processes, sf.clients[i], *think, *deadline, quota, *window, *duration, sf.seed), reportWidth, ""))
+		if err := fleetsim.WriteTable(stdout, rs...); err != nil {
 			return simFail(stderr, prog, err)
 		}
 	}
 	return exitOK
+}
+
+// simFleetStep runs fleetsim.StepScenario for the four ways to pace, with
+// the seed of sf, and reports it as fleetsim.WriteSteps does (or as JSON
+// lines, or plots).
+func simFleetStep(env simEnv, sf simFlags, stdout, stderr io.Writer, prog string) int {
+	if err := checkPlotDir(sf.plot); err != nil {
+		return simUsageError(stderr, prog, err.Error())
+	}
+	pacings := []fleetsim.Pacing{fleetsim.PaceAuto, fleetsim.PaceBackoff, fleetsim.PaceAdaptive, fleetsim.PaceQuota}
+	pr := newSimProgress(env, stderr, prog, "pacings", len(pacings))
+	var rs []*fleetsim.Result
+	for i, p := range pacings {
+		r, err := fleetsim.Run(fleetsim.StepScenario(p, sf.seed))
+		if err != nil {
+			pr.stop()
+			return simFail(stderr, prog, err)
+		}
+		rs = append(rs, r)
+		pr.update(i+1, len(pacings))
+	}
+	pr.stop()
+	if sf.plot != "" {
+		paths, err := fleetsim.WritePlots(sf.plot, rs...)
+		for _, p := range paths {
+			fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
+		}
+		if err != nil {
+			return simFail(stderr, prog, err)
+		}
+	}
+	if sf.json {
+		for _, r := range rs {
+			b, err := json.Marshal(r)
+			if err != nil {
+				return simFail(stderr, prog, err)
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+		}
+		return exitOK
+	}
+	fmt.Fprintln(stdout, wrap(fmt.Sprintf("200 processes offering 150 calls a second to a shared capacity of 100, then 40, then 100 a second (a minute each), 429 beyond it; seed %d: the real redisretry limiters in virtual time (redisretry/fleetsim)", sf.seed), reportWidth, ""))
+	if err := fleetsim.WriteSteps(stdout, rs...); err != nil {
+		return simFail(stderr, prog, err)
+	}
+	return exitOK
+}
+
+// fleetSimFlagError turns a fleetsim.Config error into one that names the
+// flag: "fleetsim: invalid Config.Processes = 0: want 1 to 100,000" is
+// "--processes 0: want 1 to 100,000".
+func fleetSimFlagError(err error) string {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "fleetsim: invalid Config.Demand.Callers = "); ok {
+		n, _, _ := strings.Cut(rest, ":")
+		return "--clients " + n + ": want at most 1,000,000 callers in all (--processes × --clients)"
+	}
+	for field, flag := range map[string]string{
+		"Config.Processes": "--processes", "Config.Duration": "--duration",
+		"Config.Demand.Think": "--think", "Config.Demand.Deadline": "--deadline", "Config.Server.Window": "--window",
+		"Config.Server.Service": "--service", "Config.Server.Capacity[0].PerSecond": "--quota",
+	} {
+		if rest, ok := strings.CutPrefix(msg, "fleetsim: invalid "+field+" = "); ok {
+			return flag + " " + rest
+		}
+	}
+	return strings.TrimPrefix(msg, "fleetsim: ")
 }

@@ -285,15 +285,18 @@ func TestSimContentionReport(t *testing.T) {
 }
 
 func TestSimFleet(t *testing.T) {
+	// retry sim fleet runs the real limiters (redisretry/fleetsim), not a
+	// copy of their models (issue 21 phase 3): the fleet's quota keeps the
+	// server within its quota, the processes alone do not.
 	dir := t.TempDir()
-	args := []string{"fleet", "--processes", "4", "--clients", "5", "--jobs", "20", "--quota", "60/10s", "--json", "--plot", dir}
+	args := []string{"fleet", "--processes", "4", "--clients", "5", "--think", "200ms", "--duration", "30s", "--quota", "60/10s", "--json", "--plot", dir}
 	code, out, errs := runSimArgs(args...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 6 {
-		t.Fatalf("%d lines, want 6 strategies:\n%s", len(lines), out)
+	if len(lines) != len(fleetStrategies) {
+		t.Fatalf("%d lines, want %d strategies:\n%s", len(lines), len(fleetStrategies), out)
 	}
 	rows := map[string]map[string]any{}
 	for _, l := range lines {
@@ -301,30 +304,35 @@ func TestSimFleet(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &row); err != nil {
 			t.Fatalf("bad JSON %q: %v", l, err)
 		}
-		for _, k := range []string{"strategy", "processes", "clients", "jobs", "share_429", "amplification", "goodput", "fairness", "drain_s", "max_window"} {
+		for _, k := range []string{"name", "clients", "processes", "attempts", "rejected_429", "utilisation", "seed"} {
 			if _, ok := row[k]; !ok {
-				t.Errorf("row lacks %q: %s", k, l)
+				t.Errorf("row lacks %q: %.200s", k, l)
 			}
 		}
-		rows[row["strategy"].(string)] = row
+		rows[row["name"].(string)] = row
 	}
-	if rows["fleet"]["share_429"].(float64) != 0 || rows["local"]["share_429"].(float64) == 0 || rows["fleet"]["jobs"].(float64) != 400 {
-		t.Errorf("429 shares: fleet %v, local %v", rows["fleet"]["share_429"], rows["local"]["share_429"])
+	for _, s := range []string{"fleet", "fleet-quota"} {
+		if rows[s]["rejected_429"].(float64) != 0 || rows[s]["seconds_over"].(float64) != 0 || rows[s]["attempts"].(float64) == 0 {
+			t.Errorf("%s: %v answered 429, %v seconds over the quota, %v attempts; want 0, 0, some", s, rows[s]["rejected_429"], rows[s]["seconds_over"], rows[s]["attempts"])
+		}
 	}
-	checkSVG(t, filepath.Join(dir, "fleet-load.svg"), 7) // 6 strategies + the quota
-	checkSVG(t, filepath.Join(dir, "fleet-429.svg"), 6)
-	checkSVG(t, filepath.Join(dir, "fleet-wasted.svg"), 6)
+	if rows["local"]["rejected_429"].(float64) == 0 || rows["local"]["clients"].(float64) != 5 {
+		t.Errorf("local: %v answered 429 (want some), clients %v", rows["local"]["rejected_429"], rows["local"]["clients"])
+	}
+	checkSVG(t, filepath.Join(dir, "fleetsim-load.svg"), len(fleetStrategies)+1) // the strategies + the quota
+	checkSVG(t, filepath.Join(dir, "fleetsim-429.svg"), len(fleetStrategies))
+	checkSVG(t, filepath.Join(dir, "fleetsim-ahead.svg"), len(fleetStrategies))
 	if _, again, _ := runSimArgs(args...); again != out {
 		t.Error("same flags printed different JSON")
 	}
 
-	code, out, errs = runSimArgs("fleet", "--processes", "3", "--clients", "2:4:2", "--jobs", "10", "--quota", "20/5s", "--retry-info", "none", "--strategies", "local,fleet")
+	code, out, errs = runSimArgs("fleet", "--processes", "3", "--clients", "2:4:2", "--duration", "20s", "--quota", "20/5s", "--strategies", "local,fleet")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	for _, want := range []string{"3 processes × 2 clients, backlog 60 calls", "3 processes × 4 clients, backlog 120 calls", "quota 20/5s (4/s)",
-		"429 with no RetryInfo", "share_429  share of them answered 429", "Conclusion: local had "} {
-		if !strings.Contains(out, want) {
+	for _, want := range []string{"3 processes × 2 callers (think 1s, deadline 30s), quota 20/5s", "3 processes × 4 callers", "the real redisretry limiters",
+		"answered 429", "seconds over quota+2%", "decided without Redis"} {
+		if !strings.Contains(flat(out), want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
@@ -335,13 +343,16 @@ func TestSimFleet(t *testing.T) {
 		{[]string{"fleet", "--quota", "fast"}, `invalid value "fast" for flag --quota: want COUNT/PERIOD`},
 		{[]string{"fleet", "--quota", "0/1s"}, "the count must be a whole number > 0"},
 		{[]string{"fleet", "--quota", "99999999999/1s"}, "more than 1 per nanosecond (at most 1000000000 per 1s)"},
-		{[]string{"fleet", "--retry-info", "0"}, "want reset, none or a duration above 0"},
-		{[]string{"fleet", "--retry-info", "-3s"}, "must not be negative"},
-		{[]string{"fleet", "--processes", "0"}, "invalid value 0 for flag --processes"},
-		{[]string{"fleet", "--jobs", "0"}, "invalid value 0 for flag --jobs"},
+		{[]string{"fleet", "--processes", "0"}, "--processes 0: want 1 to 100,000"},
+		{[]string{"fleet", "--processes", "100001"}, "--processes 100001: want 1 to 100,000"},
+		{[]string{"fleet", "--clients", "0"}, "--clients"},
+		{[]string{"fleet", "--duration", "0s"}, "--duration 0s: want more than 0"},
+		{[]string{"fleet", "--think", "-1s"}, "--think"},
+		{[]string{"fleet", "--deadline", "-1s"}, "--deadline -1s: want 0 (none) or more"},
+		{[]string{"fleet", "--window", "-1s"}, "--window -1s"},
 		{[]string{"fleet", "--strategies", "local,bogus"}, `unknown fleet strategy "bogus"`},
 		{[]string{"fleet", "--strategies", ""}, "--strategies is empty"},
-		{[]string{"fleet", "--horizon", "0s"}, "invalid value 0s for flag --horizon"},
+		{[]string{"fleet", "--jobs", "10"}, "flag provided but not defined: --jobs"},
 	} {
 		code, out, errs := runSimArgs(tc.args...)
 		if code != exitUsage || out != "" || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {
@@ -364,7 +375,7 @@ func TestSimTablesFit80Columns(t *testing.T) {
 	for _, args := range [][]string{
 		{"overload", "--clients", "1000", "--hosts", "10", "--capacity", "500", "--queue", "50", "--duration", "20s", "--outage-start", "5s", "--outage", "5s"},
 		{"overload", "--clients", "200:400:200", "--hosts", "10", "--capacity", "500", "--queue", "50", "--duration", "10s", "--outage-start", "2s", "--outage", "2s"},
-		{"fleet", "--processes", "4", "--clients", "5", "--jobs", "20", "--quota", "60/10s"},
+		{"fleet", "--processes", "4", "--clients", "5", "--duration", "20s", "--quota", "60/10s"},
 	} {
 		code, out, errs := runSimArgs(args...)
 		if code != 0 {
@@ -375,7 +386,7 @@ func TestSimTablesFit80Columns(t *testing.T) {
 				t.Errorf("%q: a line of %d columns: %q", args, w, l)
 			}
 		}
-		if !strings.Contains(out, "strategy") {
+		if !strings.Contains(out, "strategy") && !strings.Contains(out, "answered 429") {
 			t.Errorf("%q: no table:\n%s", args, out)
 		}
 	}
