@@ -199,12 +199,32 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		defer r.watchdog.close()
 	}
 
-	err = retry.Run(ctx, p, r.attempt)
+	err = r.run(ctx, p)
 	var ce *cmdError
 	if err != nil && !errors.As(err, &ce) && !r.interrupted() && !log.gaveUp {
 		log.fail(err) // not an attempt's failure: nothing said it yet
 	}
 	return r.exitCode(err)
+}
+
+// run is retry.Run with the loop's deadline counted from retry's start, not
+// from the loop's: opening the fleet (a Redis dial) took some of it. A
+// deadline already passed refuses before the first attempt, as the loop
+// refuses an attempt that would start at or after it: retry.Run alone
+// counts its Deadline from its own start and would run one attempt.
+func (r *cmdRunner) run(ctx context.Context, p retry.Policy) error {
+	if !r.loopDeadline.IsZero() {
+		left := time.Until(r.loopDeadline)
+		if left <= 0 {
+			e := &retry.Error{Reason: retry.ReasonDeadline, Cause: context.DeadlineExceeded}
+			if p.Observer != nil {
+				p.Observer(ctx, retry.Event{Kind: retry.EventGiveUp, MaxAttempts: p.Attempts, Reason: retry.ReasonDeadline})
+			}
+			return e
+		}
+		p.Deadline = left
+	}
+	return retry.Run(ctx, p, r.attempt)
 }
 
 // terminalKey names the key that sends sig from a terminal, " (Ctrl-C)",
