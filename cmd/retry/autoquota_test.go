@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/backoffkit/retry/redisretry/fleetsim"
 )
 
 // TestFleetQuotaAutoBadInput (issue 24 item 3): --quota auto and auto:MAX
@@ -73,16 +75,29 @@ func TestFleetQuotaAuto(t *testing.T) {
 // TestSimFleetStep: retry sim fleet --scenario step runs issue 24's
 // comparison (fleetsim.StepScenario) and prints its table.
 func TestSimFleetStep(t *testing.T) {
-	code, out, errs := runSimArgs("fleet", "--scenario", "step")
+	code, out, errs := runSimArgs("fleet", "--scenario", "step", "--seed", "3")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	for _, want := range []string{"pacing       step  cap/s     429 goodput/s    of cap  converged",
-		"auto           0s    100   1.7 %      96.0    96.0 %         7s",
-		"quota         60s     40  59.7 %      40.4   101.0 %      never"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("report lacks %q:\n%s", want, out)
+	// The command prints the library's own report of the same runs: the
+	// auto and quota rows of seed 3, as fleetsim.WriteSteps writes them.
+	for _, p := range []fleetsim.Pacing{fleetsim.PaceAuto, fleetsim.PaceQuota} {
+		r, err := fleetsim.Run(fleetsim.StepScenario(p, 3))
+		if err != nil {
+			t.Fatal(err)
 		}
+		var want strings.Builder
+		if err := fleetsim.WriteSteps(&want, r); err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimRight(want.String(), "\n"), "\n") {
+			if !strings.Contains(out, line+"\n") {
+				t.Errorf("report lacks %q:\n%s", line, out)
+			}
+		}
+	}
+	if !strings.Contains(out, "seed 3:") {
+		t.Errorf("report does not name seed 3:\n%s", out)
 	}
 	code, out, errs = runSimArgs("fleet", "--scenario", "ramp")
 	if code != exitUsage || out != "" || !strings.Contains(errs, `--scenario "ramp": want step`) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -22,6 +23,17 @@ var bin string
 func TestMain(m *testing.M) {
 	if mode := os.Getenv("RETRY_TEST_CHILD"); mode != "" {
 		os.Exit(testChild(mode)) // the test binary as a command run by retry
+	}
+	// A test binary started with a signal ignored (go test under nohup,
+	// or in a script's background job: SIGHUP, SIGINT, SIGQUIT) would pass
+	// that to every retry it runs, and retry by design keeps a SIGHUP
+	// ignored at start ignored: the tests that send it would wait in vain.
+	// Catching them here gives the processes the tests start the default
+	// disposition (exec resets a caught signal), as from a terminal.
+	for _, s := range []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM} {
+		if signal.Ignored(s) {
+			signal.Notify(make(chan os.Signal, 1), s)
+		}
 	}
 	dir, err := os.MkdirTemp("", "retry-cli-test")
 	if err != nil {
