@@ -207,22 +207,19 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return r.exitCode(err)
 }
 
-// run is retry.Run with the loop's deadline counted from retry's start, not
-// from the loop's: opening the fleet (a Redis dial) took some of it. A
-// deadline already passed refuses before the first attempt, as the loop
-// refuses an attempt that would start at or after it: retry.Run alone
+// run is retry.Run, except that a loop deadline (counted from retry's
+// start) already passed refuses before the first attempt, as the loop
+// refuses an attempt that would start at or after its deadline: retry.Run
 // counts its Deadline from its own start and would run one attempt.
 func (r *cmdRunner) run(ctx context.Context, p retry.Policy) error {
 	if !r.loopDeadline.IsZero() {
-		left := time.Until(r.loopDeadline)
-		if left <= 0 {
+		if !time.Now().Before(r.loopDeadline) {
 			e := &retry.Error{Reason: retry.ReasonDeadline, Cause: context.DeadlineExceeded}
 			if p.Observer != nil {
 				p.Observer(ctx, retry.Event{Kind: retry.EventGiveUp, MaxAttempts: p.Attempts, Reason: retry.ReasonDeadline})
 			}
 			return e
 		}
-		p.Deadline = left
 	}
 	return retry.Run(ctx, p, r.attempt)
 }
