@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 )
 
 // jobShell (mode "jobshell") does what an interactive shell does with one
@@ -63,8 +65,8 @@ func testChild(mode string) int {
 	switch mode {
 	case "jobshell":
 		return jobShell()
-	case "fgcheck": // what terminalForeground says, after a ready line
-		fmt.Printf("ready %d %d\nforeground %v\n", os.Getpid(), syscall.Getpgrp(), terminalForeground())
+	case "fgcheck": // what proc.TerminalForeground says, after a ready line
+		fmt.Printf("ready %d %d\nforeground %v\n", os.Getpid(), syscall.Getpgrp(), proc.TerminalForeground())
 		return 0
 	}
 	if mode != "signals" {

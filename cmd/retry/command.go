@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 )
 
 // defaultKillAfter is how long a stopped attempt has between --signal and
@@ -25,13 +25,13 @@ const defaultKillAfter = time.Second
 // notifySignals relays the signals retry forwards to c until stop is called.
 var notifySignals = func(c chan<- os.Signal) (stop func()) {
 	var sigs []os.Signal
-	for _, s := range forwardedSignals {
+	for _, s := range proc.ForwardedSignals {
 		// One ignored when retry started stays ignored, for retry and, as
 		// inherited, for the command (nohup), unless a shell ignored it for
-		// a background job (see ignoredByShell). Go's runtime tells of
+		// a background job (see proc.IgnoredByShell). Go's runtime tells of
 		// SIGHUP and SIGINT only: it catches the others at its start,
 		// ignored or not, and forgets which were.
-		if !signal.Ignored(s) || ignoredByShell(s) {
+		if !signal.Ignored(s) || proc.IgnoredByShell(s) {
 			sigs = append(sigs, s)
 		}
 	}
@@ -66,7 +66,7 @@ func newCommandFlags() *commandFlags {
 	})
 	fs.StringVar(&c.stdinFile, "stdin-file", "", "`FILE` given as stdin to every attempt (replayable), instead of passing stdin through once")
 	fs.Func("signal", "`SIG` sent to a timed-out attempt: a name of kill -l (TERM, INT, HUP, KILL, ...), a number, or 0 (EXIT) for none (default TERM)", func(s string) error {
-		sig, err := parseSignal(s)
+		sig, err := proc.ParseSignal(s)
 		c.stopSig = sig
 		return err
 	})
@@ -134,10 +134,10 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if c.killSet {
 		r.interruptGrace = *killAfter
 	}
-	if !*foreground && becomeSubreaper() && wholeProcess {
+	if !*foreground && proc.BecomeSubreaper() && proc.WholeProcess {
 		// Reap the orphans retry adopts as they exit, not when it exits.
-		r.children.reap = true
-		defer watchChildren(&r.children)()
+		r.children.Reap = true
+		defer proc.WatchChildren(&r.children)()
 	}
 	// A deadline is a deadline: the grace between --signal and SIGKILL
 	// counts inside it. The loop's deadline comes --kill-after (at most half
@@ -153,7 +153,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	r.onInterrupt = func(s os.Signal) {
 		name, key := s.String(), ""
 		if sig, ok := s.(syscall.Signal); ok {
-			name = "SIG" + signalName(sig)
+			name = "SIG" + proc.SignalName(sig)
 			key = terminalKey(sig)
 		}
 		if r.interruptGrace > 0 {
@@ -181,22 +181,22 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	done := make(chan struct{})
 	defer close(done)
 	go r.relay(sigs, cancel, done)
-	if len(jobSignals) > 0 { // (a Ctrl-Z ignored at start cannot be told: see notifySignals)
+	if len(proc.JobSignals) > 0 { // (a Ctrl-Z ignored at start cannot be told: see notifySignals)
 		jobs := make(chan os.Signal, 2)
-		signal.Notify(jobs, jobSignals...)
+		signal.Notify(jobs, proc.JobSignals...)
 		defer signal.Stop(jobs)
 		go r.jobControl(jobs, done)
 	}
-	if alarmSignal != nil {
+	if proc.AlarmSignal != nil {
 		alarms := make(chan os.Signal, 1)
-		signal.Notify(alarms, alarmSignal)
+		signal.Notify(alarms, proc.AlarmSignal)
 		defer signal.Stop(alarms)
 		go r.alarmRelay(alarms, done, log)
 	}
-	if r.group && wholeProcess {
+	if r.group && proc.WholeProcess {
 		// kill -9 of retry ends the attempt's group too.
-		r.watchdog = startWatchdog()
-		defer r.watchdog.close()
+		r.watchdog = proc.StartWatchdog()
+		defer r.watchdog.Close()
 	}
 
 	err = r.run(ctx, p)
@@ -236,33 +236,6 @@ func terminalKey(sig syscall.Signal) string {
 	return ""
 }
 
-// parseSignal parses a signal as timeout -s does: any name of the
-// platform's signals (TERM, SIGTERM, term, WINCH, RTMIN+1) or number, and 0
-// or EXIT for none (the timeout sends no signal; only --kill-after's
-// SIGKILL comes).
-func parseSignal(s string) (syscall.Signal, error) {
-	if n, err := strconv.Atoi(s); err == nil && strings.Trim(s, "0123456789") == "" {
-		if n == 0 {
-			return 0, nil
-		}
-		if !validSignal(n) {
-			return 0, fmt.Errorf("no signal %d here", n)
-		}
-		return syscall.Signal(n), nil
-	}
-	name := strings.ToUpper(s)
-	if rest, ok := strings.CutPrefix(name, "SIG"); ok && rest != "" {
-		name = rest
-	}
-	if name == "EXIT" {
-		return 0, nil
-	}
-	if sig, ok := signalByName(name); ok && name != "" {
-		return sig, nil
-	}
-	return 0, errors.New("unknown signal (want a name of kill -l, e.g. TERM, INT, HUP, KILL, USR1, a number, or 0 for none)")
-}
-
 // signalAt returns when, within a --deadline d, the loop's deadline falls:
 // when the last attempt gets --signal sig, so that its grace, --kill-after
 // but at most half of d, ends at d. With --kill-after 0 (never kill) or
@@ -295,66 +268,15 @@ type cmdRunner struct {
 	onInterrupt    func(os.Signal) // called once the first signal has been passed on to a running attempt
 	preserveStatus bool            // --preserve-status
 
-	children children
-	watchdog *watchdog // kills the running attempt's group if retry is killed; nil if none
+	children proc.Children
+	watchdog *proc.Watchdog // kills the running attempt's group if retry is killed; nil if none
 
 	mu       sync.Mutex
-	proc     *process      // the running attempt, nil between attempts
+	proc     *proc.Process // the running attempt, nil between attempts
 	alarm    chan struct{} // the running attempt's SIGALRM (see alarmRelay)
 	sig      os.Signal     // the first signal received, nil if none
 	forced   bool          // a second signal came: the attempt was killed
 	attempts int
-}
-
-// wholeProcess is true when retry is the whole process (set by main): the
-// children it did not start itself are then the orphans it adopted as a
-// subreaper, which it may reap. (In a test binary, other code starts
-// children that their own Wait must reap.)
-var wholeProcess bool
-
-// children are the attempts retry started and has not waited for yet. With
-// reap set, the other zombie children, orphans that retry adopted (see
-// becomeSubreaper), are reaped as they exit, and never an attempt before
-// its own Wait (whose exit status would be lost).
-type children struct {
-	mu   sync.Mutex
-	pids map[int]bool
-	reap bool
-}
-
-// start starts cmd as a child the reaper leaves to cmd.Wait.
-func (c *children) start(cmd *exec.Cmd) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	if c.pids == nil {
-		c.pids = make(map[int]bool)
-	}
-	c.pids[cmd.Process.Pid] = true
-	return nil
-}
-
-// wait waits for cmd, started by start, then reaps the orphans that exited
-// meanwhile.
-func (c *children) wait(cmd *exec.Cmd) error {
-	err := cmd.Wait()
-	c.mu.Lock()
-	delete(c.pids, cmd.Process.Pid)
-	c.mu.Unlock()
-	c.reapOrphans()
-	return err
-}
-
-// reapOrphans reaps the zombie children that are not attempts (see reap).
-func (c *children) reapOrphans() {
-	if !c.reap {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	reapZombies(func(pid int) bool { return c.pids[pid] })
 }
 
 // cmdError is a failed attempt.
@@ -385,9 +307,9 @@ func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done
 			first := r.sig == nil
 			if first {
 				r.sig = s
-				noteSignal(s)
+				proc.NoteSignal(s)
 			}
-			proc := r.proc
+			child := r.proc
 			if !first && !armed && s == r.sig { // the same keypress, twice: ignored
 				r.mu.Unlock()
 				continue
@@ -398,15 +320,15 @@ func (r *cmdRunner) relay(sigs <-chan os.Signal, cancel context.CancelFunc, done
 			r.mu.Unlock()
 			cancel()
 			switch {
-			case proc == nil:
+			case child == nil:
 			case !first:
-				proc.signal(syscall.SIGKILL)
-			case !r.group && fromTerminal(s) && terminalForeground():
+				child.Signal(syscall.SIGKILL)
+			case !r.group && proc.FromTerminal(s) && proc.TerminalForeground():
 				// --foreground, and retry's group has the terminal: the
 				// terminal sent it to the command too.
 			default:
 				if sig, ok := s.(syscall.Signal); ok {
-					proc.signal(sig)
+					child.Signal(sig)
 				}
 			}
 			if first {
@@ -443,23 +365,23 @@ func (r *cmdRunner) jobControl(sigs <-chan os.Signal, done <-chan struct{}) {
 		select {
 		case s := <-sigs:
 			r.mu.Lock()
-			proc := r.proc
+			child := r.proc
 			r.mu.Unlock()
 			switch {
-			case isSuspend(s):
-				if !canStop() {
+			case proc.IsSuspend(s):
+				if !proc.CanStop() {
 					continue // an orphaned process group ignores Ctrl-Z
 				}
 				// With --foreground, a Ctrl-Z at the terminal stopped the
 				// command too: in retry's process group, so does fg's SIGCONT.
-				suspended = proc != nil && (r.group || !terminalForeground())
+				suspended = child != nil && (r.group || !proc.TerminalForeground())
 				if suspended {
-					proc.suspend()
+					child.Suspend()
 				}
-				stopSelf()
-			case proc != nil && (r.group || suspended):
+				proc.StopSelf()
+			case child != nil && (r.group || suspended):
 				suspended = false
-				proc.resume()
+				child.Resume()
 			}
 		case <-done:
 			return
@@ -498,34 +420,34 @@ func (r *cmdRunner) command(argv []string, stdin io.Reader, pgid int) *exec.Cmd 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, r.stdout, r.stderr
 	cmd.WaitDelay = time.Second // bounds the copy of output left open by orphans
-	prepare(cmd, r.group, pgid)
+	proc.Prepare(cmd, r.group, pgid)
 	return cmd
 }
 
 // start starts an attempt of the command, and runs a file that is not an
 // executable (a script without "#!") with the shell, as execvp and
 // timeout(1) do. With a watchdog, the attempt's process group is made
-// first and the watchdog told of it (see groupHolder): the command, and
+// first and the watchdog told of it (see proc.GroupHolder): the command, and
 // all it starts, are in a group the watchdog knows from their first
 // instruction. It returns the attempt's group if it is not the command's
 // own (0).
 func (r *cmdRunner) start(stdin io.Reader) (*exec.Cmd, int, error) {
 	pgid := 0
 	if r.group && r.watchdog != nil {
-		if h, err := newGroupHolder(); err == nil {
-			r.watchdog.watch(h.pgid())
-			defer h.release() // once the command is in the group
-			pgid = h.pgid()
+		if h, err := proc.NewGroupHolder(); err == nil {
+			r.watchdog.Watch(h.Pgid())
+			defer h.Release() // once the command is in the group
+			pgid = h.Pgid()
 		}
 	}
 	cmd := r.command(r.argv, stdin, pgid)
-	err := r.children.start(cmd)
-	if errors.Is(err, syscall.ENOEXEC) && shell != "" && cmd.Path != "" {
-		cmd = r.command(append([]string{shell, cmd.Path}, r.argv[1:]...), stdin, pgid)
-		err = r.children.start(cmd)
+	err := r.children.Start(cmd)
+	if errors.Is(err, syscall.ENOEXEC) && proc.Shell != "" && cmd.Path != "" {
+		cmd = r.command(append([]string{proc.Shell, cmd.Path}, r.argv[1:]...), stdin, pgid)
+		err = r.children.Start(cmd)
 	}
 	if err == nil && r.group && pgid == 0 {
-		r.watchdog.watch(cmd.Process.Pid)
+		r.watchdog.Watch(cmd.Process.Pid)
 	}
 	return cmd, pgid, err
 }
@@ -541,7 +463,7 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 		}
 		defer f.Close()
 		stdin = f
-	case r.attempts == 0 || isTerminal(r.stdin):
+	case r.attempts == 0 || proc.IsTerminal(r.stdin):
 		// A pipe or a file is used up by the first attempt (a retried one
 		// gets an empty stdin); a terminal is there for every attempt.
 		stdin = r.stdin
@@ -554,12 +476,12 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 	}
 	r.attempts++
 	cmd, pgid, err := r.start(stdin)
-	proc := &process{cmd: cmd, group: r.group, pgid: pgid}
+	child := proc.NewProcess(cmd, r.group, pgid)
 	alarm := make(chan struct{}, 1)
 	if err == nil {
-		r.proc, r.alarm = proc, alarm
+		r.proc, r.alarm = child, alarm
 	} else if r.group {
-		r.watchdog.forget()
+		r.watchdog.Forget()
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -571,20 +493,20 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 	}
 
 	waited := make(chan error, 1)
-	go func() { waited <- r.children.wait(cmd) }()
+	go func() { waited <- r.children.Wait(cmd) }()
 	// In a process group of its own, the command cannot use the terminal:
 	// reading it (or setting its modes) stops it for good. SIGCHLD tells of
 	// a stop.
 	var ttyStop syscall.Signal // SIGTTIN or SIGTTOU stopped the command
 	checkStop := func() {
-		if s, ok := proc.stoppedBy(); ok && isTTYStop(s) {
+		if s, ok := child.StoppedBy(); ok && proc.IsTTYStop(s) {
 			ttyStop = s
-			proc.signal(syscall.SIGKILL)
+			child.Signal(syscall.SIGKILL)
 		}
 	}
 	var stops <-chan os.Signal
 	if r.group {
-		c, stop := notifyChildStops()
+		c, stop := proc.NotifyChildStops()
 		defer stop()
 		stops = c
 		checkStop() // a stop before Notify signalled nobody; waitid still reports it
@@ -602,7 +524,7 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 	// it lingers (unless --kill-after 0 said never, as timeout -k 0).
 	timeUp := func() {
 		timedOut = true
-		proc.signal(r.stopSig)
+		child.Signal(r.stopSig)
 		stoppedAt = time.Now()
 		if r.stopSig == syscall.SIGKILL {
 			killed = true // exit 137, as timeout -s KILL
@@ -652,13 +574,13 @@ wait:
 			}
 		case <-killC:
 			killC = nil
-			if proc.exited() {
+			if child.Exited() {
 				// It ended on the signal; its Wait is on the way. What it
 				// left is killed after, by the clean-up (and said so).
 				continue
 			}
 			killed = true
-			proc.signal(syscall.SIGKILL)
+			child.Signal(syscall.SIGKILL)
 		case <-stops:
 			checkStop()
 		}
@@ -668,7 +590,7 @@ wait:
 	// of it, and its exit status says what ended it. (What it started and
 	// left is dealt with below.)
 	if killed && r.stopSig != syscall.SIGKILL {
-		if byKill, known := killedBySIGKILL(err); known && !byKill {
+		if byKill, known := proc.KilledBySIGKILL(err); known && !byKill {
 			killed = false
 		}
 	}
@@ -681,26 +603,26 @@ wait:
 	leftKilled := false // what the command left running was killed
 	switch {
 	case forced:
-		proc.cleanGroup(time.Time{})
+		child.CleanGroup(time.Time{})
 	case timedOut && r.stopSig == syscall.SIGKILL:
-		proc.cleanGroup(time.Time{})
+		child.CleanGroup(time.Time{})
 	case timedOut && !killAt.IsZero():
-		leftKilled = proc.cleanGroup(killAt)
+		leftKilled = child.CleanGroup(killAt)
 	case r.interrupted() && r.interruptGrace > 0:
 		if killAt.IsZero() {
 			killAt = r.killBy(time.Now(), r.interruptGrace)
 		}
-		proc.cleanGroup(killAt)
+		child.CleanGroup(killAt)
 	}
 	r.mu.Lock()
 	r.proc, r.alarm = nil, nil
 	r.mu.Unlock()
 	if r.group {
-		r.watchdog.forget()
+		r.watchdog.Forget()
 	}
 
 	if ttyStop != 0 {
-		return retry.Permanent(&cmdError{code: 128 + int(ttyStop), what: "stopped by SIG" + signalName(ttyStop) + ": it uses the terminal, from a process group of its own",
+		return retry.Permanent(&cmdError{code: 128 + int(ttyStop), what: "stopped by SIG" + proc.SignalName(ttyStop) + ": it uses the terminal, from a process group of its own",
 			whyStop: "a command that reads the terminal needs --foreground", err: err})
 	}
 	if err == nil && !timedOut {
@@ -748,13 +670,13 @@ wait:
 	ce := &cmdError{code: ee.ExitCode(), what: fmt.Sprintf("exit code %d", ee.ExitCode()), err: err}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
 	if ok && ws.Signaled() {
-		ce.code, ce.what = 128+int(ws.Signal()), "killed by signal "+signalName(ws.Signal())
+		ce.code, ce.what = 128+int(ws.Signal()), "killed by signal "+proc.SignalName(ws.Signal())
 	}
 	// Output nobody reads any more: a shell loop would end here. (An
 	// interrupted run ends anyway, and says so.)
 	switch {
 	case r.interrupted():
-	case closedPipe(r.stdout):
+	case proc.ClosedPipe(r.stdout):
 		ce.whyStop = "retry's stdout is a closed pipe"
 		return retry.Permanent(ce)
 	case ok && ws.Signaled() && ws.Signal() == syscall.SIGPIPE && !containsInt(r.onExit, ce.code):
@@ -787,15 +709,7 @@ func (r *cmdRunner) stopText() string {
 	if r.stopSig == 0 {
 		return "its time was up (--signal 0: no signal)"
 	}
-	return "SIG" + signalName(r.stopSig)
-}
-
-// signalName returns "TERM" for SIGTERM, else the signal's number.
-func signalName(s syscall.Signal) string {
-	if name := platformSignalName(s); name != "" {
-		return name
-	}
-	return strconv.Itoa(int(s))
+	return "SIG" + proc.SignalName(r.stopSig)
 }
 
 // killBy returns when an attempt signalled at from is killed if it still
@@ -813,7 +727,7 @@ func (r *cmdRunner) signalText() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if s, ok := r.sig.(syscall.Signal); ok {
-		return "SIG" + signalName(s)
+		return "SIG" + proc.SignalName(s)
 	}
 	return "the signal"
 }

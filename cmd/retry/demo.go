@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/httpretry"
 )
 
@@ -280,9 +281,9 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		enc.Encode(sum)
 	case cfg.scenario == "random":
-		randomReport(sum).write(stdout, terminalRows(stdout))
+		randomReport(sum).write(stdout, proc.TerminalRows(stdout))
 	default:
-		herdReport(sc, sum).write(stdout, terminalRows(stdout))
+		herdReport(sc, sum).write(stdout, proc.TerminalRows(stdout))
 	}
 	return sig.exitCode()
 }
@@ -494,7 +495,7 @@ func demo(ctx context.Context, cfg demoConfig, progress io.Writer) (demoSummary,
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 
-	tty := isTerminal(progress)
+	tty := proc.IsTerminal(progress)
 	every := time.Second
 	if tty {
 		every = 200 * time.Millisecond

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/httpretry"
 )
 
@@ -362,7 +363,7 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 
-	tty := isTerminal(progress)
+	tty := proc.IsTerminal(progress)
 	every := time.Second
 	if tty {
 		every = 200 * time.Millisecond

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 )
 
 // retry --attempts 1 as a drop-in for timeout(1), and what a shell around
@@ -53,7 +55,7 @@ func waitAsleep(t *testing.T, s *started, pid int) {
 // 130, 143, 129, 131.)
 func TestDiesByTheSignal(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
-		t.Run(signalName(sig), func(t *testing.T) {
+		t.Run(proc.SignalName(sig), func(t *testing.T) {
 			s := startRetry(t, []string{"EXIT_ON=INT,TERM,HUP,QUIT"}, nil, nil, "--attempts", "3")
 			s.cmd.Process.Signal(sig)
 			code, rest := s.wait(t)
@@ -64,7 +66,7 @@ func TestDiesByTheSignal(t *testing.T) {
 			if ws.CoreDump() {
 				t.Errorf("retry dumped core on %v", sig)
 			}
-			if strings.TrimSpace(rest) != "sig "+signalName(sig) || !strings.Contains(s.stderr.String(), "(interrupted)") {
+			if strings.TrimSpace(rest) != "sig "+proc.SignalName(sig) || !strings.Contains(s.stderr.String(), "(interrupted)") {
 				t.Errorf("the child said %q; want the forwarded signal, then the closing line; stderr:\n%s", rest, s.stderr)
 			}
 		})
@@ -325,7 +327,7 @@ func TestBackgroundJobGetsInt(t *testing.T) {
 			{"timeout", []string{to, "20"}, false},
 			{"retry", []string{bin, "--attempts", "1", "--attempt-timeout", "20", "--"}, false},
 		} {
-			t.Run(signalName(sig)+" "+tc.name, func(t *testing.T) {
+			t.Run(proc.SignalName(sig)+" "+tc.name, func(t *testing.T) {
 				argv := append(append([]string{"-c", script, "sh"}, tc.wrapper...), command...)
 				s := startProcess(t, "/bin/sh", nil, &syscall.SysProcAttr{Setpgid: true}, nil, argv...)
 				shell := s.cmd.Process.Pid

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/httpretry"
 )
 
@@ -477,7 +478,7 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 		}
 	}
 	out := newOutput("-o", h.output, stdout)
-	out.binaryCheck = h.output == "" && isTerminal(stdout)
+	out.binaryCheck = h.output == "" && proc.IsTerminal(stdout)
 	// -f: no body for an HTTP error (curl 7.88 still writes -i's headers).
 	noBody := h.head || httpError && h.fail && !h.failBody
 	if h.include || h.head {
@@ -587,7 +588,7 @@ type request struct {
 	warnings []string // about -w, printed even with -s (as curl)
 }
 
-// prepare builds the request from the flags and the URL argument.
+// proc.Prepare builds the request from the flags and the URL argument.
 func (h *httpFlags) prepare(rawURL string) (*request, error) {
 	u, err := parseHTTPURL(rawURL)
 	if err != nil {
@@ -1219,7 +1220,7 @@ func describeHTTP(err error) attemptInfo {
 }
 
 // signalWatch cancels a context on SIGINT or SIGTERM and remembers which
-// (and notes it: see exitProcess).
+// (and notes it: see proc.ExitProcess).
 type signalWatch struct {
 	stop func()
 	got  chan os.Signal
@@ -1233,7 +1234,7 @@ func watchSignals(cancel context.CancelFunc) *signalWatch {
 	go func() {
 		select {
 		case s := <-sigs:
-			noteSignal(s)
+			proc.NoteSignal(s)
 			w.got <- s
 			cancel()
 		case <-done:
@@ -1249,7 +1250,7 @@ func (w *signalWatch) name() string {
 	case s := <-w.got:
 		w.got <- s
 		if n, ok := s.(syscall.Signal); ok {
-			return "SIG" + signalName(n)
+			return "SIG" + proc.SignalName(n)
 		}
 		return s.String()
 	default:

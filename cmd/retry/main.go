@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/httpretry"
 )
 
@@ -49,13 +50,13 @@ const (
 
 func main() {
 	switch {
-	case isWatchdog():
-		os.Exit(watchdogMain())
-	case isGroupHolder():
-		os.Exit(groupHolderMain())
+	case proc.IsWatchdog():
+		os.Exit(proc.WatchdogMain())
+	case proc.IsGroupHolder():
+		os.Exit(proc.GroupHolderMain())
 	}
-	wholeProcess = true
-	exitProcess(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	proc.WholeProcess = true
+	proc.ExitProcess(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
 // run is the whole command, minus os.Exit: it returns the exit code.

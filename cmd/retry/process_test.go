@@ -277,7 +277,7 @@ func (s *started) wait(t *testing.T) (int, string) {
 
 // TestEachAttemptHasItsOwnProcessGroup: by default the command is in a
 // process group of its own (made for it before it starts, see
-// groupHolder: not retry's, and no other process of the test is in it);
+// proc.GroupHolder: not retry's, and no other process of the test is in it);
 // with --foreground it stays in retry's.
 func TestEachAttemptHasItsOwnProcessGroup(t *testing.T) {
 	s := startRetry(t, []string{"EXIT_ON=TERM"}, nil, nil, "--attempts", "1")

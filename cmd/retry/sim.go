@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/sim"
 )
 
@@ -166,7 +167,7 @@ type simProgress struct {
 // callback and stop when the run is over.
 func newSimProgress(env simEnv, w io.Writer, prog, unit string, total int) *simProgress {
 	after, every := env.progressAfter, env.progressEvery
-	p := &simProgress{w: w, prog: prog, unit: unit, after: after, every: every, tty: isTerminal(w),
+	p := &simProgress{w: w, prog: prog, unit: unit, after: after, every: every, tty: proc.IsTerminal(w),
 		total: total, start: time.Now(), stopc: make(chan struct{}), exit: make(chan struct{})}
 	go func() {
 		defer close(p.exit)

@@ -1,5 +1,7 @@
-package main
+package proc
 
-import "syscall"
+import (
+	"syscall"
+)
 
 const ioctlGetTermios = syscall.TCGETS

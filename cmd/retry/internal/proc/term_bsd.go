@@ -1,7 +1,9 @@
 //go:build darwin || freebsd || netbsd || openbsd || dragonfly
 
-package main
+package proc
 
-import "syscall"
+import (
+	"syscall"
+)
 
 const ioctlGetTermios = syscall.TIOCGETA

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package main
+package proc
 
 import (
 	"io"
@@ -16,49 +16,49 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// process is one running attempt. In its own process group (the default),
+// Process is one running attempt. In its own process group (the default),
 // every signal retry sends goes to the whole group, so a shell's children
 // and grandchildren are stopped with it; in the terminal's process group
 // (--foreground) only the command itself is signalled, as timeout
 // --foreground does.
-type process struct {
+type Process struct {
 	cmd   *exec.Cmd
 	group bool // the command is in a process group of its own
 	// pgid is that group when the command joined one made for it (see
-	// groupHolder); 0 when the command leads it.
+	// GroupHolder); 0 when the command leads it.
 	pgid int
 }
 
 // id returns the attempt's process group.
-func (p *process) id() int {
+func (p *Process) id() int {
 	if p.pgid != 0 {
 		return p.pgid
 	}
 	return p.cmd.Process.Pid
 }
 
-// prepare sets up cmd to start in a process group of its own (group), or
-// not: a new one it leads (pgid 0), or the one pgid (see groupHolder).
+// Prepare sets up cmd to start in a process group of its own (group), or
+// not: a new one it leads (pgid 0), or the one pgid (see GroupHolder).
 // Where the system can, the command is killed if retry dies (kill -9).
-func prepare(cmd *exec.Cmd, group bool, pgid int) {
+func Prepare(cmd *exec.Cmd, group bool, pgid int) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group, Pgid: pgid}
 	setDeathSignal(cmd.SysProcAttr)
 }
 
-// jobSignals are the job-control signals retry passes on to the attempt:
+// JobSignals are the job-control signals retry passes on to the attempt:
 // Ctrl-Z (SIGTSTP) suspends it, then retry; SIGCONT (fg, bg) resumes it. In
 // a process group of its own, the attempt would get neither.
-var jobSignals = []os.Signal{syscall.SIGTSTP, syscall.SIGCONT}
+var JobSignals = []os.Signal{syscall.SIGTSTP, syscall.SIGCONT}
 
-// suspend stops the attempt: SIGTSTP to its group, or to the command.
-func (p *process) suspend() { p.send(syscall.SIGTSTP) }
+// Suspend stops the attempt: SIGTSTP to its group, or to the command.
+func (p *Process) Suspend() { p.send(syscall.SIGTSTP) }
 
-// resume continues a suspended attempt.
-func (p *process) resume() { p.send(syscall.SIGCONT) }
+// Resume continues a suspended attempt.
+func (p *Process) Resume() { p.send(syscall.SIGCONT) }
 
 // send sends s to the attempt's group, or to the command, and nothing else
 // (signal also sends SIGCONT).
-func (p *process) send(s syscall.Signal) {
+func (p *Process) send(s syscall.Signal) {
 	if p.group {
 		_ = syscall.Kill(-p.id(), s)
 		return
@@ -66,10 +66,10 @@ func (p *process) send(s syscall.Signal) {
 	_ = p.cmd.Process.Signal(s)
 }
 
-// killedBySIGKILL reports whether the command, which ended with err
+// KilledBySIGKILL reports whether the command, which ended with err
 // (cmd.Wait's), was killed by SIGKILL; known is false if its status does
 // not say.
-func killedBySIGKILL(err error) (killed, known bool) {
+func KilledBySIGKILL(err error) (killed, known bool) {
 	if err == nil {
 		return false, true
 	}
@@ -84,22 +84,22 @@ func killedBySIGKILL(err error) (killed, known bool) {
 	return ws.Signaled() && ws.Signal() == syscall.SIGKILL, true
 }
 
-// isSuspend reports whether s is Ctrl-Z's SIGTSTP.
-func isSuspend(s os.Signal) bool { return s == syscall.SIGTSTP }
+// IsSuspend reports whether s is Ctrl-Z's SIGTSTP.
+func IsSuspend(s os.Signal) bool { return s == syscall.SIGTSTP }
 
-// isTTYStop reports whether s stops a process that uses the terminal from
+// IsTTYStop reports whether s stops a process that uses the terminal from
 // a background process group (SIGTTIN, SIGTTOU).
-func isTTYStop(s syscall.Signal) bool { return s == syscall.SIGTTIN || s == syscall.SIGTTOU }
+func IsTTYStop(s syscall.Signal) bool { return s == syscall.SIGTTIN || s == syscall.SIGTTOU }
 
-// stopSelf stops retry, as SIGTSTP's default action would have.
-func stopSelf() { _ = syscall.Kill(syscall.Getpid(), syscall.SIGSTOP) }
+// StopSelf stops retry, as SIGTSTP's default action would have.
+func StopSelf() { _ = syscall.Kill(syscall.Getpid(), syscall.SIGSTOP) }
 
-// signal sends s to the attempt: to its process group, or to the command.
+// Signal sends s to the attempt: to its process group, or to the command.
 // To a group it then sends SIGCONT, as timeout(1) does, so that a stopped
 // process (Ctrl-Z, SIGSTOP) gets the signal now rather than when someone
 // resumes it: without it a stopped attempt held retry forever with
 // --kill-after 0.
-func (p *process) signal(s syscall.Signal) {
+func (p *Process) Signal(s syscall.Signal) {
 	if p.group {
 		_ = syscall.Kill(-p.id(), s)
 		if s != syscall.SIGKILL && s != syscall.SIGCONT {
@@ -112,8 +112,8 @@ func (p *process) signal(s syscall.Signal) {
 
 // groupLeft reports whether a process of the attempt's group is still
 // there, after reaping those of its members that retry has inherited (see
-// becomeSubreaper). Call it only once the command itself has been waited for.
-func (p *process) groupLeft() bool {
+// BecomeSubreaper). Call it only once the command itself has been waited for.
+func (p *Process) groupLeft() bool {
 	if !p.group {
 		return false
 	}
@@ -128,12 +128,12 @@ func (p *process) groupLeft() bool {
 	return syscall.Kill(-pgid, 0) == nil
 }
 
-// cleanGroup waits, after the command was stopped (timeout, deadline,
+// CleanGroup waits, after the command was stopped (timeout, deadline,
 // interrupt) and has exited, for the rest of its process group to exit,
 // and sends SIGKILL to what is left at killAt (at once if killAt has
 // passed). It returns whether it had to. It gives up waiting a second after
 // the SIGKILL (a process in uninterruptible sleep cannot be hurried).
-func (p *process) cleanGroup(killAt time.Time) (killed bool) {
+func (p *Process) CleanGroup(killAt time.Time) (killed bool) {
 	if !p.group {
 		return false
 	}
@@ -146,7 +146,7 @@ func (p *process) cleanGroup(killAt time.Time) (killed bool) {
 		case !giveUp.IsZero() && now.After(giveUp):
 			return killed
 		case giveUp.IsZero() && !now.Before(killAt):
-			p.signal(syscall.SIGKILL)
+			p.Signal(syscall.SIGKILL)
 			killed, giveUp = true, now.Add(time.Second)
 		}
 		<-tick.C
@@ -154,12 +154,12 @@ func (p *process) cleanGroup(killAt time.Time) (killed bool) {
 	return killed
 }
 
-// terminalForeground reports whether retry's process group is the
+// TerminalForeground reports whether retry's process group is the
 // foreground process group of its controlling terminal (whatever stdin is):
 // then the terminal's Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), Ctrl-Z and hangup
 // reach a command run with --foreground directly, and retry must not
 // forward them again.
-func terminalForeground() bool {
+func TerminalForeground() bool {
 	tty, err := os.Open("/dev/tty")
 	if err != nil {
 		return false // no controlling terminal
@@ -170,10 +170,10 @@ func terminalForeground() bool {
 	return errno == 0 && int(pgrp) == syscall.Getpgrp()
 }
 
-// forwardedSignals are the signals retry relays to the running attempt.
-var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+// ForwardedSignals are the signals retry relays to the running attempt.
+var ForwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
-// ignoredByShell reports whether s, ignored when retry started, was
+// IgnoredByShell reports whether s, ignored when retry started, was
 // ignored by a shell for a background job rather than by the user: a
 // non-interactive shell starts "cmd &" with SIGINT and SIGQUIT ignored
 // (POSIX), so that the terminal's Ctrl-C does not reach it. retry catches
@@ -182,19 +182,19 @@ var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGH
 // reach the command, which starts with them at their default. A SIGHUP or
 // SIGTERM ignored at start (nohup) is the user's choice and stays ignored,
 // for retry and the command.
-func ignoredByShell(s os.Signal) bool { return s == syscall.SIGINT || s == syscall.SIGQUIT }
+func IgnoredByShell(s os.Signal) bool { return s == syscall.SIGINT || s == syscall.SIGQUIT }
 
-// alarmSignal is SIGALRM, which timeout(1) takes for its own timer: sent
+// AlarmSignal is SIGALRM, which timeout(1) takes for its own timer: sent
 // to retry, it ends the running attempt as if its --attempt-timeout had
 // come.
-var alarmSignal os.Signal = syscall.SIGALRM
+var AlarmSignal os.Signal = syscall.SIGALRM
 
-// exitBySignal ends retry by s with the signal's default action (see
-// exitProcess), after a second to let another thread take it. It returns
+// ExitBySignal ends retry by s with the signal's default action (see
+// ExitProcess), after a second to let another thread take it. It returns
 // only where it cannot: SIGQUIT where its default cannot be restored (Go's
 // own handler would print a stack trace and exit 2), or where the core
 // dump that its default action makes cannot be turned off.
-func exitBySignal(s syscall.Signal) {
+func ExitBySignal(s syscall.Signal) {
 	signal.Reset(s) // no longer to a channel
 	if s == syscall.SIGQUIT && !noCoreDump() {
 		return
@@ -210,11 +210,11 @@ func exitBySignal(s syscall.Signal) {
 
 // shell runs an executable file that the kernel cannot (ENOEXEC: a script
 // without "#!"), as execvp does.
-const shell = "/bin/sh"
+const Shell = "/bin/sh"
 
-// closedPipe reports whether w is a file nobody reads any more: a pipe or
+// ClosedPipe reports whether w is a file nobody reads any more: a pipe or
 // socket whose reading end is closed, a terminal that hung up.
-func closedPipe(w io.Writer) bool {
+func ClosedPipe(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -232,8 +232,8 @@ func closedPipe(w io.Writer) bool {
 	return closed
 }
 
-// fromTerminal reports whether a terminal sends s to its foreground group.
-func fromTerminal(s os.Signal) bool {
+// FromTerminal reports whether a terminal sends s to its foreground group.
+func FromTerminal(s os.Signal) bool {
 	return s == syscall.SIGINT || s == syscall.SIGHUP || s == syscall.SIGQUIT
 }
 

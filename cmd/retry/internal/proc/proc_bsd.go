@@ -1,6 +1,6 @@
 //go:build darwin || freebsd || netbsd || openbsd || dragonfly
 
-package main
+package proc
 
 import (
 	"os"
@@ -9,20 +9,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// canStop: Ctrl-Z stops retry here (the orphaned-group check reads Linux's
+// CanStop: Ctrl-Z stops retry here (the orphaned-group check reads Linux's
 // /proc).
-func canStop() bool { return true }
+func CanStop() bool { return true }
 
 // setDeathSignal: no parent-death signal here.
 func setDeathSignal(*syscall.SysProcAttr) {}
 
-// notifyChildStops: stops are not watched here (see proc_linux.go).
-func notifyChildStops() (<-chan os.Signal, func()) { return nil, func() {} }
+// NotifyChildStops: stops are not watched here (see proc_linux.go).
+func NotifyChildStops() (<-chan os.Signal, func()) { return nil, func() {} }
 
-func (p *process) stoppedBy() (syscall.Signal, bool) { return 0, false }
+func (p *Process) StoppedBy() (syscall.Signal, bool) { return 0, false }
 
-// exited: not known here before Wait.
-func (p *process) exited() bool { return false }
+// Exited: not known here before Wait.
+func (p *Process) Exited() bool { return false }
 
 // No real-time signal names here (sigRTMin > sigRTMax).
 const sigRTMin, sigRTMax = 1, 0

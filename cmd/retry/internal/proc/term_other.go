@@ -1,13 +1,13 @@
 //go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
 
-package main
+package proc
 
 import (
 	"os"
 )
 
-// isTerminal reports whether w is a character device (a console here).
-func isTerminal(w any) bool {
+// IsTerminal reports whether w is a character device (a console here).
+func IsTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -16,5 +16,5 @@ func isTerminal(w any) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// terminalRows: the size of a console is not read here (0: unknown).
-func terminalRows(any) int { return 0 }
+// TerminalRows: the size of a console is not read here (0: unknown).
+func TerminalRows(any) int { return 0 }

@@ -1,4 +1,4 @@
-package main
+package proc
 
 import (
 	"bytes"
@@ -15,18 +15,18 @@ import (
 
 const prSetChildSubreaper = 36 // PR_SET_CHILD_SUBREAPER, <linux/prctl.h>
 
-// becomeSubreaper makes retry the reaper of the orphaned descendants of its
+// BecomeSubreaper makes retry the reaper of the orphaned descendants of its
 // commands (a shell killed on a timeout leaves its children to their
 // grandparent, not to init), so that retry can reap them and tell when an
 // attempt's process group is gone, even where init does not reap orphans.
 // It reports whether retry is one now.
-func becomeSubreaper() bool {
+func BecomeSubreaper() bool {
 	_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	return errno == 0
 }
 
-// watchChildren reaps c's orphans on every SIGCHLD until stop is called.
-func watchChildren(c *children) (stop func()) {
+// WatchChildren reaps c's orphans on every SIGCHLD until stop is called.
+func WatchChildren(c *Children) (stop func()) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGCHLD)
 	done, ended := make(chan struct{}), make(chan struct{})
@@ -63,13 +63,13 @@ const (
 	cldStopped = 5          // CLD_STOPPED, siginfo's code for a child stopped by a signal
 )
 
-// canStop reports whether Ctrl-Z may stop retry: whether its process group
+// CanStop reports whether Ctrl-Z may stop retry: whether its process group
 // is not orphaned, that is, a member's parent is in another group of the
 // same session (the shell, which will continue it). In an orphaned group
 // (under setsid, a service manager) the kernel ignores SIGTSTP, since
 // nothing would ever continue it; retry does too. Its members are found in
 // /proc; if /proc cannot be read, retry may stop.
-func canStop() bool {
+func CanStop() bool {
 	me, sid := syscall.Getpgrp(), getsid(0)
 	entries, err := os.ReadDir("/proc")
 	if err != nil || sid < 0 {
@@ -125,17 +125,17 @@ func procStat(pid int) (ppid, pgrp, sid int, ok bool) {
 // would run on, orphaned, in its own process group.
 func setDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
 
-// notifyChildStops relays SIGCHLD, which also comes when a child stops.
-func notifyChildStops() (<-chan os.Signal, func()) {
+// NotifyChildStops relays SIGCHLD, which also comes when a child stops.
+func NotifyChildStops() (<-chan os.Signal, func()) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGCHLD)
 	return c, func() { signal.Stop(c) }
 }
 
-// stoppedBy reports whether the command is stopped, and by which signal
+// StoppedBy reports whether the command is stopped, and by which signal
 // (SIGTTIN: it read the terminal from a background process group). It
 // consumes the stop's report (cmd.Wait ignores stops).
-func (p *process) stoppedBy() (syscall.Signal, bool) {
+func (p *Process) StoppedBy() (syscall.Signal, bool) {
 	var info siginfo
 	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(p.cmd.Process.Pid), uintptr(unsafe.Pointer(&info)), syscall.WSTOPPED|syscall.WNOHANG, 0, 0)
 	if errno != 0 || info.pid == 0 || info.code != cldStopped {
@@ -144,9 +144,9 @@ func (p *process) stoppedBy() (syscall.Signal, bool) {
 	return syscall.Signal(info.status), true
 }
 
-// exited reports whether the command has ended and not been waited for
+// Exited reports whether the command has ended and not been waited for
 // yet (waitid with WNOWAIT: its Wait still gets its status).
-func (p *process) exited() bool {
+func (p *Process) Exited() bool {
 	var info siginfo
 	_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(p.cmd.Process.Pid), uintptr(unsafe.Pointer(&info)), syscall.WEXITED|syscall.WNOHANG|wNoWait, 0, 0)
 	return errno == 0 && info.pid != 0

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package main
+package proc
 
 import (
 	"os"
@@ -10,9 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isTerminal reports whether w, a reader or a writer, is a terminal (an
+// IsTerminal reports whether w, a reader or a writer, is a terminal (an
 // *os.File whose terminal attributes can be read).
-func isTerminal(w any) bool {
+func IsTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -22,9 +22,9 @@ func isTerminal(w any) bool {
 	return errno == 0
 }
 
-// terminalRows returns the number of lines of the terminal w is, 0 if w is
+// TerminalRows returns the number of lines of the terminal w is, 0 if w is
 // no terminal or its size is unknown.
-func terminalRows(w any) int {
+func TerminalRows(w any) int {
 	f, ok := w.(*os.File)
 	if !ok {
 		return 0

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package main
+package proc
 
 import (
 	"bufio"
@@ -28,34 +28,34 @@ import (
 // leaves it, and the watchdog exits with retry.
 //
 // The watchdog learns the attempt's group before the command exists: a
-// groupHolder makes the group, the watchdog is told of it, then the
+// GroupHolder makes the group, the watchdog is told of it, then the
 // command starts in it. (Told the command's own group once it had
 // started, the watchdog missed what the command started in the moment
 // before: 1 run in 17 of a test that kills retry at once, under load.)
 
-// watchdogEnv, set to 1 in the watchdog's environment, makes the retry
-// binary the watchdog (see isWatchdog).
+// WatchdogEnv, set to 1 in the watchdog's environment, makes the retry
+// binary the watchdog (see IsWatchdog).
 const watchdogEnv = "RETRY_INTERNAL_WATCHDOG"
 
-// watchdogFD is the watchdog's file descriptor of the pipe.
+// WatchdogFD is the watchdog's file descriptor of the pipe.
 const watchdogFD = 3
 
 // holderEnv, set to 1 in a group holder's environment, makes the retry
-// binary a group holder (see groupHolder).
+// binary a group holder (see GroupHolder).
 const holderEnv = "RETRY_INTERNAL_GROUP_HOLDER"
 
-// watchdog is retry's end of the watchdog's pipe. A nil *watchdog (none
+// Watchdog is retry's end of the watchdog's pipe. A nil *watchdog (none
 // could be started) does nothing.
-type watchdog struct {
+type Watchdog struct {
 	mu     sync.Mutex
 	w      *os.File
 	exited <-chan struct{} // closed once the watchdog has exited and been reaped
 }
 
-// startWatchdog starts the watchdog, with /dev/null for its stdin, stdout
+// StartWatchdog starts the watchdog, with /dev/null for its stdin, stdout
 // and stderr: it holds none of retry's pipes open. It returns nil if the
-// watchdog cannot be started (retry then runs without it).
-func startWatchdog() *watchdog {
+// Watchdog cannot be started (retry then runs without it).
+func StartWatchdog() *Watchdog {
 	exe, err := selfExecutable()
 	if err != nil {
 		return nil
@@ -80,32 +80,32 @@ func startWatchdog() *watchdog {
 		cmd.Wait() // (or retry's reaper reaps it first: see children)
 		close(exited)
 	}()
-	return &watchdog{w: w, exited: exited}
+	return &Watchdog{w: w, exited: exited}
 }
 
-// watch tells the watchdog the process group of the attempt just started.
-func (d *watchdog) watch(pgid int) { d.send(pgid) }
+// Watch tells the watchdog the process group of the attempt just started.
+func (d *Watchdog) Watch(pgid int) { d.send(pgid) }
 
-// forget tells the watchdog that no attempt's group is to be killed.
-func (d *watchdog) forget() { d.send(0) }
+// Forget tells the watchdog that no attempt's group is to be killed.
+func (d *Watchdog) Forget() { d.send(0) }
 
-func (d *watchdog) send(pgid int) {
+func (d *Watchdog) send(pgid int) {
 	if d == nil {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, _ = d.w.WriteString(strconv.Itoa(pgid) + "\n") // a watchdog killed meanwhile: EPIPE, nothing to do
+	_, _ = d.w.WriteString(strconv.Itoa(pgid) + "\n") // a Watchdog killed meanwhile: EPIPE, nothing to do
 }
 
-// close ends the watchdog (it reads the pipe's end with no group to kill)
+// Close ends the watchdog (it reads the pipe's end with no group to kill)
 // and waits a second at most for it to exit: reaped by retry, it leaves no
 // zombie to an init that does not reap orphans (a container's).
-func (d *watchdog) close() {
+func (d *Watchdog) Close() {
 	if d == nil {
 		return
 	}
-	d.forget()
+	d.Forget()
 	d.w.Close()
 	select {
 	case <-d.exited:
@@ -113,9 +113,9 @@ func (d *watchdog) close() {
 	}
 }
 
-// isWatchdog reports whether this process was started as the watchdog:
-// watchdogEnv is 1 and watchdogFD is a pipe.
-func isWatchdog() bool {
+// IsWatchdog reports whether this process was started as the watchdog:
+// WatchdogEnv is 1 and watchdogFD is a pipe.
+func IsWatchdog() bool {
 	if os.Getenv(watchdogEnv) != "1" {
 		return false
 	}
@@ -123,10 +123,10 @@ func isWatchdog() bool {
 	return syscall.Fstat(watchdogFD, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO
 }
 
-// watchdogMain is the watchdog: it reads process groups from its pipe
+// WatchdogMain is the watchdog: it reads process groups from its pipe
 // until retry is gone, then kills the last one with SIGKILL. The signals a
 // terminal, a shell or a supervisor send to retry's job are ignored.
-func watchdogMain() int {
+func WatchdogMain() int {
 	signal.Ignore(syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGTSTP,
 		syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGALRM, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
 	sc := bufio.NewScanner(os.NewFile(watchdogFD, "retry-watchdog"))
@@ -143,7 +143,7 @@ func watchdogMain() int {
 	return 0
 }
 
-// groupHolder is a process that makes an attempt's process group before
+// GroupHolder is a process that makes an attempt's process group before
 // the attempt exists: the retry binary again, leading a group of its own,
 // that waits for its stdin to end. The command joins the group; release
 // then kills the holder (SIGKILL: a holder that a signal to the group
@@ -151,13 +151,13 @@ func watchdogMain() int {
 // same). Its group outlives it as long as the command or what it started
 // is in it. If retry dies first, the holder reads its stdin's end (or gets
 // the parent-death signal) and exits.
-type groupHolder struct {
+type GroupHolder struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 }
 
-// newGroupHolder starts a group holder.
-func newGroupHolder() (*groupHolder, error) {
+// NewGroupHolder starts a group holder.
+func NewGroupHolder() (*GroupHolder, error) {
 	exe, err := selfExecutable()
 	if err != nil {
 		return nil, err
@@ -165,7 +165,7 @@ func newGroupHolder() (*groupHolder, error) {
 	cmd := exec.Command(exe)
 	cmd.Args = []string{"retry (group holder)"}
 	cmd.Env = append(os.Environ(), holderEnv+"=1")
-	prepare(cmd, true, 0)
+	Prepare(cmd, true, 0)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -173,26 +173,26 @@ func newGroupHolder() (*groupHolder, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return &groupHolder{cmd: cmd, stdin: stdin}, nil
+	return &GroupHolder{cmd: cmd, stdin: stdin}, nil
 }
 
-// pgid is the group the holder leads.
-func (h *groupHolder) pgid() int { return h.cmd.Process.Pid }
+// Pgid is the group the holder leads.
+func (h *GroupHolder) Pgid() int { return h.cmd.Process.Pid }
 
-// release kills the holder and waits for it (or for retry's reaper to
+// Release kills the holder and waits for it (or for retry's reaper to
 // have reaped it).
-func (h *groupHolder) release() {
+func (h *GroupHolder) Release() {
 	h.cmd.Process.Kill()
 	h.stdin.Close()
 	h.cmd.Wait()
 }
 
-// isGroupHolder reports whether this process was started as a group
+// IsGroupHolder reports whether this process was started as a group
 // holder.
-func isGroupHolder() bool { return os.Getenv(holderEnv) == "1" }
+func IsGroupHolder() bool { return os.Getenv(holderEnv) == "1" }
 
-// groupHolderMain is a group holder: it waits for its stdin to end.
-func groupHolderMain() int {
+// GroupHolderMain is a group holder: it waits for its stdin to end.
+func GroupHolderMain() int {
 	io.Copy(io.Discard, os.Stdin)
 	return 0
 }
