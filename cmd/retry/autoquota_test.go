@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/redisretry/fleetsim"
 )
 
@@ -35,7 +36,7 @@ func TestFleetQuotaAutoBadInput(t *testing.T) {
 		{[]string{"http", "--config", cfg, "http://127.0.0.1:1/"}, `quota: "auto:nope": auto:MAX: want COUNT/PERIOD`},
 	} {
 		res := runRetry(t, "", nil, tc.args...)
-		if res.code != exitUsage || !strings.Contains(res.stderr, tc.want) {
+		if res.code != cli.ExitUsage || !strings.Contains(res.stderr, tc.want) {
 			t.Errorf("%q: exit %d, want 2 and %q:\n%s", tc.args, res.code, tc.want, res.stderr)
 		}
 	}
@@ -100,7 +101,7 @@ func TestSimFleetStep(t *testing.T) {
 		t.Errorf("report does not name seed 3:\n%s", out)
 	}
 	code, out, errs = runSimArgs("fleet", "--scenario", "ramp")
-	if code != exitUsage || out != "" || !strings.Contains(errs, `--scenario "ramp": want step`) {
+	if code != cli.ExitUsage || out != "" || !strings.Contains(errs, `--scenario "ramp": want step`) {
 		t.Errorf("--scenario ramp: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }

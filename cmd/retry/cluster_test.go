@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -179,7 +180,7 @@ func TestFleetCluster(t *testing.T) {
 
 func TestFleetClusterBadURL(t *testing.T) {
 	r := runRetry(t, "", nil, "--redis", "redis://:s3cret@127.0.0.1:1?addr=127.0.0.1:2&bogus=1", "--fleet", "f", "--", "true")
-	if r.code != exitUsage || !strings.Contains(r.stderr, "--redis: invalid Redis Cluster URL redis://REDACTED@127.0.0.1:1?addr=127.0.0.1:2&bogus=1: unexpected option: bogus") || strings.Contains(r.stderr, "s3cret") {
+	if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--redis: invalid Redis Cluster URL redis://REDACTED@127.0.0.1:1?addr=127.0.0.1:2&bogus=1: unexpected option: bogus") || strings.Contains(r.stderr, "s3cret") {
 		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 }

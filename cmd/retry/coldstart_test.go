@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/internal/redistest"
 )
 
@@ -148,7 +149,7 @@ func TestFleetSizeRedisDown(t *testing.T) {
 	rs := runTogether(t, 12, []string{"http", "-H", "X-Proc: N", "--redis", down, "--fleet", fleetName(t), "--quota", "10/1s", "--fleet-size", "12",
 		"--attempts", "5", "--initial-delay", "1ms", "--max-delay", "1ms", "--jitter", "0", ts.URL})
 	for _, r := range rs {
-		if r.code != exitGaveUp || len(lines(r.stderr, "unavailable")) != 1 {
+		if r.code != cli.ExitGaveUp || len(lines(r.stderr, "unavailable")) != 1 {
 			t.Errorf("exit %d, want 1 (gave up on 503s) and one unavailable line; stderr:\n%s", r.code, r.stderr)
 		}
 	}
@@ -178,7 +179,7 @@ func TestFleetSizeBadInput(t *testing.T) {
 		{[]string{"--config", cfg}, "fleet_size: want a whole number of processes"},
 	} {
 		res := runRetry(t, "", nil, args(tc.args, []string{"--", "true"})...)
-		if res.code != exitUsage || !strings.Contains(res.stderr, tc.want) {
+		if res.code != cli.ExitUsage || !strings.Contains(res.stderr, tc.want) {
 			t.Errorf("%q: exit %d, want 2 and %q:\n%s", tc.args, res.code, tc.want, res.stderr)
 		}
 	}
@@ -248,7 +249,7 @@ func TestFleetQuotaRefusalExitCode(t *testing.T) {
 		tail []string
 		code int
 	}{
-		{nil, []string{"--", "sh", "-c", `echo x >> "$RAN"`}, exitTimeout},
+		{nil, []string{"--", "sh", "-c", `echo x >> "$RAN"`}, cli.ExitTimeout},
 		{[]string{"http"}, []string{url}, curlTimeout},
 	} {
 		name := fleetName(t)

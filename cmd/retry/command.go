@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 )
 
@@ -60,7 +61,7 @@ func newCommandFlags() *commandFlags {
 	fs.SetOutput(io.Discard)
 	c := &commandFlags{fs: fs, pf: addPolicyFlags(fs, false), stopSig: syscall.SIGTERM, killAfter: defaultKillAfter}
 	fs.Func("on-exit-codes", "exit `CODES` that are transient, e.g. 1,75 (default: any non-zero)", func(s string) error {
-		codes, err := parseExitCodes(s)
+		codes, err := cli.ParseExitCodes(s)
 		c.onExit = codes
 		return err
 	})
@@ -71,7 +72,7 @@ func newCommandFlags() *commandFlags {
 		return err
 	})
 	fs.Func("kill-after", "send SIGKILL if the attempt still runs this long after --signal; `DURATION` (default 1s)", func(s string) error {
-		d, err := parseDuration(s)
+		d, err := cli.ParseDuration(s)
 		c.killAfter, c.killSet = d, true
 		return err
 	})
@@ -89,10 +90,10 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stdinFile, stopSig, killAfter, onExit := &c.stdinFile, &c.stopSig, &c.killAfter, &c.onExit
 	foreground, version := &c.foreground, &c.version
 
-	help, err := parseFlags(fs, args)
+	help, err := cli.ParseFlags(fs, args)
 	if help {
 		printCommandHelp(stdout, fs)
-		return exitOK
+		return cli.ExitOK
 	}
 	log := newEventLog(stderr, prog, pf, nil)
 	if err != nil {
@@ -100,12 +101,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return log.fail(err)
 	}
 	if *version {
-		fmt.Fprintln(stdout, versionLine())
-		return exitOK
+		fmt.Fprintln(stdout, cli.VersionLine())
+		return cli.ExitOK
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		return log.fail(usagef("no command given (usage: retry [flags] -- COMMAND [ARGS...]; subcommands: %s)", strings.Join(subcommandNames(), ", ")))
+		return log.fail(cli.Usagef("no command given (usage: retry [flags] -- COMMAND [ARGS...]; subcommands: %s)", strings.Join(subcommandNames(), ", ")))
 	}
 	p, err := pf.build()
 	if err != nil {
@@ -114,12 +115,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if *stdinFile != "" {
 		f, err := os.Open(*stdinFile)
 		if err != nil {
-			return log.fail(usagef("--stdin-file %s: cannot read: %v", *stdinFile, unwrapPath(err)))
+			return log.fail(cli.Usagef("--stdin-file %s: cannot read: %v", *stdinFile, cli.UnwrapPath(err)))
 		}
 		fi, err := f.Stat()
 		f.Close()
 		if err == nil && fi.IsDir() {
-			return log.fail(usagef("--stdin-file %s: is a directory", *stdinFile))
+			return log.fail(cli.Usagef("--stdin-file %s: is a directory", *stdinFile))
 		}
 	}
 
@@ -159,7 +160,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if r.interruptGrace > 0 {
 			now := time.Now()
 			grace := max(r.killBy(now, r.interruptGrace).Sub(now), 0)
-			log.note("interrupt", fmt.Sprintf("%s: waiting up to %v (--kill-after) for the command to end; send %s%s again to kill it now", name, roundDur(grace), name, key))
+			log.note("interrupt", fmt.Sprintf("%s: waiting up to %v (--kill-after) for the command to end; send %s%s again to kill it now", name, cli.RoundDur(grace), name, key))
 			return
 		}
 		log.note("interrupt", fmt.Sprintf("%s: waiting for the command to end; send %s%s again to kill it", name, name, key))
@@ -459,7 +460,7 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 	case r.stdinFile != "":
 		f, err := os.Open(r.stdinFile)
 		if err != nil {
-			return retry.Permanent(&cmdError{code: exitNoExec, start: true, what: fmt.Sprintf("cannot open --stdin-file: %v", err), err: err})
+			return retry.Permanent(&cmdError{code: cli.ExitNoExec, start: true, what: fmt.Sprintf("cannot open --stdin-file: %v", err), err: err})
 		}
 		defer f.Close()
 		stdin = f
@@ -485,9 +486,9 @@ func (r *cmdRunner) attempt(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	if err != nil {
-		code := exitNoExec
+		code := cli.ExitNoExec
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code = exitNotFound
+			code = cli.ExitNotFound
 		}
 		return retry.Permanent(&cmdError{code: code, start: true, what: fmt.Sprintf("cannot run %q: %v", r.argv[0], unwrapExec(err)), err: err})
 	}
@@ -629,12 +630,12 @@ wait:
 		return nil
 	}
 	if killed && !timedOut { // interrupted, and the --kill-after grace ran out
-		return &cmdError{code: 128 + int(syscall.SIGKILL), what: fmt.Sprintf("still running %v after %s: killed with SIGKILL (--kill-after)", roundDur(max(killAt.Sub(stoppedAt), 0)), r.signalText()), err: err}
+		return &cmdError{code: 128 + int(syscall.SIGKILL), what: fmt.Sprintf("still running %v after %s: killed with SIGKILL (--kill-after)", cli.RoundDur(max(killAt.Sub(stoppedAt), 0)), r.signalText()), err: err}
 	}
 	if timedOut {
 		what := "stopped by the --deadline"
 		if early := r.hardDeadline.Sub(r.loopDeadline); early > 0 {
-			what = fmt.Sprintf("stopped by the --deadline (%s %v before it, for --kill-after)", r.stopText(), roundDur(early))
+			what = fmt.Sprintf("stopped by the --deadline (%s %v before it, for --kill-after)", r.stopText(), cli.RoundDur(early))
 		}
 		// The core cancels an attempt at --attempt-timeout with the cause
 		// context.DeadlineExceeded itself, and at the policy's deadline with
@@ -645,18 +646,18 @@ wait:
 		case r.attemptTimeout > 0 && context.Cause(ctx) == context.DeadlineExceeded:
 			what = fmt.Sprintf("timed out after %v (--attempt-timeout)", r.attemptTimeout)
 		}
-		code := exitTimeout
+		code := cli.ExitTimeout
 		switch {
 		case killed && r.stopSig == syscall.SIGKILL:
 			what += "; killed with SIGKILL (--signal)"
 			code = 128 + int(syscall.SIGKILL)
 		case killed:
-			what += fmt.Sprintf("; still running %v after %s: killed with SIGKILL", roundDur(max(killAt.Sub(stoppedAt), 0)), r.stopText())
+			what += fmt.Sprintf("; still running %v after %s: killed with SIGKILL", cli.RoundDur(max(killAt.Sub(stoppedAt), 0)), r.stopText())
 			code = 128 + int(syscall.SIGKILL)
 		case leftKilled:
 			// The command ended on the signal; a process it started did
 			// not (timeout(1) would have left it running): still 124.
-			what += fmt.Sprintf("; a process it started was still running %v after %s: killed with SIGKILL", roundDur(max(killAt.Sub(stoppedAt), 0)), r.stopText())
+			what += fmt.Sprintf("; a process it started was still running %v after %s: killed with SIGKILL", cli.RoundDur(max(killAt.Sub(stoppedAt), 0)), r.stopText())
 		}
 		if r.preserveStatus { // the command's own, as timeout --preserve-status
 			code = commandStatus(err)
@@ -665,7 +666,7 @@ wait:
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
-		return &cmdError{code: exitGaveUp, what: err.Error(), err: err}
+		return &cmdError{code: cli.ExitGaveUp, what: err.Error(), err: err}
 	}
 	ce := &cmdError{code: ee.ExitCode(), what: fmt.Sprintf("exit code %d", ee.ExitCode()), err: err}
 	ws, ok := ee.Sys().(syscall.WaitStatus)
@@ -679,7 +680,7 @@ wait:
 	case proc.ClosedPipe(r.stdout):
 		ce.whyStop = "retry's stdout is a closed pipe"
 		return retry.Permanent(ce)
-	case ok && ws.Signaled() && ws.Signal() == syscall.SIGPIPE && !containsInt(r.onExit, ce.code):
+	case ok && ws.Signaled() && ws.Signal() == syscall.SIGPIPE && !cli.ContainsInt(r.onExit, ce.code):
 		ce.whyStop = "SIGPIPE: what reads its output has gone"
 		return retry.Permanent(ce)
 	}
@@ -692,10 +693,10 @@ wait:
 func commandStatus(err error) int {
 	var ee *exec.ExitError
 	if err == nil {
-		return exitOK
+		return cli.ExitOK
 	}
 	if !errors.As(err, &ee) {
-		return exitGaveUp
+		return cli.ExitGaveUp
 	}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal())
@@ -747,7 +748,7 @@ func (r *cmdRunner) retryable(err error) bool {
 	if ce.timedOut || r.onExit == nil {
 		return true
 	}
-	return containsInt(r.onExit, ce.code)
+	return cli.ContainsInt(r.onExit, ce.code)
 }
 
 // describe turns an attempt error into log fields.
@@ -772,7 +773,7 @@ func (r *cmdRunner) describe(err error) attemptInfo {
 		}
 		if ce.whyStop != "" {
 			info.WhyStop = ce.whyStop
-		} else if r.onExit != nil && !containsInt(r.onExit, code) {
+		} else if r.onExit != nil && !cli.ContainsInt(r.onExit, code) {
 			info.WhyStop = fmt.Sprintf("exit code %d is not in --on-exit-codes", code)
 		}
 	}
@@ -782,7 +783,7 @@ func (r *cmdRunner) describe(err error) attemptInfo {
 // exitCode is the exit status of retry for the loop's result.
 func (r *cmdRunner) exitCode(err error) int {
 	if err == nil {
-		return exitOK
+		return cli.ExitOK
 	}
 	r.mu.Lock()
 	sig := r.sig
@@ -799,13 +800,13 @@ func (r *cmdRunner) exitCode(err error) int {
 		// quota or cooldown would need a wait past it: either way the
 		// deadline cannot be met and nothing ran, a timeout (124), as a
 		// script that tells "out of time" from "failed" expects.
-		return exitTimeout
+		return cli.ExitTimeout
 	}
 	var ce *cmdError
 	if errors.As(err, &ce) {
 		return ce.code
 	}
-	return exitGaveUp
+	return cli.ExitGaveUp
 }
 
 // unwrapExec shortens exec's start errors ("exec: "x": executable file not
@@ -815,5 +816,5 @@ func unwrapExec(err error) error {
 	if errors.As(err, &ee) {
 		return ee.Err
 	}
-	return unwrapPath(err)
+	return cli.UnwrapPath(err)
 }

@@ -12,91 +12,12 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // This file holds the pure parsers of the command: durations, code lists and
 // the JSON config. They take bytes or strings and return values or an error
 // naming the problem; they never print, exit or panic.
-
-// maxSeconds is the largest bare number of seconds accepted (about 292 years,
-// the range of time.Duration).
-const maxSeconds = float64(math.MaxInt64) / float64(time.Second)
-
-// secondsPerDay is the length of timeout(1)'s "d".
-const secondsPerDay = 24 * 60 * 60
-
-// parseDuration parses a duration in Go syntax ("1.5s", "250ms", "1m30s"),
-// a bare number of seconds ("2", "0.25") or a number of days ("1d", "0.5d",
-// as timeout(1) takes them). Negative, NaN, infinite and out-of-range values
-// are errors. "0" returns 0: callers that must tell an explicit zero from
-// "unset" map it to [retry.Zero].
-func parseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, errors.New("empty duration (want e.g. 1.5s, 250ms, 1d or a number of seconds)")
-	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		return secondsToDuration(f)
-	} else if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-		return 0, fmt.Errorf("duration %q is out of range", s)
-	}
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if f, err := strconv.ParseFloat(days, 64); err == nil || errors.Is(err, strconv.ErrRange) {
-			switch {
-			case math.IsNaN(f):
-				return 0, fmt.Errorf("duration %q is not a finite number of days", s)
-			case err != nil || f >= maxSeconds/secondsPerDay:
-				return 0, fmt.Errorf("duration %q is out of range", s)
-			case f < 0:
-				return 0, fmt.Errorf("duration %q must not be negative", s)
-			}
-			d := time.Duration(math.Round(f * secondsPerDay * float64(time.Second)))
-			if d == 0 && f > 0 {
-				return 0, tooSmall(strconv.Quote(s))
-			}
-			return d, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		if strings.Contains(err.Error(), "out of range") {
-			return 0, fmt.Errorf("duration %q is out of range", s)
-		}
-		return 0, fmt.Errorf("invalid duration %q (want e.g. 1.5s, 250ms, 1d or a number of seconds)", s)
-	}
-	if d < 0 {
-		return 0, fmt.Errorf("duration %q must not be negative", s)
-	}
-	if d == 0 && strings.ContainsAny(s, "123456789") {
-		return 0, tooSmall(strconv.Quote(s))
-	}
-	return d, nil
-}
-
-// secondsToDuration converts a number of seconds to a Duration, rejecting
-// negative, NaN, infinite and too large values.
-func secondsToDuration(f float64) (time.Duration, error) {
-	switch {
-	case math.IsNaN(f) || math.IsInf(f, 0):
-		return 0, fmt.Errorf("duration %v is not a finite number of seconds", f)
-	case f < 0:
-		return 0, fmt.Errorf("duration %vs must not be negative", f)
-	case f >= maxSeconds:
-		return 0, fmt.Errorf("duration %vs is out of range", f)
-	}
-	d := time.Duration(math.Round(f * float64(time.Second)))
-	if d == 0 && f > 0 {
-		return 0, tooSmall(strconv.FormatFloat(f, 'g', -1, 64) + "s")
-	}
-	return d, nil
-}
-
-// tooSmall is the error for a positive duration that would round to 0 (which
-// would mean "none" or "the default"): it is refused rather than rounded up
-// to 1ns, a value nobody means.
-func tooSmall(s string) error {
-	return fmt.Errorf("duration %s is below 1ns, the smallest duration (0 means none)", s)
-}
 
 // explicit turns a parsed duration into a Policy field value: 0 becomes
 // [retry.Zero] (an explicit zero), anything else is kept.
@@ -105,82 +26,6 @@ func explicit(d time.Duration) time.Duration {
 		return retry.Zero
 	}
 	return d
-}
-
-// parseIntList parses a comma-separated list of integers ("408, 429").
-// Spaces around items are ignored; an empty string gives an empty non-nil
-// list; an empty item ("1,,2") is an error. Duplicates are dropped, order kept.
-func parseIntList(s string) ([]int, error) {
-	out := []int{}
-	if strings.TrimSpace(s) == "" {
-		return out, nil
-	}
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			return nil, fmt.Errorf("empty item in list %q", s)
-		}
-		n, err := strconv.Atoi(item)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a whole number", item)
-		}
-		if !containsInt(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out, nil
-}
-
-// parseStatusCodes parses a list of HTTP status codes ("408,429,503"); each
-// must be a 4xx or 5xx. An empty string means no status code.
-func parseStatusCodes(s string) ([]int, error) {
-	codes, err := parseIntList(s)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range codes {
-		if err := checkStatusCode(c); err != nil {
-			return nil, err
-		}
-	}
-	return codes, nil
-}
-
-// checkStatusCode checks a status code that is to trigger a retry: it must be
-// a failure, 4xx or 5xx. A 1xx, 2xx or 3xx answer is never retried (a retry
-// loop would repeat a request that worked).
-func checkStatusCode(c int) error {
-	switch {
-	case c < 100 || c > 599:
-		return fmt.Errorf("status code %d is outside 100-599", c)
-	case c < 400:
-		return fmt.Errorf("status code %d is not a failure and cannot trigger a retry (only 4xx and 5xx can)", c)
-	}
-	return nil
-}
-
-// parseExitCodes parses a list of process exit codes ("1,75"); each must be
-// in 1-255 (0 is success and never retried).
-func parseExitCodes(s string) ([]int, error) {
-	codes, err := parseIntList(s)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range codes {
-		if c < 1 || c > 255 {
-			return nil, fmt.Errorf("exit code %d is outside 1-255", c)
-		}
-	}
-	return codes, nil
-}
-
-func containsInt(list []int, n int) bool {
-	for _, v := range list {
-		if v == n {
-			return true
-		}
-	}
-	return false
 }
 
 // configKey is one key accepted in a JSON config file.
@@ -242,7 +87,7 @@ func parseJSONDuration(b json.RawMessage) (time.Duration, error) {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return 0, err
 		}
-		return parseDuration(s)
+		return cli.ParseDuration(s)
 	}
 	var f float64
 	if err := json.Unmarshal(b, &f); err != nil {
@@ -252,7 +97,7 @@ func parseJSONDuration(b json.RawMessage) (time.Duration, error) {
 		}
 		return 0, fmt.Errorf("%s is not a duration (want a number of seconds or a string like \"1.5s\")", b)
 	}
-	return secondsToDuration(f)
+	return cli.SecondsToDuration(f)
 }
 
 // config is what a config file says: a policy holding only the fields the
@@ -339,10 +184,10 @@ func parseConfig(data []byte) (config, error) {
 			if err != nil {
 				return config{}, fmt.Errorf("%s: %v", name, err)
 			}
-			if err := checkStatusCode(code); err != nil {
+			if err := cli.CheckStatusCode(code); err != nil {
 				return config{}, fmt.Errorf("%s: %v", name, err)
 			}
-			if !containsInt(codes, code) {
+			if !cli.ContainsInt(codes, code) {
 				codes = append(codes, code)
 			}
 		}
@@ -351,11 +196,11 @@ func parseConfig(data []byte) (config, error) {
 	if b, ok := raw["jitter_shape"]; ok {
 		var name string
 		if err := json.Unmarshal(b, &name); err != nil {
-			return config{}, fmt.Errorf("%s: want a string, one of %s", keys["jitter_shape"], shapeList())
+			return config{}, fmt.Errorf("%s: want a string, one of %s", keys["jitter_shape"], cli.ShapeList())
 		}
 		s, err := retry.ParseShape(name)
 		if err != nil {
-			return config{}, fmt.Errorf("%s: unknown shape %q (want one of %s)", keys["jitter_shape"], name, shapeList())
+			return config{}, fmt.Errorf("%s: unknown shape %q (want one of %s)", keys["jitter_shape"], name, cli.ShapeList())
 		}
 		p.Shape = s
 	}
@@ -544,13 +389,4 @@ func jsonError(err error) error {
 		return errors.New("truncated JSON")
 	}
 	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// shapeList returns the shape names, comma-separated.
-func shapeList() string {
-	var names []string
-	for _, s := range retry.Shapes() {
-		names = append(names, s.String())
-	}
-	return strings.Join(names, ", ")
 }

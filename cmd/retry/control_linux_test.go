@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // Process control like timeout(1) (the third review's items 15-21, 29,
@@ -117,7 +119,7 @@ func TestKillAfterZero(t *testing.T) {
 	r := runRetryIn(t, []string{"sh", "-c", `trap "" HUP; exec "$@"`, "sh"},
 		"--attempts", "1", "--attempt-timeout", "200ms", "--signal", "HUP", "--kill-after", "0",
 		"--", "sh", "-c", "echo started; sleep 2; echo done")
-	if r.code != exitTimeout || r.stdout != "started\ndone\n" || strings.Contains(r.stderr, "SIGKILL") {
+	if r.code != cli.ExitTimeout || r.stdout != "started\ndone\n" || strings.Contains(r.stderr, "SIGKILL") {
 		t.Errorf("exit %d, stdout %q; want 124 and the command's end (no SIGKILL); stderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -128,7 +130,7 @@ func TestKillAfterZero(t *testing.T) {
 // --kill-after 0 nothing else would ever end it.
 func TestStoppedAttemptGetsTheSignal(t *testing.T) {
 	r := runRetry(t, "", nil, "--attempts", "1", "--attempt-timeout", "200ms", "--kill-after", "0", "--", "sh", "-c", "kill -STOP $$; sleep 30")
-	if r.code != exitTimeout {
+	if r.code != cli.ExitTimeout {
 		t.Errorf("exit %d, want 124; stderr %q", r.code, r.stderr)
 	}
 }
@@ -194,11 +196,11 @@ func TestStopsWhenStdoutIsClosed(t *testing.T) {
 func TestStdinFileAndPastDeadline(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "ran")
 	r := runRetry(t, "", nil, "--stdin-file", t.TempDir(), "--", "touch", mark)
-	if _, err := os.Stat(mark); r.code != exitUsage || err == nil || !strings.Contains(r.stderr, "--stdin-file") {
+	if _, err := os.Stat(mark); r.code != cli.ExitUsage || err == nil || !strings.Contains(r.stderr, "--stdin-file") {
 		t.Errorf("--stdin-file DIR: exit %d, stderr %q, ran: %v", r.code, r.stderr, err == nil)
 	}
 	r = runRetry(t, "", nil, "--deadline", "1ns", "--", "touch", mark)
-	if _, err := os.Stat(mark); r.code != exitTimeout || err == nil || !strings.Contains(r.stderr, "before the first attempt") {
+	if _, err := os.Stat(mark); r.code != cli.ExitTimeout || err == nil || !strings.Contains(r.stderr, "before the first attempt") {
 		t.Errorf("--deadline 1ns: exit %d, stderr %q, ran: %v; want 124, nothing run", r.code, r.stderr, err == nil)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/httpretry"
 )
 
@@ -83,7 +84,7 @@ func expandShortFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 					out = append(out, a)
 					break
 				}
-				return nil, usagef("flag provided but not defined: -%c (in %s)", r, a)
+				return nil, cli.Usagef("flag provided but not defined: -%c (in %s)", r, a)
 			}
 			out = append(out, "-"+string(r))
 			if takesValue(f) {
@@ -116,7 +117,7 @@ func readDataArg(d dataPart) (string, error) {
 	}
 	b, err := readFileArg(name)
 	if err != nil {
-		return "", exitErrorf(curlRead, "%s @%s: cannot read: %v", dashName(d.flag), name, unwrapPath(err))
+		return "", cli.ExitErrorf(curlRead, "%s @%s: cannot read: %v", cli.DashName(d.flag), name, cli.UnwrapPath(err))
 	}
 	if d.flag == "d" || d.flag == "data" {
 		b = bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("\r"), nil), []byte("\n"), nil)
@@ -146,7 +147,7 @@ func urlEncodeArg(arg string) (string, error) {
 	if sep == '@' {
 		b, err := readFileArg(content)
 		if err != nil {
-			return "", exitErrorf(curlRead, "--data-urlencode %s@%s: cannot read: %v", name, content, unwrapPath(err))
+			return "", cli.ExitErrorf(curlRead, "--data-urlencode %s@%s: cannot read: %v", name, content, cli.UnwrapPath(err))
 		}
 		content = string(b)
 	}
@@ -211,7 +212,7 @@ func multipartBody(fields []string) ([]byte, string, error) {
 				filename = v
 			case "":
 			default:
-				return nil, "", usagef("-F %s: unknown parameter %q (want type= or filename=)", name, k)
+				return nil, "", cli.Usagef("-F %s: unknown parameter %q (want type= or filename=)", name, k)
 			}
 		}
 		h := textproto.MIMEHeader{}
@@ -221,7 +222,7 @@ func multipartBody(fields []string) ([]byte, string, error) {
 			path := value[1:]
 			b, err := os.ReadFile(path)
 			if err != nil {
-				return nil, "", exitErrorf(curlRead, "-F %s: cannot read %s: %v", name, path, unwrapPath(err))
+				return nil, "", cli.ExitErrorf(curlRead, "-F %s: cannot read %s: %v", name, path, cli.UnwrapPath(err))
 			}
 			content = b
 			if value[0] == '@' {
@@ -299,7 +300,7 @@ func (o *output) Write(p []byte) (int, error) {
 	}
 	n, err := o.w.Write(p)
 	if err != nil {
-		err = &writeError{fmt.Errorf("%s %s: %v", o.flag, o.displayName(), unwrapPath(err))}
+		err = &writeError{fmt.Errorf("%s %s: %v", o.flag, o.displayName(), cli.UnwrapPath(err))}
 	}
 	return n, err
 }
@@ -316,7 +317,7 @@ func (o *output) displayName() string {
 func (o *output) create() error {
 	f, err := os.Create(o.name)
 	if err != nil {
-		return &writeError{fmt.Errorf("%s %s: %v", o.flag, o.name, unwrapPath(err))}
+		return &writeError{fmt.Errorf("%s %s: %v", o.flag, o.name, cli.UnwrapPath(err))}
 	}
 	o.f, o.w = f, f
 	return nil
@@ -336,7 +337,7 @@ func (o *output) close(create bool) error {
 	f := o.f
 	o.f = nil
 	if err := f.Close(); err != nil {
-		return &writeError{fmt.Errorf("%s %s: %v", o.flag, o.name, unwrapPath(err))}
+		return &writeError{fmt.Errorf("%s %s: %v", o.flag, o.name, cli.UnwrapPath(err))}
 	}
 	return nil
 }
@@ -542,7 +543,7 @@ func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		left := h.deadline - h.offset
 		if left <= 0 { // not fetched: not the effective URL, nor a redirect followed
 			closeRequestBody(req)
-			return nil, exitErrorf(curlTimeout, "the %s passed before the redirect to %s was followed",
+			return nil, cli.ExitErrorf(curlTimeout, "the %s passed before the redirect to %s was followed",
 				h.deadlineName, httpretry.Redact(req.URL))
 		}
 		req = req.WithContext(httpretry.WithPolicy(req.Context(), retry.Policy{Deadline: left}))
@@ -559,8 +560,8 @@ func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		if loc := resp.Header.Get("Location"); loc != "" {
 			if _, err := req.URL.Parse(loc); err != nil {
 				h.refused = true
-				h.badLocation = exitErrorf(curlURLMalformat, "%s %s: %d with a Location that is not a URL (%q: %s)",
-					req.Method, httpretry.Redact(req.URL), resp.StatusCode, redactRawURL(loc), parseProblem(loc, err))
+				h.badLocation = cli.ExitErrorf(curlURLMalformat, "%s %s: %d with a Location that is not a URL (%q: %s)",
+					req.Method, httpretry.Redact(req.URL), resp.StatusCode, cli.RedactRawURL(loc), parseProblem(loc, err))
 			}
 		}
 	}

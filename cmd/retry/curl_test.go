@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/internal/redistest"
 )
 
@@ -184,7 +185,7 @@ func TestCurlRedirectEvents(t *testing.T) {
 		code       int
 	}{
 		{"/old", "redirect 302 " + url + "/new, success", 0},
-		{"/down", "redirect 302 " + url + "/503, retry, give-up", exitGaveUp},
+		{"/down", "redirect 302 " + url + "/503, retry, give-up", cli.ExitGaveUp},
 		{"/loop", "redirect 302 " + url + "/loop, redirect 302 " + url + "/loop, error", curlTooManyRedirs},
 	} {
 		r := runRetry(t, "", nil, args([]string{"http", "-L", "-o", "/dev/null", "--max-redirs", "1", "--attempts", "2", "--log-format", "json"}, fast, []string{url + tc.path})...)
@@ -377,18 +378,18 @@ func TestHTTPFlagsAsUsersTypeThem(t *testing.T) {
 		{[]string{"http", "--codes", "200", "http://127.0.0.1:1/"}, "status code 200 is not a failure"},
 	} {
 		r := runRetry(t, "", nil, tc.args...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "--H") || strings.Contains(r.stderr, " -attempts") {
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "--H") || strings.Contains(r.stderr, " -attempts") {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
 		}
 	}
 	r := runRetry(t, "", nil, "http", "--help")
 	newHTTPFlags().fs.VisitAll(func(f *flag.Flag) {
-		n := dashName(f.Name)
+		n := cli.DashName(f.Name)
 		if !strings.Contains(r.stdout, " "+n+" ") && !strings.Contains(r.stdout, " "+n+",") && !strings.Contains(r.stdout, " "+n+"\n") {
 			t.Errorf("retry http --help does not list %s", n)
 		}
 	})
-	for _, code := range []int{exitGaveUp, curlResolve, curlConnect, curlHTTPError, curlTimeout, curlTLS, curlTooManyRedirs, curlRecv} {
+	for _, code := range []int{cli.ExitGaveUp, curlResolve, curlConnect, curlHTTPError, curlTimeout, curlTLS, curlTooManyRedirs, curlRecv} {
 		if !strings.Contains(r.stdout, fmt.Sprintf("\n    %-4d ", code)) {
 			t.Errorf("retry http --help does not document exit status %d", code)
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/httpretry"
 )
@@ -55,7 +56,7 @@ failure:
 		"+budget (Finagle's retry budget: retries up to 20 %% of the requests of the last 10 s, at least 10 per second, "+
 		"the 10 s divided by --time-scale like the waits) and/or +nohints (ignore Retry-After and RetryInfo), "+
 		"e.g. full+budget. --strategies defaults to: %s (synchronized); %s (quota); %s (random).",
-		shapeList(), strings.Join(retry.ProfileNames(), ", "), strings.Join(demoDefaultStrategies["synchronized"], ","),
+		cli.ShapeList(), strings.Join(retry.ProfileNames(), ", "), strings.Join(demoDefaultStrategies["synchronized"], ","),
 		strings.Join(demoDefaultStrategies["quota"], ","), strings.Join(demoDefaultStrategies["random"], ",")))
 	b.WriteString(`Delays are scaled down (policy durations divided by --time-scale) so the demo
 finishes in seconds; server hints are not scaled.
@@ -168,7 +169,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.Func("duration", "how long new requests arrive (default 5s; random: 8s); `DURATION` like 5s", func(s string) error {
-		d, err := parseDuration(s)
+		d, err := cli.ParseDuration(s)
 		if err != nil {
 			return err
 		}
@@ -219,17 +220,17 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	})
 	fs.BoolVar(&cfg.json, "json", false, "write the summary as JSON on stdout (progress stays on stderr)")
 
-	help, err := parseFlags(fs, args)
+	help, err := cli.ParseFlags(fs, args)
 	if help {
 		fmt.Fprint(stdout, demoUsage())
-		printFlags(stdout, fs)
-		return exitOK
+		cli.PrintFlags(stdout, fs)
+		return cli.ExitOK
 	}
 	if err != nil {
-		return fail(stderr, prog, err)
+		return cli.Fail(stderr, prog, err)
 	}
 	if fs.NArg() > 0 {
-		return fail(stderr, prog, usagef("unexpected argument %q", fs.Arg(0)))
+		return cli.Fail(stderr, prog, cli.Usagef("unexpected argument %q", fs.Arg(0)))
 	}
 	if cfg.strategies == nil {
 		cfg.strategies = demoDefaultStrategies[cfg.scenario]
@@ -269,7 +270,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		sum, err = runHerd(ctx, cfg, sc, stderr)
 	}
 	if err != nil {
-		return fail(stderr, prog, err)
+		return cli.Fail(stderr, prog, err)
 	}
 	if code := sig.exitCode(); code != 0 {
 		sum.Interrupted = true
@@ -379,7 +380,7 @@ func demoBasePolicy(name string, scale float64) (retry.Policy, error) {
 		s, err := retry.ParseShape(name)
 		if err != nil {
 			return p, fmt.Errorf("unknown strategy %q (want no-retry, a shape: %s, or a profile: %s)",
-				name, shapeList(), strings.Join(retry.ProfileNames(), ", "))
+				name, cli.ShapeList(), strings.Join(retry.ProfileNames(), ", "))
 		}
 		p = retry.Google()
 		p.Shape = s
@@ -452,7 +453,7 @@ func demo(ctx context.Context, cfg demoConfig, progress io.Writer) (demoSummary,
 	for i, name := range cfg.strategies {
 		p, err := demoPolicy(name, cfg.scale)
 		if err != nil {
-			return demoSummary{}, usagef("--strategies: %v", err)
+			return demoSummary{}, cli.Usagef("--strategies: %v", err)
 		}
 		srv, err := startFlakyServer(cfg.seed, uint64(i)+1, cfg.failRate)
 		if err != nil {
@@ -666,8 +667,8 @@ func (s *strategyStats) finish() {
 		s.SuccessRate = round2(100 * float64(s.Successes) / float64(s.Requests))
 	}
 	slices.Sort(s.latencies)
-	s.P50MS = ms(percentile(s.latencies, 0.50))
-	s.P99MS = ms(percentile(s.latencies, 0.99))
+	s.P50MS = cli.MS(percentile(s.latencies, 0.50))
+	s.P99MS = cli.MS(percentile(s.latencies, 0.99))
 }
 
 // percentile returns the nearest-rank q-quantile of sorted, 0 if empty.
@@ -678,8 +679,6 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
-
-func ms(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Millisecond)*10) / 10 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
 

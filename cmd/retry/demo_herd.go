@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/httpretry"
 )
@@ -296,7 +297,7 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 	for i, name := range cfg.strategies {
 		p, err := demoPolicy(name, cfg.scale)
 		if err != nil {
-			return demoSummary{}, usagef("--strategies: %v", err)
+			return demoSummary{}, cli.Usagef("--strategies: %v", err)
 		}
 		srv, err := startCapServer(sc, buckets)
 		if err != nil {

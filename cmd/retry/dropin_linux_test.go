@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 )
 
@@ -183,7 +184,7 @@ func TestDaysAsTimeout(t *testing.T) {
 		command []string
 		code    int
 	}{
-		{"0.000002d", []string{"sleep", "30"}, exitTimeout},
+		{"0.000002d", []string{"sleep", "30"}, cli.ExitTimeout},
 		{"1d", []string{"sh", "-c", "exit 3"}, 3},
 		{".5d", []string{"true"}, 0},
 	} {
@@ -229,7 +230,7 @@ func TestSignalZero(t *testing.T) {
 		{"killed", []string{"-s0", "-k0.5", "0.2"}, []string{"--signal", "0", "--kill-after", "0.5", "--attempt-timeout", "0.2"},
 			trap + `sleep 30 & wait; echo woke`, 137, ""},
 		{"ends by itself", []string{"-s", "EXIT", "-k0", "0.1"}, []string{"--signal", "EXIT", "--kill-after", "0", "--attempt-timeout", "0.1"},
-			trap + `sleep 0.5; echo done`, exitTimeout, "done\n"},
+			trap + `sleep 0.5; echo done`, cli.ExitTimeout, "done\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, argv := range [][]string{
@@ -276,7 +277,7 @@ func TestSIGALRMEndsTheAttempt(t *testing.T) {
 			}
 			s.cmd.Process.Signal(syscall.SIGALRM)
 			code, rest := s.wait(t)
-			if code != exitTimeout || !strings.HasPrefix(strings.TrimSpace(rest), "sig INT") {
+			if code != cli.ExitTimeout || !strings.HasPrefix(strings.TrimSpace(rest), "sig INT") {
 				t.Errorf("exit %d, the command said %q; want 124 and sig INT; stderr:\n%s", code, rest, s.stderr)
 			}
 			if n := len(lines(s.stderr.String(), "failed: stopped by SIGALRM")); name == "retry" && n != 2 {
@@ -408,7 +409,7 @@ func TestPreserveStatus(t *testing.T) {
 		})
 	}
 	r := runRetry(t, "", nil, "--attempts", "1", "--attempt-timeout", "0.1", "--", "sleep", "5")
-	if r.code != exitTimeout {
+	if r.code != cli.ExitTimeout {
 		t.Errorf("without --preserve-status: exit %d, want 124", r.code)
 	}
 }

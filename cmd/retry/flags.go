@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // policyFlags are the flags that build a retry.Policy, shared by the command
@@ -54,7 +54,7 @@ func (pf *policyFlags) set(canonical, typed string) {
 	if pf.given == nil {
 		pf.given = map[string]string{}
 	}
-	pf.given[canonical] = dashName(typed)
+	pf.given[canonical] = cli.DashName(typed)
 }
 
 // limitName names the time limit of the Policy field (Deadline,
@@ -67,15 +67,15 @@ func (pf *policyFlags) limitName(field string, v time.Duration) string {
 			continue
 		}
 		if typed, ok := pf.given[f.flag]; ok {
-			return fmt.Sprintf("%s (%v)", typed, roundDur(v))
+			return fmt.Sprintf("%s (%v)", typed, cli.RoundDur(v))
 		}
 		words := strings.ReplaceAll(f.key, "_", " ")
 		if src := pf.from[field]; src != "" {
-			return fmt.Sprintf("%s (%v, from %s)", words, roundDur(v), src)
+			return fmt.Sprintf("%s (%v, from %s)", words, cli.RoundDur(v), src)
 		}
-		return fmt.Sprintf("%s (%v)", words, roundDur(v))
+		return fmt.Sprintf("%s (%v)", words, cli.RoundDur(v))
 	}
-	return roundDur(v).String()
+	return cli.RoundDur(v).String()
 }
 
 // addPolicyFlags registers the policy and logging flags on fs. http adds the
@@ -111,10 +111,10 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 	pf.durFlag(&pf.jitter, "jitter", "jitter", "upper bound of the random extra added to each wait; 0 for none (default 1s)")
 	pf.durFlag(&pf.deadline, "deadline", "deadline", "total time allowed for all attempts and waits, e.g. 300s; 0 for none (default none)")
 	pf.durFlag(&pf.attemptTimeout, "attempt-timeout", "attempt-timeout", "time limit of one attempt; a hung attempt is stopped and retried; 0 for none (default none)")
-	fs.Func("jitter-shape", "backoff `SHAPE`: "+shapeList()+" (default google)", func(s string) error {
+	fs.Func("jitter-shape", "backoff `SHAPE`: "+cli.ShapeList()+" (default google)", func(s string) error {
 		sh, err := retry.ParseShape(s)
 		if err != nil {
-			return fmt.Errorf("unknown shape (want one of %s)", shapeList())
+			return fmt.Errorf("unknown shape (want one of %s)", cli.ShapeList())
 		}
 		pf.shape = sh
 		pf.set("jitter-shape", "jitter-shape")
@@ -148,7 +148,7 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 	pf.addFleetFlags()
 	if http {
 		fs.Func("codes", "HTTP status `CODES` that trigger a retry, 4xx and 5xx only (default 408,429,500,502,503,504)", func(s string) error {
-			c, err := parseStatusCodes(s)
+			c, err := cli.ParseStatusCodes(s)
 			pf.codes = c
 			pf.set("codes", "codes")
 			return err
@@ -162,7 +162,7 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 // as given.
 func (pf *policyFlags) durFlag(dst *time.Duration, name, canonical, usage string) {
 	pf.fs.Func(name, usage+"; `DURATION` like 1.5s, 250ms, or seconds", func(s string) error {
-		d, err := parseDuration(s)
+		d, err := cli.ParseDuration(s)
 		*dst = d
 		pf.set(canonical, name)
 		return err
@@ -188,11 +188,11 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 	if pf.configPath != "" {
 		data, err := os.ReadFile(pf.configPath)
 		if err != nil {
-			return retry.Policy{}, usagef("--config %s: cannot read: %v", pf.configPath, unwrapPath(err))
+			return retry.Policy{}, cli.Usagef("--config %s: cannot read: %v", pf.configPath, cli.UnwrapPath(err))
 		}
 		cfg, err = parseConfig(data)
 		if err != nil {
-			return retry.Policy{}, usagef("--config %s: %v", pf.configPath, err)
+			return retry.Policy{}, cli.Usagef("--config %s: %v", pf.configPath, err)
 		}
 	}
 
@@ -206,7 +206,7 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 	if name != "" {
 		prof, err := retry.Profile(name)
 		if err != nil {
-			return retry.Policy{}, usagef("%s: %s", strings.TrimSuffix(src, " "+name), strings.TrimPrefix(err.Error(), "retry: "))
+			return retry.Policy{}, cli.Usagef("%s: %s", strings.TrimSuffix(src, " "+name), strings.TrimPrefix(err.Error(), "retry: "))
 		}
 		p = prof
 		for _, f := range policyFields {
@@ -292,7 +292,7 @@ var policyFields = []struct{ field, flag, key string }{
 func policyError(err error, from origin) error {
 	var ve *retry.ValidationError
 	if !errors.As(err, &ve) {
-		return &usageError{err.Error()}
+		return &cli.UsageError{Msg: err.Error()}
 	}
 	where := from[ve.Field]
 	if where == "" {
@@ -314,44 +314,7 @@ func policyError(err error, from origin) error {
 				flagName = "--" + f.flag
 			}
 		}
-		return usagef("%s sets %s to %v: %s", where, flagName, value, reason)
+		return cli.Usagef("%s sets %s to %v: %s", where, flagName, value, reason)
 	}
-	return usagef("%s %v: %s", where, value, reason)
-}
-
-// unwrapPath drops the path from an *os.PathError (the caller names it).
-func unwrapPath(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-// printFlags prints fs's flags, sorted, as users type them: -H, --max-time.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		arg, usage := flag.UnquoteUsage(f)
-		if arg == "value" {
-			arg = ""
-		}
-		if _, ok := f.Value.(interface{ IsBoolFlag() bool }); ok {
-			arg = ""
-		}
-		line := "  " + dashName(f.Name)
-		if arg != "" {
-			line += " " + arg
-		}
-		fmt.Fprintf(w, "%s\n      %s\n", line, usage)
-	})
-}
-
-// dashName writes a flag name as users type it: one dash for a one-letter
-// flag (-H), two for a long one (--max-time), as curl and GNU tools do.
-func dashName(name string) string {
-	name = strings.TrimLeft(name, "-")
-	if len([]rune(name)) == 1 {
-		return "-" + name
-	}
-	return "--" + name
+	return cli.Usagef("%s %v: %s", where, value, reason)
 }

@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/redisretry"
 	"github.com/redis/go-redis/v9"
@@ -286,7 +287,7 @@ func redisScheme(raw string) bool {
 // a scheme ("user:s3cret@host:6379"), and is hidden.
 func quoteRedisURL(raw string) string {
 	if strings.Contains(raw, "@") {
-		return hideUserInfo(raw)
+		return cli.HideUserInfo(raw)
 	}
 	return httpretry.RedactText(raw)
 }
@@ -341,7 +342,7 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 	if _, ok := given["redis"]; ok {
 		s.url, from["redis"] = ff.url, "--redis"
 		if err := checkRedisURL(ff.url); err != nil {
-			return usagef("--redis: %v", err)
+			return cli.Usagef("--redis: %v", err)
 		}
 	}
 	if _, ok := given["fleet"]; ok {
@@ -370,36 +371,36 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 	}
 	switch {
 	case s.url == "" && s.name != "":
-		return usagef("%s needs --redis URL (the Redis the processes share)", from["fleet"])
+		return cli.Usagef("%s needs --redis URL (the Redis the processes share)", from["fleet"])
 	case s.url == "" && s.hasQuota():
-		return usagef("%s needs --redis URL and --fleet NAME (the Redis and the key the processes share)", from["quota"])
+		return cli.Usagef("%s needs --redis URL and --fleet NAME (the Redis and the key the processes share)", from["quota"])
 	case s.url == "" && s.timeout != 0:
-		return usagef("%s needs --redis URL", from["redis_timeout"])
+		return cli.Usagef("%s needs --redis URL", from["redis_timeout"])
 	case s.url == "" && s.dial != 0:
-		return usagef("%s needs --redis URL", from["redis_dial_timeout"])
+		return cli.Usagef("%s needs --redis URL", from["redis_dial_timeout"])
 	case s.url == "" && s.ca != "":
-		return usagef("%s needs --redis URL", from["redis_ca"])
+		return cli.Usagef("%s needs --redis URL", from["redis_ca"])
 	case s.url == "" && s.cert != "":
-		return usagef("%s needs --redis URL", from["redis_cert"])
+		return cli.Usagef("%s needs --redis URL", from["redis_cert"])
 	case s.url == "" && s.key != "":
-		return usagef("%s needs --redis URL", from["redis_key"])
+		return cli.Usagef("%s needs --redis URL", from["redis_key"])
 	case s.size != 0 && !s.hasQuota():
-		return usagef("%s needs --quota RATE (the quota the processes share)", from["fleet_size"])
+		return cli.Usagef("%s needs --quota RATE (the quota the processes share)", from["fleet_size"])
 	case s.url != "" && s.name == "":
-		return usagef("%s needs --fleet NAME (the key the processes share)", from["redis"])
+		return cli.Usagef("%s needs --fleet NAME (the key the processes share)", from["redis"])
 	}
 	if s.url != "" {
 		if err := s.checkClient(from); err != nil {
-			return usagef("%v", err)
+			return cli.Usagef("%v", err)
 		}
 	}
 	if s.auto {
 		if !pf.http {
-			return usagef("%s %s: needs retry http (the fleet learns its rate from 429 answers; a command's exit code says nothing of them)", from["quota"], s.quotaText())
+			return cli.Usagef("%s %s: needs retry http (the fleet learns its rate from 429 answers; a command's exit code says nothing of them)", from["quota"], s.quotaText())
 		}
 		if err := s.autoConfig(0, nil, nil).Validate(); err != nil {
 			msg := strings.TrimPrefix(err.Error(), "redisretry: invalid AutoQuotaConfig.")
-			return usagef("%s %s: %s", from["quota"], s.quotaText(), msg)
+			return cli.Usagef("%s %s: %s", from["quota"], s.quotaText(), msg)
 		}
 	}
 	pf.fleet = s
@@ -455,14 +456,14 @@ func openFleet(s fleetSpec, d time.Duration, log *eventLog) (*fleet, error) {
 	cc.DialTimeout = dialTimeout(s, d)
 	node, err := redisretry.NewClientWith(cc)
 	if err != nil { // checked by build
-		return nil, usagef("--redis: %s", redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), s.url))
+		return nil, cli.Usagef("--redis: %s", redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), s.url))
 	}
 	var client redis.UniversalClient = node
 	if _, cluster := firstNode(s.url); cluster {
 		cl, err := newClusterClient(s, cc.DialTimeout, node)
 		node.Close()
 		if err != nil { // checked by build
-			return nil, usagef("--redis: %s", redactPassword(err.Error(), s.url))
+			return nil, cli.Usagef("--redis: %s", redactPassword(err.Error(), s.url))
 		}
 		client = cl
 	}
@@ -481,7 +482,7 @@ func openFleet(s fleetSpec, d time.Duration, log *eventLog) (*fleet, error) {
 	}
 	if err != nil {
 		client.Close()
-		return nil, usagef("--fleet: %s", strings.TrimPrefix(err.Error(), "redisretry: "))
+		return nil, cli.Usagef("--fleet: %s", strings.TrimPrefix(err.Error(), "redisretry: "))
 	}
 	return fl, nil
 }
@@ -731,17 +732,17 @@ func (l *fleetLog) event(e redisretry.Event) {
 				reason = redactPassword(strings.TrimPrefix(e.Err.Error(), "redisretry: "), l.url)
 			}
 			l.log.fleetState(fmt.Sprintf("Redis at %s unavailable (%s): fleet %s's limits are decided by this process alone until it answers",
-				redactedURL(l.url), oneLine(reason), l.name))
+				redactedURL(l.url), cli.OneLine(reason), l.name))
 		case was && !now:
 			l.log.fleetState(fmt.Sprintf("Redis at %s available again: fleet %s's limits are shared again", redactedURL(l.url), l.name))
 		}
 	case redisretry.EventQuotaWait:
 		if e.Wait >= fleetWaitLogged {
-			l.log.note("fleet", fmt.Sprintf("waiting %v for fleet %s's quota (%s)", roundDur(e.Wait), l.name, l.quota))
+			l.log.note("fleet", fmt.Sprintf("waiting %v for fleet %s's quota (%s)", cli.RoundDur(e.Wait), l.name, l.quota))
 		}
 	case redisretry.EventCooldownWait:
 		if e.Wait >= fleetWaitLogged {
-			l.log.note("fleet", fmt.Sprintf("waiting %v: a server asked fleet %s to pause", roundDur(e.Wait), l.name))
+			l.log.note("fleet", fmt.Sprintf("waiting %v: a server asked fleet %s to pause", cli.RoundDur(e.Wait), l.name))
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/internal/chaos"
 	"github.com/backoffkit/retry/internal/redistest"
 	"github.com/backoffkit/retry/redisretry"
@@ -84,7 +85,7 @@ func TestFleetBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runRetry(t, "", nil, tc.args...)
-			if r.code != exitUsage {
+			if r.code != cli.ExitUsage {
 				t.Errorf("exit code = %d, want 2; stderr %q", r.code, r.stderr)
 			}
 			if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "retry") {
@@ -213,7 +214,7 @@ func TestFleetQuotaSharedByProcesses(t *testing.T) {
 		for range 2 {
 			wg.Go(func() {
 				r := runRetry(t, "", nil, args([]string{"http", "-sS", "--attempts", "40", "--initial-delay", "1ms", "--max-delay", "1ms", "--jitter", "0"}, fleet, []string{ts.URL})...)
-				if r.code != exitGaveUp || strings.Contains(r.stderr, "Redis") {
+				if r.code != cli.ExitGaveUp || strings.Contains(r.stderr, "Redis") {
 					t.Errorf("exit %d, want 1 (gave up on 503s); stderr:\n%s", r.code, r.stderr)
 				}
 			})
@@ -329,7 +330,7 @@ func TestFleetCooldownShared(t *testing.T) {
 		// stays local).
 		s := &scripted{statuses: []int{429}, headers: map[int]http.Header{0: {"Retry-After": {after}}}}
 		r := runRetry(t, "", nil, args([]string{"http", "-sS", "--attempts", "1", "--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s"}, []string{serve(t, s)})...)
-		if r.code != exitGaveUp || s.count() != 1 {
+		if r.code != cli.ExitGaveUp || s.count() != 1 {
 			t.Fatalf("first process: exit %d after %d requests; stderr:\n%s", r.code, s.count(), r.stderr)
 		}
 		published := time.Now()
@@ -347,7 +348,7 @@ func TestFleetCooldownShared(t *testing.T) {
 	name := fleetName(t)
 	publish(name, "20")
 	r := runRetry(t, "", []string{"RAN=" + ran}, args([]string{"--redis", srv.url(), "--fleet", name, "--redis-timeout", "2s", "--deadline", "10s", "--kill-after", "0"}, command)...)
-	if r.code != exitTimeout || countLines(t, ran) != 0 || !strings.Contains(r.stderr, "giving up before the first attempt (the fleet cooldown would need a wait of ") {
+	if r.code != cli.ExitTimeout || countLines(t, ran) != 0 || !strings.Contains(r.stderr, "giving up before the first attempt (the fleet cooldown would need a wait of ") {
 		t.Errorf("--deadline 10s inside a 20 s cooldown: exit %d, ran %d times; stderr:\n%s", r.code, countLines(t, ran), r.stderr)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // Fuzz targets for the command's parsers: durations, code lists and the JSON
@@ -20,7 +21,7 @@ func FuzzParseDuration(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := parseDuration(s)
+		d, err := cli.ParseDuration(s)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatalf("parseDuration(%q): empty error", s)
@@ -31,7 +32,7 @@ func FuzzParseDuration(f *testing.F) {
 			t.Fatalf("parseDuration(%q) = %v: negative", s, d)
 		}
 		// What it returns, written in Go syntax, parses back to itself.
-		back, err := parseDuration(d.String())
+		back, err := cli.ParseDuration(d.String())
 		if err != nil || back != d {
 			t.Fatalf("parseDuration(%q) = %v, but parseDuration(%q) = %v, %v", s, d, d.String(), back, err)
 		}
@@ -44,7 +45,7 @@ func FuzzParseStatusCodes(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		codes, err := parseStatusCodes(s)
+		codes, err := cli.ParseStatusCodes(s)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatalf("parseStatusCodes(%q): empty error", s)
@@ -60,7 +61,7 @@ func FuzzParseStatusCodes(f *testing.F) {
 			seen[c] = true
 			parts[i] = strconv.Itoa(c)
 		}
-		back, err := parseStatusCodes(strings.Join(parts, ","))
+		back, err := cli.ParseStatusCodes(strings.Join(parts, ","))
 		if err != nil || len(back) != len(codes) {
 			t.Fatalf("round trip of %v: %v, %v", codes, back, err)
 		}
@@ -75,7 +76,7 @@ func FuzzParseExitCodes(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		codes, err := parseExitCodes(s)
+		codes, err := cli.ParseExitCodes(s)
 		if err != nil {
 			return
 		}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // TestHTTPGoogleReadOnly runs the binary as issue 28 item 4 asks: a POST to
@@ -29,11 +31,11 @@ func TestHTTPGoogleReadOnly(t *testing.T) {
 		{"generateContent", gen, nil, []int{503, 200}, 2, 0, "attempt 2/5 succeeded"},
 		{"countTokens", "/v1beta/models/gemini-2.5-flash:countTokens", nil, []int{500, 200}, 2, 0, "attempt 2/5 succeeded"},
 		{"vertex rawPredict", "/v1/projects/p/locations/us-central1/endpoints/1234:rawPredict", nil, []int{503, 200}, 2, 0, "attempt 2/5 succeeded"},
-		{"other path", "/v1/orders", nil, []int{503, 200}, 1, exitGaveUp, "POST is not idempotent; pass --idempotent or --idempotency-key"},
-		{"file upload", "/upload/v1beta/files", nil, []int{500, 200}, 1, exitGaveUp, "POST is not idempotent"},
+		{"other path", "/v1/orders", nil, []int{503, 200}, 1, cli.ExitGaveUp, "POST is not idempotent; pass --idempotent or --idempotency-key"},
+		{"file upload", "/upload/v1beta/files", nil, []int{500, 200}, 1, cli.ExitGaveUp, "POST is not idempotent"},
 		{"other path refused", "/v1/orders", nil, []int{429, 200}, 2, 0, "attempt 2/5 succeeded"},
-		{"not-idempotent", gen, []string{"--not-idempotent"}, []int{503, 200}, 1, exitGaveUp, "the request is marked --not-idempotent"},
-		{"not-idempotent refused", gen, []string{"--not-idempotent"}, []int{429, 200}, 1, exitGaveUp, "the request is marked --not-idempotent"},
+		{"not-idempotent", gen, []string{"--not-idempotent"}, []int{503, 200}, 1, cli.ExitGaveUp, "the request is marked --not-idempotent"},
+		{"not-idempotent refused", gen, []string{"--not-idempotent"}, []int{429, 200}, 1, cli.ExitGaveUp, "the request is marked --not-idempotent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &scripted{statuses: tc.statuses}
@@ -63,7 +65,7 @@ func TestHTTPNotIdempotentConflicts(t *testing.T) {
 		{"--not-idempotent", "-H", "Idempotency-Key: k1"},
 	} {
 		r := runRetry(t, "", nil, args([]string{"http", "-d", "x"}, flags, []string{"http://127.0.0.1:1/"})...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, "--not-idempotent") {
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, "--not-idempotent") {
 			t.Errorf("%q: exit %d, stderr:\n%s", flags, r.code, r.stderr)
 		}
 	}

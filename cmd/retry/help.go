@@ -6,9 +6,9 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // The manual pages of "retry --help" and "retry http --help". Each lists its
@@ -219,7 +219,7 @@ EXAMPLES
 
 // printCommandHelp prints the manual of the command mode.
 func printCommandHelp(w io.Writer, _ *flag.FlagSet) {
-	fmt.Fprintf(w, commandHelp, optionText(shapeList()), profileText(), configKeysText())
+	fmt.Fprintf(w, commandHelp, optionText(cli.ShapeList()), profileText(), configKeysText())
 }
 
 // writeOutText lists the variables of -w, as %{name}.
@@ -232,7 +232,7 @@ func writeOutText() string {
 	for i, name := range names {
 		names[i] = "%{" + name + "}"
 	}
-	return wrap(strings.Join(names, " "), 72, "        ")
+	return cli.Wrap(strings.Join(names, " "), 72, "        ")
 }
 
 // configKeysText lists the config keys, aliases paired: "attempts,
@@ -248,7 +248,7 @@ func configKeysText() string {
 		}
 		parts = append(parts, k.name)
 	}
-	return wrap(strings.Join(parts, ", "), 72, "        ")
+	return cli.Wrap(strings.Join(parts, ", "), 72, "        ")
 }
 
 // optionIndent is where an option's description begins in the manuals.
@@ -257,33 +257,12 @@ const optionIndent = "                             "
 // optionText wraps s to the option descriptions' column of the manuals, so
 // that a list that grows (shapes, profiles) keeps within 80 columns.
 func optionText(s string) string {
-	return wrap(s, 80-len(optionIndent), optionIndent)
+	return cli.Wrap(s, 80-len(optionIndent), optionIndent)
 }
 
 // profileText is the description of --profile: the profiles' names.
 func profileText() string {
 	return optionText("start from a profile: " + strings.Join(retry.ProfileNames(), ", "))
-}
-
-// wrap breaks s into lines of at most width characters, the second and later
-// lines indented by indent.
-func wrap(s string, width int, indent string) string {
-	var b strings.Builder
-	line := 0
-	for i, word := range strings.Fields(s) {
-		if i > 0 {
-			if line+1+utf8.RuneCountInString(word) > width {
-				b.WriteString("\n" + indent)
-				line = 0
-			} else {
-				b.WriteByte(' ')
-				line++
-			}
-		}
-		b.WriteString(word)
-		line += utf8.RuneCountInString(word)
-	}
-	return b.String()
 }
 
 const httpHelp = `NAME
@@ -534,5 +513,5 @@ EXAMPLES
 
 // printHTTPHelp prints the manual of retry http.
 func printHTTPHelp(w io.Writer) {
-	fmt.Fprintf(w, httpHelp, optionText(shapeList()), profileText(), writeOutText(), wrap(writeOutMissing, 72, "        "))
+	fmt.Fprintf(w, httpHelp, optionText(cli.ShapeList()), profileText(), writeOutText(), cli.Wrap(writeOutMissing, 72, "        "))
 }

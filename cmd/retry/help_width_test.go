@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // displayWidth is the number of columns s takes on a terminal: one per rune,
@@ -103,8 +105,8 @@ func TestSimErrorsNameTheFlag(t *testing.T) {
 		{[]string{"contention", "-nope"}, "flag provided but not defined: -nope"},
 	} {
 		code, out, errs := runSimArgs(tc.args...)
-		if code != exitUsage || out != "" {
-			t.Errorf("%q: exit %d, stdout %q; want %d and nothing", tc.args, code, out, exitUsage)
+		if code != cli.ExitUsage || out != "" {
+			t.Errorf("%q: exit %d, stdout %q; want %d and nothing", tc.args, code, out, cli.ExitUsage)
 		}
 		if !strings.Contains(errs, tc.want) {
 			t.Errorf("%q: stderr %q, want %q", tc.args, errs, tc.want)
@@ -159,7 +161,7 @@ func TestSimFlagParseErrorsSayWhy(t *testing.T) {
 		{[]string{"overload", "--outage", "soon"}, `invalid value "soon" for flag --outage: not a duration`},
 	} {
 		code, _, errs := runSimArgs(tc.args...)
-		if code != exitUsage || !strings.Contains(errs, tc.want) {
+		if code != cli.ExitUsage || !strings.Contains(errs, tc.want) {
 			t.Errorf("%q: exit %d, stderr %q, want %q", tc.args, code, errs, tc.want)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // TestDeadlineBoundsTheRedirectChain: with -L, --deadline bounds the whole
@@ -45,9 +47,9 @@ func TestDeadlineBoundsTheRedirectChain(t *testing.T) {
 			"--exp-base", "1", "--jitter", "0", "--log-format", "json", "-w", "%{num_redirects} %{url_effective}",
 			"http://127.0.0.1/a"}, &stdout, &stderr)
 		took := time.Since(start)
-		if code != exitGaveUp || a.Load() != 3 || b.Load() != 2 || took != 900*time.Millisecond {
+		if code != cli.ExitGaveUp || a.Load() != 3 || b.Load() != 2 || took != 900*time.Millisecond {
 			t.Errorf("exit %d after %v, %d requests to /a and %d to /b; want exit %d after 900ms, 3 and 2; stderr:\n%s",
-				code, took, a.Load(), b.Load(), exitGaveUp, stderr.String())
+				code, took, a.Load(), b.Load(), cli.ExitGaveUp, stderr.String())
 		}
 		var got []string
 		for _, l := range jsonLines(t, stderr.String()) {
@@ -81,8 +83,8 @@ func TestHopAfterTheDeadline(t *testing.T) {
 	body := &bodyCloses{Reader: strings.NewReader("x")}
 	req, _ := http.NewRequest("POST", "http://127.0.0.1/next?key=s3cr3t", body)
 	resp, err := h.RoundTrip(req)
-	var ee *exitError
-	if resp != nil || !errors.As(err, &ee) || ee.code != curlTimeout || sent.Load() != 0 || body.closed != 1 {
+	var ee *cli.ExitError
+	if resp != nil || !errors.As(err, &ee) || ee.Code != curlTimeout || sent.Load() != 0 || body.closed != 1 {
 		t.Fatalf("RoundTrip = %v, %v; sent %d, body closed %d times; want exit %d, nothing sent, the body closed once",
 			resp, err, sent.Load(), body.closed, curlTimeout)
 	}

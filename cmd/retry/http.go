@@ -23,12 +23,13 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/httpretry"
 )
 
 // Exit codes of retry http, curl's where the cause is the same (see
-// httpHelp). exitGaveUp (1) is ours: the server kept answering a retryable
+// httpHelp). cli.ExitGaveUp (1) is ours: the server kept answering a retryable
 // status until the attempts, the deadline or the budget ran out.
 const (
 	curlUnsupported   = 1
@@ -150,7 +151,7 @@ func newHTTPFlags() *httpFlags {
 	str(&h.writeOut, "print `FORMAT` after the transfer", "w", "write-out")
 	str(&h.dumpHeader, "write the response headers to `FILE`", "D", "dump-header")
 	fn("time limit of the connection; `DURATION`", func(s string) error {
-		d, err := parseDuration(s)
+		d, err := cli.ParseDuration(s)
 		h.connectTimeout = d
 		return err
 	}, "connect-timeout")
@@ -236,7 +237,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	if help {
 		printHTTPHelp(stdout)
-		return exitOK
+		return cli.ExitOK
 	}
 	log := newEventLog(stderr, prog, h.pf, describeHTTP)
 	log.keepGiveUp = true
@@ -256,14 +257,14 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	defer log.routeStdLog()() // net/http's own lines (a Transport's) join the log
 	if h.version {
-		fmt.Fprintln(stdout, versionLine())
-		return exitOK
+		fmt.Fprintln(stdout, cli.VersionLine())
+		return cli.ExitOK
 	}
 	if h.url != "" {
 		positional = append([]string{h.url}, positional...)
 	}
 	if len(positional) != 1 {
-		return log.fail(usagef("want exactly one URL, got %d arguments", len(positional)))
+		return log.fail(cli.Usagef("want exactly one URL, got %d arguments", len(positional)))
 	}
 	x, err := h.prepare(positional[0])
 	if err != nil {
@@ -272,9 +273,9 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if h.notIdempotent {
 		switch {
 		case h.idempotent:
-			return log.fail(usagef("--not-idempotent and --idempotent say the opposite"))
+			return log.fail(cli.Usagef("--not-idempotent and --idempotent say the opposite"))
 		case h.idemKey != "" || x.header.Get("Idempotency-Key") != "":
-			return log.fail(usagef("--not-idempotent and an Idempotency-Key say the opposite"))
+			return log.fail(cli.Usagef("--not-idempotent and an Idempotency-Key say the opposite"))
 		}
 		log.describe = func(err error) attemptInfo {
 			info := describeHTTP(err)
@@ -306,7 +307,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	req, err := http.NewRequestWithContext(ctx, x.method, x.url.String(), bytes.NewReader(x.body))
 	if err != nil {
-		return log.fail(usagef("%v", err))
+		return log.fail(cli.Usagef("%v", err))
 	}
 	if x.body == nil {
 		req.Body, req.GetBody, req.ContentLength = nil, nil, 0
@@ -360,7 +361,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	tr := httpretry.NewTransport(rt, p, opts...)
 	if err := tr.Err(); err != nil {
-		return log.fail(usagef("%v", err))
+		return log.fail(cli.Usagef("%v", err))
 	}
 	hops.rt, hops.wire = tr, wire
 	hops.deadline, hops.deadlineName = max(p.Deadline, 0), h.pf.limitName("Deadline", p.Deadline)
@@ -370,7 +371,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if following {
 		do = (&http.Client{Transport: hops, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			err := h.checkRedirect(req, via)
-			if _, refused := err.(*exitError); refused {
+			if _, refused := err.(*cli.ExitError); refused {
 				hops.refused = true // a redirect taken, that leads nowhere: counted, as curl
 			}
 			return err
@@ -417,7 +418,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 			return res.exit
 		}
 		if errors.Is(err, httpretry.ErrRegionalEndpoint) {
-			res.exit = exitUsage
+			res.exit = cli.ExitUsage
 			log.failCode(regionalProfileError(h.pf.used, err), res.exit)
 			return res.exit
 		}
@@ -525,12 +526,12 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 	}
 	switch {
 	case retryable && log.gaveUp:
-		return exitGaveUp // the give-up line said why
+		return cli.ExitGaveUp // the give-up line said why
 	case httpError:
 		log.failCode(fmt.Errorf("%s %s: %s (%s)", res.method, httpretry.Redact(resp.Request.URL), resp.Status, notRetriedWhy(status, retryable)), curlHTTPError)
 		return curlHTTPError
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // writeHopHeaders writes the headers of the hops that answered (redirects)
@@ -611,13 +612,13 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 	}
 	switch {
 	case jsonData && len(parts) > 0:
-		return nil, usagef("--json cannot be combined with -d/--data/--data-binary")
+		return nil, cli.Usagef("--json cannot be combined with -d/--data/--data-binary")
 	case len(h.forms) > 0 && len(h.data) > 0:
-		return nil, usagef("-F cannot be combined with -d/--data/--json (a request has one body)")
+		return nil, cli.Usagef("-F cannot be combined with -d/--data/--json (a request has one body)")
 	case h.head && len(h.data)+len(h.forms) > 0 && !h.get:
-		return nil, usagef("-I (HEAD) cannot send a body (-d, --json, -F)")
+		return nil, cli.Usagef("-I (HEAD) cannot send a body (-d, --json, -F)")
 	case h.get && len(h.forms) > 0:
-		return nil, usagef("-G cannot send a -F form")
+		return nil, cli.Usagef("-G cannot send a -F form")
 	}
 	switch {
 	case h.get:
@@ -651,7 +652,7 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 	switch {
 	case x.method != "":
 		if !validHeaderName(x.method) {
-			return nil, usagef("-X %q: not a valid method", h.method)
+			return nil, cli.Usagef("-X %q: not a valid method", h.method)
 		}
 	case h.head:
 		x.method = http.MethodHead
@@ -662,7 +663,7 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 	}
 	user, pass, hasUser := strings.Cut(h.user, ":")
 	if h.user != "" && !hasUser {
-		return nil, usagef("-u: want USER:PASSWORD (retry http does not prompt for a password)")
+		return nil, cli.Usagef("-u: want USER:PASSWORD (retry http does not prompt for a password)")
 	}
 	if h.user == "" && u.User != nil { // user info in the URL, as curl (-u wins)
 		user, hasUser = u.User.Username(), true
@@ -673,7 +674,7 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 		req.SetBasicAuth(user, pass)
 		x.header.Set("Authorization", req.Header.Get("Authorization"))
 	}
-	ua := "backoffkit-retry/" + version()
+	ua := "backoffkit-retry/" + cli.Version()
 	if h.agent != nil {
 		ua = *h.agent
 	}
@@ -721,11 +722,11 @@ func (h *httpFlags) transport(verify bool) (*http.Transport, error) {
 	if h.cacert != "" && verify {
 		pem, err := os.ReadFile(h.cacert)
 		if err != nil {
-			return nil, exitErrorf(curlCACertFile, "--cacert %s: cannot read: %v", h.cacert, unwrapPath(err))
+			return nil, cli.ExitErrorf(curlCACertFile, "--cacert %s: cannot read: %v", h.cacert, cli.UnwrapPath(err))
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, exitErrorf(curlCACertFile, "--cacert %s: no PEM certificate in it", h.cacert)
+			return nil, cli.ExitErrorf(curlCACertFile, "--cacert %s: no PEM certificate in it", h.cacert)
 		}
 		tlsConfig.RootCAs = pool
 	}
@@ -737,7 +738,7 @@ func (h *httpFlags) transport(verify bool) (*http.Transport, error) {
 		}
 		pu, err := url.Parse(s)
 		if err != nil || pu.Host == "" {
-			return nil, usagef("-x %s: not a proxy URL", hideUserInfo(h.proxy))
+			return nil, cli.Usagef("-x %s: not a proxy URL", cli.HideUserInfo(h.proxy))
 		}
 		proxy = http.ProxyURL(pu)
 	}
@@ -781,7 +782,7 @@ func (h *httpFlags) transport(verify bool) (*http.Transport, error) {
 func parseProblem(s string, err error) string {
 	// With user info or a secret value, what url.Parse says may quote them
 	// ("%zz" of a token): say what it says of the URL with them hidden.
-	if hidden := hideUserInfo(s); hidden != s {
+	if hidden := cli.HideUserInfo(s); hidden != s {
 		_, herr := url.Parse(hidden)
 		if herr == nil {
 			return "it does not parse (in a password or a secret value, percent-encode '%', '/', '?', '#' and '@')"
@@ -793,44 +794,6 @@ func parseProblem(s string, err error) string {
 		err = ue.Err
 	}
 	return httpretry.RedactText(err.Error())
-}
-
-// redactRawURL returns a URL as a server sent it (a Location, which may not
-// parse) safe to print: as httpretry.Redact if it parses; else with its
-// user info hidden and the values of secret parameters of its query and
-// fragment hidden by a query's rules (a value ends at '&' or ';' only,
-// whatever it holds: quotes, '<', '?').
-func redactRawURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return httpretry.Redact(u)
-	}
-	s = hideUserInfo(s)
-	pairs := func(q string) string { return strings.TrimPrefix(httpretry.Redact(&url.URL{RawQuery: q}), "?") }
-	rest, frag, hasFrag := strings.Cut(s, "#")
-	rest, query, hasQuery := strings.Cut(rest, "?")
-	if hasQuery {
-		rest += "?" + pairs(query)
-	}
-	if hasFrag {
-		rest += "#" + pairs(frag)
-	}
-	return rest
-}
-
-// hideUserInfo returns s, a URL that may not parse, with everything up to
-// its last '@' after the scheme (user info, whatever a password holds: '@',
-// '/', spaces) replaced by REDACTED, and its secret parameters hidden.
-func hideUserInfo(s string) string {
-	if i := strings.LastIndexByte(s, '@'); i >= 0 {
-		scheme, _, ok := strings.Cut(s, "://")
-		if !ok || len(scheme)+3 > i {
-			scheme = ""
-		} else {
-			scheme += "://"
-		}
-		s = scheme + httpretry.Redacted + s[i:]
-	}
-	return httpretry.RedactText(s)
 }
 
 // defaultConnectLimit bounds the connect phase (dial, proxy handshake,
@@ -897,15 +860,15 @@ func (h *httpFlags) checkRedirect(req *http.Request, via []*http.Request) error 
 		return fmt.Errorf("%w: more than %d (--max-redirs)", errTooManyRedirects, h.maxRedirs)
 	}
 	if scheme := strings.ToLower(req.URL.Scheme); scheme != "http" && scheme != "https" {
-		return exitErrorf(curlUnsupported, "a redirect to %s: protocol %q not supported (-L follows http:// and https:// only)",
+		return cli.ExitErrorf(curlUnsupported, "a redirect to %s: protocol %q not supported (-L follows http:// and https:// only)",
 			httpretry.Redact(req.URL), scheme)
 	}
 	if req.URL.Hostname() == "" {
-		return exitErrorf(curlURLMalformat, "a redirect to %s: URL rejected: no host", httpretry.Redact(req.URL))
+		return cli.ExitErrorf(curlURLMalformat, "a redirect to %s: URL rejected: no host", httpretry.Redact(req.URL))
 	}
 	if p := req.URL.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n > 65535 {
-			return exitErrorf(curlURLMalformat, "a redirect to %s: URL rejected: port %s is outside 0-65535", httpretry.Redact(req.URL), p)
+			return cli.ExitErrorf(curlURLMalformat, "a redirect to %s: URL rejected: port %s is outside 0-65535", httpretry.Redact(req.URL), p)
 		}
 	}
 	req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, " ", "%20")
@@ -928,9 +891,9 @@ func transportExitCode(err error) int {
 	if errors.Is(err, errTooManyRedirects) {
 		return curlTooManyRedirs
 	}
-	var ee *exitError
+	var ee *cli.ExitError
 	if errors.As(err, &ee) { // a redirect refused by checkRedirect or RoundTrip
-		return ee.code
+		return ee.Code
 	}
 	var addrErr *net.AddrError
 	if errors.As(err, &addrErr) { // a redirect to an invalid port
@@ -963,7 +926,7 @@ func transportExitCode(err error) int {
 		if re.Reason == retry.ReasonDeadline { // the fleet's wait would pass --deadline
 			return curlTimeout
 		}
-		return exitGaveUp
+		return cli.ExitGaveUp
 	}
 	var to interface{ Timeout() bool }
 	if errors.As(err, &to) && to.Timeout() || errors.Is(err, context.DeadlineExceeded) {
@@ -996,7 +959,7 @@ func bodyExitCode(err error) int {
 // positional.
 func parseInterspersed(fs *flag.FlagSet, args []string) (positional []string, help bool, err error) {
 	for {
-		if help, err = parseFlags(fs, args); help || err != nil {
+		if help, err = cli.ParseFlags(fs, args); help || err != nil {
 			return nil, help, err
 		}
 		rest := fs.Args()
@@ -1025,7 +988,7 @@ func parseHTTPURL(s string) (*url.URL, error) {
 	if scheme, rest, ok := splitScheme(s); ok {
 		scheme = strings.ToLower(scheme)
 		if scheme != "http" && scheme != "https" {
-			return nil, exitErrorf(curlUnsupported, "protocol %q not supported (want an http:// or https:// URL)", scheme)
+			return nil, cli.ExitErrorf(curlUnsupported, "protocol %q not supported (want an http:// or https:// URL)", scheme)
 		}
 		s = scheme + "://" + strings.TrimLeft(rest, "/")
 	} else {
@@ -1033,17 +996,17 @@ func parseHTTPURL(s string) (*url.URL, error) {
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		if hidden := hideUserInfo(s); hidden != s {
-			return nil, exitErrorf(curlURLMalformat, "URL rejected: %s: %s", hidden, parseProblem(s, err))
+		if hidden := cli.HideUserInfo(s); hidden != s {
+			return nil, cli.ExitErrorf(curlURLMalformat, "URL rejected: %s: %s", hidden, parseProblem(s, err))
 		}
-		return nil, exitErrorf(curlURLMalformat, "URL rejected: %s", parseProblem(s, err))
+		return nil, cli.ExitErrorf(curlURLMalformat, "URL rejected: %s", parseProblem(s, err))
 	}
 	if u.Hostname() == "" {
-		return nil, exitErrorf(curlURLMalformat, "URL rejected: no host")
+		return nil, cli.ExitErrorf(curlURLMalformat, "URL rejected: no host")
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n > 65535 {
-			return nil, exitErrorf(curlURLMalformat, "URL rejected: port %s is outside 0-65535", p)
+			return nil, cli.ExitErrorf(curlURLMalformat, "URL rejected: port %s is outside 0-65535", p)
 		}
 	}
 	return u, nil
@@ -1088,9 +1051,9 @@ func checkURLBytes(s, what string) error {
 		c := s[i]
 		switch {
 		case c == ' ':
-			return exitErrorf(curlURLMalformat, "URL rejected: malformed input: a space in %s at byte %d (percent-encode it as %%20)", what, i)
+			return cli.ExitErrorf(curlURLMalformat, "URL rejected: malformed input: a space in %s at byte %d (percent-encode it as %%20)", what, i)
 		case c < ' ' || c == 0x7f:
-			return exitErrorf(curlURLMalformat, "URL rejected: malformed input: control character %#02x in %s at byte %d", c, what, i)
+			return cli.ExitErrorf(curlURLMalformat, "URL rejected: malformed input: control character %#02x in %s at byte %d", c, what, i)
 		}
 	}
 	return nil
@@ -1147,7 +1110,7 @@ func redactHeaders(h http.Header) http.Header {
 			case secretHeader(name):
 				red[i] = httpretry.Redacted
 			case name == "Location" || name == "Content-Location":
-				red[i] = redactRawURL(v)
+				red[i] = cli.RedactRawURL(v)
 			default:
 				red[i] = httpretry.RedactText(v)
 			}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // scripted is a loopback server that answers the i-th request with
@@ -116,7 +118,7 @@ func TestHTTPGivesUpOnRetryableStatus(t *testing.T) {
 		s := &scripted{statuses: []int{503}}
 		url := serve(t, s)
 		r := runRetry(t, "", nil, args([]string{"http", "--attempts", "3"}, f, fast, []string{url})...)
-		if r.code != exitGaveUp || s.count() != 3 {
+		if r.code != cli.ExitGaveUp || s.count() != 3 {
 			t.Errorf("%v: exit %d after %d requests, want 1 after 3; stderr:\n%s", f, r.code, s.count(), r.stderr)
 		}
 		giveUp := lines(r.stderr, "giving up")
@@ -152,7 +154,7 @@ func TestHTTPPostIdempotency(t *testing.T) {
 			if !strings.Contains(r.stderr, tc.stderr) {
 				t.Errorf("stderr lacks %q:\n%s", tc.stderr, r.stderr)
 			}
-			if tc.attempts == 1 && r.code != exitGaveUp {
+			if tc.attempts == 1 && r.code != cli.ExitGaveUp {
 				t.Errorf("exit %d, want 1", r.code)
 			}
 			if tc.attempts > 1 && r.code != 0 {
@@ -289,16 +291,16 @@ func TestHTTPBadInput(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no url", []string{"http"}, exitUsage, "want exactly one URL"},
-		{"two urls", []string{"http", "http://127.0.0.1:1/", "http://127.0.0.1:2/"}, exitUsage, "want exactly one URL, got 2"},
+		{"no url", []string{"http"}, cli.ExitUsage, "want exactly one URL"},
+		{"two urls", []string{"http", "http://127.0.0.1:1/", "http://127.0.0.1:2/"}, cli.ExitUsage, "want exactly one URL, got 2"},
 		{"scheme", []string{"http", "ftp://127.0.0.1/"}, curlUnsupported, `protocol "ftp" not supported`},
 		{"no host", []string{"http", "http://:8080/x"}, curlURLMalformat, "URL rejected: no host"},
 		{"bad url", []string{"http", "http://[::1"}, curlURLMalformat, "URL rejected: missing ']' in host"},
-		{"header", []string{"http", "-H", "NoColon", "http://127.0.0.1:1/"}, exitUsage, "want 'Name: value'"},
-		{"codes", []string{"http", "--codes", "429,600", "http://127.0.0.1:1/"}, exitUsage, "status code 600 is outside 100-599"},
-		{"method", []string{"http", "-X", "GE T", "http://127.0.0.1:1/"}, exitUsage, "not a valid method"},
-		{"unknown flag", []string{"http", "--nope", "http://127.0.0.1:1/"}, exitUsage, "flag provided but not defined: --nope"},
-		{"duration", []string{"http", "--max-retry-after", "soon", "http://127.0.0.1:1/"}, exitUsage, "--max-retry-after"},
+		{"header", []string{"http", "-H", "NoColon", "http://127.0.0.1:1/"}, cli.ExitUsage, "want 'Name: value'"},
+		{"codes", []string{"http", "--codes", "429,600", "http://127.0.0.1:1/"}, cli.ExitUsage, "status code 600 is outside 100-599"},
+		{"method", []string{"http", "-X", "GE T", "http://127.0.0.1:1/"}, cli.ExitUsage, "not a valid method"},
+		{"unknown flag", []string{"http", "--nope", "http://127.0.0.1:1/"}, cli.ExitUsage, "flag provided but not defined: --nope"},
+		{"duration", []string{"http", "--max-retry-after", "soon", "http://127.0.0.1:1/"}, cli.ExitUsage, "--max-retry-after"},
 		{"secret in bad url", []string{"http", "ftp://u:s3cr3t@127.0.0.1/?key=s3cr3t"}, curlUnsupported, "not supported"},
 		{"secret in a bad port", []string{"http", "http://u:s3cr3t@127.0.0.1:99999/?key=s3cr3t"}, curlURLMalformat, "port 99999 is outside 0-65535"},
 		// url.Parse's error quotes the part at fault: not of a secret.

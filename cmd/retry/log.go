@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/httpretry"
 )
 
@@ -119,7 +120,7 @@ func (l *eventLog) hop(e retry.Event, resp *http.Response, final bool) {
 	if loc, err := resp.Location(); err == nil {
 		info.URL = httpretry.Redact(loc)
 	} else { // a Location that is not a URL: as it is, never the hop's own URL
-		info.URL = redactRawURL(resp.Header.Get("Location"))
+		info.URL = cli.RedactRawURL(resp.Header.Get("Location"))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -147,7 +148,7 @@ func (l *eventLog) emit(e retry.Event, info attemptInfo) {
 	defer l.mu.Unlock()
 	if e.Kind == retry.EventGiveUp {
 		l.gaveUp = true
-		l.closing = httpretry.RedactText(oneLine(closingText(e, info)))
+		l.closing = httpretry.RedactText(cli.OneLine(closingText(e, info)))
 	}
 	retried := l.retried
 	l.retried = 0
@@ -171,10 +172,10 @@ func (l *eventLog) emit(e retry.Event, info attemptInfo) {
 			if src == "" {
 				src = "a server hint"
 			}
-			hint = fmt.Sprintf(" (server asked for %v via %s)", roundDur(e.Hint), src)
+			hint = fmt.Sprintf(" (server asked for %v via %s)", cli.RoundDur(e.Hint), src)
 		}
 		fmt.Fprintf(l.w, "%s: attempt %d/%d failed: %s; retrying in %v%s\n",
-			l.prog, e.Attempt, e.MaxAttempts, info.What, roundDur(e.Wait), hint)
+			l.prog, e.Attempt, e.MaxAttempts, info.What, cli.RoundDur(e.Wait), hint)
 	case retry.EventGiveUp:
 		what := info.What
 		if e.Attempt == 0 { // refused before the first attempt
@@ -183,11 +184,11 @@ func (l *eventLog) emit(e retry.Event, info attemptInfo) {
 		}
 		if e.Attempt == retried { // its failure has been said: the next was refused
 			fmt.Fprintf(l.w, "%s: giving up before attempt %d/%d after %v (%s)\n",
-				l.prog, e.Attempt+1, e.MaxAttempts, roundDur(e.Elapsed), reasonText(e.Reason, info))
+				l.prog, e.Attempt+1, e.MaxAttempts, cli.RoundDur(e.Elapsed), reasonText(e.Reason, info))
 			return
 		}
 		fmt.Fprintf(l.w, "%s: attempt %d/%d failed: %s; giving up after %v (%s)\n",
-			l.prog, e.Attempt, e.MaxAttempts, what, roundDur(e.Elapsed), reasonText(e.Reason, info))
+			l.prog, e.Attempt, e.MaxAttempts, what, cli.RoundDur(e.Elapsed), reasonText(e.Reason, info))
 	case retry.EventSuccess:
 		if e.Attempt > 1 {
 			fmt.Fprintf(l.w, "%s: attempt %d/%d succeeded\n", l.prog, e.Attempt, e.MaxAttempts)
@@ -255,19 +256,19 @@ func (l *eventLog) warn(msg string) {
 	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
 }
 
-// fail prints the one closing line for err (a usage error, or a failure that
+// cli.Fail prints the one closing line for err (a usage error, or a failure that
 // sent no give-up event) and returns the exit status for it: 2 for usage
-// errors, an *exitError's own, 1 otherwise. Usage errors are printed even
+// errors, an *cli.ExitError's own, 1 otherwise. Usage errors are printed even
 // with --quiet.
 func (l *eventLog) fail(err error) int {
-	code := exitGaveUp
-	var ue *usageError
-	var ee *exitError
+	code := cli.ExitGaveUp
+	var ue *cli.UsageError
+	var ee *cli.ExitError
 	switch {
 	case errors.As(err, &ue):
-		code = exitUsage
+		code = cli.ExitUsage
 	case errors.As(err, &ee):
-		code = ee.code
+		code = ee.Code
 	}
 	l.failCode(err, code)
 	return code
@@ -277,20 +278,20 @@ func (l *eventLog) fail(err error) int {
 func (l *eventLog) failCode(err error, code int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	msg := httpretry.RedactText(oneLine(err.Error()))
+	msg := httpretry.RedactText(cli.OneLine(err.Error()))
 	l.closing = msg
-	if l.silent && code != exitUsage {
+	if l.silent && code != cli.ExitUsage {
 		return
 	}
 	if l.json {
 		event := "error"
-		if code == exitUsage {
+		if code == cli.ExitUsage {
 			event = "usage-error"
 		}
 		l.encode(logRecord{Event: event, Error: msg, ExitCode: &code})
 		return
 	}
-	if code == exitUsage {
+	if code == cli.ExitUsage {
 		fmt.Fprintf(l.w, "%s: %s (see '%s --help')\n", l.prog, msg, l.prog)
 		return
 	}
@@ -313,7 +314,7 @@ func (l *eventLog) hint(p retry.Policy) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.hintAt = fmt.Sprintf("hint: --jitter %v > --initial-delay %v", roundDur(p.Jitter), roundDur(p.InitialDelay))
+	l.hintAt = fmt.Sprintf("hint: --jitter %v > --initial-delay %v", cli.RoundDur(p.Jitter), cli.RoundDur(p.InitialDelay))
 	if why := ": early waits are random"; len(l.prog)+2+len(l.hintAt)+len(why) <= 80 {
 		l.hintAt += why // within 80 columns
 	}
@@ -405,14 +406,6 @@ func reasonText(r retry.Reason, info attemptInfo) string {
 		return "throttled by the client"
 	}
 	return r.String()
-}
-
-// roundDur rounds d for display: to 1 ms, or 10 ms above 10 s.
-func roundDur(d time.Duration) time.Duration {
-	if d >= 10*time.Second {
-		return d.Round(10 * time.Millisecond)
-	}
-	return d.Round(time.Millisecond)
 }
 
 // verbose prints -v lines (curl's "> " request and "< " response headers)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // TestJSONLogUsageErrorBeforeTheFlag: a usage error found before (or after)
@@ -33,7 +35,7 @@ func TestJSONLogUsageErrorBeforeTheFlag(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runRetry(t, "", nil, tc.args...)
-			if r.code != exitUsage {
+			if r.code != cli.ExitUsage {
 				t.Errorf("exit %d, want 2; stderr:\n%s", r.code, r.stderr)
 			}
 			if !tc.json {

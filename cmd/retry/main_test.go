@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // bin is the retry binary built once by TestMain.
@@ -261,7 +263,7 @@ func TestCommandDeadlineStopsEarly(t *testing.T) {
 		if !strings.Contains(r.stderr, "giving up") || !strings.Contains(r.stderr, "(the deadline has passed or would pass before the next attempt)") {
 			t.Errorf("exit 3: the give-up line does not name the deadline:\n%s", r.stderr)
 		}
-	case exitTimeout:
+	case cli.ExitTimeout:
 		if !strings.Contains(r.stderr, "failed: stopped by the --deadline") {
 			t.Errorf("exit 124: no attempt line says the deadline stopped it:\n%s", r.stderr)
 		}
@@ -281,8 +283,8 @@ func TestCommandAttemptTimeoutKillsHungAttempt(t *testing.T) {
 	r := runRetry(t, "", []string{"COUNT=" + count},
 		args([]string{"--attempts", "2", "--attempt-timeout", "200ms"}, fast,
 			[]string{"--", "sh", "-c", `echo x >> "$COUNT"; exec sleep 30`})...)
-	if r.code != exitTimeout {
-		t.Fatalf("exit code = %d, want %d; stderr:\n%s", r.code, exitTimeout, r.stderr)
+	if r.code != cli.ExitTimeout {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", r.code, cli.ExitTimeout, r.stderr)
 	}
 	if n := countLines(t, count); n != 2 {
 		t.Errorf("attempts = %d, want 2 (a timed-out attempt is retried)", n)
@@ -298,8 +300,8 @@ func TestCommandAttemptTimeoutKillsHungAttempt(t *testing.T) {
 func TestDeadlineBeforeAttemptTimeoutIsNamed(t *testing.T) {
 	r := runRetry(t, "", nil, "--deadline", "300ms", "--attempt-timeout", "5s", "--kill-after", "0",
 		"--", "sh", "-c", "exec sleep 30")
-	if r.code != exitTimeout {
-		t.Fatalf("exit code = %d, want %d; stderr:\n%s", r.code, exitTimeout, r.stderr)
+	if r.code != cli.ExitTimeout {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", r.code, cli.ExitTimeout, r.stderr)
 	}
 	if !strings.Contains(r.stderr, "stopped by the --deadline") || strings.Contains(r.stderr, "--attempt-timeout") {
 		t.Errorf("want the attempt named as stopped by the --deadline, not by --attempt-timeout:\n%s", r.stderr)
@@ -376,10 +378,10 @@ func TestJSONLogEveryLine(t *testing.T) {
 		events []string
 	}{
 		{"retry, hint, give-up", []string{"--log-format", "json", "--attempts", "2", "--initial-delay", "1ms", "--", "sh", "-c", "exit 4"}, 4, []string{"retry", "hint", "give-up"}},
-		{"not found", []string{"--log-format", "json", "--", "no-such-command-xyz"}, exitNotFound, []string{"give-up"}},
-		{"bad config", []string{"--log-format", "json", "--config", "/nonexistent.json", "--", "true"}, exitUsage, []string{"usage-error"}},
-		{"bad flag", []string{"--log-format", "json", "--attempts", "0", "--", "true"}, exitUsage, []string{"usage-error"}},
-		{"no command", []string{"--log-format", "json"}, exitUsage, []string{"usage-error"}},
+		{"not found", []string{"--log-format", "json", "--", "no-such-command-xyz"}, cli.ExitNotFound, []string{"give-up"}},
+		{"bad config", []string{"--log-format", "json", "--config", "/nonexistent.json", "--", "true"}, cli.ExitUsage, []string{"usage-error"}},
+		{"bad flag", []string{"--log-format", "json", "--attempts", "0", "--", "true"}, cli.ExitUsage, []string{"usage-error"}},
+		{"no command", []string{"--log-format", "json"}, cli.ExitUsage, []string{"usage-error"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runRetry(t, "", nil, tc.args...)
@@ -403,7 +405,7 @@ func TestJSONLogEveryLine(t *testing.T) {
 func TestGiveUpElapsedIncludesTheAttempt(t *testing.T) {
 	r := runRetry(t, "", nil, "--log-format", "json", "--attempts", "1", "--attempt-timeout", "300ms", "--", "sleep", "30")
 	got := jsonLines(t, r.stderr)
-	if r.code != exitTimeout || len(got) != 1 || got[0]["event"] != "give-up" {
+	if r.code != cli.ExitTimeout || len(got) != 1 || got[0]["event"] != "give-up" {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
 	}
 	if ms, _ := got[0]["elapsed_ms"].(float64); ms < 300 {
@@ -476,8 +478,8 @@ func TestHelpSubcommandAndVersion(t *testing.T) {
 func TestHelpListsEveryFlagAndConfigKey(t *testing.T) {
 	r := runRetry(t, "", nil, "--help")
 	newCommandFlags().fs.VisitAll(func(f *flag.Flag) {
-		if !strings.Contains(r.stdout, "    "+dashName(f.Name)+" ") {
-			t.Errorf("--help does not list %s", dashName(f.Name))
+		if !strings.Contains(r.stdout, "    "+cli.DashName(f.Name)+" ") {
+			t.Errorf("--help does not list %s", cli.DashName(f.Name))
 		}
 	})
 	for _, k := range configKeyNames() {
@@ -498,15 +500,15 @@ func TestCommandQuiet(t *testing.T) {
 	// A command that cannot be started has no output of its own: --quiet
 	// still says why.
 	r = runRetry(t, "", nil, "--quiet", "--", "no-such-command-xyz")
-	if r.code != exitNotFound || len(lines(r.stderr, `cannot run "no-such-command-xyz"`)) != 1 {
+	if r.code != cli.ExitNotFound || len(lines(r.stderr, `cannot run "no-such-command-xyz"`)) != 1 {
 		t.Errorf("--quiet, command not found: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
 func TestCommandNotFoundIsNotRetried(t *testing.T) {
 	r := runRetry(t, "", nil, args(fast, []string{"--", "no-such-command-xyz"})...)
-	if r.code != exitNotFound {
-		t.Errorf("exit code = %d, want %d", r.code, exitNotFound)
+	if r.code != cli.ExitNotFound {
+		t.Errorf("exit code = %d, want %d", r.code, cli.ExitNotFound)
 	}
 	if len(lines(r.stderr, "retrying")) != 0 || !strings.Contains(r.stderr, `cannot run "no-such-command-xyz"`) {
 		t.Errorf("stderr:\n%s", r.stderr)
@@ -646,7 +648,7 @@ func TestBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runRetry(t, "", nil, tc.args...)
-			if r.code != exitUsage {
+			if r.code != cli.ExitUsage {
 				t.Errorf("exit code = %d, want 2", r.code)
 			}
 			if strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "retry: ") {

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // These tests run real processes under the retry binary and check the
@@ -71,10 +73,10 @@ func TestTimeoutStopsTheWholeProcessGroup(t *testing.T) {
 		code             int
 		log              string
 	}{
-		{"grandchild dies of SIGTERM", `sleep 30`, "5s", exitTimeout, "timed out after 1s (--attempt-timeout); giving up"},
+		{"grandchild dies of SIGTERM", `sleep 30`, "5s", cli.ExitTimeout, "timed out after 1s (--attempt-timeout); giving up"},
 		// The command (sh) ends on SIGTERM, the grandchild needs SIGKILL:
 		// still 124 as timeout's (which would leave it running), not 137.
-		{"grandchild ignores SIGTERM", `(trap "" TERM; exec sleep 30)`, "1s", exitTimeout, "a process it started was still running 1s after SIGTERM: killed with SIGKILL"},
+		{"grandchild ignores SIGTERM", `(trap "" TERM; exec sleep 30)`, "1s", cli.ExitTimeout, "a process it started was still running 1s after SIGTERM: killed with SIGKILL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pid")
@@ -478,8 +480,8 @@ func TestSignalAndKillAfter(t *testing.T) {
 		code   int
 		said   []string // what the command may say, one of
 	}{
-		{[]string{"--signal", "INT", "--kill-after", "0"}, "INT", exitTimeout, []string{"sig INT"}},
-		{[]string{"--signal", "SIGHUP", "--kill-after", "0"}, "HUP", exitTimeout, []string{"sig HUP"}},
+		{[]string{"--signal", "INT", "--kill-after", "0"}, "INT", cli.ExitTimeout, []string{"sig INT"}},
+		{[]string{"--signal", "SIGHUP", "--kill-after", "0"}, "HUP", cli.ExitTimeout, []string{"sig HUP"}},
 		{[]string{"--signal", "SIGHUP", "--kill-after", "100ms"}, "", 137, []string{"sig HUP", ""}},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
@@ -580,7 +582,7 @@ func TestTimeoutMessages(t *testing.T) {
 		want string
 	}{
 		// The last attempt is signalled --kill-after before the deadline.
-		{"early", []string{"--deadline", "1s", "--kill-after", "300ms", "--", "sleep", "30"}, exitTimeout,
+		{"early", []string{"--deadline", "1s", "--kill-after", "300ms", "--", "sleep", "30"}, cli.ExitTimeout,
 			"stopped by the --deadline (SIGTERM 300ms before it, for --kill-after)"},
 		// SIGKILL keeps no grace: it comes at the deadline itself.
 		{"kill", []string{"--deadline", "600ms", "--signal", "KILL", "--", "sleep", "30"}, 137,

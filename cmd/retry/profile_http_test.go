@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // TestHTTPProfileHeaders (issue 24 item 1): retry http --profile sends the
@@ -81,7 +83,7 @@ func TestHTTPProfileRegionalEndpoint(t *testing.T) {
 		{[]string{"--profile", "flex"}, "retry http: --profile flex: POST https://us-central1-aiplatform.googleapis.com/"},
 	} {
 		r := runRetry(t, "", nil, args([]string{"http", "-x", purl, "-d", "{}"}, tc.flags, []string{url})...)
-		if r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, tc.want) ||
+		if r.code != cli.ExitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, tc.want) ||
 			!strings.Contains(r.stderr, "is a regional Vertex AI endpoint") || strings.Contains(r.stderr, "s3cret") {
 			t.Errorf("%q: exit %d, want 2 and one line %q...; stderr:\n%s", tc.flags, r.code, tc.want, r.stderr)
 		}

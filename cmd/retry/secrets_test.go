@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // Tests of what retry http must never send or print: request-line
@@ -150,7 +152,7 @@ func TestFlagErrorsNameTheFlagAsTyped(t *testing.T) {
 		{[]string{"-attempts", "0", "--", "true"}, "--attempts", " -attempts"},
 	} {
 		r := runIn(t, tc.args...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, tc.not) {
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, tc.not) {
 			t.Errorf("%q: exit %d, stderr %q; want 2, %q and not %q", tc.args, r.code, r.stderr, tc.want, tc.not)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/sim"
 )
@@ -58,9 +59,9 @@ func simUsage() string {
 	}
 	indent := strings.Repeat(" ", 2+width+2)
 	for _, e := range simExperiments {
-		fmt.Fprintf(&b, "  %-*s  %s\n", width, e.name, wrap(e.summary, 80-len(indent), indent))
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, e.name, cli.Wrap(e.summary, 80-len(indent), indent))
 	}
-	b.WriteString("\n" + wrap("Each runs on a virtual clock from a seed: the same flags always print the same numbers. "+
+	b.WriteString("\n" + cli.Wrap("Each runs on a virtual clock from a seed: the same flags always print the same numbers. "+
 		"Run \"retry sim EXPERIMENT --help\" for an experiment's flags.", 80, "") + "\n")
 	return b.String()
 }
@@ -85,7 +86,7 @@ func printSimFlags(w io.Writer, fs *flag.FlagSet) {
 		case "duration":
 			arg = "DURATION"
 		}
-		head := "  " + dashName(f.Name)
+		head := "  " + cli.DashName(f.Name)
 		if arg != "" {
 			head += " " + arg
 		}
@@ -93,7 +94,7 @@ func printSimFlags(w io.Writer, fs *flag.FlagSet) {
 			// A comma-separated list is shown with spaces, so that it can wrap.
 			usage += " (default " + strings.ReplaceAll(def, ",", ", ") + ")"
 		}
-		fmt.Fprintf(w, "%s\n%s%s\n", head, indent, wrap(usage, 80-len(indent), indent))
+		fmt.Fprintf(w, "%s\n%s%s\n", head, indent, cli.Wrap(usage, 80-len(indent), indent))
 	})
 }
 
@@ -106,12 +107,12 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 func runSimEnv(env simEnv, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, simUsage())
-		return exitUsage
+		return cli.ExitUsage
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, simUsage())
-		return exitOK
+		return cli.ExitOK
 	}
 	var names []string
 	for _, e := range simExperiments {
@@ -121,7 +122,7 @@ func runSimEnv(env simEnv, args []string, stdout, stderr io.Writer) int {
 		names = append(names, e.name)
 	}
 	fmt.Fprintf(stderr, "retry sim: unknown experiment %q: want %s (see 'retry sim --help')\n", args[0], strings.Join(names, " or "))
-	return exitUsage
+	return cli.ExitUsage
 }
 
 // checkPlotDir makes sure that plots can be written into dir before a long
@@ -277,13 +278,13 @@ func simParse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (bool, 
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stdout, "Usage: %s [flags]\n\nFlags:\n", fs.Name())
 		printSimFlags(stdout, fs)
-		return true, exitOK
+		return true, cli.ExitOK
 	}
 	if err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err != nil {
-		return true, simUsageError(stderr, fs.Name(), flagMessage(err.Error(), fs, args))
+		return true, simUsageError(stderr, fs.Name(), cli.FlagMessage(err.Error(), fs, args))
 	}
 	return false, 0
 }
@@ -342,13 +343,13 @@ func simFlagError(err error) string {
 }
 
 func simUsageError(stderr io.Writer, prog, msg string) int {
-	fmt.Fprintf(stderr, "%s: %s (see '%s --help')\n", prog, oneLine(msg), prog)
-	return exitUsage
+	fmt.Fprintf(stderr, "%s: %s (see '%s --help')\n", prog, cli.OneLine(msg), prog)
+	return cli.ExitUsage
 }
 
 func simFail(stderr io.Writer, prog string, err error) int {
-	fmt.Fprintf(stderr, "%s: %s\n", prog, oneLine(err.Error()))
-	return exitGaveUp
+	fmt.Fprintf(stderr, "%s: %s\n", prog, cli.OneLine(err.Error()))
+	return cli.ExitGaveUp
 }
 
 // reportWidth is the width the reports' prose is folded to: a terminal's
@@ -405,18 +406,7 @@ func foldLine(l string, width int) string {
 		head = ""
 	}
 	indent := strings.Repeat(" ", len(head))
-	return head + wrap(strings.TrimPrefix(l, head), width-len(head), indent)
-}
-
-// names splits a comma-separated list.
-func names(s string) []string {
-	var out []string
-	for _, n := range strings.Split(s, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, n)
-		}
-	}
-	return out
+	return head + cli.Wrap(strings.TrimPrefix(l, head), width-len(head), indent)
 }
 
 func simContention(env simEnv, args []string, stdout, stderr io.Writer) int {
@@ -443,7 +433,7 @@ func simContention(env simEnv, args []string, stdout, stderr io.Writer) int {
 	if *netSD == 0 {
 		cfg.NetSD = 1 // ContentionConfig reads 0 as the default; 1 ns is no variance to speak of
 	}
-	for _, n := range names(*strategies) {
+	for _, n := range cli.Names(*strategies) {
 		s, err := sim.ContentionStrategy(n, *base, *maxDelay, *jitter)
 		if err != nil {
 			return simUsageError(stderr, prog, simFlagError(err))
@@ -480,7 +470,7 @@ func simContention(env simEnv, args []string, stdout, stderr io.Writer) int {
 			return simFail(stderr, prog, err)
 		}
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
@@ -505,7 +495,7 @@ func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 	cfg.Hosts, cfg.Capacity, cfg.Load, cfg.Queue = *hosts, *capacity, *load, *queue
 	cfg.Duration, cfg.OutageStart, cfg.Outage, cfg.Drop, cfg.Timeout = *duration, *outageStart, *outage, *drop, *timeout
 	cfg.Seed = sf.seed
-	list := names(*strategies)
+	list := cli.Names(*strategies)
 	if len(list) == 1 && list[0] == "all" {
 		list = sim.OverloadNames()
 	}
@@ -530,7 +520,7 @@ func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 		return simUsageError(stderr, prog, err.Error())
 	}
 	if !sf.json {
-		fmt.Fprintln(stdout, wrap(fmt.Sprintf("capacity %.0f/s, offered %.0f/s, queue %d, outage %v from %v (%s), %v of arrivals, seed %d",
+		fmt.Fprintln(stdout, cli.Wrap(fmt.Sprintf("capacity %.0f/s, offered %.0f/s, queue %d, outage %v from %v (%s), %v of arrivals, seed %d",
 			cfg.Capacity, cfg.Load*cfg.Capacity, cfg.Queue, cfg.Outage, cfg.OutageStart, map[bool]string{false: "fast 503", true: "dropped"}[cfg.Drop], cfg.Duration, cfg.Seed), reportWidth, ""))
 	}
 	var all []sim.OverloadResult
@@ -574,5 +564,5 @@ func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return simFail(stderr, prog, err)
 	}
-	return exitOK
+	return cli.ExitOK
 }

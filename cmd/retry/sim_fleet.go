@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/redisretry"
 	"github.com/backoffkit/retry/redisretry/fleetsim"
 )
@@ -116,7 +117,7 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 	var configs [][]fleetsim.Config // by --clients value, then strategy
 	for _, n := range sf.clients {
 		var row []fleetsim.Config
-		for _, s := range names(*strategies) {
+		for _, s := range cli.Names(*strategies) {
 			c, err := fleetSimConfig(s, base, l)
 			if err != nil {
 				return simUsageError(stderr, prog, err.Error())
@@ -180,19 +181,19 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stdout, "%s\n", b)
 			}
 		}
-		return exitOK
+		return cli.ExitOK
 	}
 	for i, rs := range results {
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintln(stdout, wrap(fmt.Sprintf("%d processes × %d callers (think %v, deadline %v), quota %s, a server that answers 429 beyond it in a sliding %v window, %v, seed %d: the real redisretry limiters in virtual time (redisretry/fleetsim)",
+		fmt.Fprintln(stdout, cli.Wrap(fmt.Sprintf("%d processes × %d callers (think %v, deadline %v), quota %s, a server that answers 429 beyond it in a sliding %v window, %v, seed %d: the real redisretry limiters in virtual time (redisretry/fleetsim)",
 			*processes, sf.clients[i], *think, *deadline, quota, *window, *duration, sf.seed), reportWidth, ""))
 		if err := fleetsim.WriteTable(stdout, rs...); err != nil {
 			return simFail(stderr, prog, err)
 		}
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // simFleetStep runs fleetsim.StepScenario for the four ways to pace, with
@@ -232,13 +233,13 @@ func simFleetStep(env simEnv, sf simFlags, stdout, stderr io.Writer, prog string
 			}
 			fmt.Fprintf(stdout, "%s\n", b)
 		}
-		return exitOK
+		return cli.ExitOK
 	}
-	fmt.Fprintln(stdout, wrap(fmt.Sprintf("200 processes offering 150 calls a second to a shared capacity of 100, then 40, then 100 a second (a minute each), 429 beyond it; seed %d: the real redisretry limiters in virtual time (redisretry/fleetsim)", sf.seed), reportWidth, ""))
+	fmt.Fprintln(stdout, cli.Wrap(fmt.Sprintf("200 processes offering 150 calls a second to a shared capacity of 100, then 40, then 100 a second (a minute each), 429 beyond it; seed %d: the real redisretry limiters in virtual time (redisretry/fleetsim)", sf.seed), reportWidth, ""))
 	if err := fleetsim.WriteSteps(stdout, rs...); err != nil {
 		return simFail(stderr, prog, err)
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 // fleetSimFlagError turns a fleetsim.Config error into one that names the

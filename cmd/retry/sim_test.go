@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 func runSimArgs(args ...string) (code int, stdout, stderr string) {
@@ -162,8 +164,8 @@ func TestSimUsageErrors(t *testing.T) {
 		{[]string{"overload", "--strategies", ""}, "--strategies is empty"},
 	} {
 		code, out, errs := runSimArgs(tc.args...)
-		if code != exitUsage {
-			t.Errorf("%q: exit %d, want %d", tc.args, code, exitUsage)
+		if code != cli.ExitUsage {
+			t.Errorf("%q: exit %d, want %d", tc.args, code, cli.ExitUsage)
 		}
 		if out != "" && tc.args != nil {
 			t.Errorf("%q: stdout %q, want nothing", tc.args, out)
@@ -206,7 +208,7 @@ func TestSimPlotCheckedFirst(t *testing.T) {
 		progress := simEnv{progressAfter: 0, progressEvery: time.Hour}
 		var out, errb bytes.Buffer
 		code := runSimEnv(progress, append(exp, "--plot", file), &out, &errb)
-		if code != exitUsage || out.Len() != 0 || !strings.Contains(errb.String(), "--plot "+file+": exists and is not a directory") {
+		if code != cli.ExitUsage || out.Len() != 0 || !strings.Contains(errb.String(), "--plot "+file+": exists and is not a directory") {
 			t.Errorf("%s --plot FILE: exit %d, stdout %q, stderr %q; want exit 2 before the run", exp[0], code, out.String(), errb.String())
 		}
 		if strings.Contains(errb.String(), "simulated") {
@@ -355,7 +357,7 @@ func TestSimFleet(t *testing.T) {
 		{[]string{"fleet", "--jobs", "10"}, "flag provided but not defined: --jobs"},
 	} {
 		code, out, errs := runSimArgs(tc.args...)
-		if code != exitUsage || out != "" || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errs, tc.want) || strings.Count(errs, "\n") != 1 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, out, errs, tc.want)
 		}
 	}

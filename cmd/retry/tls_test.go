@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/internal/redistest"
 	"github.com/backoffkit/retry/redisretry"
 )
@@ -224,7 +225,7 @@ func TestFleetTLSBadFlags(t *testing.T) {
 		{[]string{"--config", cfg}, "redis_ca = \"" + filepath.Join(dir, "missing.pem") + "\": open"},
 	} {
 		r := runRetry(t, "", nil, args(tc.args, []string{"--", "true"})...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "s3cret") {
+		if r.code != cli.ExitUsage || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "s3cret") {
 			t.Errorf("%q: exit %d, want 2 and %q:\n%s", tc.args, r.code, tc.want, r.stderr)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/httpretry"
 )
 
@@ -466,7 +467,7 @@ func readWriteOut(s string) (format string, warnings []string, err error) {
 	if name, ok := strings.CutPrefix(s, "@"); ok {
 		b, err := readFileArg(name)
 		if err != nil {
-			return "", nil, usagef("-w @%s: cannot read: %v", name, unwrapPath(err))
+			return "", nil, cli.Usagef("-w @%s: cannot read: %v", name, cli.UnwrapPath(err))
 		}
 		s = string(b)
 	}
