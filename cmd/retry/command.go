@@ -16,6 +16,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 )
 
@@ -45,7 +46,7 @@ var notifySignals = func(c chan<- os.Signal) (stop func()) {
 // commandFlags are the flags of the command mode.
 type commandFlags struct {
 	fs         *flag.FlagSet
-	pf         *policyFlags
+	pf         *policy.Flags
 	onExit     []int
 	stdinFile  string
 	stopSig    syscall.Signal
@@ -59,7 +60,7 @@ type commandFlags struct {
 func newCommandFlags() *commandFlags {
 	fs := flag.NewFlagSet("retry", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	c := &commandFlags{fs: fs, pf: addPolicyFlags(fs, false), stopSig: syscall.SIGTERM, killAfter: defaultKillAfter}
+	c := &commandFlags{fs: fs, pf: policy.AddFlags(fs, false), stopSig: syscall.SIGTERM, killAfter: defaultKillAfter}
 	fs.Func("on-exit-codes", "exit `CODES` that are transient, e.g. 1,75 (default: any non-zero)", func(s string) error {
 		codes, err := cli.ParseExitCodes(s)
 		c.onExit = codes
@@ -95,10 +96,10 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		printCommandHelp(stdout, fs)
 		return cli.ExitOK
 	}
-	log := newEventLog(stderr, prog, pf, nil)
+	log := policy.NewEventLog(stderr, prog, pf, nil)
 	if err != nil {
-		log.json = scanLogFormat(fs, args, false) == "json" // the error may come before --log-format
-		return log.fail(err)
+		log.JSON = policy.ScanLogFormat(fs, args, false) == "json" // the error may come before --log-format
+		return log.Fail(err)
 	}
 	if *version {
 		fmt.Fprintln(stdout, cli.VersionLine())
@@ -106,21 +107,21 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		return log.fail(cli.Usagef("no command given (usage: retry [flags] -- COMMAND [ARGS...]; subcommands: %s)", strings.Join(subcommandNames(), ", ")))
+		return log.Fail(cli.Usagef("no command given (usage: retry [flags] -- COMMAND [ARGS...]; subcommands: %s)", strings.Join(subcommandNames(), ", ")))
 	}
-	p, err := pf.build()
+	p, err := pf.Build()
 	if err != nil {
-		return log.fail(err)
+		return log.Fail(err)
 	}
 	if *stdinFile != "" {
 		f, err := os.Open(*stdinFile)
 		if err != nil {
-			return log.fail(cli.Usagef("--stdin-file %s: cannot read: %v", *stdinFile, cli.UnwrapPath(err)))
+			return log.Fail(cli.Usagef("--stdin-file %s: cannot read: %v", *stdinFile, cli.UnwrapPath(err)))
 		}
 		fi, err := f.Stat()
 		f.Close()
 		if err == nil && fi.IsDir() {
-			return log.fail(cli.Usagef("--stdin-file %s: is a directory", *stdinFile))
+			return log.Fail(cli.Usagef("--stdin-file %s: is a directory", *stdinFile))
 		}
 	}
 
@@ -149,8 +150,8 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		r.hardDeadline = now.Add(d)
 		r.loopDeadline = now.Add(p.Deadline)
 	}
-	log.describe = r.describe
-	log.hint(resolved)
+	log.Describe = r.describe
+	log.Hint(resolved)
 	r.onInterrupt = func(s os.Signal) {
 		name, key := s.String(), ""
 		if sig, ok := s.(syscall.Signal); ok {
@@ -160,19 +161,19 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if r.interruptGrace > 0 {
 			now := time.Now()
 			grace := max(r.killBy(now, r.interruptGrace).Sub(now), 0)
-			log.note("interrupt", fmt.Sprintf("%s: waiting up to %v (--kill-after) for the command to end; send %s%s again to kill it now", name, cli.RoundDur(grace), name, key))
+			log.Note("interrupt", fmt.Sprintf("%s: waiting up to %v (--kill-after) for the command to end; send %s%s again to kill it now", name, cli.RoundDur(grace), name, key))
 			return
 		}
-		log.note("interrupt", fmt.Sprintf("%s: waiting for the command to end; send %s%s again to kill it", name, name, key))
+		log.Note("interrupt", fmt.Sprintf("%s: waiting for the command to end; send %s%s again to kill it", name, name, key))
 	}
-	p.Observer = log.observer()
+	p.Observer = log.Observer()
 	p.Retryable = r.retryable
-	fl, err := openFleet(pf.fleet, p.Deadline, log)
+	fl, err := policy.OpenFleet(pf.Fleet, p.Deadline, log)
 	if err != nil {
-		return log.fail(err)
+		return log.Fail(err)
 	}
-	defer fl.close()
-	fl.apply(&p, log)
+	defer fl.Close()
+	fl.Apply(&p, log)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -202,8 +203,8 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	err = r.run(ctx, p)
 	var ce *cmdError
-	if err != nil && !errors.As(err, &ce) && !r.interrupted() && !log.gaveUp {
-		log.fail(err) // not an attempt's failure: nothing said it yet
+	if err != nil && !errors.As(err, &ce) && !r.interrupted() && !log.GaveUp {
+		log.Fail(err) // not an attempt's failure: nothing said it yet
 	}
 	return r.exitCode(err)
 }
@@ -394,7 +395,7 @@ func (r *cmdRunner) jobControl(sigs <-chan os.Signal, done <-chan struct{}) {
 // its --attempt-timeout had come, as timeout(1) takes SIGALRM for its own
 // timer firing (an outer "timeout -s ALRM" or a supervisor saying time is
 // up). Between attempts there is nothing to end: it says so.
-func (r *cmdRunner) alarmRelay(alarms <-chan os.Signal, done <-chan struct{}, log *eventLog) {
+func (r *cmdRunner) alarmRelay(alarms <-chan os.Signal, done <-chan struct{}, log *policy.EventLog) {
 	for {
 		select {
 		case <-alarms:
@@ -402,7 +403,7 @@ func (r *cmdRunner) alarmRelay(alarms <-chan os.Signal, done <-chan struct{}, lo
 			alarm := r.alarm
 			r.mu.Unlock()
 			if alarm == nil {
-				log.note("alarm", "SIGALRM between attempts: no attempt to end")
+				log.Note("alarm", "SIGALRM between attempts: no attempt to end")
 				continue
 			}
 			select {
@@ -752,12 +753,12 @@ func (r *cmdRunner) retryable(err error) bool {
 }
 
 // describe turns an attempt error into log fields.
-func (r *cmdRunner) describe(err error) attemptInfo {
+func (r *cmdRunner) describe(err error) policy.AttemptInfo {
 	var ce *cmdError
 	if !errors.As(err, &ce) {
-		return attemptInfo{What: err.Error(), Error: err.Error()}
+		return policy.AttemptInfo{What: err.Error(), Error: err.Error()}
 	}
-	info := attemptInfo{What: ce.what}
+	info := policy.AttemptInfo{What: ce.what}
 	switch {
 	case ce.start:
 		info.Error = ce.what

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -66,7 +67,7 @@ func TestParseConfig(t *testing.T) {
 		{"syntax", `{"attempts": 3,,}`, retry.Policy{}, "", "invalid JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseConfig([]byte(tc.in))
+			c, err := policy.ParseConfig([]byte(tc.in))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("parseConfig = %+v, %v; want error containing %q", c, err, tc.err)
@@ -96,11 +97,11 @@ func TestPolicyPrecedence(t *testing.T) {
 		t.Helper()
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		pf := addPolicyFlags(fs, true)
+		pf := policy.AddFlags(fs, true)
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		p, err := pf.build()
+		p, err := pf.Build()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,11 +142,11 @@ func buildPolicy(t *testing.T, args ...string) (retry.Policy, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	pf := addPolicyFlags(fs, true)
+	pf := policy.AddFlags(fs, true)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	return pf.build()
+	return pf.Build()
 }
 
 // TestExplicitZeroOverridesProfile: an explicit 0 for --deadline or

@@ -24,6 +24,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 	"github.com/backoffkit/retry/httpretry"
 )
 
@@ -516,7 +517,7 @@ func (e *encodingError) Error() string { return e.msg }
 // and the events it logs count their elapsed time from the request's start.
 type hopRecorder struct {
 	rt           http.RoundTripper
-	log          *eventLog
+	log          *policy.EventLog
 	start        time.Time     // when the request began
 	deadline     time.Duration // the policy's Deadline, 0 for none
 	deadlineName string        // it, for messages: "--deadline (1s)"
@@ -613,10 +614,10 @@ func (h *hopRecorder) observe(_ context.Context, e retry.Event) {
 		}
 		info.Method, info.URL = h.cur.Method, httpretry.Redact(h.cur.URL)
 		info.What = info.Method + " " + info.URL + ": " + info.Error
-		h.log.emit(e, info)
+		h.log.Emit(e, info)
 		return
 	}
-	h.log.event(e)
+	h.log.Event(e)
 }
 
 // failed logs the success event held back for the last hop when the client
@@ -641,7 +642,7 @@ func (h *hopRecorder) flush(final bool) {
 	if e == nil || h.hop >= len(h.resps) { // its hop returned no response
 		return
 	}
-	h.log.hop(*e, h.resps[h.hop], final && h.hop == len(h.resps)-1)
+	h.log.Hop(*e, h.resps[h.hop], final && h.hop == len(h.resps)-1)
 }
 
 // CloseIdleConnections passes the call on (http.Client calls it).
@@ -655,7 +656,7 @@ func (h *hopRecorder) CloseIdleConnections() {
 // (-v), as curl's "> " and "< " lines, secrets redacted.
 type verboseTransport struct {
 	rt  http.RoundTripper
-	log *eventLog
+	log *policy.EventLog
 }
 
 func (v *verboseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -671,15 +672,15 @@ func (v *verboseTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	lines := []string{fmt.Sprintf("> %s %s HTTP/1.1", req.Method, target), "> Host: " + host}
 	lines = append(lines, headerLines("> ", redactHeaders(req.Header))...)
-	v.log.verbose("request", append(lines, ">"))
+	v.log.Verbose("request", append(lines, ">"))
 	resp, err := v.rt.RoundTrip(req)
 	if err != nil {
-		v.log.verbose("error", []string{"* " + httpretry.RedactText(redactURLError(err).Error())})
+		v.log.Verbose("error", []string{"* " + httpretry.RedactText(redactURLError(err).Error())})
 		return resp, err
 	}
 	lines = []string{"< " + statusLine(resp)}
 	lines = append(lines, headerLines("< ", redactHeaders(headerOf(resp)))...)
-	v.log.verbose("response", append(lines, "<"))
+	v.log.Verbose("response", append(lines, "<"))
 	return resp, nil
 }
 

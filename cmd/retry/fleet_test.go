@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 	"github.com/backoffkit/retry/internal/chaos"
 	"github.com/backoffkit/retry/internal/redistest"
 	"github.com/backoffkit/retry/redisretry"
@@ -98,37 +98,6 @@ func TestFleetBadInput(t *testing.T) {
 				t.Errorf("stderr shows the password: %q", r.stderr)
 			}
 		})
-	}
-}
-
-// TestFleetPrecedence: the config file's fleet settings apply, and a flag
-// overrides its key.
-func TestFleetPrecedence(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "c.json")
-	os.WriteFile(cfg, []byte(`{"redis": "redis://127.0.0.1:1/0", "fleet": "from-config", "quota": "600/1m", "redis_timeout": 0.05}`), 0o644)
-	build := func(args ...string) fleetSpec {
-		t.Helper()
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		pf := addPolicyFlags(fs, false)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pf.build(); err != nil {
-			t.Fatal(err)
-		}
-		return pf.fleet
-	}
-	if s := build(); s != (fleetSpec{}) {
-		t.Errorf("no fleet flags: %+v, want none", s)
-	}
-	want := fleetSpec{url: "redis://127.0.0.1:1/0", name: "from-config", quota: redisretry.PerMinute(600), timeout: 50 * time.Millisecond}
-	if s := build("--config", cfg); s != want {
-		t.Errorf("config: %+v, want %+v", s, want)
-	}
-	want = fleetSpec{url: "redis://127.0.0.1:2/0", name: "from-flag", quota: redisretry.PerSecond(40), timeout: time.Second}
-	if s := build("--config", cfg, "--redis", want.url, "--fleet", "from-flag", "--quota", "40/1s", "--redis-timeout", "1s"); s != want {
-		t.Errorf("flags over config: %+v, want %+v", s, want)
 	}
 }
 
@@ -544,7 +513,7 @@ func TestRedisTimeout(t *testing.T) {
 		{time.Second, time.Nanosecond, time.Microsecond},
 		{time.Second, time.Duration(math.MaxInt64), time.Second},
 	} {
-		if got := redisTimeout(tc.given, tc.deadline); got != tc.want {
+		if got := policy.RedisTimeout(tc.given, tc.deadline); got != tc.want {
 			t.Errorf("redisTimeout(%v, %v) = %v, want %v", tc.given, tc.deadline, got, tc.want)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
 // The manual pages of "retry --help" and "retry http --help". Each lists its
@@ -239,14 +240,14 @@ func writeOutText() string {
 // initial_delay (initialDelay), ...".
 func configKeysText() string {
 	var parts []string
-	for i := 0; i < len(configKeys); i++ {
-		k := configKeys[i]
-		if i+1 < len(configKeys) && configKeys[i+1].field == k.field {
-			parts = append(parts, k.name+" ("+configKeys[i+1].name+")")
+	for i := 0; i < len(policy.ConfigKeys); i++ {
+		k := policy.ConfigKeys[i]
+		if i+1 < len(policy.ConfigKeys) && policy.ConfigKeys[i+1].Field == k.Field {
+			parts = append(parts, k.Name+" ("+policy.ConfigKeys[i+1].Name+")")
 			i++
 			continue
 		}
-		parts = append(parts, k.name)
+		parts = append(parts, k.Name)
 	}
 	return cli.Wrap(strings.Join(parts, ", "), 72, "        ")
 }

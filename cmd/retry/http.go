@@ -24,6 +24,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/httpretry"
 )
@@ -53,7 +54,7 @@ const (
 // httpFlags are the flags of retry http.
 type httpFlags struct {
 	fs  *flag.FlagSet
-	pf  *policyFlags
+	pf  *policy.Flags
 	sig *signalWatch // the run's, once it has begun
 
 	method         string
@@ -95,10 +96,10 @@ type dataPart struct {
 func newHTTPFlags() *httpFlags {
 	fs := flag.NewFlagSet("retry http", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	h := &httpFlags{fs: fs, pf: addPolicyFlags(fs, true), header: http.Header{}, maxRedirs: 50}
+	h := &httpFlags{fs: fs, pf: policy.AddFlags(fs, true), header: http.Header{}, maxRedirs: 50}
 	pf := h.pf
-	pf.durFlag(&pf.attemptTimeout, "m", "attempt-timeout", "time limit of each attempt (curl's meaning), like --attempt-timeout")
-	pf.durFlag(&pf.attemptTimeout, "max-time", "attempt-timeout", "time limit of each attempt (curl's meaning), like --attempt-timeout")
+	pf.DurFlag(&pf.AttemptTimeout, "m", "attempt-timeout", "time limit of each attempt (curl's meaning), like --attempt-timeout")
+	pf.DurFlag(&pf.AttemptTimeout, "max-time", "attempt-timeout", "time limit of each attempt (curl's meaning), like --attempt-timeout")
 	str := func(dst *string, usage string, names ...string) {
 		for _, n := range names {
 			fs.StringVar(dst, n, "", usage)
@@ -239,23 +240,23 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		printHTTPHelp(stdout)
 		return cli.ExitOK
 	}
-	log := newEventLog(stderr, prog, h.pf, describeHTTP)
-	log.keepGiveUp = true
+	log := policy.NewEventLog(stderr, prog, h.pf, describeHTTP)
+	log.KeepGiveUp = true
 	if h.silent && !h.showEr {
-		log.silent = true
+		log.Silent = true
 	}
 	if h.silent {
-		log.quiet = true
+		log.Quiet = true
 	}
 	if err != nil {
 		scan := args
 		if expanded != nil {
 			scan = expanded
 		}
-		log.json = scanLogFormat(h.fs, scan, true) == "json" // the error may come before --log-format
-		return log.fail(err)
+		log.JSON = policy.ScanLogFormat(h.fs, scan, true) == "json" // the error may come before --log-format
+		return log.Fail(err)
 	}
-	defer log.routeStdLog()() // net/http's own lines (a Transport's) join the log
+	defer log.RouteStdLog()() // net/http's own lines (a Transport's) join the log
 	if h.version {
 		fmt.Fprintln(stdout, cli.VersionLine())
 		return cli.ExitOK
@@ -264,20 +265,20 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		positional = append([]string{h.url}, positional...)
 	}
 	if len(positional) != 1 {
-		return log.fail(cli.Usagef("want exactly one URL, got %d arguments", len(positional)))
+		return log.Fail(cli.Usagef("want exactly one URL, got %d arguments", len(positional)))
 	}
 	x, err := h.prepare(positional[0])
 	if err != nil {
-		return log.fail(err)
+		return log.Fail(err)
 	}
 	if h.notIdempotent {
 		switch {
 		case h.idempotent:
-			return log.fail(cli.Usagef("--not-idempotent and --idempotent say the opposite"))
+			return log.Fail(cli.Usagef("--not-idempotent and --idempotent say the opposite"))
 		case h.idemKey != "" || x.header.Get("Idempotency-Key") != "":
-			return log.fail(cli.Usagef("--not-idempotent and an Idempotency-Key say the opposite"))
+			return log.Fail(cli.Usagef("--not-idempotent and an Idempotency-Key say the opposite"))
 		}
-		log.describe = func(err error) attemptInfo {
+		log.Describe = func(err error) policy.AttemptInfo {
 			info := describeHTTP(err)
 			if errors.Is(err, httpretry.ErrNotIdempotent) {
 				info.WhyStop = "the request is marked --not-idempotent"
@@ -286,13 +287,13 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	for _, w := range x.warnings {
-		log.warn(w)
+		log.Warn(w)
 	}
-	p, err := h.pf.build()
+	p, err := h.pf.Build()
 	if err != nil {
-		return log.fail(err)
+		return log.Fail(err)
 	}
-	log.hint(p.Resolved())
+	log.Hint(p.Resolved())
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -307,7 +308,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	req, err := http.NewRequestWithContext(ctx, x.method, x.url.String(), bytes.NewReader(x.body))
 	if err != nil {
-		return log.fail(cli.Usagef("%v", err))
+		return log.Fail(cli.Usagef("%v", err))
 	}
 	if x.body == nil {
 		req.Body, req.GetBody, req.ContentLength = nil, nil, 0
@@ -326,10 +327,10 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	if h.retryAll {
 		opts = append(opts, httpretry.RetryAllErrors())
 	}
-	if prof := h.pf.used; prof.name != "" {
+	if prof := h.pf.Used; prof.Name != "" {
 		// The profile's consumption headers (flex, priority); a -H of the
 		// same name, even empty or removed, is the caller's and wins.
-		opts = append(opts, httpretry.WithProfile(prof.name))
+		opts = append(opts, httpretry.WithProfile(prof.Name))
 	}
 	retries := 0
 	following := h.location || h.trusted
@@ -342,15 +343,15 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	// As curl, --cacert is read only when a certificate may be checked.
 	base, err := h.transport(!h.insecure && (x.url.Scheme == "https" || following))
 	if err != nil {
-		return log.fail(err)
+		return log.Fail(err)
 	}
 	defer base.CloseIdleConnections()
-	fl, err := openFleet(h.pf.fleet, p.Deadline, log)
+	fl, err := policy.OpenFleet(h.pf.Fleet, p.Deadline, log)
 	if err != nil {
-		return log.fail(err)
+		return log.Fail(err)
 	}
-	defer fl.close()
-	fl.apply(&p, log)
+	defer fl.Close()
+	fl.Apply(&p, log)
 	wire := &wireStats{}
 	var rt http.RoundTripper = connected{rt: base, wire: wire}
 	if testBaseTransport != nil {
@@ -361,10 +362,10 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	tr := httpretry.NewTransport(rt, p, opts...)
 	if err := tr.Err(); err != nil {
-		return log.fail(cli.Usagef("%v", err))
+		return log.Fail(cli.Usagef("%v", err))
 	}
 	hops.rt, hops.wire = tr, wire
-	hops.deadline, hops.deadlineName = max(p.Deadline, 0), h.pf.limitName("Deadline", p.Deadline)
+	hops.deadline, hops.deadlineName = max(p.Deadline, 0), h.pf.LimitName("Deadline", p.Deadline)
 	// Without -L the response is the answer, whatever its Location says
 	// (http.Client would fail on one that does not parse).
 	do := hops.RoundTrip
@@ -390,7 +391,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 			}
 			res.url = hops.effectiveURL(x.url)
 			res.answers, res.lastHop = hops.resps, hops.offset
-			res.errormsg = log.closingError()
+			res.errormsg = log.ClosingError()
 			if hops.cur != nil && base.Proxy != nil {
 				p, err := base.Proxy(hops.cur)
 				res.proxied = err == nil && p != nil
@@ -414,17 +415,17 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		}
 		if hops.badLocation != nil {
 			res.exit = curlURLMalformat
-			log.failCode(hops.badLocation, res.exit)
+			log.FailCode(hops.badLocation, res.exit)
 			return res.exit
 		}
 		if errors.Is(err, httpretry.ErrRegionalEndpoint) {
 			res.exit = cli.ExitUsage
-			log.failCode(regionalProfileError(h.pf.used, err), res.exit)
+			log.FailCode(regionalProfileError(h.pf.Used, err), res.exit)
 			return res.exit
 		}
 		res.exit = transportExitCode(err)
-		if !log.gaveUp {
-			log.failCode(fmt.Errorf("%s %s: %v", x.method, httpretry.Redact(x.url), redactURLError(err)), res.exit)
+		if !log.GaveUp {
+			log.FailCode(fmt.Errorf("%s %s: %v", x.method, httpretry.Redact(x.url), redactURLError(err)), res.exit)
 		}
 		return res.exit
 	}
@@ -442,17 +443,17 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 // host is a regional Vertex AI endpoint while the profile (priority, flex)
 // is served by the global endpoint only: it names --profile (or the config
 // key) instead of httpretry's option.
-func regionalProfileError(prof profileUse, err error) error {
+func regionalProfileError(prof policy.ProfileUse, err error) error {
 	msg := err.Error()
 	if _, rest, ok := strings.Cut(msg, "): "); ok && strings.Contains(msg, "WithProfile(") {
 		msg = rest
 	}
-	return fmt.Errorf("%s %s: %s (use https://aiplatform.googleapis.com, or another profile)", prof.from, prof.name, httpretry.RedactText(msg))
+	return fmt.Errorf("%s %s: %s (use https://aiplatform.googleapis.com, or another profile)", prof.From, prof.Name, httpretry.RedactText(msg))
 }
 
 // writeResponse writes the response (headers with -i/-I/-D, the body unless
 // -f refuses it) and returns the exit code.
-func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Policy, resp *http.Response, hops *hopRecorder, res *transfer) int {
+func (h *httpFlags) writeResponse(stdout io.Writer, log *policy.EventLog, p retry.Policy, resp *http.Response, hops *hopRecorder, res *transfer) int {
 	status := resp.StatusCode
 	retryable := p.RetriesStatus(status)
 	httpError := status >= 400 && (h.fail || h.failBody)
@@ -462,7 +463,7 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 		if errors.As(err, &we) {
 			err = we.err
 		}
-		log.failCode(err, curlWrite)
+		log.FailCode(err, curlWrite)
 		return curlWrite
 	}
 
@@ -498,7 +499,7 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 			if err != nil {
 				out.close(false)
 				code := bodyExitCode(err)
-				log.failCode(fmt.Errorf("%s %s: %v", res.method, httpretry.Redact(resp.Request.URL), err), code)
+				log.FailCode(fmt.Errorf("%s %s: %v", res.method, httpretry.Redact(resp.Request.URL), err), code)
 				return code
 			}
 		}
@@ -509,7 +510,7 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 				return writeFailed(err)
 			}
 			if code := h.sig.exitCode(); code != 0 { // Ctrl-C, SIGTERM: no receive error
-				log.failCode(fmt.Errorf("reading the body of %s %s: interrupted by %s", res.method, httpretry.Redact(resp.Request.URL), h.sig.name()), code)
+				log.FailCode(fmt.Errorf("reading the body of %s %s: interrupted by %s", res.method, httpretry.Redact(resp.Request.URL), h.sig.name()), code)
 				return code
 			}
 			code := bodyExitCode(err)
@@ -517,7 +518,7 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 			if code == curlTimeout {
 				why = h.bodyTimeout(p, hops.start, why)
 			}
-			log.failCode(fmt.Errorf("reading the body of %s %s: %s", res.method, httpretry.Redact(resp.Request.URL), why), code)
+			log.FailCode(fmt.Errorf("reading the body of %s %s: %s", res.method, httpretry.Redact(resp.Request.URL), why), code)
 			return code
 		}
 	}
@@ -525,10 +526,10 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *eventLog, p retry.Polic
 		return writeFailed(err)
 	}
 	switch {
-	case retryable && log.gaveUp:
+	case retryable && log.GaveUp:
 		return cli.ExitGaveUp // the give-up line said why
 	case httpError:
-		log.failCode(fmt.Errorf("%s %s: %s (%s)", res.method, httpretry.Redact(resp.Request.URL), resp.Status, notRetriedWhy(status, retryable)), curlHTTPError)
+		log.FailCode(fmt.Errorf("%s %s: %s (%s)", res.method, httpretry.Redact(resp.Request.URL), resp.Status, notRetriedWhy(status, retryable)), curlHTTPError)
 		return curlHTTPError
 	}
 	return cli.ExitOK
@@ -564,9 +565,9 @@ func (h *httpFlags) writeHopHeaders(stdout io.Writer, hops *hopRecorder) {
 func (h *httpFlags) bodyTimeout(p retry.Policy, start time.Time, err string) string {
 	switch {
 	case p.Deadline > 0 && time.Since(start) >= p.Deadline:
-		return "timed out: the " + h.pf.limitName("Deadline", p.Deadline) + " passed"
+		return "timed out: the " + h.pf.LimitName("Deadline", p.Deadline) + " passed"
 	case p.AttemptTimeout > 0:
-		return "timed out: the attempt's " + h.pf.limitName("AttemptTimeout", p.AttemptTimeout) + " passed"
+		return "timed out: the attempt's " + h.pf.LimitName("AttemptTimeout", p.AttemptTimeout) + " passed"
 	}
 	return err
 }
@@ -1148,13 +1149,13 @@ func attemptText(ae *httpretry.AttemptError) string {
 }
 
 // describeHTTP turns an httpretry attempt error into log fields.
-func describeHTTP(err error) attemptInfo {
+func describeHTTP(err error) policy.AttemptInfo {
 	var ae *httpretry.AttemptError
 	if !errors.As(err, &ae) {
 		msg := redactURLError(err).Error()
-		return attemptInfo{What: msg, Error: msg}
+		return policy.AttemptInfo{What: msg, Error: msg}
 	}
-	info := attemptInfo{Method: ae.Method, URL: ae.URL, Status: ae.Status}
+	info := policy.AttemptInfo{Method: ae.Method, URL: ae.URL, Status: ae.Status}
 	switch ae.HintSource {
 	case httpretry.HintRetryAfter:
 		info.HintSource = "Retry-After"

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
 // TestJSONLogUsageErrorBeforeTheFlag: a usage error found before (or after)
@@ -68,7 +69,7 @@ func TestScanLogFormatSkipsValues(t *testing.T) {
 		{[]string{"--stdin-file", "--log-format", "json"}, ""},
 		{[]string{"--seed", "1", "--log-format=json", "--", "--log-format", "text"}, "json"},
 	} {
-		if got := scanLogFormat(fs, tc.args, false); got != tc.want {
+		if got := policy.ScanLogFormat(fs, tc.args, false); got != tc.want {
 			t.Errorf("scanLogFormat(%q) = %q, want %q", tc.args, got, tc.want)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
 // bin is the retry binary built once by TestMain.
@@ -482,7 +483,7 @@ func TestHelpListsEveryFlagAndConfigKey(t *testing.T) {
 			t.Errorf("--help does not list %s", cli.DashName(f.Name))
 		}
 	})
-	for _, k := range configKeyNames() {
+	for _, k := range policy.ConfigKeyNames() {
 		if !strings.Contains(r.stdout, k) {
 			t.Errorf("--help does not list the config key %q", k)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 	"github.com/backoffkit/retry/redisretry"
 	"github.com/backoffkit/retry/redisretry/fleetsim"
 )
@@ -41,7 +42,7 @@ func fleetSimConfig(strategy string, base fleetsim.Config, quota redisretry.Limi
 	c := base
 	c.Name = strategy
 	capacity := []fleetsim.Step{{At: 0, PerSecond: float64(quota.Rate) / quota.Period.Seconds()}}
-	q := &redisretry.QuotaConfig{Key: fleetSimKey, Limit: quota, Lease: fleetQuotaLease}
+	q := &redisretry.QuotaConfig{Key: fleetSimKey, Limit: quota, Lease: policy.FleetQuotaLease}
 	switch strategy {
 	case "local":
 		c.Server.Capacity = capacity
@@ -105,7 +106,7 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 	default:
 		return simUsageError(stderr, prog, fmt.Sprintf("--scenario %q: want step", *scenario))
 	}
-	l, err := parseQuota(quota)
+	l, err := policy.ParseQuota(quota)
 	if err != nil {
 		return simUsageError(stderr, prog, fmt.Sprintf("invalid value %q for flag --quota: %v", quota, err))
 	}

@@ -51,7 +51,7 @@ func (p *Process) Exited() bool                      { return false }
 
 func TerminalForeground() bool { return false }
 
-// shell: none here (no fallback for ENOEXEC).
+// Shell: none here (no fallback for ENOEXEC).
 const Shell = ""
 
 func ClosedPipe(io.Writer) bool { return false }

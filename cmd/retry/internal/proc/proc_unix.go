@@ -208,7 +208,7 @@ func ExitBySignal(s syscall.Signal) {
 	time.Sleep(time.Second)
 }
 
-// shell runs an executable file that the kernel cannot (ENOEXEC: a script
+// Shell runs an executable file that the kernel cannot (ENOEXEC: a script
 // without "#!"), as execvp does.
 const Shell = "/bin/sh"
 

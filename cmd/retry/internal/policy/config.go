@@ -1,4 +1,4 @@
-package main
+package policy
 
 import (
 	"bytes"
@@ -19,9 +19,9 @@ import (
 // the JSON config. They take bytes or strings and return values or an error
 // naming the problem; they never print, exit or panic.
 
-// explicit turns a parsed duration into a Policy field value: 0 becomes
+// Explicit turns a parsed duration into a Policy field value: 0 becomes
 // [retry.Zero] (an explicit zero), anything else is kept.
-func explicit(d time.Duration) time.Duration {
+func Explicit(d time.Duration) time.Duration {
 	if d == 0 {
 		return retry.Zero
 	}
@@ -30,15 +30,15 @@ func explicit(d time.Duration) time.Duration {
 
 // configKey is one key accepted in a JSON config file.
 type configKey struct {
-	name  string // the key as written in the file
-	field string // the canonical (snake_case) key it sets
+	Name  string // the key as written in the file
+	Field string // the canonical (snake_case) key it sets
 }
 
-// configKeys are the keys of a config file, exactly as they must be written
+// ConfigKeys are the keys of a config file, exactly as they must be written
 // (keys are case-sensitive). The Gen AI SDK's HttpRetryOptions names come in
 // two spellings: snake_case (Python) and camelCase (the JS SDK); both set the
 // same field, and a file may use only one of them for a field.
-var configKeys = []configKey{
+var ConfigKeys = []configKey{
 	{"attempts", "attempts"},
 	{"initial_delay", "initial_delay"}, {"initialDelay", "initial_delay"},
 	{"max_delay", "max_delay"}, {"maxDelay", "max_delay"},
@@ -59,20 +59,20 @@ var configKeys = []configKey{
 	{"redis_key", "redis_key"}, {"redisKey", "redis_key"},
 }
 
-// configKeyNames returns every accepted key, in the order of configKeys.
-func configKeyNames() []string {
-	names := make([]string, len(configKeys))
-	for i, k := range configKeys {
-		names[i] = k.name
+// ConfigKeyNames returns every accepted key, in the order of ConfigKeys.
+func ConfigKeyNames() []string {
+	names := make([]string, len(ConfigKeys))
+	for i, k := range ConfigKeys {
+		names[i] = k.Name
 	}
 	return names
 }
 
-// canonicalKey returns the field a key sets, matching exactly.
-func canonicalKey(name string) (string, bool) {
-	for _, k := range configKeys {
-		if k.name == name {
-			return k.field, true
+// CanonicalKey returns the field a key sets, matching exactly.
+func CanonicalKey(name string) (string, bool) {
+	for _, k := range ConfigKeys {
+		if k.Name == name {
+			return k.Field, true
 		}
 	}
 	return "", false
@@ -100,56 +100,56 @@ func parseJSONDuration(b json.RawMessage) (time.Duration, error) {
 	return cli.SecondsToDuration(f)
 }
 
-// config is what a config file says: a policy holding only the fields the
+// Config is what a config file says: a policy holding only the fields the
 // file sets (explicit zero durations as [retry.Zero], ready for
 // [retry.Policy.Merge]), an optional profile name, the fleet settings, and
 // the key each field was set with (canonical key to the key as written), to
 // name it in errors.
-type config struct {
+type Config struct {
 	Policy  retry.Policy
 	Profile string
-	Fleet   fleetSpec
+	Fleet   FleetSpec
 	Keys    map[string]string
 }
 
-// parseConfig parses a JSON config. Keys match exactly (snake_case or the
+// ParseConfig parses a JSON config. Keys match exactly (snake_case or the
 // camelCase alias); unknown or repeated keys, null values, trailing data,
 // values of the wrong type and invalid values are errors naming the key.
-func parseConfig(data []byte) (config, error) {
+func ParseConfig(data []byte) (Config, error) {
 	data = bytes.TrimPrefix(data, []byte("\ufeff")) // a UTF-8 byte order mark (Windows editors write one)
 	raw, keys, err := readConfigObject(data)
 	if err != nil {
-		return config{}, err
+		return Config{}, err
 	}
-	c := config{Keys: keys}
+	c := Config{Keys: keys}
 	p := &c.Policy
 	for field, name := range keys {
 		if bytes.Equal(bytes.TrimSpace(raw[field]), []byte("null")) {
-			return config{}, fmt.Errorf("%s: null is not a value (leave the key out to keep the default)", name)
+			return Config{}, fmt.Errorf("%s: null is not a value (leave the key out to keep the default)", name)
 		}
 	}
 	if b, ok := raw["attempts"]; ok {
 		n, err := jsonInt(b)
 		if err != nil {
-			return config{}, fmt.Errorf("%s: %v", keys["attempts"], err)
+			return Config{}, fmt.Errorf("%s: %v", keys["attempts"], err)
 		}
 		if n < 1 {
-			return config{}, fmt.Errorf("%s = %d: must be at least 1", keys["attempts"], n)
+			return Config{}, fmt.Errorf("%s = %d: must be at least 1", keys["attempts"], n)
 		}
 		p.Attempts = n
 	}
 	if b, ok := raw["exp_base"]; ok {
 		var f float64
 		if err := json.Unmarshal(b, &f); err != nil {
-			return config{}, fmt.Errorf("%s: %s is not a number", keys["exp_base"], bytes.TrimSpace(b))
+			return Config{}, fmt.Errorf("%s: %s is not a number", keys["exp_base"], bytes.TrimSpace(b))
 		}
 		if f < 1 {
-			return config{}, fmt.Errorf("%s = %v: must be at least 1", keys["exp_base"], f)
+			return Config{}, fmt.Errorf("%s = %v: must be at least 1", keys["exp_base"], f)
 		}
 		p.ExpBase = f
 	}
 	durs := []struct {
-		field string
+		Field string
 		dst   *time.Duration
 	}{
 		{"initial_delay", &p.InitialDelay},
@@ -162,30 +162,30 @@ func parseConfig(data []byte) (config, error) {
 		{"attempt_timeout", &p.AttemptTimeout},
 	}
 	for _, d := range durs {
-		b, ok := raw[d.field]
+		b, ok := raw[d.Field]
 		if !ok {
 			continue
 		}
 		v, err := parseJSONDuration(b)
 		if err != nil {
-			return config{}, fmt.Errorf("%s: %v", keys[d.field], err)
+			return Config{}, fmt.Errorf("%s: %v", keys[d.Field], err)
 		}
-		*d.dst = explicit(v)
+		*d.dst = Explicit(v)
 	}
 	if b, ok := raw["http_status_codes"]; ok {
 		name := keys["http_status_codes"]
 		var list []json.RawMessage
 		if err := json.Unmarshal(b, &list); err != nil {
-			return config{}, fmt.Errorf("%s: want a list of status codes, like [429, 503]", name)
+			return Config{}, fmt.Errorf("%s: want a list of status codes, like [429, 503]", name)
 		}
 		codes := []int{}
 		for _, item := range list {
 			code, err := jsonInt(item)
 			if err != nil {
-				return config{}, fmt.Errorf("%s: %v", name, err)
+				return Config{}, fmt.Errorf("%s: %v", name, err)
 			}
 			if err := cli.CheckStatusCode(code); err != nil {
-				return config{}, fmt.Errorf("%s: %v", name, err)
+				return Config{}, fmt.Errorf("%s: %v", name, err)
 			}
 			if !cli.ContainsInt(codes, code) {
 				codes = append(codes, code)
@@ -196,26 +196,26 @@ func parseConfig(data []byte) (config, error) {
 	if b, ok := raw["jitter_shape"]; ok {
 		var name string
 		if err := json.Unmarshal(b, &name); err != nil {
-			return config{}, fmt.Errorf("%s: want a string, one of %s", keys["jitter_shape"], cli.ShapeList())
+			return Config{}, fmt.Errorf("%s: want a string, one of %s", keys["jitter_shape"], cli.ShapeList())
 		}
 		s, err := retry.ParseShape(name)
 		if err != nil {
-			return config{}, fmt.Errorf("%s: unknown shape %q (want one of %s)", keys["jitter_shape"], name, cli.ShapeList())
+			return Config{}, fmt.Errorf("%s: unknown shape %q (want one of %s)", keys["jitter_shape"], name, cli.ShapeList())
 		}
 		p.Shape = s
 	}
 	if b, ok := raw["profile"]; ok {
 		var name string
 		if err := json.Unmarshal(b, &name); err != nil {
-			return config{}, fmt.Errorf("profile: want a string, one of %s", strings.Join(retry.ProfileNames(), ", "))
+			return Config{}, fmt.Errorf("profile: want a string, one of %s", strings.Join(retry.ProfileNames(), ", "))
 		}
 		if name == "" {
-			return config{}, errors.New("profile: empty name")
+			return Config{}, errors.New("profile: empty name")
 		}
 		c.Profile = name
 	}
 	if err := parseFleetConfig(raw, keys, &c.Fleet); err != nil {
-		return config{}, err
+		return Config{}, err
 	}
 	return c, nil
 }
@@ -224,7 +224,7 @@ func parseConfig(data []byte) (config, error) {
 // "fleet" (a name), "quota" (a rate such as "600/1m"), "redis_timeout",
 // "redis_dial_timeout", and "redis_ca", "redis_cert", "redis_key" (files).
 // Whether they fit together is checked with the flags (see buildFleet).
-func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s *fleetSpec) error {
+func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s *FleetSpec) error {
 	str := func(field, want string) (string, bool, error) {
 		b, ok := raw[field]
 		if !ok {
@@ -239,7 +239,7 @@ func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s 
 	if v, ok, err := str("redis", "a URL like \"redis://127.0.0.1:6379/0\""); err != nil {
 		return err
 	} else if ok {
-		if err := checkRedisURL(v); err != nil {
+		if err := CheckRedisURL(v); err != nil {
 			return fmt.Errorf("redis: %v", err)
 		}
 		s.url = v
@@ -247,10 +247,10 @@ func parseFleetConfig(raw map[string]json.RawMessage, keys map[string]string, s 
 	if v, ok, err := str("fleet", "the name the processes share"); err != nil {
 		return err
 	} else if ok {
-		if err := checkFleetName(v); err != nil {
+		if err := CheckFleetName(v); err != nil {
 			return fmt.Errorf("fleet: %q: %v", v, err)
 		}
-		s.name = v
+		s.Name = v
 	}
 	if v, ok, err := str("quota", "a rate like \"600/1m\""); err != nil {
 		return err
@@ -339,9 +339,9 @@ func readConfigObject(data []byte) (raw map[string]json.RawMessage, keys map[str
 			return nil, nil, inside(err)
 		}
 		name := tok.(string) // an object key is always a string
-		field, ok := canonicalKey(name)
+		field, ok := CanonicalKey(name)
 		if !ok {
-			return nil, nil, fmt.Errorf("unknown key %q (known: %s; keys are case-sensitive)", name, strings.Join(configKeyNames(), ", "))
+			return nil, nil, fmt.Errorf("unknown key %q (known: %s; keys are case-sensitive)", name, strings.Join(ConfigKeyNames(), ", "))
 		}
 		if prev, dup := keys[field]; dup {
 			if prev == name {

@@ -1,4 +1,4 @@
-package main
+package policy
 
 import (
 	"context"
@@ -25,12 +25,12 @@ import (
 // fleet (package redisretry). The CLI only configures them; the limiters,
 // their leases and their fallback when Redis fails are redisretry's.
 
-// fleetSpec is what the flags and the config file ask of the fleet, checked
+// FleetSpec is what the flags and the config file ask of the fleet, checked
 // but not connected: an empty url means no fleet. A config file's "redis",
 // "fleet", "quota" and "redis_timeout" fill one too.
-type fleetSpec struct {
+type FleetSpec struct {
 	url     string           // the Redis URL as given (it may hold a password)
-	name    string           // the fleet's key
+	Name    string           // the fleet's key
 	quota   redisretry.Limit // Rate 0: no quota (with auto: the default ceiling)
 	auto    bool             // --quota auto[:MAX]: a rate the fleet learns (redisretry.AutoQuota), quota its ceiling
 	size    int              // the quota's FleetSize; 0: counted in Redis
@@ -42,10 +42,10 @@ type fleetSpec struct {
 }
 
 // hasQuota reports whether s paces the fleet: a --quota RATE or auto.
-func (s fleetSpec) hasQuota() bool { return s.quota.Rate != 0 || s.auto }
+func (s FleetSpec) hasQuota() bool { return s.quota.Rate != 0 || s.auto }
 
 // quotaText is the --quota of s as given: "600/1m", "auto", "auto:600/1m".
-func (s fleetSpec) quotaText() string {
+func (s FleetSpec) quotaText() string {
 	rate := fmt.Sprintf("%d/%v", s.quota.Rate, s.quota.Period)
 	switch {
 	case !s.auto:
@@ -63,14 +63,14 @@ func parseFleetQuota(v string) (l redisretry.Limit, auto bool, err error) {
 	rest, auto := strings.CutPrefix(v, "auto")
 	switch {
 	case !auto:
-		l, err = parseQuota(v)
+		l, err = ParseQuota(v)
 		return l, false, err
 	case rest == "":
 		return l, true, nil
 	case !strings.HasPrefix(rest, ":"):
 		return l, false, fmt.Errorf("want RATE (e.g. 600/1m), auto or auto:MAX (e.g. auto:600/1m)")
 	}
-	l, err = parseQuota(rest[1:])
+	l, err = ParseQuota(rest[1:])
 	if err != nil {
 		return l, false, fmt.Errorf("auto:MAX: %v", err)
 	}
@@ -79,7 +79,7 @@ func parseFleetQuota(v string) (l redisretry.Limit, auto bool, err error) {
 
 // clientConfig is the redisretry client configuration of s; of a cluster,
 // that of its first node.
-func (s fleetSpec) clientConfig() redisretry.ClientConfig {
+func (s FleetSpec) clientConfig() redisretry.ClientConfig {
 	u, _ := firstNode(s.url)
 	return redisretry.ClientConfig{URL: u, DialTimeout: s.dial, CAFile: s.ca, CertFile: s.cert, KeyFile: s.key}
 }
@@ -104,7 +104,7 @@ func firstNode(raw string) (string, bool) {
 // calls bounded by their context, one dial and one try per node call
 // (MOVED and ASK redirects are still followed), the dial bounded by dial,
 // and the TLS settings of c (made by NewClientWith on the first node's URL).
-func newClusterClient(s fleetSpec, dial time.Duration, c *redis.Client) (*redis.ClusterClient, error) {
+func newClusterClient(s FleetSpec, dial time.Duration, c *redis.Client) (*redis.ClusterClient, error) {
 	opt, err := redis.ParseClusterURL(s.url)
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func newClusterClient(s fleetSpec, dial time.Duration, c *redis.Client) (*redis.
 // checkClient checks s's client configuration (it reads the certificate
 // files) without connecting: the error names the flag or config key that
 // set the field (from, by config key), never the password.
-func (s fleetSpec) checkClient(from map[string]string) error {
+func (s FleetSpec) checkClient(from map[string]string) error {
 	err := s.clientConfig().Validate()
 	if err == nil {
 		return nil
@@ -136,13 +136,13 @@ func (s fleetSpec) checkClient(from map[string]string) error {
 	return errors.New(names.Replace(redactPassword(strings.TrimPrefix(err.Error(), "redisretry: "), s.url)))
 }
 
-// fleetQuotaLease is the most requests' worth of the fleet's schedule one
+// FleetQuotaLease is the most requests' worth of the fleet's schedule one
 // retry process takes per Redis round trip: 1, because a retry process makes
 // few attempts and lives briefly. A round trip per attempt costs nothing
 // next to starting a command or a connection, and a larger lease would hold
 // slots the other processes wait behind, then give back only what no later
 // reservation overtook.
-const fleetQuotaLease = 1
+const FleetQuotaLease = 1
 
 // fleetWaitLogged is the shortest wait for the fleet's quota or cooldown
 // that gets a log line: the retry lines show the backoff, not these waits,
@@ -150,7 +150,7 @@ const fleetQuotaLease = 1
 const fleetWaitLogged = 100 * time.Millisecond
 
 // addFleetFlags registers the fleet flags on fs.
-func (pf *policyFlags) addFleetFlags() {
+func (pf *Flags) addFleetFlags() {
 	fs, ff := pf.fs, &pf.fleetFlags
 	fs.Func("redis", "share the --fleet limits through the Redis server at `URL`, e.g. redis://127.0.0.1:6379/0", func(s string) error {
 		ff.url = s // checked by build: the flag package would quote a password in its error
@@ -158,10 +158,10 @@ func (pf *policyFlags) addFleetFlags() {
 		return nil
 	})
 	fs.Func("fleet", "`NAME` of the fleet: every process with the same --fleet and --redis shares one retry budget and one cooldown (and --quota)", func(s string) error {
-		if err := checkFleetName(s); err != nil {
+		if err := CheckFleetName(s); err != nil {
 			return err
 		}
-		ff.name = s
+		ff.Name = s
 		pf.set("fleet", "fleet")
 		return nil
 	})
@@ -180,10 +180,10 @@ func (pf *policyFlags) addFleetFlags() {
 		pf.set("fleet-size", "fleet-size")
 		return err
 	})
-	pf.durFlag(&ff.timeout, "redis-timeout", "redis-timeout", "time limit of each Redis call; past it this process decides alone (default 20ms)")
-	pf.durFlag(&ff.dial, "redis-dial-timeout", "redis-dial-timeout", "time limit of a connection's setup to Redis (the dial, the TLS handshake; default 1s)")
+	pf.DurFlag(&ff.timeout, "redis-timeout", "redis-timeout", "time limit of each Redis call; past it this process decides alone (default 20ms)")
+	pf.DurFlag(&ff.dial, "redis-dial-timeout", "redis-dial-timeout", "time limit of a connection's setup to Redis (the dial, the TLS handshake; default 1s)")
 	for _, f := range []struct {
-		name string
+		Name string
 		dst  *string
 		use  string
 	}{
@@ -192,12 +192,12 @@ func (pf *policyFlags) addFleetFlags() {
 		{"redis-key", &ff.key, "the key `FILE` (PEM) of --redis-cert"},
 	} {
 		f := f
-		fs.Func(f.name, f.use, func(v string) error {
+		fs.Func(f.Name, f.use, func(v string) error {
 			if v == "" {
 				return errors.New("empty file name")
 			}
 			*f.dst = v
-			pf.set(f.name, f.name)
+			pf.set(f.Name, f.Name)
 			return nil
 		})
 	}
@@ -215,9 +215,9 @@ func parseFleetSize(v string) (int, error) {
 	return n, nil
 }
 
-// checkFleetName checks a fleet's name, which becomes the key (and the
+// CheckFleetName checks a fleet's name, which becomes the key (and the
 // Cluster hash tag) of its Redis keys.
-func checkFleetName(s string) error {
+func CheckFleetName(s string) error {
 	switch {
 	case s == "":
 		return errors.New("empty name (want the key the processes share, e.g. myproject:gemini-2.5-flash)")
@@ -229,9 +229,9 @@ func checkFleetName(s string) error {
 	return nil
 }
 
-// parseQuota parses a quota rate ("40/1s", "600/1m", "600 per 1m") with
+// ParseQuota parses a quota rate ("40/1s", "600/1m", "600 per 1m") with
 // redisretry's parser, keeping its reason without its prefix.
-func parseQuota(s string) (redisretry.Limit, error) {
+func ParseQuota(s string) (redisretry.Limit, error) {
 	l, err := redisretry.ParseLimit(s)
 	if err != nil {
 		return l, errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("redisretry: invalid rate %q: ", s)))
@@ -239,9 +239,9 @@ func parseQuota(s string) (redisretry.Limit, error) {
 	return l, nil
 }
 
-// checkRedisURL checks a Redis URL without connecting: the error never
+// CheckRedisURL checks a Redis URL without connecting: the error never
 // shows the password.
-func checkRedisURL(raw string) error {
+func CheckRedisURL(raw string) error {
 	if strings.TrimSpace(raw) == "" {
 		return errors.New("empty URL (want e.g. redis://127.0.0.1:6379/0)")
 	}
@@ -327,7 +327,7 @@ func redactedURL(raw string) string {
 
 // buildFleet merges the config file's fleet settings and the flags (flags
 // win) into pf.fleet and checks that they fit together.
-func (pf *policyFlags) buildFleet(cfg config) error {
+func (pf *Flags) buildFleet(cfg Config) error {
 	ff := pf.fleetFlags
 	s := cfg.Fleet
 	in := func(key string) string { return "--config " + pf.configPath + ": " + cfg.Keys[key] }
@@ -341,12 +341,12 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 	given := pf.given
 	if _, ok := given["redis"]; ok {
 		s.url, from["redis"] = ff.url, "--redis"
-		if err := checkRedisURL(ff.url); err != nil {
+		if err := CheckRedisURL(ff.url); err != nil {
 			return cli.Usagef("--redis: %v", err)
 		}
 	}
 	if _, ok := given["fleet"]; ok {
-		s.name, from["fleet"] = ff.name, "--fleet"
+		s.Name, from["fleet"] = ff.Name, "--fleet"
 	}
 	if _, ok := given["quota"]; ok {
 		s.quota, s.auto, from["quota"] = ff.quota, ff.auto, "--quota"
@@ -370,7 +370,7 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 		s.key, from["redis_key"] = ff.key, "--redis-key"
 	}
 	switch {
-	case s.url == "" && s.name != "":
+	case s.url == "" && s.Name != "":
 		return cli.Usagef("%s needs --redis URL (the Redis the processes share)", from["fleet"])
 	case s.url == "" && s.hasQuota():
 		return cli.Usagef("%s needs --redis URL and --fleet NAME (the Redis and the key the processes share)", from["quota"])
@@ -386,7 +386,7 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 		return cli.Usagef("%s needs --redis URL", from["redis_key"])
 	case s.size != 0 && !s.hasQuota():
 		return cli.Usagef("%s needs --quota RATE (the quota the processes share)", from["fleet_size"])
-	case s.url != "" && s.name == "":
+	case s.url != "" && s.Name == "":
 		return cli.Usagef("%s needs --fleet NAME (the key the processes share)", from["redis"])
 	}
 	if s.url != "" {
@@ -403,18 +403,18 @@ func (pf *policyFlags) buildFleet(cfg config) error {
 			return cli.Usagef("%s %s: %s", from["quota"], s.quotaText(), msg)
 		}
 	}
-	pf.fleet = s
+	pf.Fleet = s
 	return nil
 }
 
-// fleet holds the limiters of one run on one Redis client: a budget and a
+// Fleet holds the limiters of one run on one Redis client: a budget and a
 // cooldown keyed by the fleet's name, and a quota when one is given. They
 // are made by apply, which knows the run's deadline.
-type fleet struct {
-	spec     fleetSpec
+type Fleet struct {
+	spec     FleetSpec
 	client   redis.UniversalClient // a *redis.Client, or a *redis.ClusterClient
 	obs      *fleetLog
-	quiet    *slog.Logger
+	Quiet    *slog.Logger
 	run      runContext
 	budget   *redisretry.Budget
 	cooldown *redisretry.Cooldown
@@ -437,12 +437,12 @@ const fleetRedisShare = 10
 // be unavailable.
 const fleetCloseGrace = 100 * time.Millisecond
 
-// openFleet checks the limiters' configuration for s and makes the client
+// OpenFleet checks the limiters' configuration for s and makes the client
 // for a run whose loop has the deadline d (0 for none) (no network call yet:
 // the limiters connect on first use, and apply makes them); it reports their
 // state changes and long waits on log. A nil fleet and no error mean no
 // fleet.
-func openFleet(s fleetSpec, d time.Duration, log *eventLog) (*fleet, error) {
+func OpenFleet(s FleetSpec, d time.Duration, log *EventLog) (*Fleet, error) {
 	if s.url == "" {
 		return nil, nil
 	}
@@ -468,10 +468,10 @@ func openFleet(s fleetSpec, d time.Duration, log *eventLog) (*fleet, error) {
 		client = cl
 	}
 	silenceRedis.Do(func() { redis.SetLogger(discardRedisLog{}) })
-	fl := &fleet{spec: s, client: client, obs: &fleetLog{log: log, name: s.name, quota: s.quotaText(), url: s.url},
+	fl := &Fleet{spec: s, client: client, obs: &fleetLog{log: log, Name: s.Name, quota: s.quotaText(), url: s.url},
 		// redisretry's own lines would go to slog's default logger, in
 		// another format: fleetLog says the same in the CLI's.
-		quiet: slog.New(slog.DiscardHandler)}
+		Quiet: slog.New(slog.DiscardHandler)}
 	budget, cooldown, quota := fl.configs(s.timeout)
 	err = budget.Validate()
 	if err == nil {
@@ -489,23 +489,23 @@ func openFleet(s fleetSpec, d time.Duration, log *eventLog) (*fleet, error) {
 
 // configs returns the limiters' configurations with timeout as each Redis
 // call's bound.
-func (f *fleet) configs(timeout time.Duration) (redisretry.BudgetConfig, redisretry.CooldownConfig, redisretry.QuotaConfig) {
-	s, obs := f.spec, f.obs.event
-	return redisretry.BudgetConfig{Key: s.name, Timeout: timeout, Logger: f.quiet, Observer: obs},
-		redisretry.CooldownConfig{Key: s.name, Timeout: timeout, Logger: f.quiet, Observer: obs},
-		redisretry.QuotaConfig{Key: s.name, Limit: s.quota, Lease: fleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: f.quiet, Observer: obs}
+func (f *Fleet) configs(timeout time.Duration) (redisretry.BudgetConfig, redisretry.CooldownConfig, redisretry.QuotaConfig) {
+	s, obs := f.spec, f.obs.Event
+	return redisretry.BudgetConfig{Key: s.Name, Timeout: timeout, Logger: f.Quiet, Observer: obs},
+		redisretry.CooldownConfig{Key: s.Name, Timeout: timeout, Logger: f.Quiet, Observer: obs},
+		redisretry.QuotaConfig{Key: s.Name, Limit: s.quota, Lease: FleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: f.Quiet, Observer: obs}
 }
 
 // autoConfig is the AutoQuota of --quota auto[:MAX] with timeout as each
 // Redis call's bound.
-func (s fleetSpec) autoConfig(timeout time.Duration, logger *slog.Logger, obs redisretry.Observer) redisretry.AutoQuotaConfig {
-	return redisretry.AutoQuotaConfig{Key: s.name, Ceiling: s.quota, Lease: fleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: logger, Observer: obs}
+func (s FleetSpec) autoConfig(timeout time.Duration, logger *slog.Logger, obs redisretry.Observer) redisretry.AutoQuotaConfig {
+	return redisretry.AutoQuotaConfig{Key: s.Name, Ceiling: s.quota, Lease: FleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: logger, Observer: obs}
 }
 
-// redisTimeout is each Redis call's bound for a run whose loop has the
+// RedisTimeout is each Redis call's bound for a run whose loop has the
 // deadline d (0 for none): --redis-timeout (redisretry's default if not
 // given), at most a tenth of d.
-func redisTimeout(given, d time.Duration) time.Duration {
+func RedisTimeout(given, d time.Duration) time.Duration {
 	t := given
 	if t == 0 {
 		t = redisretry.DefaultTimeout
@@ -519,9 +519,9 @@ func redisTimeout(given, d time.Duration) time.Duration {
 // dialTimeout is the bound of a connection's setup for s in a run whose
 // loop has the deadline d (0 for none): --redis-dial-timeout, else the URL's
 // dial_timeout, else redisretry's default, at most a tenth of d (as each
-// call's, see redisTimeout): the first decisions wait for the connection,
+// call's, see RedisTimeout): the first decisions wait for the connection,
 // and a Redis that accepts and never answers must not hold the command.
-func dialTimeout(s fleetSpec, d time.Duration) time.Duration {
+func dialTimeout(s FleetSpec, d time.Duration) time.Duration {
 	t := s.dial
 	if t == 0 {
 		if opt, err := redis.ParseURL(s.url); err == nil && opt.DialTimeout > 0 {
@@ -544,23 +544,23 @@ type discardRedisLog struct{}
 
 func (discardRedisLog) Printf(context.Context, string, ...any) {}
 
-// apply makes the fleet's limiters for p's deadline and puts them on p: the
+// Apply makes the fleet's limiters for p's deadline and puts them on p: the
 // fleet's budget replaces any per-process one (a profile's), and every
 // attempt waits for the cooldown, then for the quota (the cooldown takes
 // nothing, so it goes first). log's give-up line then says why the fleet
 // refused an attempt. It is called once.
-func (f *fleet) apply(p *retry.Policy, log *eventLog) {
+func (f *Fleet) Apply(p *retry.Policy, log *EventLog) {
 	if f == nil {
 		return
 	}
-	f.timeout = redisTimeout(f.spec.timeout, p.Deadline)
+	f.timeout = RedisTimeout(f.spec.timeout, p.Deadline)
 	bc, cc, qc := f.configs(f.timeout)
-	// Validated by openFleet, and a lower timeout is as valid: no error.
+	// Validated by OpenFleet, and a lower timeout is as valid: no error.
 	f.budget, _ = redisretry.NewBudget(f.client, bc)
 	f.cooldown, _ = redisretry.NewCooldown(f.client, cc)
 	switch {
 	case f.spec.auto:
-		f.auto, _ = redisretry.NewAutoQuota(f.client, f.spec.autoConfig(f.timeout, f.quiet, f.obs.event))
+		f.auto, _ = redisretry.NewAutoQuota(f.client, f.spec.autoConfig(f.timeout, f.Quiet, f.obs.Event))
 	case f.spec.quota.Rate > 0:
 		f.quota, _ = redisretry.NewQuota(f.client, qc)
 	}
@@ -640,13 +640,13 @@ func (n *notingPacer) refusal() string {
 	return ""
 }
 
-// close counts this process's requests in the fleet's budget and gives back
+// Close counts this process's requests in the fleet's budget and gives back
 // the quota it did not use (each one Redis call), waiting for them at most
 // fleetCloseGrace (or the Redis timeout, if less), and not at all while
 // Redis is known to be unavailable; then it closes the client, which ends
 // the calls still in flight. The fleet's log lines end here: what Redis does
 // after the command is done is not the run's news.
-func (f *fleet) close() {
+func (f *Fleet) Close() {
 	if f == nil {
 		return
 	}
@@ -684,8 +684,8 @@ func (f *fleet) close() {
 // when the first of them loses Redis and one when the last gets it back
 // (not one per limiter), and the waits the retry lines do not show.
 type fleetLog struct {
-	log   *eventLog
-	name  string
+	log   *EventLog
+	Name  string
 	quota string // as given: "600/1m", "auto"
 	url   string
 
@@ -702,7 +702,7 @@ func (l *fleetLog) stop() (down bool) {
 	return len(l.down) > 0
 }
 
-func (l *fleetLog) event(e redisretry.Event) {
+func (l *fleetLog) Event(e redisretry.Event) {
 	l.mu.Lock()
 	stopped := l.stopped
 	l.mu.Unlock()
@@ -732,17 +732,17 @@ func (l *fleetLog) event(e redisretry.Event) {
 				reason = redactPassword(strings.TrimPrefix(e.Err.Error(), "redisretry: "), l.url)
 			}
 			l.log.fleetState(fmt.Sprintf("Redis at %s unavailable (%s): fleet %s's limits are decided by this process alone until it answers",
-				redactedURL(l.url), cli.OneLine(reason), l.name))
+				redactedURL(l.url), cli.OneLine(reason), l.Name))
 		case was && !now:
-			l.log.fleetState(fmt.Sprintf("Redis at %s available again: fleet %s's limits are shared again", redactedURL(l.url), l.name))
+			l.log.fleetState(fmt.Sprintf("Redis at %s available again: fleet %s's limits are shared again", redactedURL(l.url), l.Name))
 		}
 	case redisretry.EventQuotaWait:
 		if e.Wait >= fleetWaitLogged {
-			l.log.note("fleet", fmt.Sprintf("waiting %v for fleet %s's quota (%s)", cli.RoundDur(e.Wait), l.name, l.quota))
+			l.log.Note("fleet", fmt.Sprintf("waiting %v for fleet %s's quota (%s)", cli.RoundDur(e.Wait), l.Name, l.quota))
 		}
 	case redisretry.EventCooldownWait:
 		if e.Wait >= fleetWaitLogged {
-			l.log.note("fleet", fmt.Sprintf("waiting %v: a server asked fleet %s to pause", cli.RoundDur(e.Wait), l.name))
+			l.log.Note("fleet", fmt.Sprintf("waiting %v: a server asked fleet %s to pause", cli.RoundDur(e.Wait), l.Name))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package policy
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 	"github.com/backoffkit/retry/httpretry"
 )
 
-// attemptInfo describes a failed (or successful) attempt for the log. Each
+// AttemptInfo describes a failed (or successful) attempt for the log. Each
 // mode turns its attempt errors into one.
-type attemptInfo struct {
+type AttemptInfo struct {
 	ExitCode   *int   // command mode
 	Status     int    // retry http: the response status, 0 if none
 	Method     string // retry http
@@ -56,26 +56,26 @@ type logRecord struct {
 // timeFormat is RFC 3339 with milliseconds, in UTC.
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// eventLog prints the loop's events and retry's own messages on w, as text
+// EventLog prints the loop's events and retry's own messages on w, as text
 // lines or, with --log-format json, as one JSON object per line (every line
 // retry writes there, the closing one included).
-type eventLog struct {
+type EventLog struct {
 	mu     sync.Mutex
 	w      io.Writer
 	prog   string
-	json   bool
-	quiet  bool // no retry log; errors, the reason a command could not start included, are still printed
-	silent bool // retry http -s: no log and no error message
-	// keepGiveUp: --quiet does not hide the give-up line (retry http: it is
+	JSON   bool
+	Quiet  bool // no retry log; errors, the reason a command could not start included, are still printed
+	Silent bool // retry http -s: no log and no error message
+	// KeepGiveUp: --quiet does not hide the give-up line (retry http: it is
 	// the closing line, the error).
-	keepGiveUp bool
-	describe   func(error) attemptInfo
+	KeepGiveUp bool
+	Describe   func(error) AttemptInfo
 	now        func() time.Time
 	// refusal, when set, says why a pacer (the fleet's quota or cooldown)
 	// refused the attempt the loop gave up before, "" if none did.
 	refusal func() string
 
-	gaveUp bool // a give-up line was printed
+	GaveUp bool // a give-up line was printed
 	// closing is the text of the closing error (a give-up or an error
 	// line), printed or not (-s), for retry http -w's errormsg.
 	closing string
@@ -86,35 +86,35 @@ type eventLog struct {
 	retried int
 }
 
-func newEventLog(w io.Writer, prog string, pf *policyFlags, describe func(error) attemptInfo) *eventLog {
-	return &eventLog{w: w, prog: prog, json: pf.logFormat == "json", quiet: pf.quiet, describe: describe, now: time.Now}
+func NewEventLog(w io.Writer, prog string, pf *Flags, describe func(error) AttemptInfo) *EventLog {
+	return &EventLog{w: w, prog: prog, JSON: pf.logFormat == "json", Quiet: pf.Quiet, Describe: describe, now: time.Now}
 }
 
-// observer returns the retry.Observer that prints the events.
-func (l *eventLog) observer() retry.Observer {
-	return func(_ context.Context, e retry.Event) { l.event(e) }
+// Observer returns the retry.Observer that prints the events.
+func (l *EventLog) Observer() retry.Observer {
+	return func(_ context.Context, e retry.Event) { l.Event(e) }
 }
 
-func (l *eventLog) event(e retry.Event) {
-	var info attemptInfo
+func (l *EventLog) Event(e retry.Event) {
+	var info AttemptInfo
 	if e.Err != nil {
-		info = l.describe(e.Err)
+		info = l.Describe(e.Err)
 	}
-	l.emit(e, info)
+	l.Emit(e, info)
 }
 
-// hop logs the end of one hop of a request that follows redirects (retry
+// Hop logs the end of one hop of a request that follows redirects (retry
 // http -L), whose loop has reported e, an [retry.EventSuccess]: as a success
 // when resp is the request's final answer, else as a "redirect" event (in the
 // text log only after a retry, as a success is).
-func (l *eventLog) hop(e retry.Event, resp *http.Response, final bool) {
-	info := attemptInfo{Status: resp.StatusCode}
+func (l *EventLog) Hop(e retry.Event, resp *http.Response, final bool) {
+	info := AttemptInfo{Status: resp.StatusCode}
 	if resp.Request != nil {
 		info.Method = resp.Request.Method
 		info.URL = httpretry.Redact(resp.Request.URL)
 	}
 	if final {
-		l.emit(e, info)
+		l.Emit(e, info)
 		return
 	}
 	if loc, err := resp.Location(); err == nil {
@@ -125,10 +125,10 @@ func (l *eventLog) hop(e retry.Event, resp *http.Response, final bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.retried = 0
-	if l.silent || l.quiet {
+	if l.Silent || l.Quiet {
 		return
 	}
-	if l.json {
+	if l.JSON {
 		r := l.record(e, info)
 		r.Event = "redirect"
 		l.encode(r)
@@ -139,15 +139,15 @@ func (l *eventLog) hop(e retry.Event, resp *http.Response, final bool) {
 	}
 }
 
-// emit logs e, described by info.
-func (l *eventLog) emit(e retry.Event, info attemptInfo) {
+// Emit logs e, described by info.
+func (l *EventLog) Emit(e retry.Event, info AttemptInfo) {
 	if e.Kind == retry.EventGiveUp && (e.Reason == retry.ReasonDeadline || e.Reason == retry.ReasonThrottled) && l.refusal != nil {
 		info.Refusal = l.refusal()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e.Kind == retry.EventGiveUp {
-		l.gaveUp = true
+		l.GaveUp = true
 		l.closing = httpretry.RedactText(cli.OneLine(closingText(e, info)))
 	}
 	retried := l.retried
@@ -155,10 +155,10 @@ func (l *eventLog) emit(e retry.Event, info attemptInfo) {
 	if e.Kind == retry.EventRetry {
 		l.retried = e.Attempt
 	}
-	if l.silent || (l.quiet && !(e.Kind == retry.EventGiveUp && (info.Start || l.keepGiveUp))) {
+	if l.Silent || (l.Quiet && !(e.Kind == retry.EventGiveUp && (info.Start || l.KeepGiveUp))) {
 		return
 	}
-	if l.json {
+	if l.JSON {
 		l.writeJSON(e, info)
 		l.retryHint(e)
 		return
@@ -197,29 +197,29 @@ func (l *eventLog) emit(e retry.Event, info attemptInfo) {
 }
 
 // closingText says what a give-up event e (described by info) ends on.
-func closingText(e retry.Event, info attemptInfo) string {
+func closingText(e retry.Event, info AttemptInfo) string {
 	if e.Attempt == 0 {
 		return "giving up before the first attempt (" + reasonText(e.Reason, info) + ")"
 	}
 	return fmt.Sprintf("attempt %d/%d failed: %s; gave up (%s)", e.Attempt, e.MaxAttempts, info.What, reasonText(e.Reason, info))
 }
 
-// closingError returns the text of the closing error, "" if none.
-func (l *eventLog) closingError() string {
+// ClosingError returns the text of the closing error, "" if none.
+func (l *EventLog) ClosingError() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.closing
 }
 
-// note prints a line of retry's own (a hint, a warning): as text, or as a
+// Note prints a line of retry's own (a hint, a warning): as text, or as a
 // JSON object {"event": kind, "message": msg}. Nothing with --quiet.
-func (l *eventLog) note(kind, msg string) {
+func (l *EventLog) Note(kind, msg string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.quiet || l.silent {
+	if l.Quiet || l.Silent {
 		return
 	}
-	if l.json {
+	if l.JSON {
 		l.encode(logRecord{Event: kind, Message: msg})
 		return
 	}
@@ -231,25 +231,25 @@ func (l *eventLog) note(kind, msg string) {
 // hidden only by -s alone. It is no retry log: it says the fleet's limits
 // are no longer (or again) shared, which a script that asks for errors
 // (-fsS) needs to know, as curl's -S shows its errors.
-func (l *eventLog) fleetState(msg string) {
+func (l *EventLog) fleetState(msg string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.silent {
+	if l.Silent {
 		return
 	}
-	if l.json {
+	if l.JSON {
 		l.encode(logRecord{Event: "fleet", Message: msg})
 		return
 	}
 	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
 }
 
-// warn prints a warning of retry's own, even with --quiet or -s (as
+// Warn prints a warning of retry's own, even with --quiet or -s (as
 // curl's warnings about -w): as text, or as {"event": "warning", ...}.
-func (l *eventLog) warn(msg string) {
+func (l *EventLog) Warn(msg string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.json {
+	if l.JSON {
 		l.encode(logRecord{Event: "warning", Message: msg})
 		return
 	}
@@ -260,7 +260,7 @@ func (l *eventLog) warn(msg string) {
 // sent no give-up event) and returns the exit status for it: 2 for usage
 // errors, an *cli.ExitError's own, 1 otherwise. Usage errors are printed even
 // with --quiet.
-func (l *eventLog) fail(err error) int {
+func (l *EventLog) Fail(err error) int {
 	code := cli.ExitGaveUp
 	var ue *cli.UsageError
 	var ee *cli.ExitError
@@ -270,20 +270,20 @@ func (l *eventLog) fail(err error) int {
 	case errors.As(err, &ee):
 		code = ee.Code
 	}
-	l.failCode(err, code)
+	l.FailCode(err, code)
 	return code
 }
 
-// failCode prints the closing line for err, exiting with code.
-func (l *eventLog) failCode(err error, code int) {
+// FailCode prints the closing line for err, exiting with code.
+func (l *EventLog) FailCode(err error, code int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	msg := httpretry.RedactText(cli.OneLine(err.Error()))
 	l.closing = msg
-	if l.silent && code != cli.ExitUsage {
+	if l.Silent && code != cli.ExitUsage {
 		return
 	}
-	if l.json {
+	if l.JSON {
 		event := "error"
 		if code == cli.ExitUsage {
 			event = "usage-error"
@@ -298,11 +298,11 @@ func (l *eventLog) failCode(err error, code int) {
 	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
 }
 
-// hint prepares a one-line hint, printed at the first retry (see
+// Hint prepares a one-line hint, printed at the first retry (see
 // retryHint), when the policy's jitter is larger than its initial delay:
 // the first waits are then mostly random and can shrink (976ms then
 // 809ms), which looks like a bug in the backoff.
-func (l *eventLog) hint(p retry.Policy) {
+func (l *EventLog) Hint(p retry.Policy) {
 	if p.Attempts < 2 || p.InitialDelay <= 0 || p.Jitter <= p.InitialDelay {
 		return
 	}
@@ -322,11 +322,11 @@ func (l *eventLog) hint(p retry.Policy) {
 
 // retryHint prints the hint, if any, after the first retry's line. Call it
 // with l.mu held.
-func (l *eventLog) retryHint(e retry.Event) {
+func (l *EventLog) retryHint(e retry.Event) {
 	if e.Kind != retry.EventRetry || l.hintAt == "" {
 		return
 	}
-	if l.json {
+	if l.JSON {
 		l.encode(logRecord{Event: "hint", Message: l.hintAt})
 	} else {
 		fmt.Fprintf(l.w, "%s: %s\n", l.prog, l.hintAt)
@@ -334,12 +334,12 @@ func (l *eventLog) retryHint(e retry.Event) {
 	l.hintAt = ""
 }
 
-func (l *eventLog) writeJSON(e retry.Event, info attemptInfo) {
+func (l *EventLog) writeJSON(e retry.Event, info AttemptInfo) {
 	l.encode(l.record(e, info))
 }
 
 // record is the JSON log record of e, described by info.
-func (l *eventLog) record(e retry.Event, info attemptInfo) logRecord {
+func (l *EventLog) record(e retry.Event, info AttemptInfo) logRecord {
 	elapsed := e.Elapsed.Milliseconds()
 	r := logRecord{
 		Event:       e.Kind.String(),
@@ -374,7 +374,7 @@ func (l *eventLog) record(e retry.Event, info attemptInfo) logRecord {
 }
 
 // encode writes r as one JSON line, stamped with the time.
-func (l *eventLog) encode(r logRecord) {
+func (l *EventLog) encode(r logRecord) {
 	r.Time = l.now().UTC().Format(timeFormat)
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -384,7 +384,7 @@ func (l *eventLog) encode(r logRecord) {
 }
 
 // reasonText says in words why the loop gave up.
-func reasonText(r retry.Reason, info attemptInfo) string {
+func reasonText(r retry.Reason, info AttemptInfo) string {
 	if info.Refusal != "" {
 		return info.Refusal
 	}
@@ -408,13 +408,13 @@ func reasonText(r retry.Reason, info attemptInfo) string {
 	return r.String()
 }
 
-// verbose prints -v lines (curl's "> " request and "< " response headers)
+// Verbose prints -v lines (curl's "> " request and "< " response headers)
 // as they are, or as one JSON object {"event": kind, "lines": [...]}. -v
 // shows them even with --quiet or -s, as curl does.
-func (l *eventLog) verbose(kind string, lines []string) {
+func (l *EventLog) Verbose(kind string, lines []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.json {
+	if l.JSON {
 		r := logRecord{Event: kind, Lines: lines}
 		l.encode(r)
 		return
@@ -424,13 +424,13 @@ func (l *eventLog) verbose(kind string, lines []string) {
 	}
 }
 
-// scanLogFormat returns the value of the last valid --log-format among
+// ScanLogFormat returns the value of the last valid --log-format among
 // args as fs would parse them ("" if none), without parsing them: a usage
 // error found before or after --log-format json is then still reported as
 // JSON. It reads args up to "--" and, unless interspersed (retry http takes
 // flags after the URL), up to the first argument that is not a flag; it
 // skips the value of every flag of fs that takes one.
-func scanLogFormat(fs *flag.FlagSet, args []string, interspersed bool) string {
+func ScanLogFormat(fs *flag.FlagSet, args []string, interspersed bool) string {
 	format := ""
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -465,13 +465,13 @@ func scanLogFormat(fs *flag.FlagSet, args []string, interspersed bool) string {
 	return format
 }
 
-// routeStdLog sends the lines of the standard log package, which net/http
+// RouteStdLog sends the lines of the standard log package, which net/http
 // writes to (a Transport's "Unsolicited response received on idle HTTP
 // channel", a Server's errors), to the event log, their secrets redacted:
 // as "retry http: ..." lines, or as {"event": "log", "message": ...}
 // objects when the log is JSON, so that every line on stderr is one; none
 // with --quiet or -s. It returns a function that restores the log package.
-func (l *eventLog) routeStdLog() (restore func()) {
+func (l *EventLog) RouteStdLog() (restore func()) {
 	w, flags, prefix := log.Writer(), log.Flags(), log.Prefix()
 	log.SetOutput(stdLogWriter{l})
 	log.SetFlags(0)
@@ -485,17 +485,17 @@ func (l *eventLog) routeStdLog() (restore func()) {
 
 // stdLogWriter turns each line written by a log.Logger into a line of the
 // event log, its secrets redacted.
-type stdLogWriter struct{ l *eventLog }
+type stdLogWriter struct{ l *EventLog }
 
 func (w stdLogWriter) Write(p []byte) (int, error) {
 	l := w.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.quiet || l.silent {
+	if l.Quiet || l.Silent {
 		return len(p), nil
 	}
 	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		if l.json {
+		if l.JSON {
 			l.encode(logRecord{Event: "log", Message: httpretry.RedactText(line)})
 		} else {
 			fmt.Fprintf(l.w, "%s: %s\n", l.prog, httpretry.RedactText(line))

@@ -1,4 +1,4 @@
-package main
+package policy
 
 import (
 	"errors"
@@ -14,10 +14,10 @@ import (
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
-// policyFlags are the flags that build a retry.Policy, shared by the command
+// Flags are the flags that build a retry.Policy, shared by the command
 // mode and retry http. Values are kept as given; build merges the profile,
 // the config file and the flags that were set, in that order.
-type policyFlags struct {
+type Flags struct {
 	fs *flag.FlagSet
 
 	attempts       int
@@ -26,51 +26,51 @@ type policyFlags struct {
 	expBase        float64
 	jitter         time.Duration
 	deadline       time.Duration
-	attemptTimeout time.Duration
+	AttemptTimeout time.Duration
 	maxRetryAfter  time.Duration
 	shape          retry.Shape
 	codes          []int
 	configPath     string
 	profile        string
-	used           profileUse // the profile the policy started from, set by build
+	Used           ProfileUse // the profile the policy started from, set by build
 	http           bool       // retry http's flags (not the command mode's)
 	seed           uint64
 	logFormat      string
-	quiet          bool
-	fleetFlags     fleetSpec // the fleet flags as given
-	fleet          fleetSpec // with the config file's, set by build
+	Quiet          bool
+	fleetFlags     FleetSpec // the fleet flags as given
+	Fleet          FleetSpec // with the config file's, set by build
 
 	// given maps the canonical name of each policy flag that was set to the
 	// name it was given as, with its dashes ("--max-time" for
 	// --attempt-timeout), so that errors show what the user typed.
 	given map[string]string
-	// from says where each Policy field's value came from (see origin),
+	// From says where each Policy field's value came from (see origin),
 	// set by build.
-	from origin
+	From Origin
 }
 
 // set records that the flag canonical was given as typed.
-func (pf *policyFlags) set(canonical, typed string) {
+func (pf *Flags) set(canonical, typed string) {
 	if pf.given == nil {
 		pf.given = map[string]string{}
 	}
 	pf.given[canonical] = cli.DashName(typed)
 }
 
-// limitName names the time limit of the Policy field (Deadline,
+// LimitName names the time limit of the Policy field (Deadline,
 // AttemptTimeout), whose value is v, for a message: by its flag as typed,
 // "--max-time (2s)", else by where it came from, "deadline (10s, from
 // --profile realtime)".
-func (pf *policyFlags) limitName(field string, v time.Duration) string {
+func (pf *Flags) LimitName(field string, v time.Duration) string {
 	for _, f := range policyFields {
-		if f.field != field {
+		if f.Field != field {
 			continue
 		}
 		if typed, ok := pf.given[f.flag]; ok {
 			return fmt.Sprintf("%s (%v)", typed, cli.RoundDur(v))
 		}
 		words := strings.ReplaceAll(f.key, "_", " ")
-		if src := pf.from[field]; src != "" {
+		if src := pf.From[field]; src != "" {
 			return fmt.Sprintf("%s (%v, from %s)", words, cli.RoundDur(v), src)
 		}
 		return fmt.Sprintf("%s (%v)", words, cli.RoundDur(v))
@@ -78,10 +78,10 @@ func (pf *policyFlags) limitName(field string, v time.Duration) string {
 	return cli.RoundDur(v).String()
 }
 
-// addPolicyFlags registers the policy and logging flags on fs. http adds the
+// AddFlags registers the policy and logging flags on fs. http adds the
 // HTTP-only ones (--codes, --max-retry-after).
-func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
-	pf := &policyFlags{fs: fs, logFormat: "text", http: http}
+func AddFlags(fs *flag.FlagSet, http bool) *Flags {
+	pf := &Flags{fs: fs, logFormat: "text", http: http}
 	fs.Func("attempts", "`N`, the total number of attempts, the first included (default 5)", func(s string) error {
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -94,8 +94,8 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 		pf.set("attempts", "attempts")
 		return nil
 	})
-	pf.durFlag(&pf.initialDelay, "initial-delay", "initial-delay", "wait before the first retry, before jitter (default 1s)")
-	pf.durFlag(&pf.maxDelay, "max-delay", "max-delay", "cap on any single wait (default 60s)")
+	pf.DurFlag(&pf.initialDelay, "initial-delay", "initial-delay", "wait before the first retry, before jitter (default 1s)")
+	pf.DurFlag(&pf.maxDelay, "max-delay", "max-delay", "cap on any single wait (default 60s)")
 	fs.Func("exp-base", "base `B` of the exponential growth (default 2)", func(s string) error {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
@@ -108,9 +108,9 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 		pf.set("exp-base", "exp-base")
 		return nil
 	})
-	pf.durFlag(&pf.jitter, "jitter", "jitter", "upper bound of the random extra added to each wait; 0 for none (default 1s)")
-	pf.durFlag(&pf.deadline, "deadline", "deadline", "total time allowed for all attempts and waits, e.g. 300s; 0 for none (default none)")
-	pf.durFlag(&pf.attemptTimeout, "attempt-timeout", "attempt-timeout", "time limit of one attempt; a hung attempt is stopped and retried; 0 for none (default none)")
+	pf.DurFlag(&pf.jitter, "jitter", "jitter", "upper bound of the random extra added to each wait; 0 for none (default 1s)")
+	pf.DurFlag(&pf.deadline, "deadline", "deadline", "total time allowed for all attempts and waits, e.g. 300s; 0 for none (default none)")
+	pf.DurFlag(&pf.AttemptTimeout, "attempt-timeout", "attempt-timeout", "time limit of one attempt; a hung attempt is stopped and retried; 0 for none (default none)")
 	fs.Func("jitter-shape", "backoff `SHAPE`: "+cli.ShapeList()+" (default google)", func(s string) error {
 		sh, err := retry.ParseShape(s)
 		if err != nil {
@@ -120,7 +120,7 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 		pf.set("jitter-shape", "jitter-shape")
 		return nil
 	})
-	fs.StringVar(&pf.configPath, "config", "", "JSON config `FILE` (keys: "+strings.Join(configKeyNames(), ", ")+"; durations in seconds)")
+	fs.StringVar(&pf.configPath, "config", "", "JSON config `FILE` (keys: "+strings.Join(ConfigKeyNames(), ", ")+"; durations in seconds)")
 	fs.Func("profile", "start from the retry profile `NAME`: "+strings.Join(retry.ProfileNames(), ", "), func(s string) error {
 		if _, err := retry.Profile(s); err != nil {
 			return errors.New(strings.TrimPrefix(err.Error(), "retry: "))
@@ -144,7 +144,7 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 		pf.logFormat = s
 		return nil
 	})
-	fs.BoolVar(&pf.quiet, "quiet", false, "print no retry log")
+	fs.BoolVar(&pf.Quiet, "quiet", false, "print no retry log")
 	pf.addFleetFlags()
 	if http {
 		fs.Func("codes", "HTTP status `CODES` that trigger a retry, 4xx and 5xx only (default 408,429,500,502,503,504)", func(s string) error {
@@ -153,14 +153,14 @@ func addPolicyFlags(fs *flag.FlagSet, http bool) *policyFlags {
 			pf.set("codes", "codes")
 			return err
 		})
-		pf.durFlag(&pf.maxRetryAfter, "max-retry-after", "max-retry-after", "cap on a server's Retry-After/RetryInfo hint; 0 ignores hints (default: --max-delay)")
+		pf.DurFlag(&pf.maxRetryAfter, "max-retry-after", "max-retry-after", "cap on a server's Retry-After/RetryInfo hint; 0 ignores hints (default: --max-delay)")
 	}
 	return pf
 }
 
-// durFlag registers a duration flag name that sets dst and marks canonical
+// DurFlag registers a duration flag name that sets dst and marks canonical
 // as given.
-func (pf *policyFlags) durFlag(dst *time.Duration, name, canonical, usage string) {
+func (pf *Flags) DurFlag(dst *time.Duration, name, canonical, usage string) {
 	pf.fs.Func(name, usage+"; `DURATION` like 1.5s, 250ms, or seconds", func(s string) error {
 		d, err := cli.ParseDuration(s)
 		*dst = d
@@ -169,40 +169,40 @@ func (pf *policyFlags) durFlag(dst *time.Duration, name, canonical, usage string
 	})
 }
 
-// profileUse is the profile a policy started from and where it was named
+// ProfileUse is the profile a policy started from and where it was named
 // ("--profile", "--config FILE: profile"); a zero one for none.
-type profileUse struct{ name, from string }
+type ProfileUse struct{ Name, From string }
 
-// origin says where each Policy field's value came from, to name it in an
+// Origin says where each Policy field's value came from, to name it in an
 // error: "--max-delay", "--config FILE: max_delay", "--profile realtime".
-type origin map[string]string
+type Origin map[string]string
 
-// build returns the policy: defaults (or the profile), then the config file,
+// Build returns the policy: defaults (or the profile), then the config file,
 // then the flags that were set. An explicit 0 (flag or config) overrides the
 // profile: for --deadline and --attempt-timeout it means none. It validates
 // the result and names the flag, config key or profile a bad value came from.
 // It also sets pf.fleet from the fleet flags and config keys (checked, not
-// connected: see openFleet).
-func (pf *policyFlags) build() (retry.Policy, error) {
-	var cfg config
+// connected: see OpenFleet).
+func (pf *Flags) Build() (retry.Policy, error) {
+	var cfg Config
 	if pf.configPath != "" {
 		data, err := os.ReadFile(pf.configPath)
 		if err != nil {
 			return retry.Policy{}, cli.Usagef("--config %s: cannot read: %v", pf.configPath, cli.UnwrapPath(err))
 		}
-		cfg, err = parseConfig(data)
+		cfg, err = ParseConfig(data)
 		if err != nil {
 			return retry.Policy{}, cli.Usagef("--config %s: %v", pf.configPath, err)
 		}
 	}
 
-	from := origin{}
+	from := Origin{}
 	var p retry.Policy
 	name, src := pf.profile, "--profile "+pf.profile
 	if name == "" && cfg.Profile != "" {
 		name, src = cfg.Profile, "--config "+pf.configPath+": profile "+cfg.Profile
 	}
-	pf.used = profileUse{name, strings.TrimSuffix(src, " "+name)}
+	pf.Used = ProfileUse{name, strings.TrimSuffix(src, " "+name)}
 	if name != "" {
 		prof, err := retry.Profile(name)
 		if err != nil {
@@ -210,7 +210,7 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 		}
 		p = prof
 		for _, f := range policyFields {
-			from[f.field] = src
+			from[f.Field] = src
 		}
 	}
 	p = p.Merge(cfg.Policy)
@@ -219,7 +219,7 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 	}
 	for _, f := range policyFields {
 		if k, ok := cfg.Keys[f.key]; ok {
-			from[f.field] = "--config " + pf.configPath + ": " + k
+			from[f.Field] = "--config " + pf.configPath + ": " + k
 		}
 	}
 
@@ -232,7 +232,7 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 		f.ExpBase = pf.expBase
 	}
 	durs := []struct {
-		name string
+		Name string
 		val  time.Duration
 		dst  *time.Duration
 	}{
@@ -241,11 +241,11 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 		{"jitter", pf.jitter, &f.Jitter},
 		{"max-retry-after", pf.maxRetryAfter, &f.MaxRetryAfter},
 		{"deadline", pf.deadline, &f.Deadline},
-		{"attempt-timeout", pf.attemptTimeout, &f.AttemptTimeout},
+		{"attempt-timeout", pf.AttemptTimeout, &f.AttemptTimeout},
 	}
 	for _, d := range durs {
-		if _, ok := given[d.name]; ok {
-			*d.dst = explicit(d.val)
+		if _, ok := given[d.Name]; ok {
+			*d.dst = Explicit(d.val)
 		}
 	}
 	if _, ok := given["codes"]; ok {
@@ -257,7 +257,7 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 	}
 	for _, fl := range policyFields {
 		if typed, ok := given[fl.flag]; ok {
-			from[fl.field] = typed
+			from[fl.Field] = typed
 		}
 	}
 	if _, ok := given["seed"]; ok {
@@ -266,7 +266,7 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 	if err := p.Validate(); err != nil {
 		return retry.Policy{}, policyError(err, from)
 	}
-	pf.from = from
+	pf.From = from
 	if err := pf.buildFleet(cfg); err != nil {
 		return retry.Policy{}, err
 	}
@@ -274,7 +274,7 @@ func (pf *policyFlags) build() (retry.Policy, error) {
 }
 
 // policyFields names each Policy field's flag and config key.
-var policyFields = []struct{ field, flag, key string }{
+var policyFields = []struct{ Field, flag, key string }{
 	{"Attempts", "attempts", "attempts"},
 	{"InitialDelay", "initial-delay", "initial_delay"},
 	{"MaxDelay", "max-delay", "max_delay"},
@@ -289,7 +289,7 @@ var policyFields = []struct{ field, flag, key string }{
 
 // policyError words a *retry.ValidationError with where the bad value came
 // from: the flag as typed, the config file and key, or the profile.
-func policyError(err error, from origin) error {
+func policyError(err error, from Origin) error {
 	var ve *retry.ValidationError
 	if !errors.As(err, &ve) {
 		return &cli.UsageError{Msg: err.Error()}
@@ -297,7 +297,7 @@ func policyError(err error, from origin) error {
 	where := from[ve.Field]
 	if where == "" {
 		for _, f := range policyFields {
-			if f.field == ve.Field {
+			if f.Field == ve.Field {
 				where = "--" + f.flag
 			}
 		}
@@ -310,7 +310,7 @@ func policyError(err error, from origin) error {
 	if strings.HasPrefix(where, "--profile") || strings.Contains(where, ": profile ") {
 		flagName := ve.Field
 		for _, f := range policyFields {
-			if f.field == ve.Field {
+			if f.Field == ve.Field {
 				flagName = "--" + f.flag
 			}
 		}

@@ -1,92 +1,16 @@
-package main
+package policy
 
 import (
 	"encoding/json"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/backoffkit/retry"
-	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // Fuzz targets for the command's parsers: durations, code lists and the JSON
 // config. Seed corpora are under testdata/fuzz; scripts/fuzz.sh runs each
 // for a bounded time.
-
-func FuzzParseDuration(f *testing.F) {
-	for _, s := range []string{"1.5s", "250ms", "1m30s", "2", "0.25", "0", "-1", "-1s", "NaN", "Inf", "1e300",
-		"9223372036s", "9223372037", "", " 3 ", "1h1h", "0x10", "1_000"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		d, err := cli.ParseDuration(s)
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatalf("parseDuration(%q): empty error", s)
-			}
-			return
-		}
-		if d < 0 {
-			t.Fatalf("parseDuration(%q) = %v: negative", s, d)
-		}
-		// What it returns, written in Go syntax, parses back to itself.
-		back, err := cli.ParseDuration(d.String())
-		if err != nil || back != d {
-			t.Fatalf("parseDuration(%q) = %v, but parseDuration(%q) = %v, %v", s, d, d.String(), back, err)
-		}
-	})
-}
-
-func FuzzParseStatusCodes(f *testing.F) {
-	for _, s := range []string{"408,429,500,502,503,504", "", " 503 ", "429, 429", "1,,2", "99", "600", "abc",
-		"-500", "+503", "5e2", "99999999999999999999"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		codes, err := cli.ParseStatusCodes(s)
-		if err != nil {
-			if err.Error() == "" {
-				t.Fatalf("parseStatusCodes(%q): empty error", s)
-			}
-			return
-		}
-		seen := map[int]bool{}
-		parts := make([]string, len(codes))
-		for i, c := range codes {
-			if c < 100 || c > 599 || seen[c] {
-				t.Fatalf("parseStatusCodes(%q) = %v: out of range or repeated", s, codes)
-			}
-			seen[c] = true
-			parts[i] = strconv.Itoa(c)
-		}
-		back, err := cli.ParseStatusCodes(strings.Join(parts, ","))
-		if err != nil || len(back) != len(codes) {
-			t.Fatalf("round trip of %v: %v, %v", codes, back, err)
-		}
-		if p := (retry.Policy{StatusCodes: codes}); p.Validate() != nil {
-			t.Fatalf("codes %v make an invalid policy: %v", codes, p.Validate())
-		}
-	})
-}
-
-func FuzzParseExitCodes(f *testing.F) {
-	for _, s := range []string{"1,75", "0", "256", "", "1, 1", "x"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		codes, err := cli.ParseExitCodes(s)
-		if err != nil {
-			return
-		}
-		for _, c := range codes {
-			if c < 1 || c > 255 {
-				t.Fatalf("parseExitCodes(%q) = %v: out of range", s, codes)
-			}
-		}
-	})
-}
 
 // FuzzParseConfig checks that any input either fails with a message or gives
 // a policy fragment whose set fields are sane: no negative duration other
@@ -111,7 +35,7 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := parseConfig(data)
+		c, err := ParseConfig(data)
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatalf("parseConfig(%q): empty error", data)
@@ -129,7 +53,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		fields := map[string]bool{}
 		for k, v := range obj {
-			field, ok := canonicalKey(k)
+			field, ok := CanonicalKey(k)
 			if !ok || fields[field] || string(v) == "null" {
 				t.Fatalf("parseConfig(%q) accepted key %q (known %v, repeated field %v, value %s)", data, k, ok, fields[field], v)
 			}
@@ -153,7 +77,7 @@ func FuzzParseConfig(f *testing.F) {
 			seen[code] = true
 		}
 		if f := c.Fleet; f.quota.Rate < 0 || (f.quota.Rate > 0 && f.quota.Period < time.Millisecond) || f.timeout < 0 ||
-			(f.name != "" && checkFleetName(f.name) != nil) || (f.url != "" && checkRedisURL(f.url) != nil) {
+			(f.Name != "" && CheckFleetName(f.Name) != nil) || (f.url != "" && CheckRedisURL(f.url) != nil) {
 			t.Fatalf("parseConfig(%q): fleet settings %+v", data, f)
 		}
 		if _, err := retry.ParseShape(p.Shape.String()); err != nil {
