@@ -24,25 +24,6 @@ import (
 // SIGKILL when --kill-after is not given.
 const defaultKillAfter = time.Second
 
-// notifySignals relays the signals retry forwards to c until stop is called.
-var notifySignals = func(c chan<- os.Signal) (stop func()) {
-	var sigs []os.Signal
-	for _, s := range proc.ForwardedSignals {
-		// One ignored when retry started stays ignored, for retry and, as
-		// inherited, for the command (nohup), unless a shell ignored it for
-		// a background job (see proc.IgnoredByShell). Go's runtime tells of
-		// SIGHUP and SIGINT only: it catches the others at its start,
-		// ignored or not, and forgets which were.
-		if !signal.Ignored(s) || proc.IgnoredByShell(s) {
-			sigs = append(sigs, s)
-		}
-	}
-	if len(sigs) > 0 {
-		signal.Notify(c, sigs...)
-	}
-	return func() { signal.Stop(c) }
-}
-
 // commandFlags are the flags of the command mode.
 type commandFlags struct {
 	fs         *flag.FlagSet
@@ -178,12 +159,12 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 4)
-	stop := notifySignals(sigs)
+	stop := proc.NotifySignals(sigs)
 	defer stop()
 	done := make(chan struct{})
 	defer close(done)
 	go r.relay(sigs, cancel, done)
-	if len(proc.JobSignals) > 0 { // (a Ctrl-Z ignored at start cannot be told: see notifySignals)
+	if len(proc.JobSignals) > 0 { // (a Ctrl-Z ignored at start cannot be told: see proc.NotifySignals)
 		jobs := make(chan os.Signal, 2)
 		signal.Notify(jobs, proc.JobSignals...)
 		defer signal.Stop(jobs)

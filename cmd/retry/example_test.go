@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/demo"
 )
 
 // The command mode: a command that keeps failing with exit code 3 is run
@@ -60,7 +62,7 @@ func Example_http() {
 func Example_demo() {
 	var out, progress bytes.Buffer
 	code := run([]string{"demo", "--scenario", "random", "--duration", "500ms", "--clients", "4", "--strategies", "no-retry,google", "--json"}, nil, &out, &progress)
-	var sum demoSummary
+	var sum demo.Summary
 	json.Unmarshal(out.Bytes(), &sum)
 	for _, s := range sum.Strategies {
 		fmt.Println(s.Name, "adds up:", s.Requests == s.Successes+s.GiveUps)

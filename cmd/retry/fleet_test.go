@@ -21,6 +21,7 @@ import (
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/policy"
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/internal/chaos"
 	"github.com/backoffkit/retry/internal/redistest"
 	"github.com/backoffkit/retry/redisretry"
@@ -347,7 +348,7 @@ func TestFleetLeavesNoGoroutines(t *testing.T) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	}))
 	defer web.Close()
-	notifySignals(make(chan os.Signal, 1))() // os/signal's goroutine stays for good
+	proc.NotifySignals(make(chan os.Signal, 1))() // os/signal's goroutine stays for good
 	before := chaos.SnapshotGoroutines()
 	dead := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
 	for _, url := range []string{srv.url(), dead} {

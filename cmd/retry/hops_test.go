@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 )
 
 // TestDeadlineBoundsTheRedirectChain: with -L, --deadline bounds the whole
@@ -24,10 +26,10 @@ import (
 // would pass the deadline. Each hop used to get a deadline of its own: /b
 // had 1s, four attempts, and the give-up said 300ms.
 func TestDeadlineBoundsTheRedirectChain(t *testing.T) {
-	notifySignals(make(chan os.Signal, 1))() // os/signal's goroutine starts outside the bubble
+	proc.NotifySignals(make(chan os.Signal, 1))() // os/signal's goroutine starts outside the bubble
 	synctest.Test(t, func(t *testing.T) {
 		var a, b atomic.Int32
-		testBaseTransport = memTransport{http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		testBaseTransport = clitest.MemTransport{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/a":
 				if a.Add(1) < 3 {

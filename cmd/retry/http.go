@@ -19,7 +19,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/backoffkit/retry"
@@ -55,7 +54,7 @@ const (
 type httpFlags struct {
 	fs  *flag.FlagSet
 	pf  *policy.Flags
-	sig *signalWatch // the run's, once it has begun
+	sig *proc.SignalWatch // the run's, once it has begun
 
 	method         string
 	data           []dataPart
@@ -297,8 +296,8 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sig := watchSignals(cancel)
-	defer sig.stop()
+	sig := proc.WatchSignals(cancel)
+	defer sig.Stop()
 	h.sig = sig
 	switch {
 	case h.idempotent:
@@ -409,7 +408,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		if n := len(hops.resps); n > 0 {
 			res.resp = hops.resps[n-1] // -w: the last answer (a redirect), as curl
 		}
-		if code := sig.exitCode(); code != 0 {
+		if code := sig.ExitCode(); code != 0 {
 			res.exit = code
 			return code
 		}
@@ -432,7 +431,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	defer resp.Body.Close()
 	res.resp = resp
 	res.exit = h.writeResponse(stdout, log, p, resp, hops, res)
-	if code := sig.exitCode(); code != 0 {
+	if code := sig.ExitCode(); code != 0 {
 		res.exit = code
 	}
 	hops.answered(res.exit)
@@ -509,8 +508,8 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *policy.EventLog, p retr
 			if errors.As(err, &we) {
 				return writeFailed(err)
 			}
-			if code := h.sig.exitCode(); code != 0 { // Ctrl-C, SIGTERM: no receive error
-				log.FailCode(fmt.Errorf("reading the body of %s %s: interrupted by %s", res.method, httpretry.Redact(resp.Request.URL), h.sig.name()), code)
+			if code := h.sig.ExitCode(); code != 0 { // Ctrl-C, SIGTERM: no receive error
+				log.FailCode(fmt.Errorf("reading the body of %s %s: interrupted by %s", res.method, httpretry.Redact(resp.Request.URL), h.sig.Name()), code)
 				return code
 			}
 			code := bodyExitCode(err)
@@ -1181,57 +1180,4 @@ func describeHTTP(err error) policy.AttemptInfo {
 		info.WhyStop = "the address is invalid"
 	}
 	return info
-}
-
-// signalWatch cancels a context on SIGINT or SIGTERM and remembers which
-// (and notes it: see proc.ExitProcess).
-type signalWatch struct {
-	stop func()
-	got  chan os.Signal
-}
-
-func watchSignals(cancel context.CancelFunc) *signalWatch {
-	sigs := make(chan os.Signal, 2)
-	stopNotify := notifySignals(sigs)
-	w := &signalWatch{got: make(chan os.Signal, 1)}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case s := <-sigs:
-			proc.NoteSignal(s)
-			w.got <- s
-			cancel()
-		case <-done:
-		}
-	}()
-	w.stop = func() { stopNotify(); close(done) }
-	return w
-}
-
-// name names the signal received ("SIGINT"), "" if none.
-func (w *signalWatch) name() string {
-	select {
-	case s := <-w.got:
-		w.got <- s
-		if n, ok := s.(syscall.Signal); ok {
-			return "SIG" + proc.SignalName(n)
-		}
-		return s.String()
-	default:
-		return ""
-	}
-}
-
-// exitCode returns 128+N if signal N was received, else 0.
-func (w *signalWatch) exitCode() int {
-	select {
-	case s := <-w.got:
-		w.got <- s
-		if n, ok := s.(syscall.Signal); ok {
-			return 128 + int(n)
-		}
-		return 130
-	default:
-		return 0
-	}
 }

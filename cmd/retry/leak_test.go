@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/internal/chaos"
 )
 
@@ -21,7 +22,7 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	}))
 	defer srv.Close()
 	// os/signal starts one goroutine for good on the first Notify.
-	notifySignals(make(chan os.Signal, 1))()
+	proc.NotifySignals(make(chan os.Signal, 1))()
 	before := chaos.SnapshotGoroutines()
 	for _, args := range [][]string{
 		{"--attempts", "2", "--initial-delay", "1ms", "--jitter", "0", "--", "sh", "-c", "exit 3"},

@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/demo"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 )
 
@@ -29,7 +30,7 @@ import (
 // from init (sim.go adds "sim").
 var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"http": runHTTP,
-	"demo": runDemo,
+	"demo": demo.Run,
 }
 
 func main() {

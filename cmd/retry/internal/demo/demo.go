@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -124,8 +124,8 @@ type strategyStats struct {
 	latencies []time.Duration
 }
 
-// demoSummary is the --json output.
-type demoSummary struct {
+// Summary is the --json output.
+type Summary struct {
 	Scenario      string          `json:"scenario"`
 	Seed          uint64          `json:"seed"`
 	Clients       int             `json:"clients_per_strategy,omitempty"`
@@ -146,8 +146,8 @@ type demoSummary struct {
 	Conclusion    string          `json:"conclusion"`
 }
 
-// runDemo is "retry demo".
-func runDemo(args []string, stdout, stderr io.Writer) int {
+// Run is "retry demo".
+func Run(args []string, stdout, stderr io.Writer) int {
 	const prog = "retry demo"
 	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -254,10 +254,10 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sig := watchSignals(cancel)
-	defer sig.stop()
+	sig := proc.WatchSignals(cancel)
+	defer sig.Stop()
 
-	var sum demoSummary
+	var sum Summary
 	if cfg.scenario == "random" {
 		if !cfg.json {
 			randomHeader(stdout, cfg)
@@ -272,7 +272,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cli.Fail(stderr, prog, err)
 	}
-	if code := sig.exitCode(); code != 0 {
+	if code := sig.ExitCode(); code != 0 {
 		sum.Interrupted = true
 		defer func() { fmt.Fprintf(stderr, "%s: interrupted; the summary covers the time run\n", prog) }()
 	}
@@ -286,7 +286,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	default:
 		herdReport(sc, sum).write(stdout, proc.TerminalRows(stdout))
 	}
-	return sig.exitCode()
+	return sig.ExitCode()
 }
 
 // demoDefaultStrategies are the strategies of each scenario by default.
@@ -442,7 +442,7 @@ type lane struct {
 }
 
 // demo runs every strategy side by side and returns the summary.
-func demo(ctx context.Context, cfg demoConfig, progress io.Writer) (demoSummary, error) {
+func demo(ctx context.Context, cfg demoConfig, progress io.Writer) (Summary, error) {
 	var lanes []*lane
 	defer func() {
 		for _, l := range lanes {
@@ -453,11 +453,11 @@ func demo(ctx context.Context, cfg demoConfig, progress io.Writer) (demoSummary,
 	for i, name := range cfg.strategies {
 		p, err := demoPolicy(name, cfg.scale)
 		if err != nil {
-			return demoSummary{}, cli.Usagef("--strategies: %v", err)
+			return Summary{}, cli.Usagef("--strategies: %v", err)
 		}
 		srv, err := startFlakyServer(cfg.seed, uint64(i)+1, cfg.failRate)
 		if err != nil {
-			return demoSummary{}, fmt.Errorf("starting the loopback server: %v", err)
+			return Summary{}, fmt.Errorf("starting the loopback server: %v", err)
 		}
 		l := &lane{strategy: strategy{name, p}, srv: srv}
 		l.counter = &countingTransport{base: &http.Transport{
@@ -619,8 +619,8 @@ func progressLine(lanes []*lane, elapsed, total time.Duration, sending bool) str
 }
 
 // summarize computes the per-strategy statistics and the total.
-func summarize(cfg demoConfig, lanes []*lane, elapsed time.Duration) demoSummary {
-	sum := demoSummary{
+func summarize(cfg demoConfig, lanes []*lane, elapsed time.Duration) Summary {
+	sum := Summary{
 		Scenario: "random", Seed: cfg.seed, Clients: cfg.clients, DurationMS: cfg.duration.Milliseconds(), ElapsedMS: elapsed.Milliseconds(),
 		FailureRate: cfg.failRate, TimeScale: cfg.scale, Delays: delaysText(cfg.scale),
 		Budget: budgetText(cfg.strategies, cfg.scale),
@@ -784,7 +784,7 @@ func randomHeader(w io.Writer, cfg demoConfig) {
 }
 
 // randomReport is the report of the random scenario.
-func randomReport(sum demoSummary) demoReport {
+func randomReport(sum Summary) demoReport {
 	var table strings.Builder
 	nameWidth := len("strategy")
 	for _, s := range sum.Strategies {

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,103 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
 )
-
-// TestDemoTotalsAddUp runs the real demo briefly and checks that its summary
-// is consistent: every request is a success or a give-up, attempts are
-// requests plus retries, the total row is the sum of the rows, and the
-// server's counts match the attempts it could have seen.
-func TestDemoTotalsAddUp(t *testing.T) {
-	// Mostly waiting on real time, with robust assertions: run beside
-	// the other slow demo runs.
-	t.Parallel()
-	r := runRetry(t, "", nil, "demo", "--scenario", "random", "--duration", "2s", "--clients", "8", "--json")
-	if r.code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
-	}
-	var sum demoSummary
-	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
-		t.Fatalf("--json output: %v\n%s", err, r.stdout)
-	}
-	if len(sum.Strategies) != 5 || sum.Strategies[0].Name != "no-retry" {
-		t.Fatalf("strategies = %+v", sum.Strategies)
-	}
-	var tot strategyStats
-	for _, s := range sum.Strategies {
-		if s.Requests == 0 {
-			t.Errorf("%s: no requests in 2s", s.Name)
-		}
-		if s.Requests != s.Successes+s.GiveUps {
-			t.Errorf("%s: requests %d != successes %d + give-ups %d", s.Name, s.Requests, s.Successes, s.GiveUps)
-		}
-		if s.Attempts < s.Requests {
-			t.Errorf("%s: attempts %d < requests %d", s.Name, s.Attempts, s.Requests)
-		}
-		served := 0
-		for _, n := range s.ServerFaults {
-			served += n
-		}
-		// served counts what the server saw: every attempt, plus the
-		// replays net/http makes itself on a reused connection that was
-		// reset (at most one per attempt).
-		if served != s.Served || served < s.Attempts-8 || served > 2*s.Attempts {
-			t.Errorf("%s: server served %d (reported %d) for %d attempts", s.Name, served, s.Served, s.Attempts)
-		}
-		if want := float64(s.Attempts-s.Requests) / float64(s.Requests); abs(s.RetriesPerRequest-want) > 0.006 {
-			t.Errorf("%s: retries/request %v, want %.3f", s.Name, s.RetriesPerRequest, want)
-		}
-		if s.P50MS > s.P99MS {
-			t.Errorf("%s: p50 %v > p99 %v", s.Name, s.P50MS, s.P99MS)
-		}
-		tot.Requests += s.Requests
-		tot.Successes += s.Successes
-		tot.GiveUps += s.GiveUps
-		tot.Attempts += s.Attempts
-		tot.Served += s.Served
-	}
-	if g := sum.Total; g.Requests != tot.Requests || g.Successes != tot.Successes || g.GiveUps != tot.GiveUps ||
-		g.Attempts != tot.Attempts || g.Served != tot.Served {
-		t.Errorf("total row %+v is not the sum of the rows %+v", g, tot)
-	}
-	if base := sum.Strategies[0]; base.Attempts != base.Requests || base.GiveUps == 0 {
-		t.Errorf("no-retry: %d attempts for %d requests, %d give-ups; want one attempt each and some failures",
-			base.Attempts, base.Requests, base.GiveUps)
-	}
-	if g := sum.Strategies[1]; g.Name != "google" || g.SuccessRate <= sum.Strategies[0].SuccessRate {
-		t.Errorf("google success %v%% not above no-retry %v%%", g.SuccessRate, sum.Strategies[0].SuccessRate)
-	}
-	if !strings.HasPrefix(sum.Conclusion, "Retrying lifted the success rate from ") ||
-		!strings.Contains(sum.Conclusion, "(no retries)") {
-		t.Errorf("conclusion = %q", sum.Conclusion)
-	}
-	if len(lines(r.stderr, "retry demo:")) == 0 {
-		t.Errorf("no progress lines on stderr (not a TTY: plain lines expected)")
-	}
-	if strings.Contains(r.stderr, "\r") {
-		t.Errorf("carriage returns in the progress of a non-terminal")
-	}
-}
-
-func TestDemoTable(t *testing.T) {
-	// Mostly waiting on real time, with robust assertions: run beside
-	// the other slow demo runs.
-	t.Parallel()
-	r := runRetry(t, "", nil, "demo", "--scenario", "random", "--duration", "300ms", "--clients", "2", "--strategies", "no-retry,full,realtime", "--seed", "7")
-	if r.code != 0 {
-		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
-	}
-	flat := strings.Join(strings.Fields(r.stdout), " ")
-	for _, want := range []string{"seed 7", "Delays: policy durations scaled 1/20 (google: initial 50ms, jitter 50ms, cap 3s)",
-		"requests", "give-ups", "served", "p99", "no-retry", "full", "total"} {
-		if !strings.Contains(flat, want) {
-			t.Errorf("table lacks %q:\n%s", want, r.stdout)
-		}
-	}
-	if !strings.HasPrefix(r.stdout, "retry demo, scenario random:") {
-		t.Errorf("the header does not come first:\n%s", r.stdout)
-	}
-	checkWidth(t, r.stdout)
-}
 
 // checkWidth fails if a line of out is wider than 80 columns.
 func checkWidth(t *testing.T, out string) {
@@ -125,21 +29,6 @@ func checkWidth(t *testing.T, out string) {
 			t.Errorf("%d columns (over 80): %q", n, l)
 		}
 	}
-}
-
-// memTransport hands each request to the server's handler in process (no
-// socket), so that the scenario runs on synctest's virtual clock.
-type memTransport struct{ h http.Handler }
-
-func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	m.h.ServeHTTP(rec, r)
-	if err := r.Context().Err(); err != nil {
-		return nil, err
-	}
-	res := rec.Result()
-	res.Request = r
-	return res, nil
 }
 
 // The default scenario: a stall that fails every held request at once. The
@@ -153,7 +42,7 @@ func TestDemoSynchronized(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 2500 * time.Millisecond, strategies: demoDefaultStrategies["synchronized"]}
 		sc := scenarioSync(cfg.duration)
-		sc.transport = func(h http.Handler) http.RoundTripper { return memTransport{h} }
+		sc.transport = func(h http.Handler) http.RoundTripper { return clitest.MemTransport{Handler: h} }
 		cfg.scale = sc.scale
 		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
 		if err != nil {
@@ -236,7 +125,7 @@ func TestDemoHeaderFirst(t *testing.T) {
 	out := &firstWrite{other: &errb}
 	// 1.2 s of arrivals, held by the stall until 2 s: progress lines at 1 s
 	// and 2 s, while the header must already be out.
-	code := runDemo([]string{"--duration", "1200ms", "--strategies", "no-retry,none"}, out, &errb)
+	code := Run([]string{"--duration", "1200ms", "--strategies", "no-retry,none"}, out, &errb)
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, errb.String())
 	}
@@ -312,7 +201,7 @@ func TestDemoQuota(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := demoConfig{scenario: "quota", seed: 1, duration: 2 * time.Second, strategies: demoDefaultStrategies["quota"]}
 		sc := scenarioQuota(cfg.duration)
-		sc.transport = func(h http.Handler) http.RoundTripper { return memTransport{h} }
+		sc.transport = func(h http.Handler) http.RoundTripper { return clitest.MemTransport{Handler: h} }
 		cfg.scale = sc.scale
 		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
 		if err != nil {
@@ -536,7 +425,7 @@ func abs(f float64) float64 {
 // defaults made lines of 110 and 194), and says the stall lasts a second.
 func TestDemoHelpFits80Columns(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := runDemo([]string{"--help"}, &out, &errb); code != 0 {
+	if code := Run([]string{"--help"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	checkWidth(t, out.String())
@@ -579,7 +468,7 @@ func TestCountingTransportClosesIdleConnections(t *testing.T) {
 	if base.n != 1 {
 		t.Errorf("the base transport's CloseIdleConnections ran %d times, want 1", base.n)
 	}
-	(&countingTransport{base: memTransport{}}).CloseIdleConnections() // a base without it: nothing to do
+	(&countingTransport{base: clitest.MemTransport{}}).CloseIdleConnections() // a base without it: nothing to do
 }
 
 type closeCounter struct{ n int }
@@ -591,10 +480,10 @@ func (c *closeCounter) CloseIdleConnections()                           { c.n++ 
 // scenario's behaviour is checked on a virtual clock by TestDemoQuota).
 func TestDemoQuotaFlag(t *testing.T) {
 	var out, errb bytes.Buffer
-	if code := runDemo([]string{"--scenario", "quota", "--duration", "300ms", "--json"}, &out, &errb); code != 0 {
+	if code := Run([]string{"--scenario", "quota", "--duration", "300ms", "--json"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	var sum demoSummary
+	var sum Summary
 	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
 		t.Fatalf("--json: %v\n%s", err, out.String())
 	}
@@ -722,7 +611,7 @@ func TestDemoProgressAfterDuration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 1200 * time.Millisecond, strategies: []string{"none"}}
 		sc := scenarioSync(cfg.duration)
-		sc.transport = func(h http.Handler) http.RoundTripper { return memTransport{h} }
+		sc.transport = func(h http.Handler) http.RoundTripper { return clitest.MemTransport{Handler: h} }
 		cfg.scale = sc.scale
 		var progress bytes.Buffer
 		if _, err := runHerd(context.Background(), cfg, sc, &progress); err != nil {
@@ -762,7 +651,7 @@ func TestDemoReportFitsTheTerminal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 5 * time.Second, strategies: demoDefaultStrategies["synchronized"]}
 		sc := scenarioSync(cfg.duration)
-		sc.transport = func(h http.Handler) http.RoundTripper { return memTransport{h} }
+		sc.transport = func(h http.Handler) http.RoundTripper { return clitest.MemTransport{Handler: h} }
 		cfg.scale = sc.scale
 		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
 		if err != nil {
@@ -794,4 +683,115 @@ func TestDemoReportFitsTheTerminal(t *testing.T) {
 			}
 		}
 	})
+}
+
+// result is what a run of the demo returned and wrote.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runArgs runs "retry demo" with args in this process, its output and
+// progress in buffers (no terminal).
+func runArgs(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(args, &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+// TestDemoTotalsAddUp runs the real demo briefly and checks that its summary
+// is consistent: every request is a success or a give-up, attempts are
+// requests plus retries, the total row is the sum of the rows, and the
+// server's counts match the attempts it could have seen.
+func TestDemoTotalsAddUp(t *testing.T) {
+	// Mostly waiting on real time, with robust assertions: run beside
+	// the other slow demo runs.
+	t.Parallel()
+	r := runArgs(t, "--scenario", "random", "--duration", "2s", "--clients", "8", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	var sum Summary
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, r.stdout)
+	}
+	if len(sum.Strategies) != 5 || sum.Strategies[0].Name != "no-retry" {
+		t.Fatalf("strategies = %+v", sum.Strategies)
+	}
+	var tot strategyStats
+	for _, s := range sum.Strategies {
+		if s.Requests == 0 {
+			t.Errorf("%s: no requests in 2s", s.Name)
+		}
+		if s.Requests != s.Successes+s.GiveUps {
+			t.Errorf("%s: requests %d != successes %d + give-ups %d", s.Name, s.Requests, s.Successes, s.GiveUps)
+		}
+		if s.Attempts < s.Requests {
+			t.Errorf("%s: attempts %d < requests %d", s.Name, s.Attempts, s.Requests)
+		}
+		served := 0
+		for _, n := range s.ServerFaults {
+			served += n
+		}
+		// served counts what the server saw: every attempt, plus the
+		// replays net/http makes itself on a reused connection that was
+		// reset (at most one per attempt).
+		if served != s.Served || served < s.Attempts-8 || served > 2*s.Attempts {
+			t.Errorf("%s: server served %d (reported %d) for %d attempts", s.Name, served, s.Served, s.Attempts)
+		}
+		if want := float64(s.Attempts-s.Requests) / float64(s.Requests); abs(s.RetriesPerRequest-want) > 0.006 {
+			t.Errorf("%s: retries/request %v, want %.3f", s.Name, s.RetriesPerRequest, want)
+		}
+		if s.P50MS > s.P99MS {
+			t.Errorf("%s: p50 %v > p99 %v", s.Name, s.P50MS, s.P99MS)
+		}
+		tot.Requests += s.Requests
+		tot.Successes += s.Successes
+		tot.GiveUps += s.GiveUps
+		tot.Attempts += s.Attempts
+		tot.Served += s.Served
+	}
+	if g := sum.Total; g.Requests != tot.Requests || g.Successes != tot.Successes || g.GiveUps != tot.GiveUps ||
+		g.Attempts != tot.Attempts || g.Served != tot.Served {
+		t.Errorf("total row %+v is not the sum of the rows %+v", g, tot)
+	}
+	if base := sum.Strategies[0]; base.Attempts != base.Requests || base.GiveUps == 0 {
+		t.Errorf("no-retry: %d attempts for %d requests, %d give-ups; want one attempt each and some failures",
+			base.Attempts, base.Requests, base.GiveUps)
+	}
+	if g := sum.Strategies[1]; g.Name != "google" || g.SuccessRate <= sum.Strategies[0].SuccessRate {
+		t.Errorf("google success %v%% not above no-retry %v%%", g.SuccessRate, sum.Strategies[0].SuccessRate)
+	}
+	if !strings.HasPrefix(sum.Conclusion, "Retrying lifted the success rate from ") ||
+		!strings.Contains(sum.Conclusion, "(no retries)") {
+		t.Errorf("conclusion = %q", sum.Conclusion)
+	}
+	if !strings.Contains(r.stderr, "retry demo:") {
+		t.Errorf("no progress lines on stderr (not a TTY: plain lines expected)")
+	}
+	if strings.Contains(r.stderr, "\r") {
+		t.Errorf("carriage returns in the progress of a non-terminal")
+	}
+}
+
+func TestDemoTable(t *testing.T) {
+	// Mostly waiting on real time, with robust assertions: run beside
+	// the other slow demo runs.
+	t.Parallel()
+	r := runArgs(t, "--scenario", "random", "--duration", "300ms", "--clients", "2", "--strategies", "no-retry,full,realtime", "--seed", "7")
+	if r.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	flat := strings.Join(strings.Fields(r.stdout), " ")
+	for _, want := range []string{"seed 7", "Delays: policy durations scaled 1/20 (google: initial 50ms, jitter 50ms, cap 3s)",
+		"requests", "give-ups", "served", "p99", "no-retry", "full", "total"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.HasPrefix(r.stdout, "retry demo, scenario random:") {
+		t.Errorf("the header does not come first:\n%s", r.stdout)
+	}
+	checkWidth(t, r.stdout)
 }

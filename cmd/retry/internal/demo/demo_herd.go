@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -283,7 +283,7 @@ const herdDrain = 3 * time.Second
 
 // runHerd runs the synchronized or quota scenario for every strategy side
 // by side and returns the summary.
-func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Writer) (demoSummary, error) {
+func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Writer) (Summary, error) {
 	// The server counts arrivals over the run and the drain after it.
 	drain := herdDrain
 	buckets := int((sc.duration+drain)/sc.bucket) + 1
@@ -297,11 +297,11 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 	for i, name := range cfg.strategies {
 		p, err := demoPolicy(name, cfg.scale)
 		if err != nil {
-			return demoSummary{}, cli.Usagef("--strategies: %v", err)
+			return Summary{}, cli.Usagef("--strategies: %v", err)
 		}
 		srv, err := startCapServer(sc, buckets)
 		if err != nil {
-			return demoSummary{}, fmt.Errorf("starting the loopback server: %v", err)
+			return Summary{}, fmt.Errorf("starting the loopback server: %v", err)
 		}
 		l := &herdLane{strategy: strategy{name, p}, srv: srv}
 		lanes = append(lanes, l)
@@ -428,8 +428,8 @@ func herdProgressLine(elapsed, duration time.Duration, requests, ok, attempts in
 }
 
 // summarizeHerd computes the statistics of every lane and the conclusion.
-func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.Duration) demoSummary {
-	sum := demoSummary{
+func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.Duration) Summary {
+	sum := Summary{
 		Scenario: sc.name, Seed: cfg.seed, Clients: 0, DurationMS: sc.duration.Milliseconds(), ElapsedMS: elapsed.Milliseconds(),
 		TimeScale: cfg.scale, Delays: delaysText(cfg.scale), Budget: budgetText(cfg.strategies, cfg.scale), RatePerSecond: sc.rate, Capacity: sc.capacity(),
 		BucketMS: sc.bucket.Milliseconds(), ChartFromMS: sc.chartFrom.Milliseconds(),
@@ -569,10 +569,10 @@ func printChart(w io.Writer, sc scenario, st []strategyStats) {
 
 // printHerdTable writes the header-less part of the report, in full: the
 // chart, the table, the legend and the conclusion.
-func printHerdTable(w io.Writer, sc scenario, sum demoSummary) { herdReport(sc, sum).write(w, 0) }
+func printHerdTable(w io.Writer, sc scenario, sum Summary) { herdReport(sc, sum).write(w, 0) }
 
 // herdReport is the report of a herd scenario (synchronized, quota).
-func herdReport(sc scenario, sum demoSummary) demoReport {
+func herdReport(sc scenario, sum Summary) demoReport {
 	var chart, table strings.Builder
 	printChart(&chart, sc, sum.Strategies)
 	nameW := len("strategy")
