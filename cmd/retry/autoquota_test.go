@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
-	"github.com/backoffkit/retry/redisretry/fleetsim"
 )
 
 // TestFleetQuotaAutoBadInput (issue 24 item 3): --quota auto and auto:MAX
@@ -70,38 +69,5 @@ func TestFleetQuotaAuto(t *testing.T) {
 		if err != nil || len(keys) == 0 {
 			t.Errorf("%q: no key of the fleet in Redis (%v)", tc.flags, err)
 		}
-	}
-}
-
-// TestSimFleetStep: retry sim fleet --scenario step runs issue 24's
-// comparison (fleetsim.StepScenario) and prints its table.
-func TestSimFleetStep(t *testing.T) {
-	code, out, errs := runSimArgs("fleet", "--scenario", "step", "--seed", "3")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
-	// The command prints the library's own report of the same runs: the
-	// auto and quota rows of seed 3, as fleetsim.WriteSteps writes them.
-	for _, p := range []fleetsim.Pacing{fleetsim.PaceAuto, fleetsim.PaceQuota} {
-		r, err := fleetsim.Run(fleetsim.StepScenario(p, 3))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want strings.Builder
-		if err := fleetsim.WriteSteps(&want, r); err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(strings.TrimRight(want.String(), "\n"), "\n") {
-			if !strings.Contains(out, line+"\n") {
-				t.Errorf("report lacks %q:\n%s", line, out)
-			}
-		}
-	}
-	if !strings.Contains(out, "seed 3:") {
-		t.Errorf("report does not name seed 3:\n%s", out)
-	}
-	code, out, errs = runSimArgs("fleet", "--scenario", "ramp")
-	if code != cli.ExitUsage || out != "" || !strings.Contains(errs, `--scenario "ramp": want step`) {
-		t.Errorf("--scenario ramp: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }

@@ -24,13 +24,14 @@ import (
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/demo"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
+	"github.com/backoffkit/retry/cmd/retry/internal/simcmd"
 )
 
-// subcommands maps a subcommand name to its entry point. Other files add to it
-// from init (sim.go adds "sim").
+// subcommands maps a subcommand name to its entry point.
 var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"http": runHTTP,
 	"demo": demo.Run,
+	"sim":  simcmd.Run,
 }
 
 func main() {

@@ -23,3 +23,17 @@ func (m MemTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	res.Request = r
 	return res, nil
 }
+
+// DisplayWidth is the number of columns s takes on a terminal: one per rune,
+// a tab advancing to the next multiple of 8.
+func DisplayWidth(s string) int {
+	w := 0
+	for _, r := range s {
+		if r == '\t' {
+			w += 8 - w%8
+			continue
+		}
+		w++
+	}
+	return w
+}

@@ -1,4 +1,4 @@
-package main
+package simcmd
 
 import (
 	"errors"
@@ -17,8 +17,6 @@ import (
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/sim"
 )
-
-func init() { subcommands["sim"] = runSim }
 
 // simExperiment is one experiment of "retry sim": its name, a one-line
 // summary for the usage text and its entry point, which parses its own
@@ -98,9 +96,9 @@ func printSimFlags(w io.Writer, fs *flag.FlagSet) {
 	})
 }
 
-// runSim is "retry sim": it parses flags, runs the experiment of package sim
+// Run is "retry sim": it parses flags, runs the experiment of package sim
 // and prints a table, JSON lines (--json) and SVG plots (--plot DIR).
-func runSim(args []string, stdout, stderr io.Writer) int {
+func Run(args []string, stdout, stderr io.Writer) int {
 	return runSimEnv(defaultSimEnv, args, stdout, stderr)
 }
 
