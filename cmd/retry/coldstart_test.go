@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/curl"
 	"github.com/backoffkit/retry/internal/redistest"
 )
 
@@ -250,7 +251,7 @@ func TestFleetQuotaRefusalExitCode(t *testing.T) {
 		code int
 	}{
 		{nil, []string{"--", "sh", "-c", `echo x >> "$RAN"`}, cli.ExitTimeout},
-		{[]string{"http"}, []string{url}, curlTimeout},
+		{[]string{"http"}, []string{url}, curl.ExitTimeout},
 	} {
 		name := fleetName(t)
 		fleet := []string{"--redis", srv.url(), "--fleet", name, "--quota", "1/1h", "--redis-timeout", "2s", "--deadline", "30s"}

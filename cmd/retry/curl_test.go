@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/curl"
 	"github.com/backoffkit/retry/internal/redistest"
 )
 
@@ -80,21 +81,21 @@ func TestCurlExitCodes(t *testing.T) {
 		retries int // retry lines in the log
 		stdout  string
 	}{
-		{"dns not retried", []string{"http://no-such-host.invalid/"}, curlResolve, 0, ""},
-		{"dns with --retry-all-errors", []string{"--retry-all-errors", "--attempts", "2", "http://no-such-host.invalid/"}, curlResolve, 1, ""},
-		{"connection refused", []string{"--attempts", "2", refused}, curlConnect, 1, ""},
-		{"timeout", []string{"-m", "50ms", "--attempts", "2", hung}, curlTimeout, 1, ""},
-		{"deadline", []string{"--deadline", "100ms", "--attempts", "2", hung}, curlTimeout, 0, ""},
-		{"tls not retried", []string{"--attempts", "2", tlsSrv.URL}, curlTLS, 0, ""},
+		{"dns not retried", []string{"http://no-such-host.invalid/"}, curl.ExitResolve, 0, ""},
+		{"dns with --retry-all-errors", []string{"--retry-all-errors", "--attempts", "2", "http://no-such-host.invalid/"}, curl.ExitResolve, 1, ""},
+		{"connection refused", []string{"--attempts", "2", refused}, curl.ExitConnect, 1, ""},
+		{"timeout", []string{"-m", "50ms", "--attempts", "2", hung}, curl.ExitTimeout, 1, ""},
+		{"deadline", []string{"--deadline", "100ms", "--attempts", "2", hung}, curl.ExitTimeout, 0, ""},
+		{"tls not retried", []string{"--attempts", "2", tlsSrv.URL}, curl.ExitTLS, 0, ""},
 		{"tls -k", []string{"-k", tlsSrv.URL}, 0, 0, "secure\n"},
 		{"tls --cacert", []string{"--cacert", ca, tlsSrv.URL}, 0, 0, "secure\n"},
-		{"too many redirects", []string{"-L", "--max-redirs", "3", loop}, curlTooManyRedirs, 0, ""},
-		{"empty reply", []string{"--attempts", "2", reset}, curlGotNothing, 1, ""},
-		{"reset", []string{"--attempts", "2", rst}, curlRecv, 1, ""},
-		{"invalid port", []string{"--attempts", "2", "http://127.0.0.1:99999/"}, curlURLMalformat, 0, ""},
-		{"redirect to an invalid port", []string{"-L", "--attempts", "2", badPort}, curlURLMalformat, 0, ""},
-		{"partial body", []string{partial}, curlPartial, 0, "only ten.."},
-		{"write error", []string{"-o", "/nonexistent/dir/out", partial}, curlWrite, 0, ""},
+		{"too many redirects", []string{"-L", "--max-redirs", "3", loop}, curl.ExitTooManyRedirs, 0, ""},
+		{"empty reply", []string{"--attempts", "2", reset}, curl.ExitGotNothing, 1, ""},
+		{"reset", []string{"--attempts", "2", rst}, curl.ExitRecv, 1, ""},
+		{"invalid port", []string{"--attempts", "2", "http://127.0.0.1:99999/"}, curl.ExitURLMalformat, 0, ""},
+		{"redirect to an invalid port", []string{"-L", "--attempts", "2", badPort}, curl.ExitURLMalformat, 0, ""},
+		{"partial body", []string{partial}, curl.ExitPartial, 0, "only ten.."},
+		{"write error", []string{"-o", "/nonexistent/dir/out", partial}, curl.ExitWrite, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runRetry(t, "", nil, args([]string{"http"}, fast, tc.args)...)
@@ -186,7 +187,7 @@ func TestCurlRedirectEvents(t *testing.T) {
 	}{
 		{"/old", "redirect 302 " + url + "/new, success", 0},
 		{"/down", "redirect 302 " + url + "/503, retry, give-up", cli.ExitGaveUp},
-		{"/loop", "redirect 302 " + url + "/loop, redirect 302 " + url + "/loop, error", curlTooManyRedirs},
+		{"/loop", "redirect 302 " + url + "/loop, redirect 302 " + url + "/loop, error", curl.ExitTooManyRedirs},
 	} {
 		r := runRetry(t, "", nil, args([]string{"http", "-L", "-o", "/dev/null", "--max-redirs", "1", "--attempts", "2", "--log-format", "json"}, fast, []string{url + tc.path})...)
 		if got := events(r); r.code != tc.code || got != tc.want {
@@ -351,11 +352,11 @@ func TestCurlCombinedFlags(t *testing.T) {
 		http.Error(w, r.Method, http.StatusNotFound)
 	})
 	r := runRetry(t, "", nil, "http", "-fsSL", "-XPOST", url)
-	if r.code != curlHTTPError || r.stdout != "" || r.stderr == "" || strings.Count(r.stderr, "\n") != 1 {
+	if r.code != curl.ExitHTTPError || r.stdout != "" || r.stderr == "" || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("-fsSL -XPOST: exit %d, stdout %q, stderr %q; want 22, no body, one error line (-S)", r.code, r.stdout, r.stderr)
 	}
 	r = runRetry(t, "", nil, "http", "-fs", url)
-	if r.code != curlHTTPError || r.stderr != "" {
+	if r.code != curl.ExitHTTPError || r.stderr != "" {
 		t.Errorf("-fs: exit %d, stderr %q; want 22 and nothing on stderr", r.code, r.stderr)
 	}
 	r = runRetry(t, "", nil, "http", "-sXPUT", url)
@@ -389,7 +390,7 @@ func TestHTTPFlagsAsUsersTypeThem(t *testing.T) {
 			t.Errorf("retry http --help does not list %s", n)
 		}
 	})
-	for _, code := range []int{cli.ExitGaveUp, curlResolve, curlConnect, curlHTTPError, curlTimeout, curlTLS, curlTooManyRedirs, curlRecv} {
+	for _, code := range []int{cli.ExitGaveUp, curl.ExitResolve, curl.ExitConnect, curl.ExitHTTPError, curl.ExitTimeout, curl.ExitTLS, curl.ExitTooManyRedirs, curl.ExitRecv} {
 		if !strings.Contains(r.stdout, fmt.Sprintf("\n    %-4d ", code)) {
 			t.Errorf("retry http --help does not document exit status %d", code)
 		}
@@ -409,12 +410,12 @@ func TestHTTPJSONLogClosingLine(t *testing.T) {
 	r := runRetry(t, "", nil, "http", "--log-format", "json", "-f", url)
 	got := jsonLines(t, r.stderr)
 	// No "success" for a request that fails (-f and a 404).
-	if r.code != curlHTTPError || len(got) != 1 || got[0]["event"] != "error" || got[0]["exit_code"] != 22.0 {
+	if r.code != curl.ExitHTTPError || len(got) != 1 || got[0]["event"] != "error" || got[0]["exit_code"] != 22.0 {
 		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	r = runRetry(t, "", nil, "http", "--log-format", "json", "--attempts", "2", "--initial-delay", "1ms", "--jitter", "0", "http://x.invalid/")
 	got = jsonLines(t, r.stderr)
-	if r.code != curlResolve || len(got) != 1 || got[0]["event"] != "give-up" || got[0]["reason"] != "permanent" {
+	if r.code != curl.ExitResolve || len(got) != 1 || got[0]["event"] != "give-up" || got[0]["reason"] != "permanent" {
 		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 }
@@ -439,11 +440,11 @@ func TestCurlRedirectTargets(t *testing.T) {
 	}{
 		// A redirect taken that leads nowhere counts in num_redirects, as
 		// curl's; the URL fetched last is the one that redirected.
-		{"/bad", `retry http: GET ` + url + `/bad: 302 with a Location that is not a URL ("http://[::1": missing ']' in host)`, "http://[::1", url + "/bad", curlURLMalformat, 1},
-		{"/ftp", `retry http: GET ` + url + `/ftp: a redirect to ftp://127.0.0.1/f: protocol "ftp" not supported (-L follows http:// and https:// only)`, "ftp://127.0.0.1/f", url + "/ftp", curlUnsupported, 1},
-		{"/nohost", `retry http: GET ` + url + `/nohost: a redirect to http:///x: URL rejected: no host`, "http:///x", url + "/nohost", curlURLMalformat, 1},
-		{"/badport", `retry http: GET ` + url + `/badport: a redirect to http://127.0.0.1:99999/: URL rejected: port 99999 is outside 0-65535`, "http://127.0.0.1:99999/", url + "/badport", curlURLMalformat, 1},
-		{"/dead", "connection refused", dead, dead, curlConnect, 1},
+		{"/bad", `retry http: GET ` + url + `/bad: 302 with a Location that is not a URL ("http://[::1": missing ']' in host)`, "http://[::1", url + "/bad", curl.ExitURLMalformat, 1},
+		{"/ftp", `retry http: GET ` + url + `/ftp: a redirect to ftp://127.0.0.1/f: protocol "ftp" not supported (-L follows http:// and https:// only)`, "ftp://127.0.0.1/f", url + "/ftp", curl.ExitUnsupported, 1},
+		{"/nohost", `retry http: GET ` + url + `/nohost: a redirect to http:///x: URL rejected: no host`, "http:///x", url + "/nohost", curl.ExitURLMalformat, 1},
+		{"/badport", `retry http: GET ` + url + `/badport: a redirect to http://127.0.0.1:99999/: URL rejected: port 99999 is outside 0-65535`, "http://127.0.0.1:99999/", url + "/badport", curl.ExitURLMalformat, 1},
+		{"/dead", "connection refused", dead, dead, curl.ExitConnect, 1},
 	} {
 		r := runRetry(t, "", nil, "http", "-L", "--attempts", "1", "-w", "%{num_redirects} %{url_effective}", url+tc.path)
 		last := strings.TrimSuffix(r.stderr, "\n")
@@ -501,21 +502,8 @@ func TestBodyTimeoutNamesTheLimit(t *testing.T) {
 		want := "retry http: reading the body of GET " + url + "/slow: " + tc.want + "\n"
 		before, last, _ := strings.Cut(r.stderr, want)
 		retried := len(lines(before, ": timeout (context deadline exceeded); retrying in ")) == strings.Count(before, "\n")
-		if r.code != curlTimeout || r.stdout != "part" || last != "" || !strings.HasSuffix(r.stderr, want) || !retried {
-			t.Errorf("%q: exit %d, stdout %q, stderr:\n%s\nwant exit %d, %q last", tc.args, r.code, r.stdout, r.stderr, curlTimeout, want)
-		}
-	}
-}
-
-// TestFileType: a -F file part's Content-Type, by curl's own table.
-func TestFileType(t *testing.T) {
-	for path, want := range map[string]string{
-		"a.txt": "text/plain", "dir.d/A.TXT": "text/plain", "x.png": "image/png", "r.html": "text/html",
-		"doc.pdf": "application/pdf", "blob.bin": "", "noext": "", "": "",
-		"t.json": "", // not in curl 7.88's table
-	} {
-		if got := fileType(path); got != want {
-			t.Errorf("fileType(%q) = %q, want %q", path, got, want)
+		if r.code != curl.ExitTimeout || r.stdout != "part" || last != "" || !strings.HasSuffix(r.stderr, want) || !retried {
+			t.Errorf("%q: exit %d, stdout %q, stderr:\n%s\nwant exit %d, %q last", tc.args, r.code, r.stdout, r.stderr, curl.ExitTimeout, want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/curl"
 	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
@@ -225,8 +226,8 @@ func printCommandHelp(w io.Writer, _ *flag.FlagSet) {
 
 // writeOutText lists the variables of -w, as %{name}.
 func writeOutText() string {
-	names := make([]string, 0, len(writeOutVars))
-	for name := range writeOutVars {
+	names := make([]string, 0, len(curl.WriteOutVars))
+	for name := range curl.WriteOutVars {
 		names = append(names, name)
 	}
 	sort.Strings(names)
@@ -514,5 +515,5 @@ EXAMPLES
 
 // printHTTPHelp prints the manual of retry http.
 func printHTTPHelp(w io.Writer) {
-	fmt.Fprintf(w, httpHelp, optionText(cli.ShapeList()), profileText(), writeOutText(), cli.Wrap(writeOutMissing, 72, "        "))
+	fmt.Fprintf(w, httpHelp, optionText(cli.ShapeList()), profileText(), writeOutText(), cli.Wrap(curl.WriteOutMissing, 72, "        "))
 }

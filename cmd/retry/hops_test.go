@@ -2,11 +2,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -70,44 +67,3 @@ func TestDeadlineBoundsTheRedirectChain(t *testing.T) {
 		}
 	})
 }
-
-// TestHopAfterTheDeadline: a hop that would begin once the --deadline has
-// passed is not sent: exit 28, its body closed, the flag named as typed.
-func TestHopAfterTheDeadline(t *testing.T) {
-	var sent atomic.Int32
-	h := &hopRecorder{
-		rt: roundTripFunc(func(*http.Request) (*http.Response, error) {
-			sent.Add(1)
-			return nil, errors.New("sent")
-		}),
-		start: time.Now().Add(-2 * time.Second), deadline: time.Second, deadlineName: "--deadline (1s)",
-	}
-	body := &bodyCloses{Reader: strings.NewReader("x")}
-	req, _ := http.NewRequest("POST", "http://127.0.0.1/next?key=s3cr3t", body)
-	resp, err := h.RoundTrip(req)
-	var ee *cli.ExitError
-	if resp != nil || !errors.As(err, &ee) || ee.Code != curlTimeout || sent.Load() != 0 || body.closed != 1 {
-		t.Fatalf("RoundTrip = %v, %v; sent %d, body closed %d times; want exit %d, nothing sent, the body closed once",
-			resp, err, sent.Load(), body.closed, curlTimeout)
-	}
-	want := "the --deadline (1s) passed before the redirect to http://127.0.0.1/next?key=REDACTED was followed"
-	if err.Error() != want {
-		t.Errorf("error %q, want %q", err, want)
-	}
-	first := &url.URL{Scheme: "http", Host: "127.0.0.1", Path: "/first"}
-	if u := h.effectiveURL(first); u != first || len(h.urls) != 0 {
-		t.Errorf("url_effective %v, %d hops begun; want the first URL: the refused hop was not fetched", u, len(h.urls))
-	}
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// bodyCloses is a request body that counts its Close calls.
-type bodyCloses struct {
-	io.Reader
-	closed int
-}
-
-func (c *bodyCloses) Close() error { c.closed++; return nil }

@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/flate"
-	"compress/gzip"
-	"compress/zlib"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -23,31 +20,10 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/curl"
 	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/httpretry"
-)
-
-// Exit codes of retry http, curl's where the cause is the same (see
-// httpHelp). cli.ExitGaveUp (1) is ours: the server kept answering a retryable
-// status until the attempts, the deadline or the budget ran out.
-const (
-	curlUnsupported   = 1
-	curlURLMalformat  = 3
-	curlResolve       = 6
-	curlConnect       = 7
-	curlPartial       = 18
-	curlHTTPError     = 22
-	curlWrite         = 23
-	curlRead          = 26
-	curlTimeout       = 28
-	curlTLS           = 35
-	curlTooManyRedirs = 47
-	curlGotNothing    = 52
-	curlBadEncoding   = 61
-	curlCACertFile    = 77
-	curlSend          = 55
-	curlRecv          = 56
 )
 
 // httpFlags are the flags of retry http.
@@ -57,7 +33,7 @@ type httpFlags struct {
 	sig *proc.SignalWatch // the run's, once it has begun
 
 	method         string
-	data           []dataPart
+	data           []curl.DataPart
 	forms          []string
 	header         http.Header
 	removed        []string // headers to leave out ("-H 'Name:'")
@@ -87,11 +63,6 @@ type httpFlags struct {
 	version        bool
 }
 
-// dataPart is one -d, --data-binary or --json argument.
-type dataPart struct {
-	flag, value string
-}
-
 func newHTTPFlags() *httpFlags {
 	fs := flag.NewFlagSet("retry http", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -118,7 +89,7 @@ func newHTTPFlags() *httpFlags {
 	for _, n := range []string{"d", "data", "data-binary", "data-urlencode", "json"} {
 		name := n
 		fs.Func(n, "request body `DATA`", func(s string) error {
-			h.data = append(h.data, dataPart{name, s})
+			h.data = append(h.data, curl.DataPart{Flag: name, Value: s})
 			return nil
 		})
 	}
@@ -229,7 +200,7 @@ var testBaseTransport http.RoundTripper
 func runHTTP(args []string, stdout, stderr io.Writer) int {
 	const prog = "retry http"
 	h := newHTTPFlags()
-	expanded, err := expandShortFlags(h.fs, args)
+	expanded, err := curl.ExpandShortFlags(h.fs, args)
 	var positional []string
 	var help bool
 	if err == nil {
@@ -239,7 +210,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		printHTTPHelp(stdout)
 		return cli.ExitOK
 	}
-	log := policy.NewEventLog(stderr, prog, h.pf, describeHTTP)
+	log := policy.NewEventLog(stderr, prog, h.pf, curl.Describe)
 	log.KeepGiveUp = true
 	if h.silent && !h.showEr {
 		log.Silent = true
@@ -278,7 +249,7 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 			return log.Fail(cli.Usagef("--not-idempotent and an Idempotency-Key say the opposite"))
 		}
 		log.Describe = func(err error) policy.AttemptInfo {
-			info := describeHTTP(err)
+			info := curl.Describe(err)
 			if errors.Is(err, httpretry.ErrNotIdempotent) {
 				info.WhyStop = "the request is marked --not-idempotent"
 			}
@@ -333,8 +304,8 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	retries := 0
 	following := h.location || h.trusted
-	hops := &hopRecorder{log: log, follow: following}
-	p.Observer = retry.Observers(hops.observe, func(_ context.Context, e retry.Event) {
+	hops := &curl.HopRecorder{Log: log, Follow: following}
+	p.Observer = retry.Observers(hops.Observe, func(_ context.Context, e retry.Event) {
 		if e.Kind == retry.EventRetry {
 			retries++ // the observer runs on client.Do's goroutine
 		}
@@ -351,20 +322,20 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 	}
 	defer fl.Close()
 	fl.Apply(&p, log)
-	wire := &wireStats{}
+	wire := &curl.WireStats{}
 	var rt http.RoundTripper = connected{rt: base, wire: wire}
 	if testBaseTransport != nil {
 		rt = testBaseTransport
 	}
 	if h.verbose {
-		rt = &verboseTransport{rt: rt, log: log}
+		rt = &curl.VerboseTransport{RT: rt, Log: log}
 	}
 	tr := httpretry.NewTransport(rt, p, opts...)
 	if err := tr.Err(); err != nil {
 		return log.Fail(cli.Usagef("%v", err))
 	}
-	hops.rt, hops.wire = tr, wire
-	hops.deadline, hops.deadlineName = max(p.Deadline, 0), h.pf.LimitName("Deadline", p.Deadline)
+	hops.RT, hops.Wire = tr, wire
+	hops.Deadline, hops.DeadlineName = max(p.Deadline, 0), h.pf.LimitName("Deadline", p.Deadline)
 	// Without -L the response is the answer, whatever its Location says
 	// (http.Client would fail on one that does not parse).
 	do := hops.RoundTrip
@@ -372,70 +343,70 @@ func runHTTP(args []string, stdout, stderr io.Writer) int {
 		do = (&http.Client{Transport: hops, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			err := h.checkRedirect(req, via)
 			if _, refused := err.(*cli.ExitError); refused {
-				hops.refused = true // a redirect taken, that leads nowhere: counted, as curl
+				hops.Refused = true // a redirect taken, that leads nowhere: counted, as curl
 			}
 			return err
 		}}).Do
 	}
 
 	start := time.Now()
-	hops.start = start
-	res := &transfer{method: x.method, given: x.url, url: x.url, start: start, output: h.output, referer: x.header.Get("Referer"), wire: wire}
+	hops.Start = start
+	res := &curl.Transfer{Method: x.method, Given: x.url, URL: x.url, Start: start, Output: h.output, Referer: x.header.Get("Referer"), Wire: wire}
 	defer func() {
 		if h.writeOut != "" {
-			res.retries, res.total = retries, time.Since(start)
-			res.redirects = max(len(hops.urls)-1, 0)
-			if hops.refused {
-				res.redirects++
+			res.Retries, res.Total = retries, time.Since(start)
+			res.Redirects = max(len(hops.URLs)-1, 0)
+			if hops.Refused {
+				res.Redirects++
 			}
-			res.url = hops.effectiveURL(x.url)
-			res.answers, res.lastHop = hops.resps, hops.offset
-			res.errormsg = log.ClosingError()
-			if hops.cur != nil && base.Proxy != nil {
-				p, err := base.Proxy(hops.cur)
-				res.proxied = err == nil && p != nil
+			res.URL = hops.EffectiveURL(x.url)
+			res.Answers, res.LastHop = hops.Resps, hops.Offset
+			res.ErrorMsg = log.ClosingError()
+			if hops.Cur != nil && base.Proxy != nil {
+				p, err := base.Proxy(hops.Cur)
+				res.Proxied = err == nil && p != nil
 			}
-			writeOut(x.writeOut, res, stdout, stderr)
+			curl.WriteOut(x.writeOut, res, stdout, stderr)
 		}
 	}()
 	resp, err := do(req)
 	if err != nil {
-		hops.failed()
+		hops.Failed()
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
 		h.writeHopHeaders(stdout, hops)
-		if n := len(hops.resps); n > 0 {
-			res.resp = hops.resps[n-1] // -w: the last answer (a redirect), as curl
+		if n := len(hops.Resps); n > 0 {
+			res.Resp = hops.Resps[n-1] // -w: the last answer (a redirect), as curl
 		}
 		if code := sig.ExitCode(); code != 0 {
-			res.exit = code
+			res.Exit = code
 			return code
 		}
-		if hops.badLocation != nil {
-			res.exit = curlURLMalformat
-			log.FailCode(hops.badLocation, res.exit)
-			return res.exit
+		if hops.BadLocation != nil {
+			res.Exit = curl.ExitURLMalformat
+			log.FailCode(hops.BadLocation, res.Exit)
+			return res.Exit
 		}
 		if errors.Is(err, httpretry.ErrRegionalEndpoint) {
-			res.exit = cli.ExitUsage
-			log.FailCode(regionalProfileError(h.pf.Used, err), res.exit)
-			return res.exit
+			res.Exit = cli.ExitUsage
+			log.FailCode(regionalProfileError(h.pf.Used, err), res.Exit)
+			return res.Exit
 		}
-		res.exit = transportExitCode(err)
+		res.Exit = curl.TransportExitCode(err)
 		if !log.GaveUp {
-			log.FailCode(fmt.Errorf("%s %s: %v", x.method, httpretry.Redact(x.url), redactURLError(err)), res.exit)
+			log.FailCode(fmt.Errorf("%s %s: %v", x.method, httpretry.Redact(x.url), curl.RedactURLError(err)), res.Exit)
 		}
-		return res.exit
+		return res.Exit
 	}
 	defer resp.Body.Close()
-	res.resp = resp
-	res.exit = h.writeResponse(stdout, log, p, resp, hops, res)
+	res.Resp = resp
+	res.Exit = h.writeResponse(stdout, log, p, resp, hops, res)
 	if code := sig.ExitCode(); code != 0 {
-		res.exit = code
+		res.Exit = code
 	}
-	hops.answered(res.exit)
-	return res.exit
+	hops.Answered(res.Exit)
+	return res.Exit
 }
 
 // regionalProfileError is the one line for a request refused because its
@@ -452,40 +423,40 @@ func regionalProfileError(prof policy.ProfileUse, err error) error {
 
 // writeResponse writes the response (headers with -i/-I/-D, the body unless
 // -f refuses it) and returns the exit code.
-func (h *httpFlags) writeResponse(stdout io.Writer, log *policy.EventLog, p retry.Policy, resp *http.Response, hops *hopRecorder, res *transfer) int {
+func (h *httpFlags) writeResponse(stdout io.Writer, log *policy.EventLog, p retry.Policy, resp *http.Response, hops *curl.HopRecorder, res *curl.Transfer) int {
 	status := resp.StatusCode
 	retryable := p.RetriesStatus(status)
 	httpError := status >= 400 && (h.fail || h.failBody)
 	// writeFailed reports a write error (exit 23) and whether there was one.
 	writeFailed := func(err error) int {
-		var we *writeError
+		var we *curl.WriteError
 		if errors.As(err, &we) {
-			err = we.err
+			err = we.Err
 		}
-		log.FailCode(err, curlWrite)
-		return curlWrite
+		log.FailCode(err, curl.ExitWrite)
+		return curl.ExitWrite
 	}
 
 	if h.dumpHeader != "" {
-		d := newOutput("-D", h.dumpHeader, stdout)
-		for _, r := range hops.resps {
-			if err := writeHead(d, r); err != nil {
-				d.close(false)
+		d := curl.NewOutput("-D", h.dumpHeader, stdout)
+		for _, r := range hops.Resps {
+			if err := curl.WriteHead(d, r); err != nil {
+				d.Close(false)
 				return writeFailed(err)
 			}
 		}
-		if err := d.close(true); err != nil {
+		if err := d.Close(true); err != nil {
 			return writeFailed(err)
 		}
 	}
-	out := newOutput("-o", h.output, stdout)
-	out.binaryCheck = h.output == "" && proc.IsTerminal(stdout)
+	out := curl.NewOutput("-o", h.output, stdout)
+	out.BinaryCheck = h.output == "" && proc.IsTerminal(stdout)
 	// -f: no body for an HTTP error (curl 7.88 still writes -i's headers).
 	noBody := h.head || httpError && h.fail && !h.failBody
 	if h.include || h.head {
-		for _, r := range hops.resps {
-			if err := writeHead(out, r); err != nil {
-				out.close(false)
+		for _, r := range hops.Resps {
+			if err := curl.WriteHead(out, r); err != nil {
+				out.Close(false)
 				return writeFailed(err)
 			}
 		}
@@ -494,42 +465,42 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *policy.EventLog, p retr
 		var body io.Reader = resp.Body
 		var err error
 		if h.compressed {
-			body, err = decompress(resp)
+			body, err = curl.Decompress(resp)
 			if err != nil {
-				out.close(false)
-				code := bodyExitCode(err)
-				log.FailCode(fmt.Errorf("%s %s: %v", res.method, httpretry.Redact(resp.Request.URL), err), code)
+				out.Close(false)
+				code := curl.BodyExitCode(err)
+				log.FailCode(fmt.Errorf("%s %s: %v", res.Method, httpretry.Redact(resp.Request.URL), err), code)
 				return code
 			}
 		}
-		if _, err := io.Copy(countWriter{out, &res.size}, body); err != nil {
-			out.close(false)
-			var we *writeError
+		if _, err := io.Copy(curl.CountWriter{W: out, N: &res.Size}, body); err != nil {
+			out.Close(false)
+			var we *curl.WriteError
 			if errors.As(err, &we) {
 				return writeFailed(err)
 			}
 			if code := h.sig.ExitCode(); code != 0 { // Ctrl-C, SIGTERM: no receive error
-				log.FailCode(fmt.Errorf("reading the body of %s %s: interrupted by %s", res.method, httpretry.Redact(resp.Request.URL), h.sig.Name()), code)
+				log.FailCode(fmt.Errorf("reading the body of %s %s: interrupted by %s", res.Method, httpretry.Redact(resp.Request.URL), h.sig.Name()), code)
 				return code
 			}
-			code := bodyExitCode(err)
-			why := redactURLError(err).Error()
-			if code == curlTimeout {
-				why = h.bodyTimeout(p, hops.start, why)
+			code := curl.BodyExitCode(err)
+			why := curl.RedactURLError(err).Error()
+			if code == curl.ExitTimeout {
+				why = h.bodyTimeout(p, hops.Start, why)
 			}
-			log.FailCode(fmt.Errorf("reading the body of %s %s: %s", res.method, httpretry.Redact(resp.Request.URL), why), code)
+			log.FailCode(fmt.Errorf("reading the body of %s %s: %s", res.Method, httpretry.Redact(resp.Request.URL), why), code)
 			return code
 		}
 	}
-	if err := out.close(!noBody || h.include || h.head); err != nil {
+	if err := out.Close(!noBody || h.include || h.head); err != nil {
 		return writeFailed(err)
 	}
 	switch {
 	case retryable && log.GaveUp:
 		return cli.ExitGaveUp // the give-up line said why
 	case httpError:
-		log.FailCode(fmt.Errorf("%s %s: %s (%s)", res.method, httpretry.Redact(resp.Request.URL), resp.Status, notRetriedWhy(status, retryable)), curlHTTPError)
-		return curlHTTPError
+		log.FailCode(fmt.Errorf("%s %s: %s (%s)", res.Method, httpretry.Redact(resp.Request.URL), resp.Status, notRetriedWhy(status, retryable)), curl.ExitHTTPError)
+		return curl.ExitHTTPError
 	}
 	return cli.ExitOK
 }
@@ -537,23 +508,23 @@ func (h *httpFlags) writeResponse(stdout io.Writer, log *policy.EventLog, p retr
 // writeHopHeaders writes the headers of the hops that answered (redirects)
 // with -D, -i or -I, when a later hop failed: as curl, which has written
 // them by then. A write error is not reported: the request's is.
-func (h *httpFlags) writeHopHeaders(stdout io.Writer, hops *hopRecorder) {
-	if len(hops.resps) == 0 {
+func (h *httpFlags) writeHopHeaders(stdout io.Writer, hops *curl.HopRecorder) {
+	if len(hops.Resps) == 0 {
 		return
 	}
-	write := func(o *output) {
-		for _, r := range hops.resps {
-			if writeHead(o, r) != nil {
+	write := func(o *curl.Output) {
+		for _, r := range hops.Resps {
+			if curl.WriteHead(o, r) != nil {
 				break
 			}
 		}
-		o.close(true)
+		o.Close(true)
 	}
 	if h.dumpHeader != "" {
-		write(newOutput("-D", h.dumpHeader, stdout))
+		write(curl.NewOutput("-D", h.dumpHeader, stdout))
 	}
 	if h.include || h.head {
-		write(newOutput("-o", h.output, stdout))
+		write(curl.NewOutput("-o", h.output, stdout))
 	}
 }
 
@@ -591,7 +562,7 @@ type request struct {
 
 // proc.Prepare builds the request from the flags and the URL argument.
 func (h *httpFlags) prepare(rawURL string) (*request, error) {
-	u, err := parseHTTPURL(rawURL)
+	u, err := curl.ParseHTTPURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
@@ -599,11 +570,11 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 	var jsonData bool
 	var parts, jsonParts []string
 	for _, d := range h.data {
-		v, err := readDataArg(d)
+		v, err := curl.ReadDataArg(d)
 		if err != nil {
 			return nil, err
 		}
-		if d.flag == "json" {
+		if d.Flag == "json" {
 			jsonData = true
 			jsonParts = append(jsonParts, v)
 			continue
@@ -624,7 +595,7 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 	case h.get:
 		if len(parts)+len(jsonParts) > 0 {
 			q := strings.Join(append(parts, jsonParts...), "&")
-			if err := checkURLBytes(q, "the -G data"); err != nil {
+			if err := curl.CheckURLBytes(q, "the -G data"); err != nil {
 				return nil, err
 			}
 			if u.RawQuery != "" {
@@ -641,7 +612,7 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 		x.body = []byte(strings.Join(parts, "&"))
 		setDefault(x.header, "Content-Type", "application/x-www-form-urlencoded")
 	case len(h.forms) > 0:
-		body, ctype, err := multipartBody(h.forms)
+		body, ctype, err := curl.MultipartBody(h.forms)
 		if err != nil {
 			return nil, err
 		}
@@ -696,7 +667,7 @@ func (h *httpFlags) prepare(rawURL string) (*request, error) {
 		x.host = v
 	}
 	x.header.Del("Host")
-	x.writeOut, x.warnings, err = readWriteOut(h.writeOut)
+	x.writeOut, x.warnings, err = curl.ReadWriteOut(h.writeOut)
 	if err != nil {
 		return nil, err
 	}
@@ -722,11 +693,11 @@ func (h *httpFlags) transport(verify bool) (*http.Transport, error) {
 	if h.cacert != "" && verify {
 		pem, err := os.ReadFile(h.cacert)
 		if err != nil {
-			return nil, cli.ExitErrorf(curlCACertFile, "--cacert %s: cannot read: %v", h.cacert, cli.UnwrapPath(err))
+			return nil, cli.ExitErrorf(curl.ExitCACertFile, "--cacert %s: cannot read: %v", h.cacert, cli.UnwrapPath(err))
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, cli.ExitErrorf(curlCACertFile, "--cacert %s: no PEM certificate in it", h.cacert)
+			return nil, cli.ExitErrorf(curl.ExitCACertFile, "--cacert %s: no PEM certificate in it", h.cacert)
 		}
 		tlsConfig.RootCAs = pool
 	}
@@ -753,7 +724,7 @@ func (h *httpFlags) transport(verify bool) (*http.Transport, error) {
 	return &http.Transport{
 		Proxy: proxy,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if host, _, err := net.SplitHostPort(addr); err == nil && isInvalidName(host) {
+			if host, _, err := net.SplitHostPort(addr); err == nil && curl.IsInvalidName(host) {
 				return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
 			}
 			start := time.Now()
@@ -776,26 +747,6 @@ func (h *httpFlags) transport(verify bool) (*http.Transport, error) {
 	}, nil
 }
 
-// parseProblem says why s does not parse as a URL (err, url.Parse's error),
-// never quoting its user info: url.Parse's error quotes the part at fault,
-// with user info the password ("invalid port \":s3cret\" after host").
-func parseProblem(s string, err error) string {
-	// With user info or a secret value, what url.Parse says may quote them
-	// ("%zz" of a token): say what it says of the URL with them hidden.
-	if hidden := cli.HideUserInfo(s); hidden != s {
-		_, herr := url.Parse(hidden)
-		if herr == nil {
-			return "it does not parse (in a password or a secret value, percent-encode '%', '/', '?', '#' and '@')"
-		}
-		err = herr
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return httpretry.RedactText(err.Error())
-}
-
 // defaultConnectLimit bounds the connect phase (dial, proxy handshake,
 // TLS) without --connect-timeout, as curl's default of 300 s does.
 const defaultConnectLimit = 5 * time.Minute
@@ -806,16 +757,16 @@ const defaultConnectLimit = 5 * time.Minute
 // It also records what httptrace says of each attempt in wire, for -w.
 type connected struct {
 	rt   http.RoundTripper
-	wire *wireStats
+	wire *curl.WireStats
 }
 
 func (c connected) RoundTrip(req *http.Request) (*http.Response, error) {
 	w := c.wire
 	if w == nil {
-		w = &wireStats{}
+		w = &curl.WireStats{}
 	}
-	a := &attemptTrace{}
-	trace := w.trace(a)
+	a := &curl.AttemptTrace{}
+	trace := w.Trace(a)
 	record := trace.GotConn
 	trace.GotConn = func(info httptrace.GotConnInfo) {
 		if info.Conn != nil {
@@ -825,7 +776,7 @@ func (c connected) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := c.rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
 	if err == nil {
-		w.answered(a, req)
+		w.Answered(a, req)
 	}
 	return resp, err
 }
@@ -837,19 +788,10 @@ func (c connected) CloseIdleConnections() {
 	}
 }
 
-// isInvalidName reports whether host is "invalid" or under ".invalid", a
-// name that must never resolve (RFC 6761, section 6.4).
-func isInvalidName(host string) bool {
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	return host == "invalid" || strings.HasSuffix(host, ".invalid")
-}
-
-var errTooManyRedirects = errors.New("too many redirects")
-
 // checkRedirect follows redirects only with -L, at most --max-redirs. As
 // curl does, it sends no Referer (unless -H set one), percent-encodes the
 // spaces of a Location, and keeps credentials (Authorization, Cookie, API
-// keys: see secretHeader) for the origin of the URL given (scheme, host,
+// keys: see curl.SecretHeader) for the origin of the URL given (scheme, host,
 // port), unless --location-trusted; net/http would send them to another
 // port or scheme of the same host, and to subdomains.
 func (h *httpFlags) checkRedirect(req *http.Request, via []*http.Request) error {
@@ -857,101 +799,32 @@ func (h *httpFlags) checkRedirect(req *http.Request, via []*http.Request) error 
 		return http.ErrUseLastResponse
 	}
 	if h.maxRedirs >= 0 && len(via) > h.maxRedirs {
-		return fmt.Errorf("%w: more than %d (--max-redirs)", errTooManyRedirects, h.maxRedirs)
+		return fmt.Errorf("%w: more than %d (--max-redirs)", curl.ErrTooManyRedirects, h.maxRedirs)
 	}
 	if scheme := strings.ToLower(req.URL.Scheme); scheme != "http" && scheme != "https" {
-		return cli.ExitErrorf(curlUnsupported, "a redirect to %s: protocol %q not supported (-L follows http:// and https:// only)",
+		return cli.ExitErrorf(curl.ExitUnsupported, "a redirect to %s: protocol %q not supported (-L follows http:// and https:// only)",
 			httpretry.Redact(req.URL), scheme)
 	}
 	if req.URL.Hostname() == "" {
-		return cli.ExitErrorf(curlURLMalformat, "a redirect to %s: URL rejected: no host", httpretry.Redact(req.URL))
+		return cli.ExitErrorf(curl.ExitURLMalformat, "a redirect to %s: URL rejected: no host", httpretry.Redact(req.URL))
 	}
 	if p := req.URL.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n > 65535 {
-			return cli.ExitErrorf(curlURLMalformat, "a redirect to %s: URL rejected: port %s is outside 0-65535", httpretry.Redact(req.URL), p)
+			return cli.ExitErrorf(curl.ExitURLMalformat, "a redirect to %s: URL rejected: port %s is outside 0-65535", httpretry.Redact(req.URL), p)
 		}
 	}
 	req.URL.RawQuery = strings.ReplaceAll(req.URL.RawQuery, " ", "%20")
 	if via[0].Header.Get("Referer") == "" {
 		req.Header.Del("Referer")
 	}
-	if !h.trusted && !sameOrigin(via[0].URL, req.URL) {
+	if !h.trusted && !curl.SameOrigin(via[0].URL, req.URL) {
 		for name := range req.Header {
-			if secretHeader(name) {
+			if curl.SecretHeader(name) {
 				req.Header.Del(name)
 			}
 		}
 	}
 	return nil
-}
-
-// transportExitCode maps the error of a request that got no response to
-// curl's exit code for the same cause.
-func transportExitCode(err error) int {
-	if errors.Is(err, errTooManyRedirects) {
-		return curlTooManyRedirs
-	}
-	var ee *cli.ExitError
-	if errors.As(err, &ee) { // a redirect refused by checkRedirect or RoundTrip
-		return ee.Code
-	}
-	var addrErr *net.AddrError
-	if errors.As(err, &addrErr) { // a redirect to an invalid port
-		return curlURLMalformat
-	}
-	var ae *httpretry.AttemptError
-	if errors.As(err, &ae) {
-		switch ae.Class {
-		case httpretry.ClassDNS:
-			return curlResolve
-		case httpretry.ClassRefused, httpretry.ClassDial:
-			return curlConnect
-		case httpretry.ClassTimeout:
-			return curlTimeout
-		case httpretry.ClassTLS:
-			return curlTLS
-		case httpretry.ClassBrokenPipe:
-			return curlSend
-		case httpretry.ClassBody:
-			return curlRead
-		case httpretry.ClassEOF:
-			if errors.Is(err, io.EOF) { // closed before a byte of the answer
-				return curlGotNothing
-			}
-		}
-		return curlRecv
-	}
-	var re *retry.Error
-	if errors.As(err, &re) && re.Last == nil { // refused before any attempt
-		if re.Reason == retry.ReasonDeadline { // the fleet's wait would pass --deadline
-			return curlTimeout
-		}
-		return cli.ExitGaveUp
-	}
-	var to interface{ Timeout() bool }
-	if errors.As(err, &to) && to.Timeout() || errors.Is(err, context.DeadlineExceeded) {
-		return curlTimeout
-	}
-	return curlRecv
-}
-
-// bodyExitCode maps an error reading the response body to curl's code.
-func bodyExitCode(err error) int {
-	var to interface{ Timeout() bool }
-	var corrupt flate.CorruptInputError
-	var enc *encodingError
-	switch {
-	case errors.As(err, &enc):
-		return curlBadEncoding
-	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.Is(err, zlib.ErrHeader),
-		errors.Is(err, zlib.ErrChecksum), errors.Is(err, zlib.ErrDictionary), errors.As(err, &corrupt):
-		return curlBadEncoding // --compressed: not what Content-Encoding says
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return curlPartial
-	case errors.As(err, &to) && to.Timeout(), errors.Is(err, context.DeadlineExceeded):
-		return curlTimeout
-	}
-	return curlRecv
 }
 
 // parseInterspersed parses flags anywhere among the arguments (as curl
@@ -972,212 +845,4 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (positional []string, he
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
-}
-
-// parseHTTPURL reads s as curl reads a URL: a scheme is a word followed
-// by ":/" ("http:/h" is http://h, extra slashes are dropped), or one of the
-// URI schemes written without slashes (mailto:, data:, ...); without one it
-// is an http:// URL ("host:8080/x", "user:pw@host"). Only http and https
-// are supported (exit 1, as curl). A space or a control character anywhere,
-// a URL that does not parse, no host or a port above 65535 is rejected
-// (exit 3, as curl): nothing malformed goes onto the wire.
-func parseHTTPURL(s string) (*url.URL, error) {
-	if err := checkURLBytes(s, "the URL"); err != nil {
-		return nil, err
-	}
-	if scheme, rest, ok := splitScheme(s); ok {
-		scheme = strings.ToLower(scheme)
-		if scheme != "http" && scheme != "https" {
-			return nil, cli.ExitErrorf(curlUnsupported, "protocol %q not supported (want an http:// or https:// URL)", scheme)
-		}
-		s = scheme + "://" + strings.TrimLeft(rest, "/")
-	} else {
-		s = "http://" + s
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		if hidden := cli.HideUserInfo(s); hidden != s {
-			return nil, cli.ExitErrorf(curlURLMalformat, "URL rejected: %s: %s", hidden, parseProblem(s, err))
-		}
-		return nil, cli.ExitErrorf(curlURLMalformat, "URL rejected: %s", parseProblem(s, err))
-	}
-	if u.Hostname() == "" {
-		return nil, cli.ExitErrorf(curlURLMalformat, "URL rejected: no host")
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n > 65535 {
-			return nil, cli.ExitErrorf(curlURLMalformat, "URL rejected: port %s is outside 0-65535", p)
-		}
-	}
-	return u, nil
-}
-
-// slashlessSchemes are URI schemes written without "//" (mailto:x@y): a
-// URL starting with one is refused as an unsupported protocol, not read as
-// user info of a scheme-less URL (curl would send mailto:x@y to host y).
-var slashlessSchemes = []string{"mailto", "tel", "sms", "data", "javascript", "urn", "news", "about", "magnet", "geo", "sip", "sips", "xmpp"}
-
-// splitScheme returns the scheme of s and what follows its colon, if s
-// starts with one (see parseHTTPURL).
-func splitScheme(s string) (scheme, rest string, ok bool) {
-	scheme, rest, ok = strings.Cut(s, ":")
-	if !ok || scheme == "" || !isASCIILetter(scheme[0]) {
-		return "", "", false
-	}
-	for i := 0; i < len(scheme); i++ {
-		c := scheme[i]
-		if !isASCIILetter(c) && !('0' <= c && c <= '9') && c != '+' && c != '-' && c != '.' {
-			return "", "", false
-		}
-	}
-	if strings.HasPrefix(rest, "/") {
-		return scheme, rest, true
-	}
-	for _, n := range slashlessSchemes {
-		if strings.EqualFold(scheme, n) {
-			return scheme, rest, true
-		}
-	}
-	return "", "", false
-}
-
-func isASCIILetter(c byte) bool { return 'A' <= c&^0x20 && c&^0x20 <= 'Z' }
-
-// checkURLBytes refuses a URL holding a space or a control character (an
-// HTTP request line ends at a space: curl rejects them too). what names
-// where it came from ("the URL", "the -G data").
-func checkURLBytes(s, what string) error {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == ' ':
-			return cli.ExitErrorf(curlURLMalformat, "URL rejected: malformed input: a space in %s at byte %d (percent-encode it as %%20)", what, i)
-		case c < ' ' || c == 0x7f:
-			return cli.ExitErrorf(curlURLMalformat, "URL rejected: malformed input: control character %#02x in %s at byte %d", c, what, i)
-		}
-	}
-	return nil
-}
-
-// sameOrigin reports whether a and b have the same origin: scheme, host
-// (without regard to case) and port (80 and 443 when not given).
-func sameOrigin(a, b *url.URL) bool {
-	port := func(u *url.URL) string {
-		if p := u.Port(); p != "" {
-			return p
-		}
-		switch strings.ToLower(u.Scheme) {
-		case "https":
-			return "443"
-		case "http":
-			return "80"
-		}
-		return ""
-	}
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
-}
-
-// secretHeader reports whether a header may carry a credential: those
-// httpretry.RedactHeader hides, and any whose name says it holds an
-// authorization, a key, a token, a secret, a password, a session, a
-// signature, a credential or a cookie (api-key, X-Auth-Token,
-// Ocp-Apim-Subscription-Key, ...). Idempotency-Key is no secret.
-func secretHeader(name string) bool {
-	if v := httpretry.RedactHeader(http.Header{name: {"x"}})[name]; len(v) == 1 && v[0] == httpretry.Redacted {
-		return true
-	}
-	n := strings.ToLower(name)
-	if n == "idempotency-key" {
-		return false
-	}
-	for _, w := range []string{"auth", "key", "token", "secret", "password", "passwd", "session", "signature", "credential", "cookie"} {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// redactHeaders returns a copy of h safe to print: the values of
-// secretHeader names are REDACTED, and the others lose the credentials of
-// any URL in them (a Location's or a Link's key= or user info).
-func redactHeaders(h http.Header) http.Header {
-	c := make(http.Header, len(h))
-	for name, vals := range h {
-		red := make([]string, len(vals))
-		for i, v := range vals {
-			switch {
-			case secretHeader(name):
-				red[i] = httpretry.Redacted
-			case name == "Location" || name == "Content-Location":
-				red[i] = cli.RedactRawURL(v)
-			default:
-				red[i] = httpretry.RedactText(v)
-			}
-		}
-		c[name] = red
-	}
-	return c
-}
-
-// redactURLError drops the URL that *url.Error puts in its message (ours is
-// printed redacted instead), and the "httpretry: METHOD URL: " of an
-// attempt's error; what is left loses the credentials of any URL it quotes
-// (a Location that did not parse, a proxy's).
-func redactURLError(err error) error {
-	var ae *httpretry.AttemptError
-	if errors.As(err, &ae) {
-		return errors.New(attemptText(ae))
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return errors.New(httpretry.RedactText(err.Error()))
-}
-
-// attemptText is an attempt error without its "httpretry: METHOD URL: "
-// prefix, the credentials of any URL it quotes redacted: the class and the
-// cause ("refused (dial tcp ...: connection refused)").
-func attemptText(ae *httpretry.AttemptError) string {
-	msg := ae.Error()
-	if _, rest, ok := strings.Cut(msg, ae.URL+": "); ok {
-		return httpretry.RedactText(rest)
-	}
-	return httpretry.RedactText(strings.TrimPrefix(msg, "httpretry: "))
-}
-
-// describeHTTP turns an httpretry attempt error into log fields.
-func describeHTTP(err error) policy.AttemptInfo {
-	var ae *httpretry.AttemptError
-	if !errors.As(err, &ae) {
-		msg := redactURLError(err).Error()
-		return policy.AttemptInfo{What: msg, Error: msg}
-	}
-	info := policy.AttemptInfo{Method: ae.Method, URL: ae.URL, Status: ae.Status}
-	switch ae.HintSource {
-	case httpretry.HintRetryAfter:
-		info.HintSource = "Retry-After"
-	case httpretry.HintRetryInfo:
-		info.HintSource = "RetryInfo"
-	default:
-		info.HintSource = ae.HintSource
-	}
-	if ae.Status != 0 {
-		info.What = fmt.Sprintf("%s %s: %d %s", ae.Method, ae.URL, ae.Status, http.StatusText(ae.Status))
-	} else {
-		info.What = ae.Method + " " + ae.URL + ": " + attemptText(ae)
-		info.Error = attemptText(ae)
-	}
-	switch {
-	case errors.Is(err, httpretry.ErrNotIdempotent):
-		info.WhyStop = fmt.Sprintf("%s is not idempotent; pass --idempotent or --idempotency-key to allow retries", ae.Method)
-	case errors.Is(err, httpretry.ErrBodyNotReplayable):
-		info.WhyStop = "the request body cannot be sent again"
-	case ae.Class == httpretry.ClassDNS || ae.Class == httpretry.ClassTLS:
-		info.WhyStop = "a " + strings.ToUpper(ae.Class) + " error is not retried without --retry-all-errors"
-	case errors.As(err, new(*net.AddrError)):
-		info.WhyStop = "the address is invalid"
-	}
-	return info
 }

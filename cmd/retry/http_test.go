@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/curl"
 )
 
 // scripted is a loopback server that answers the i-th request with
@@ -91,8 +92,8 @@ func TestHTTPPermanent404NotRetried(t *testing.T) {
 		code               int
 	}{
 		{"", "Not Found\n", "", 0},
-		{"-f", "", "404 Not Found (not retried: 404 is not in --codes)", curlHTTPError},
-		{"--fail-with-body", "Not Found\n", "404 Not Found (not retried: 404 is not in --codes)", curlHTTPError},
+		{"-f", "", "404 Not Found (not retried: 404 is not in --codes)", curl.ExitHTTPError},
+		{"--fail-with-body", "Not Found\n", "404 Not Found (not retried: 404 is not in --codes)", curl.ExitHTTPError},
 	} {
 		s := &scripted{statuses: []int{404}}
 		url := serve(t, s)
@@ -255,7 +256,7 @@ func TestHTTPTransportErrorRetried(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: connection refused
 	r := runRetry(t, "", nil, args([]string{"http", "--attempts", "2"}, fast, []string{"http://" + addr + "/"})...)
-	if r.code != curlConnect {
+	if r.code != curl.ExitConnect {
 		t.Errorf("exit %d, want 7 (curl's: could not connect)", r.code)
 	}
 	if len(lines(r.stderr, "retrying in")) != 1 || !strings.Contains(r.stderr, "refused") ||
@@ -293,20 +294,20 @@ func TestHTTPBadInput(t *testing.T) {
 	}{
 		{"no url", []string{"http"}, cli.ExitUsage, "want exactly one URL"},
 		{"two urls", []string{"http", "http://127.0.0.1:1/", "http://127.0.0.1:2/"}, cli.ExitUsage, "want exactly one URL, got 2"},
-		{"scheme", []string{"http", "ftp://127.0.0.1/"}, curlUnsupported, `protocol "ftp" not supported`},
-		{"no host", []string{"http", "http://:8080/x"}, curlURLMalformat, "URL rejected: no host"},
-		{"bad url", []string{"http", "http://[::1"}, curlURLMalformat, "URL rejected: missing ']' in host"},
+		{"scheme", []string{"http", "ftp://127.0.0.1/"}, curl.ExitUnsupported, `protocol "ftp" not supported`},
+		{"no host", []string{"http", "http://:8080/x"}, curl.ExitURLMalformat, "URL rejected: no host"},
+		{"bad url", []string{"http", "http://[::1"}, curl.ExitURLMalformat, "URL rejected: missing ']' in host"},
 		{"header", []string{"http", "-H", "NoColon", "http://127.0.0.1:1/"}, cli.ExitUsage, "want 'Name: value'"},
 		{"codes", []string{"http", "--codes", "429,600", "http://127.0.0.1:1/"}, cli.ExitUsage, "status code 600 is outside 100-599"},
 		{"method", []string{"http", "-X", "GE T", "http://127.0.0.1:1/"}, cli.ExitUsage, "not a valid method"},
 		{"unknown flag", []string{"http", "--nope", "http://127.0.0.1:1/"}, cli.ExitUsage, "flag provided but not defined: --nope"},
 		{"duration", []string{"http", "--max-retry-after", "soon", "http://127.0.0.1:1/"}, cli.ExitUsage, "--max-retry-after"},
-		{"secret in bad url", []string{"http", "ftp://u:s3cr3t@127.0.0.1/?key=s3cr3t"}, curlUnsupported, "not supported"},
-		{"secret in a bad port", []string{"http", "http://u:s3cr3t@127.0.0.1:99999/?key=s3cr3t"}, curlURLMalformat, "port 99999 is outside 0-65535"},
+		{"secret in bad url", []string{"http", "ftp://u:s3cr3t@127.0.0.1/?key=s3cr3t"}, curl.ExitUnsupported, "not supported"},
+		{"secret in a bad port", []string{"http", "http://u:s3cr3t@127.0.0.1:99999/?key=s3cr3t"}, curl.ExitURLMalformat, "port 99999 is outside 0-65535"},
 		// url.Parse's error quotes the part at fault: not of a secret.
-		{"bad escape", []string{"http", "http://127.0.0.1:1/#x%zz"}, curlURLMalformat, `URL rejected: invalid URL escape "%zz"`},
-		{"bad escape in a secret", []string{"http", "http://127.0.0.1:1/#access_token=s3%zzcr3t"}, curlURLMalformat, "#access_token=REDACTED: it does not parse (in a password or a secret value, percent-encode"},
-		{"password with /", []string{"http", "http://u:s3cr3t/x@127.0.0.1:1/"}, curlURLMalformat, "http://REDACTED@127.0.0.1:1/: it does not parse"},
+		{"bad escape", []string{"http", "http://127.0.0.1:1/#x%zz"}, curl.ExitURLMalformat, `URL rejected: invalid URL escape "%zz"`},
+		{"bad escape in a secret", []string{"http", "http://127.0.0.1:1/#access_token=s3%zzcr3t"}, curl.ExitURLMalformat, "#access_token=REDACTED: it does not parse (in a password or a secret value, percent-encode"},
+		{"password with /", []string{"http", "http://u:s3cr3t/x@127.0.0.1:1/"}, curl.ExitURLMalformat, "http://REDACTED@127.0.0.1:1/: it does not parse"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runRetry(t, "", nil, tc.args...)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/curl"
 )
 
 // Tests of retry http's request and output parity with curl 7.88 (the
@@ -70,7 +72,7 @@ func TestFailKeepsTheOutputFile(t *testing.T) {
 	file := filepath.Join(dir, "out")
 	os.WriteFile(file, []byte("keep\n"), 0o644)
 	r := runIn(t, "http", "-f", "-o", file, url+"/404")
-	if b, _ := os.ReadFile(file); r.code != curlHTTPError || string(b) != "keep\n" {
+	if b, _ := os.ReadFile(file); r.code != curl.ExitHTTPError || string(b) != "keep\n" {
 		t.Errorf("-f -o on a 404: exit %d, file %q; want 22 and the file untouched", r.code, b)
 	}
 	r = runIn(t, "http", "-f", "-o", file, url+"/ok")
@@ -84,7 +86,7 @@ func TestFailKeepsTheOutputFile(t *testing.T) {
 	}
 	missing := filepath.Join(dir, "missing")
 	r = runIn(t, "http", "-f", "-o", missing, url+"/404")
-	if _, err := os.Stat(missing); r.code != curlHTTPError || err == nil {
+	if _, err := os.Stat(missing); r.code != curl.ExitHTTPError || err == nil {
 		t.Errorf("-f -o on a 404: exit %d, and the file was created", r.code)
 	}
 }
@@ -142,8 +144,8 @@ func TestCompressedCorruptBody(t *testing.T) {
 	})
 	for _, path := range []string{"/gzip", "/deflate", "/gzip-checksum", "/gzip-cut", "/br"} {
 		r := runIn(t, "http", "--compressed", "-o", "/dev/null", url+path)
-		if r.code != curlBadEncoding || strings.Count(r.stderr, "\n") != 1 {
-			t.Errorf("--compressed %s: exit %d, want %d and one line; stderr:\n%s", path, r.code, curlBadEncoding, r.stderr)
+		if r.code != curl.ExitBadEncoding || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("--compressed %s: exit %d, want %d and one line; stderr:\n%s", path, r.code, curl.ExitBadEncoding, r.stderr)
 		}
 	}
 	if r := runIn(t, "http", "--compressed", url+"/twice"); r.code != 0 || r.stdout != "hello" {
@@ -160,7 +162,7 @@ func TestHeaderWriteErrors(t *testing.T) {
 	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) {})
 	for _, a := range [][]string{{"-I", "-o", "/dev/full"}, {"-i", "-o", "/dev/full"}, {"-D", "/dev/full", "-o", "-"}} {
 		r := runIn(t, append(append([]string{"http"}, a...), url)...)
-		if r.code != curlWrite {
+		if r.code != curl.ExitWrite {
 			t.Errorf("%q: exit %d, want 23; stderr %q", a, r.code, r.stderr)
 		}
 	}
@@ -170,7 +172,7 @@ func TestHeaderWriteErrors(t *testing.T) {
 	}
 	defer full.Close()
 	code := run([]string{"http", "-I", url}, strings.NewReader(""), full, io.Discard)
-	if code != curlWrite {
+	if code != curl.ExitWrite {
 		t.Errorf("-I to a full stdout: exit %d, want 23", code)
 	}
 }
@@ -185,7 +187,7 @@ func TestUnreadableBodyFiles(t *testing.T) {
 		{"--data-urlencode", "a@/nonexistent/x"}, {"-F", "f=@/nonexistent/x"}, {"-F", "f=</nonexistent/x"},
 	} {
 		r := runIn(t, append(append([]string{"http"}, a...), url)...)
-		if r.code != curlRead || !strings.Contains(r.stderr, "/nonexistent/x") {
+		if r.code != curl.ExitRead || !strings.Contains(r.stderr, "/nonexistent/x") {
 			t.Errorf("%q: exit %d, stderr %q; want 26 naming the file", a, r.code, r.stderr)
 		}
 	}
@@ -193,8 +195,8 @@ func TestUnreadableBodyFiles(t *testing.T) {
 	os.WriteFile(notPEM, []byte("not a certificate"), 0o644)
 	https := strings.Replace(url, "http://", "https://", 1)
 	for _, ca := range []string{"/nonexistent/ca.pem", notPEM} { // curl's 77
-		if r := runIn(t, "http", "--cacert", ca, https); r.code != curlCACertFile || !strings.Contains(r.stderr, ca) {
-			t.Errorf("--cacert %s: exit %d, stderr %q; want %d naming the file", ca, r.code, r.stderr, curlCACertFile)
+		if r := runIn(t, "http", "--cacert", ca, https); r.code != curl.ExitCACertFile || !strings.Contains(r.stderr, ca) {
+			t.Errorf("--cacert %s: exit %d, stderr %q; want %d naming the file", ca, r.code, r.stderr, curl.ExitCACertFile)
 		}
 	}
 	if n.Load() != 0 {
@@ -215,7 +217,7 @@ func TestWriteOutAfterTooManyRedirects(t *testing.T) {
 		http.Redirect(w, r, "/loop", http.StatusFound)
 	})
 	r := runIn(t, "http", "-sL", "--max-redirs", "2", "-w", "%{http_code} %{num_redirects} %{url_effective}", url+"/start")
-	if r.code != curlTooManyRedirs || r.stdout != "302 2 "+url+"/loop" {
+	if r.code != curl.ExitTooManyRedirs || r.stdout != "302 2 "+url+"/loop" {
 		t.Errorf("exit %d, stdout %q; want 47 and 302 2 %s/loop", r.code, r.stdout, url)
 	}
 }
@@ -233,12 +235,12 @@ func TestURLSchemes(t *testing.T) {
 		{"HTTP://" + hostPort + "/two", 0, "/two"},
 		{"http:///" + hostPort + "/three", 0, "/three"},
 		{hostPort + "/four", 0, "/four"},
-		{"mailto:x@y.invalid", curlUnsupported, ""},
-		{"MailTo:x@y.invalid", curlUnsupported, ""},
-		{"ftp://" + hostPort + "/", curlUnsupported, ""},
-		{"h.invalid:/a", curlUnsupported, ""},
-		{"http:" + hostPort + "/five", curlURLMalformat, ""},
-		{"localhost:abc", curlURLMalformat, ""},
+		{"mailto:x@y.invalid", curl.ExitUnsupported, ""},
+		{"MailTo:x@y.invalid", curl.ExitUnsupported, ""},
+		{"ftp://" + hostPort + "/", curl.ExitUnsupported, ""},
+		{"h.invalid:/a", curl.ExitUnsupported, ""},
+		{"http:" + hostPort + "/five", curl.ExitURLMalformat, ""},
+		{"localhost:abc", curl.ExitURLMalformat, ""},
 	} {
 		r := runIn(t, "http", tc.url)
 		if r.code != tc.code || r.stdout != tc.out {
@@ -294,7 +296,7 @@ func TestFailShowsHeaders(t *testing.T) {
 	})
 	for _, a := range [][]string{{"-f", "-i"}, {"-I", "-f"}, {"-f", "-D", "-"}} {
 		r := runIn(t, append(append([]string{"http", "-s"}, a...), url)...)
-		if r.code != curlHTTPError || !strings.HasPrefix(r.stdout, "HTTP/1.1 404 Not Found\r\n") || !strings.Contains(r.stdout, "X-Why: gone\r\n") || strings.Contains(r.stdout, "page not found") {
+		if r.code != curl.ExitHTTPError || !strings.HasPrefix(r.stdout, "HTTP/1.1 404 Not Found\r\n") || !strings.Contains(r.stdout, "X-Why: gone\r\n") || strings.Contains(r.stdout, "page not found") {
 			t.Errorf("%q: exit %d, stdout %q; want 22 and the headers only", a, r.code, r.stdout)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/backoffkit/retry/cmd/retry/internal/curl"
 )
 
 // TestProxyLoopback pins the proxy rule 'retry help http' documents (review
@@ -73,7 +75,7 @@ func TestConnectTimeoutBoundsTheProxy(t *testing.T) {
 		}
 	}()
 	r := runRetry(t, "", nil, "http", "--attempts", "1", "--connect-timeout", "300ms", "-x", ln.Addr().String(), "https://127.0.0.1:1/")
-	if r.code != curlTimeout || !strings.Contains(r.stderr, "timeout") {
-		t.Errorf("exit %d, want %d (timed out); stderr:\n%s", r.code, curlTimeout, r.stderr)
+	if r.code != curl.ExitTimeout || !strings.Contains(r.stderr, "timeout") {
+		t.Errorf("exit %d, want %d (timed out); stderr:\n%s", r.code, curl.ExitTimeout, r.stderr)
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	neturl "net/url"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/curl"
 )
 
 // Tests of what retry http must never send or print: request-line
@@ -101,7 +101,7 @@ func TestShortFlagValuesWithEquals(t *testing.T) {
 		{[]string{"--data=a=1"}, []string{"--data=a=1"}},
 		{[]string{"--", "-da=1"}, []string{"--", "-da=1"}},
 	} {
-		got, err := expandShortFlags(fs, tc.in)
+		got, err := curl.ExpandShortFlags(fs, tc.in)
 		if err != nil || strings.Join(got, "|") != strings.Join(tc.want, "|") {
 			t.Errorf("expandShortFlags(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
@@ -178,7 +178,7 @@ func TestURLRejectsSpacesAndControls(t *testing.T) {
 		{"--url with a space", []string{"--url", s.url() + "/x y"}},
 	} {
 		r := runIn(t, append([]string{"http"}, tc.args...)...)
-		if r.code != curlURLMalformat || !strings.Contains(r.stderr, "URL rejected: malformed input") {
+		if r.code != curl.ExitURLMalformat || !strings.Contains(r.stderr, "URL rejected: malformed input") {
 			t.Errorf("%s: exit %d, stderr %q; want 3 and URL rejected", tc.name, r.code, r.stderr)
 		}
 	}
@@ -282,27 +282,6 @@ func TestRedirectKeepsCredentialsAtTheOrigin(t *testing.T) {
 	}
 }
 
-func TestSameOrigin(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{"http://h/x", "http://h/y?z", true},
-		{"http://h/x", "http://H:80/", true},
-		{"https://h/", "https://h:443/", true},
-		{"http://h/", "https://h/", false},
-		{"http://h:8080/", "http://h:8081/", false},
-		{"http://h/", "http://sub.h/", false},
-		{"http://h/", "http://h./", false},
-		{"http://[::1]:80/", "http://[::1]/", true},
-	} {
-		a, b := mustURL(t, tc.a), mustURL(t, tc.b)
-		if got := sameOrigin(a, b); got != tc.want {
-			t.Errorf("sameOrigin(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 // TestSecretsNeverPrinted: -v redacts a Location's and every header's
 // secrets; errors never echo -H or -u values, user info or secret query
 // parameters, whatever the flag package would quote.
@@ -364,13 +343,4 @@ func TestSecretsNeverPrinted(t *testing.T) {
 			t.Errorf("%s: a secret was printed (exit %d):\nstdout %q\nstderr %q", tc.name, r.code, r.stdout, r.stderr)
 		}
 	}
-}
-
-func mustURL(t *testing.T, s string) *neturl.URL {
-	t.Helper()
-	u, err := neturl.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoffkit/retry/cmd/retry/internal/curl"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,7 +28,7 @@ func TestBinaryToTerminal(t *testing.T) {
 		io.WriteString(w, "text\n")
 	})
 	var errb bytes.Buffer
-	if code := run([]string{"http", url + "/bin"}, strings.NewReader(""), slave, &errb); code != curlWrite || !strings.Contains(errb.String(), "binary output can mess up your terminal") {
+	if code := run([]string{"http", url + "/bin"}, strings.NewReader(""), slave, &errb); code != curl.ExitWrite || !strings.Contains(errb.String(), "binary output can mess up your terminal") {
 		t.Errorf("binary to a terminal: exit %d, stderr %q; want 23", code, errb.String())
 	}
 	for _, a := range [][]string{{"-o", "-", url + "/bin"}, {url + "/text"}} {

@@ -1,4 +1,4 @@
-package main
+package curl
 
 import (
 	"bytes"
@@ -24,47 +24,47 @@ import (
 // from what the request did and what net/http/httptrace says of its
 // connections.
 
-// transfer is what -w reports of a request; retry http fills it in as the
+// Transfer is what -w reports of a request; retry http fills it in as the
 // request runs.
-type transfer struct {
-	method    string
-	given     *url.URL         // the URL given (curl's url)
-	url       *url.URL         // the URL fetched last (url_effective)
-	resp      *http.Response   // the last answer, nil if none came
-	answers   []*http.Response // every hop's answer, redirects first
-	retries   int
-	redirects int
-	start     time.Time     // when the request began: time_* count from it
-	total     time.Duration // time_total
-	lastHop   time.Duration // when the last hop began, since start (time_redirect)
-	size      int64         // the body bytes written
-	exit      int
-	errormsg  string     // the closing error line's text, "" if none
-	output    string     // -o FILE; "" or "-" for stdout
-	referer   string     // the Referer sent (-H), if any
-	proxied   bool       // the last request went through a proxy
-	wire      *wireStats // what httptrace said; nil if the network was not used
+type Transfer struct {
+	Method    string
+	Given     *url.URL         // the URL given (curl's url)
+	URL       *url.URL         // the URL fetched last (url_effective)
+	Resp      *http.Response   // the last answer, nil if none came
+	Answers   []*http.Response // every hop's answer, redirects first
+	Retries   int
+	Redirects int
+	Start     time.Time     // when the request began: time_* count from it
+	Total     time.Duration // time_total
+	LastHop   time.Duration // when the last hop began, since start (time_redirect)
+	Size      int64         // the body bytes written
+	Exit      int
+	ErrorMsg  string     // the closing error line's text, "" if none
+	Output    string     // -o FILE; "" or "-" for stdout
+	Referer   string     // the Referer sent (-H), if any
+	Proxied   bool       // the last request went through a proxy
+	Wire      *WireStats // what httptrace said; nil if the network was not used
 }
 
-func (t *transfer) status() int {
-	if t.resp == nil {
+func (t *Transfer) status() int {
+	if t.Resp == nil {
 		return 0
 	}
-	return t.resp.StatusCode
+	return t.Resp.StatusCode
 }
 
-// wireStats gathers what net/http/httptrace says of the attempts (see
+// WireStats gathers what net/http/httptrace says of the attempts (see
 // connected), for -w.
-type wireStats struct {
+type WireStats struct {
 	mu       sync.Mutex
 	connects int          // connections made, by every attempt
-	last     attemptTrace // the last attempt that got an answer
+	last     AttemptTrace // the last attempt that got an answer
 	hops     []int64      // per hop, the bytes its last answered attempt sent: request line, header, body
 	uploads  []int64      // per hop, that attempt's body bytes
 }
 
-// attemptTrace is what httptrace said of one attempt.
-type attemptTrace struct {
+// AttemptTrace is what httptrace said of one attempt.
+type AttemptTrace struct {
 	dnsDone, connectStart, connectDone, tlsDone, gotConn, firstByte time.Time
 
 	remote, local net.Addr
@@ -72,7 +72,7 @@ type attemptTrace struct {
 }
 
 // newHop starts the count of a hop's request (retry http -L).
-func (w *wireStats) newHop() {
+func (w *WireStats) newHop() {
 	if w == nil {
 		return
 	}
@@ -83,7 +83,7 @@ func (w *wireStats) newHop() {
 }
 
 // trace returns the ClientTrace that records one attempt into a.
-func (w *wireStats) trace(a *attemptTrace) *httptrace.ClientTrace {
+func (w *WireStats) Trace(a *AttemptTrace) *httptrace.ClientTrace {
 	set := func(f func()) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -123,7 +123,7 @@ func (w *wireStats) trace(a *attemptTrace) *httptrace.ClientTrace {
 // answered records a, the trace of an attempt of req that got an answer.
 // The request is counted as HTTP/1.1 writes it: the request line, the
 // header fields, a blank line and the body.
-func (w *wireStats) answered(a *attemptTrace, req *http.Request) {
+func (w *WireStats) Answered(a *AttemptTrace, req *http.Request) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.last = *a
@@ -135,13 +135,13 @@ func (w *wireStats) answered(a *attemptTrace, req *http.Request) {
 	w.hops[len(w.hops)-1], w.uploads[len(w.uploads)-1] = sent, body
 }
 
-func (w *wireStats) newHopLocked() {
+func (w *WireStats) newHopLocked() {
 	w.hops = append(w.hops, 0)
 	w.uploads = append(w.uploads, 0)
 }
 
 // snapshot returns the stats, safe to read.
-func (w *wireStats) snapshot() (last attemptTrace, connects int, sent, uploaded int64) {
+func (w *WireStats) snapshot() (last AttemptTrace, connects int, sent, uploaded int64) {
 	if w == nil {
 		return
 	}
@@ -166,97 +166,97 @@ const (
 // wvar is a -w variable.
 type wvar struct {
 	kind  wkind
-	value func(t *transfer) string
-	json  func(t *transfer) string // the JSON number where it is not value (http_code: 200, not "200")
+	Value func(t *Transfer) string
+	json  func(t *Transfer) string // the JSON number where it is not value (http_code: 200, not "200")
 }
 
-// writeOutVars are the variables of -w, curl's names, each as curl 7.88
+// WriteOutVars are the variables of -w, curl's names, each as curl 7.88
 // writes it (num_retries counts the retries the policy made, redirects
 // included). The time_* variables are seconds from the request's start,
 // the waits between attempts included, those of the connection of the
-// attempt that got the last answer. writeOutMissing lists curl's others.
-var writeOutVars = map[string]wvar{
-	"content_type": {wNullable, func(t *transfer) string {
-		if t.resp == nil {
+// attempt that got the last answer. WriteOutMissing lists curl's others.
+var WriteOutVars = map[string]wvar{
+	"content_type": {wNullable, func(t *Transfer) string {
+		if t.Resp == nil {
 			return ""
 		}
-		return t.resp.Header.Get("Content-Type")
+		return t.Resp.Header.Get("Content-Type")
 	}, nil},
-	"errormsg": {wNullable, func(t *transfer) string { return t.errormsg }, nil},
-	"exitcode": {wNumber, func(t *transfer) string { return strconv.Itoa(t.exit) }, nil},
-	"filename_effective": {wNullable, func(t *transfer) string {
-		if t.output == "-" {
+	"errormsg": {wNullable, func(t *Transfer) string { return t.ErrorMsg }, nil},
+	"exitcode": {wNumber, func(t *Transfer) string { return strconv.Itoa(t.Exit) }, nil},
+	"filename_effective": {wNullable, func(t *Transfer) string {
+		if t.Output == "-" {
 			return ""
 		}
-		return t.output
+		return t.Output
 	}, nil},
-	"http_code":     {wNumber, func(t *transfer) string { return fmt.Sprintf("%03d", t.status()) }, func(t *transfer) string { return strconv.Itoa(t.status()) }},
-	"response_code": {wNumber, func(t *transfer) string { return fmt.Sprintf("%03d", t.status()) }, func(t *transfer) string { return strconv.Itoa(t.status()) }},
-	"http_version": {wString, func(t *transfer) string {
+	"http_code":     {wNumber, func(t *Transfer) string { return fmt.Sprintf("%03d", t.status()) }, func(t *Transfer) string { return strconv.Itoa(t.status()) }},
+	"response_code": {wNumber, func(t *Transfer) string { return fmt.Sprintf("%03d", t.status()) }, func(t *Transfer) string { return strconv.Itoa(t.status()) }},
+	"http_version": {wString, func(t *Transfer) string {
 		switch {
-		case t.resp == nil:
+		case t.Resp == nil:
 			return "0"
-		case t.resp.ProtoMajor >= 2:
-			return strconv.Itoa(t.resp.ProtoMajor)
+		case t.Resp.ProtoMajor >= 2:
+			return strconv.Itoa(t.Resp.ProtoMajor)
 		}
-		return fmt.Sprintf("%d.%d", t.resp.ProtoMajor, t.resp.ProtoMinor)
+		return fmt.Sprintf("%d.%d", t.Resp.ProtoMajor, t.Resp.ProtoMinor)
 	}, nil},
-	"local_ip":      {wString, func(t *transfer) string { ip, _ := t.addr(false); return ip }, nil},
-	"local_port":    {wNumber, func(t *transfer) string { _, port := t.addr(false); return strconv.Itoa(port) }, nil},
-	"remote_ip":     {wString, func(t *transfer) string { ip, _ := t.addr(true); return ip }, nil},
-	"remote_port":   {wNumber, func(t *transfer) string { _, port := t.addr(true); return strconv.Itoa(port) }, nil},
-	"method":        {wString, func(t *transfer) string { return t.method }, nil},
-	"num_connects":  {wNumber, func(t *transfer) string { _, n, _, _ := t.wire.snapshot(); return strconv.Itoa(n) }, nil},
-	"num_headers":   {wNumber, func(t *transfer) string { return strconv.Itoa(numHeaders(t.resp)) }, nil},
-	"num_redirects": {wNumber, func(t *transfer) string { return strconv.Itoa(t.redirects) }, nil},
-	"num_retries":   {wNumber, func(t *transfer) string { return strconv.Itoa(t.retries) }, nil},
-	"proxy_used": {wNumber, func(t *transfer) string {
-		if t.proxied {
+	"local_ip":      {wString, func(t *Transfer) string { ip, _ := t.addr(false); return ip }, nil},
+	"local_port":    {wNumber, func(t *Transfer) string { _, port := t.addr(false); return strconv.Itoa(port) }, nil},
+	"remote_ip":     {wString, func(t *Transfer) string { ip, _ := t.addr(true); return ip }, nil},
+	"remote_port":   {wNumber, func(t *Transfer) string { _, port := t.addr(true); return strconv.Itoa(port) }, nil},
+	"method":        {wString, func(t *Transfer) string { return t.Method }, nil},
+	"num_connects":  {wNumber, func(t *Transfer) string { _, n, _, _ := t.Wire.snapshot(); return strconv.Itoa(n) }, nil},
+	"num_headers":   {wNumber, func(t *Transfer) string { return strconv.Itoa(numHeaders(t.Resp)) }, nil},
+	"num_redirects": {wNumber, func(t *Transfer) string { return strconv.Itoa(t.Redirects) }, nil},
+	"num_retries":   {wNumber, func(t *Transfer) string { return strconv.Itoa(t.Retries) }, nil},
+	"proxy_used": {wNumber, func(t *Transfer) string {
+		if t.Proxied {
 			return "1"
 		}
 		return "0"
 	}, nil},
-	"redirect_url": {wNullable, func(t *transfer) string { return t.redirectURL() }, nil},
-	"referer":      {wNullable, func(t *transfer) string { return t.referer }, nil},
-	"scheme": {wNullable, func(t *transfer) string {
-		if t.resp == nil {
+	"redirect_url": {wNullable, func(t *Transfer) string { return t.redirectURL() }, nil},
+	"referer":      {wNullable, func(t *Transfer) string { return t.Referer }, nil},
+	"scheme": {wNullable, func(t *Transfer) string {
+		if t.Resp == nil {
 			return ""
 		}
-		return strings.ToUpper(t.url.Scheme)
+		return strings.ToUpper(t.URL.Scheme)
 	}, nil},
-	"size_download": {wNumber, func(t *transfer) string { return strconv.FormatInt(t.size, 10) }, nil},
-	"size_header": {wNumber, func(t *transfer) string {
+	"size_download": {wNumber, func(t *Transfer) string { return strconv.FormatInt(t.Size, 10) }, nil},
+	"size_header": {wNumber, func(t *Transfer) string {
 		n := 0
-		for _, r := range t.answers {
+		for _, r := range t.Answers {
 			n += len(headText(r))
 		}
 		return strconv.Itoa(n)
 	}, nil},
-	"size_request":    {wNumber, func(t *transfer) string { _, _, n, _ := t.wire.snapshot(); return strconv.FormatInt(n, 10) }, nil},
-	"size_upload":     {wNumber, func(t *transfer) string { _, _, _, n := t.wire.snapshot(); return strconv.FormatInt(n, 10) }, nil},
-	"speed_download":  {wNumber, func(t *transfer) string { return t.speed(t.size) }, nil},
-	"speed_upload":    {wNumber, func(t *transfer) string { _, _, _, n := t.wire.snapshot(); return t.speed(n) }, nil},
-	"time_appconnect": {wNumber, func(t *transfer) string { a := t.trace(); return t.seconds(a.tlsDone) }, nil},
-	"time_connect":    {wNumber, func(t *transfer) string { a := t.trace(); return t.seconds(first(a.connectDone, a.gotConn)) }, nil},
-	"time_namelookup": {wNumber, func(t *transfer) string {
-		a := t.trace()
+	"size_request":    {wNumber, func(t *Transfer) string { _, _, n, _ := t.Wire.snapshot(); return strconv.FormatInt(n, 10) }, nil},
+	"size_upload":     {wNumber, func(t *Transfer) string { _, _, _, n := t.Wire.snapshot(); return strconv.FormatInt(n, 10) }, nil},
+	"speed_download":  {wNumber, func(t *Transfer) string { return t.speed(t.Size) }, nil},
+	"speed_upload":    {wNumber, func(t *Transfer) string { _, _, _, n := t.Wire.snapshot(); return t.speed(n) }, nil},
+	"time_appconnect": {wNumber, func(t *Transfer) string { a := t.Trace(); return t.seconds(a.tlsDone) }, nil},
+	"time_connect":    {wNumber, func(t *Transfer) string { a := t.Trace(); return t.seconds(first(a.connectDone, a.gotConn)) }, nil},
+	"time_namelookup": {wNumber, func(t *Transfer) string {
+		a := t.Trace()
 		return t.seconds(first(a.dnsDone, a.connectStart, a.gotConn))
 	}, nil},
-	"time_pretransfer":   {wNumber, func(t *transfer) string { a := t.trace(); return t.seconds(a.gotConn) }, nil},
-	"time_starttransfer": {wNumber, func(t *transfer) string { a := t.trace(); return t.seconds(a.firstByte) }, nil},
-	"time_redirect": {wNumber, func(t *transfer) string {
-		if t.redirects == 0 {
+	"time_pretransfer":   {wNumber, func(t *Transfer) string { a := t.Trace(); return t.seconds(a.gotConn) }, nil},
+	"time_starttransfer": {wNumber, func(t *Transfer) string { a := t.Trace(); return t.seconds(a.firstByte) }, nil},
+	"time_redirect": {wNumber, func(t *Transfer) string {
+		if t.Redirects == 0 {
 			return seconds(0)
 		}
-		return seconds(t.lastHop)
+		return seconds(t.LastHop)
 	}, nil},
-	"time_total":    {wNumber, func(t *transfer) string { return seconds(t.total) }, nil},
-	"url":           {wString, func(t *transfer) string { return httpretry.Redact(t.given) }, nil},
-	"url_effective": {wString, func(t *transfer) string { return httpretry.Redact(t.url) }, nil},
+	"time_total":    {wNumber, func(t *Transfer) string { return seconds(t.Total) }, nil},
+	"url":           {wString, func(t *Transfer) string { return httpretry.Redact(t.Given) }, nil},
+	"url_effective": {wString, func(t *Transfer) string { return httpretry.Redact(t.URL) }, nil},
 }
 
 // urlPartVars are curl's url.PART and urle.PART variables (the URL given,
-// the URL fetched last), added to writeOutVars; not in %{json}, as in curl.
+// the URL fetched last), added to WriteOutVars; not in %{json}, as in curl.
 // A user name or password is never written: REDACTED if there is one.
 var urlPartVars = map[string]func(u *url.URL) string{
 	"scheme": func(u *url.URL) string { return u.Scheme },
@@ -296,8 +296,8 @@ var urlPartVars = map[string]func(u *url.URL) string{
 
 func init() {
 	for part, f := range urlPartVars {
-		writeOutVars["url."+part] = wvar{wString, func(t *transfer) string { return f(t.given) }, nil}
-		writeOutVars["urle."+part] = wvar{wString, func(t *transfer) string { return f(t.url) }, nil}
+		WriteOutVars["url."+part] = wvar{wString, func(t *Transfer) string { return f(t.Given) }, nil}
+		WriteOutVars["urle."+part] = wvar{wString, func(t *Transfer) string { return f(t.URL) }, nil}
 	}
 }
 
@@ -306,23 +306,23 @@ func init() {
 // the request failed, %{json} and %{header_json} are JSON objects.
 var writeOutSpecial = map[string]bool{"stdout": true, "stderr": true, "onerror": true, "json": true, "header_json": true}
 
-// writeOutMissing are curl's -w variables retry http does not have (they
+// WriteOutMissing are curl's -w variables retry http does not have (they
 // print nothing, and a warning).
-const writeOutMissing = "certs, conn_id, ftp_entry_path, http_connect, num_certs, proxy_ssl_verify_result, ssl_verify_result, time_posttransfer, time_queue, tls_earlydata, urlnum, url.options, url.zoneid, urle.options, urle.zoneid, xfer_id, %output{} and %time{}"
+const WriteOutMissing = "certs, conn_id, ftp_entry_path, http_connect, num_certs, proxy_ssl_verify_result, ssl_verify_result, time_posttransfer, time_queue, tls_earlydata, urlnum, url.options, url.zoneid, urle.options, urle.zoneid, xfer_id, %output{} and %time{}"
 
 // trace returns what httptrace said of the attempt that got the last answer.
-func (t *transfer) trace() attemptTrace {
-	a, _, _, _ := t.wire.snapshot()
+func (t *Transfer) Trace() AttemptTrace {
+	a, _, _, _ := t.Wire.snapshot()
 	return a
 }
 
 // seconds formats the time from the request's start to at, 0 if at is
 // zero (it did not happen).
-func (t *transfer) seconds(at time.Time) string {
+func (t *Transfer) seconds(at time.Time) string {
 	if at.IsZero() {
 		return seconds(0)
 	}
-	return seconds(at.Sub(t.start))
+	return seconds(at.Sub(t.Start))
 }
 
 // seconds formats d as curl's time_*: seconds with 6 decimals.
@@ -340,17 +340,17 @@ func first(ts ...time.Time) time.Time {
 
 // speed is curl's speed_*: n bytes over the whole request, per second, a
 // whole number.
-func (t *transfer) speed(n int64) string {
-	if t.total <= 0 {
+func (t *Transfer) speed(n int64) string {
+	if t.Total <= 0 {
 		return "0"
 	}
-	return strconv.FormatInt(int64(float64(n)/t.total.Seconds()), 10)
+	return strconv.FormatInt(int64(float64(n)/t.Total.Seconds()), 10)
 }
 
 // addr returns the IP address and port of the last answered attempt's
 // connection: its remote end, or its local one.
-func (t *transfer) addr(remote bool) (string, int) {
-	a := t.trace()
+func (t *Transfer) addr(remote bool) (string, int) {
+	a := t.Trace()
 	addr := a.local
 	if remote {
 		addr = a.remote
@@ -364,11 +364,11 @@ func (t *transfer) addr(remote bool) (string, int) {
 // redirectURL is curl's redirect_url: where the last answer, a redirect
 // that was not followed (no -L, or --max-redirs met), would have led,
 // secrets redacted; "" if it is none.
-func (t *transfer) redirectURL() string {
-	if t.resp == nil || !isRedirect(t.resp.StatusCode) {
+func (t *Transfer) redirectURL() string {
+	if t.Resp == nil || !isRedirect(t.Resp.StatusCode) {
 		return ""
 	}
-	loc, err := t.resp.Location()
+	loc, err := t.Resp.Location()
 	if err != nil {
 		return ""
 	}
@@ -377,20 +377,20 @@ func (t *transfer) redirectURL() string {
 
 // header is %header{name}: the values of the last answer's header name,
 // joined by ", ".
-func (t *transfer) header(name string) string {
-	if t.resp == nil {
+func (t *Transfer) header(name string) string {
+	if t.Resp == nil {
 		return ""
 	}
-	return strings.Join(headerOf(t.resp)[http.CanonicalHeaderKey(name)], ", ")
+	return strings.Join(headerOf(t.Resp)[http.CanonicalHeaderKey(name)], ", ")
 }
 
 // headerJSON is %{header_json}: the last answer's header, names in lower
 // case, each with its values.
-func (t *transfer) headerJSON() string {
-	if t.resp == nil {
+func (t *Transfer) headerJSON() string {
+	if t.Resp == nil {
 		return "{}"
 	}
-	h := headerOf(t.resp)
+	h := headerOf(t.Resp)
 	keys := slices.Sorted(func(yield func(string) bool) {
 		for k := range h {
 			if !yield(k) {
@@ -419,11 +419,11 @@ func (t *transfer) headerJSON() string {
 
 // json is %{json}: every variable but header_json and the URL parts, by
 // name.
-func (t *transfer) json() string {
+func (t *Transfer) json() string {
 	var b strings.Builder
 	b.WriteByte('{')
-	names := make([]string, 0, len(writeOutVars))
-	for name := range writeOutVars {
+	names := make([]string, 0, len(WriteOutVars))
+	for name := range WriteOutVars {
 		if !strings.HasPrefix(name, "url.") && !strings.HasPrefix(name, "urle.") {
 			names = append(names, name)
 		}
@@ -433,9 +433,9 @@ func (t *transfer) json() string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		v := writeOutVars[name]
+		v := WriteOutVars[name]
 		b.WriteString(jsonString(name) + ":")
-		s := v.value(t)
+		s := v.Value(t)
 		switch {
 		case v.json != nil:
 			b.WriteString(v.json(t))
@@ -460,10 +460,10 @@ func jsonString(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// readWriteOut reads a -w format (@FILE reads it from a file) and returns
+// ReadWriteOut reads a -w format (@FILE reads it from a file) and returns
 // it with a warning for each unknown variable (curl warns, prints nothing
 // in its place and goes on).
-func readWriteOut(s string) (format string, warnings []string, err error) {
+func ReadWriteOut(s string) (format string, warnings []string, err error) {
 	if name, ok := strings.CutPrefix(s, "@"); ok {
 		b, err := readFileArg(name)
 		if err != nil {
@@ -482,18 +482,18 @@ func readWriteOut(s string) (format string, warnings []string, err error) {
 			return s, warnings, nil // printed as it is
 		}
 		lname := strings.ToLower(name) // any case, as curl
-		if _, known := writeOutVars[lname]; !known && !writeOutSpecial[lname] {
+		if _, known := WriteOutVars[lname]; !known && !writeOutSpecial[lname] {
 			warnings = append(warnings, fmt.Sprintf("unknown --write-out variable: '%s'", name))
 		}
 		rest = after
 	}
 }
 
-// writeOut writes the -w format for t: %{name} and %header{name} expanded,
+// WriteOut writes the -w format for t: %{name} and %header{name} expanded,
 // %% and the escapes \n \r \t \\ as curl does; %{stderr} and %{stdout} say
 // where the rest goes, %{onerror} drops the rest if the request
 // succeeded.
-func writeOut(format string, t *transfer, stdout, stderr io.Writer) {
+func WriteOut(format string, t *Transfer, stdout, stderr io.Writer) {
 	var b strings.Builder
 	w := stdout
 	flush := func() {
@@ -519,7 +519,7 @@ func writeOut(format string, t *transfer, stdout, stderr io.Writer) {
 					w = stderr
 				}
 			case "onerror":
-				if t.exit == 0 {
+				if t.Exit == 0 {
 					return // what came before is written
 				}
 			case "json":
@@ -527,8 +527,8 @@ func writeOut(format string, t *transfer, stdout, stderr io.Writer) {
 			case "header_json":
 				b.WriteString(t.headerJSON())
 			default:
-				if v, ok := writeOutVars[lname]; ok {
-					b.WriteString(v.value(t))
+				if v, ok := WriteOutVars[lname]; ok {
+					b.WriteString(v.Value(t))
 				}
 			}
 		case c == '%' && strings.HasPrefix(format[i:], "%%"):

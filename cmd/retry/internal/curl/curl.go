@@ -1,4 +1,4 @@
-package main
+package curl
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -31,7 +32,7 @@ import (
 // This file holds what retry http needs to read curl's command lines and
 // write curl's outputs: combined short flags, request bodies, -w, headers.
 
-// expandShortFlags splits combined one-letter flags as curl reads them:
+// ExpandShortFlags splits combined one-letter flags as curl reads them:
 // "-fsSL" is "-f -s -S -L", and "-XPOST", "-sXPOST" or "-d'a=1'" give the
 // flag that takes a value the rest of the word, '=' included ("-d=foo"
 // sends "=foo", as in curl). "name=value" is read only in "--name=value"
@@ -40,7 +41,7 @@ import (
 // is no flag is an error naming it in the word as typed ("-Z (in
 // -fsSLZ)"); a word whose first letter is none is left for the flag
 // package to report ("-nope").
-func expandShortFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+func ExpandShortFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	out := make([]string, 0, len(args))
 	takesValue := func(f *flag.Flag) bool {
 		b, ok := f.Value.(interface{ IsBoolFlag() bool })
@@ -102,25 +103,25 @@ func expandShortFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	return out, nil
 }
 
-// readDataArg returns the data of one -d, --data-binary, --json or
+// ReadDataArg returns the data of one -d, --data-binary, --json or
 // --data-urlencode: the text itself, or the content of @FILE (@- for
 // stdin). -d strips carriage returns and newlines from a file, as curl
 // does; --data-binary and --json keep them. A file that cannot be read is
 // exit 26, as in curl (which sends an empty body for -d with a warning:
 // retry refuses to send what was not meant).
-func readDataArg(d dataPart) (string, error) {
-	if d.flag == "data-urlencode" {
-		return urlEncodeArg(d.value)
+func ReadDataArg(d DataPart) (string, error) {
+	if d.Flag == "data-urlencode" {
+		return urlEncodeArg(d.Value)
 	}
-	name, ok := strings.CutPrefix(d.value, "@")
+	name, ok := strings.CutPrefix(d.Value, "@")
 	if !ok {
-		return d.value, nil
+		return d.Value, nil
 	}
 	b, err := readFileArg(name)
 	if err != nil {
-		return "", cli.ExitErrorf(curlRead, "%s @%s: cannot read: %v", cli.DashName(d.flag), name, cli.UnwrapPath(err))
+		return "", cli.ExitErrorf(ExitRead, "%s @%s: cannot read: %v", cli.DashName(d.Flag), name, cli.UnwrapPath(err))
 	}
-	if d.flag == "d" || d.flag == "data" {
+	if d.Flag == "d" || d.Flag == "data" {
 		b = bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("\r"), nil), []byte("\n"), nil)
 	}
 	return string(b), nil
@@ -148,7 +149,7 @@ func urlEncodeArg(arg string) (string, error) {
 	if sep == '@' {
 		b, err := readFileArg(content)
 		if err != nil {
-			return "", cli.ExitErrorf(curlRead, "--data-urlencode %s@%s: cannot read: %v", name, content, cli.UnwrapPath(err))
+			return "", cli.ExitErrorf(ExitRead, "--data-urlencode %s@%s: cannot read: %v", name, content, cli.UnwrapPath(err))
 		}
 		content = string(b)
 	}
@@ -179,7 +180,7 @@ func urlEncode(s string) string {
 	return b.String()
 }
 
-// multipartBody builds a multipart/form-data body from -F fields:
+// MultipartBody builds a multipart/form-data body from -F fields:
 // NAME=VALUE, NAME=@FILE (a file part), NAME=<FILE (the file's content as a
 // value), each optionally followed by ;type=MIME and, for @FILE,
 // ;filename=NAME.
@@ -191,13 +192,13 @@ var fileTypes = map[string]string{
 	".pdf": "application/pdf", ".xml": "application/xml",
 }
 
-// fileType is the Content-Type curl gives a -F file named name, "" if its
+// FileType is the Content-Type curl gives a -F file named name, "" if its
 // table has none.
-func fileType(name string) string {
+func FileType(name string) string {
 	return fileTypes[strings.ToLower(filepath.Ext(name))]
 }
 
-func multipartBody(fields []string) ([]byte, string, error) {
+func MultipartBody(fields []string) ([]byte, string, error) {
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
 	for _, field := range fields {
@@ -223,14 +224,14 @@ func multipartBody(fields []string) ([]byte, string, error) {
 			path := value[1:]
 			b, err := os.ReadFile(path)
 			if err != nil {
-				return nil, "", cli.ExitErrorf(curlRead, "-F %s: cannot read %s: %v", name, path, cli.UnwrapPath(err))
+				return nil, "", cli.ExitErrorf(ExitRead, "-F %s: cannot read %s: %v", name, path, cli.UnwrapPath(err))
 			}
 			content = b
 			if value[0] == '@' {
 				if ctype == "" { // as curl: by the filename= name, else the file's
-					ctype = fileType(filename)
+					ctype = FileType(filename)
 					if ctype == "" {
-						ctype = fileType(path)
+						ctype = FileType(path)
 					}
 					if ctype == "" {
 						ctype = "application/octet-stream"
@@ -267,67 +268,67 @@ func escapeQuotes(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s)
 }
 
-// output is where -o or -D writes: stdout ("" or "-"), or a FILE created
+// Output is where -o or -D writes: stdout ("" or "-"), or a FILE created
 // at the first write (or by close), so that an answer that writes nothing
 // (-f on an HTTP error) leaves an existing FILE as it was, as in curl.
-// Write errors (the file's creation included) are *writeError, to tell
+// Write errors (the file's creation included) are *WriteError, to tell
 // them from errors reading the body.
-type output struct {
-	flag, name string    // "-o", "out.bin"
-	w          io.Writer // stdout, or the file once created
+type Output struct {
+	Flag, name string    // "-o", "out.bin"
+	W          io.Writer // stdout, or the file once created
 	f          *os.File
 	// binaryCheck: stdout is a terminal that was not asked for ("-o -"):
 	// refuse output that holds a NUL byte, as curl does.
-	binaryCheck bool
+	BinaryCheck bool
 }
 
-// newOutput returns the output of -o or -D (flag) named name.
-func newOutput(flag, name string, stdout io.Writer) *output {
-	o := &output{flag: flag, name: name}
+// NewOutput returns the output of -o or -D (flag) named name.
+func NewOutput(flag, name string, stdout io.Writer) *Output {
+	o := &Output{Flag: flag, name: name}
 	if name == "" || name == "-" {
-		o.w = stdout
+		o.W = stdout
 	}
 	return o
 }
 
-func (o *output) Write(p []byte) (int, error) {
-	if o.w == nil {
+func (o *Output) Write(p []byte) (int, error) {
+	if o.W == nil {
 		if err := o.create(); err != nil {
 			return 0, err
 		}
 	}
-	if o.binaryCheck && bytes.IndexByte(p, 0) >= 0 {
-		return 0, &writeError{errBinaryToTerminal}
+	if o.BinaryCheck && bytes.IndexByte(p, 0) >= 0 {
+		return 0, &WriteError{errBinaryToTerminal}
 	}
-	n, err := o.w.Write(p)
+	n, err := o.W.Write(p)
 	if err != nil {
-		err = &writeError{fmt.Errorf("%s %s: %v", o.flag, o.displayName(), cli.UnwrapPath(err))}
+		err = &WriteError{fmt.Errorf("%s %s: %v", o.Flag, o.displayName(), cli.UnwrapPath(err))}
 	}
 	return n, err
 }
 
 var errBinaryToTerminal = errors.New(`binary output can mess up your terminal; use "-o -" to write it there anyway, or "-o FILE" to save it`)
 
-func (o *output) displayName() string {
+func (o *Output) displayName() string {
 	if o.f == nil && (o.name == "" || o.name == "-") {
 		return "(stdout)"
 	}
 	return o.name
 }
 
-func (o *output) create() error {
+func (o *Output) create() error {
 	f, err := os.Create(o.name)
 	if err != nil {
-		return &writeError{fmt.Errorf("%s %s: %v", o.flag, o.name, cli.UnwrapPath(err))}
+		return &WriteError{fmt.Errorf("%s %s: %v", o.Flag, o.name, cli.UnwrapPath(err))}
 	}
-	o.f, o.w = f, f
+	o.f, o.W = f, f
 	return nil
 }
 
 // close closes the file, creating it first (empty) if nothing was written
 // and create is set (curl creates FILE for an empty answer).
-func (o *output) close(create bool) error {
-	if o.w == nil && create {
+func (o *Output) Close(create bool) error {
+	if o.W == nil && create {
 		if err := o.create(); err != nil {
 			return err
 		}
@@ -338,32 +339,32 @@ func (o *output) close(create bool) error {
 	f := o.f
 	o.f = nil
 	if err := f.Close(); err != nil {
-		return &writeError{fmt.Errorf("%s %s: %v", o.flag, o.name, cli.UnwrapPath(err))}
+		return &WriteError{fmt.Errorf("%s %s: %v", o.Flag, o.name, cli.UnwrapPath(err))}
 	}
 	return nil
 }
 
-type writeError struct{ err error }
+type WriteError struct{ Err error }
 
-func (e *writeError) Error() string { return e.err.Error() }
-func (e *writeError) Unwrap() error { return e.err }
+func (e *WriteError) Error() string { return e.Err.Error() }
+func (e *WriteError) Unwrap() error { return e.Err }
 
-// countWriter counts the bytes written through it.
-type countWriter struct {
-	w io.Writer
-	n *int64
+// CountWriter counts the bytes written through it.
+type CountWriter struct {
+	W io.Writer
+	N *int64
 }
 
-func (c countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	*c.n += int64(n)
+func (c CountWriter) Write(p []byte) (int, error) {
+	n, err := c.W.Write(p)
+	*c.N += int64(n)
 	return n, err
 }
 
-// writeHead writes a response's status line and headers as curl -i does:
+// WriteHead writes a response's status line and headers as curl -i does:
 // "HTTP/1.1 200 OK" (or "HTTP/2 200"), the headers, a blank line (see
 // headText).
-func writeHead(w io.Writer, resp *http.Response) error {
+func WriteHead(w io.Writer, resp *http.Response) error {
 	_, err := io.WriteString(w, headText(resp))
 	return err
 }
@@ -429,11 +430,11 @@ func statusLine(resp *http.Response) string {
 	return proto + " " + resp.Status
 }
 
-// decompress returns resp's body decoded from its Content-Encoding
+// Decompress returns resp's body decoded from its Content-Encoding
 // (--compressed): every coding listed, the last applied first (RFC 9110);
 // identity passes. Another coding (br, zstd: curl without them) is an error
 // (curl's 61), as is a compressed stream that ends before the body does.
-func decompress(resp *http.Response) (io.Reader, error) {
+func Decompress(resp *http.Response) (io.Reader, error) {
 	var codings []string
 	for _, v := range resp.Header.Values("Content-Encoding") {
 		for _, c := range strings.Split(v, ",") {
@@ -505,7 +506,7 @@ type encodingError struct{ msg string }
 
 func (e *encodingError) Error() string { return e.msg }
 
-// hopRecorder records the response of each hop (redirects included) that
+// HopRecorder records the response of each hop (redirects included) that
 // the client gets from the retrying transport, for -i, -I and -D. Its
 // observe, the transport's observer, holds back each hop's success event:
 // the transport sees a hop as a request of its own, and a hop answered with
@@ -515,53 +516,53 @@ func (e *encodingError) Error() string { return e.msg }
 // Each hop runs a retry loop of its own (--attempts counts per hop), but the
 // request has one --deadline: RoundTrip gives each hop what is left of it,
 // and the events it logs count their elapsed time from the request's start.
-type hopRecorder struct {
-	rt           http.RoundTripper
-	log          *policy.EventLog
-	start        time.Time     // when the request began
-	deadline     time.Duration // the policy's Deadline, 0 for none
-	deadlineName string        // it, for messages: "--deadline (1s)"
-	follow       bool          // -L: the client follows redirects
-	wire         *wireStats    // -w's record of the attempts (a hop begins in it)
+type HopRecorder struct {
+	RT           http.RoundTripper
+	Log          *policy.EventLog
+	Start        time.Time     // when the request began
+	Deadline     time.Duration // the policy's Deadline, 0 for none
+	DeadlineName string        // it, for messages: "--deadline (1s)"
+	Follow       bool          // -L: the client follows redirects
+	Wire         *WireStats    // -w's record of the attempts (a hop begins in it)
 
-	urls    []*url.URL       // the URL of each hop begun
-	cur     *http.Request    // the hop running
-	resps   []*http.Response // the response of each hop that got one
-	offset  time.Duration    // when the current hop began, since start
+	URLs    []*url.URL       // the URL of each hop begun
+	Cur     *http.Request    // the hop running
+	Resps   []*http.Response // the response of each hop that got one
+	Offset  time.Duration    // when the current hop began, since start
 	pending *retry.Event     // the last hop's success, not yet logged
 	hop     int              // the hop of pending: its index in resps
 	// badLocation: the last response is a redirect to follow whose Location
 	// does not parse (the client's error then says only "failed to parse").
-	badLocation error
-	refused     bool // the last redirect was taken but could not be followed (its target)
+	BadLocation error
+	Refused     bool // the last redirect was taken but could not be followed (its target)
 }
 
 // RoundTrip runs one hop. It and observe run on the client's goroutine.
-func (h *hopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+func (h *HopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	h.flush(false) // a new hop: the last one was a redirect, followed
-	h.offset = time.Since(h.start)
-	if h.deadline > 0 {
-		left := h.deadline - h.offset
+	h.Offset = time.Since(h.Start)
+	if h.Deadline > 0 {
+		left := h.Deadline - h.Offset
 		if left <= 0 { // not fetched: not the effective URL, nor a redirect followed
 			closeRequestBody(req)
-			return nil, cli.ExitErrorf(curlTimeout, "the %s passed before the redirect to %s was followed",
-				h.deadlineName, httpretry.Redact(req.URL))
+			return nil, cli.ExitErrorf(ExitTimeout, "the %s passed before the redirect to %s was followed",
+				h.DeadlineName, httpretry.Redact(req.URL))
 		}
 		req = req.WithContext(httpretry.WithPolicy(req.Context(), retry.Policy{Deadline: left}))
 	}
-	h.urls = append(h.urls, req.URL)
-	h.cur = req
-	h.wire.newHop()
-	resp, err := h.rt.RoundTrip(req)
+	h.URLs = append(h.URLs, req.URL)
+	h.Cur = req
+	h.Wire.newHop()
+	resp, err := h.RT.RoundTrip(req)
 	if err != nil {
 		return resp, err
 	}
-	h.resps = append(h.resps, resp)
-	if h.follow && isRedirect(resp.StatusCode) {
+	h.Resps = append(h.Resps, resp)
+	if h.Follow && isRedirect(resp.StatusCode) {
 		if loc := resp.Header.Get("Location"); loc != "" {
 			if _, err := req.URL.Parse(loc); err != nil {
-				h.refused = true
-				h.badLocation = cli.ExitErrorf(curlURLMalformat, "%s %s: %d with a Location that is not a URL (%q: %s)",
+				h.Refused = true
+				h.BadLocation = cli.ExitErrorf(ExitURLMalformat, "%s %s: %d with a Location that is not a URL (%q: %s)",
 					req.Method, httpretry.Redact(req.URL), resp.StatusCode, cli.RedactRawURL(loc), parseProblem(loc, err))
 			}
 		}
@@ -590,45 +591,45 @@ func closeRequestBody(req *http.Request) {
 
 // effectiveURL is the URL fetched last (curl's url_effective): that of the
 // last hop begun, or first if none was.
-func (h *hopRecorder) effectiveURL(first *url.URL) *url.URL {
-	if n := len(h.urls); n > 0 {
-		return h.urls[n-1]
+func (h *HopRecorder) EffectiveURL(first *url.URL) *url.URL {
+	if n := len(h.URLs); n > 0 {
+		return h.URLs[n-1]
 	}
 	return first
 }
 
 // observe is the transport's observer: it passes every event but a success on.
-func (h *hopRecorder) observe(_ context.Context, e retry.Event) {
-	e.Elapsed += h.offset
+func (h *HopRecorder) Observe(_ context.Context, e retry.Event) {
+	e.Elapsed += h.Offset
 	if e.Kind == retry.EventSuccess {
-		h.pending, h.hop = &e, len(h.resps)
+		h.pending, h.hop = &e, len(h.Resps)
 		return
 	}
 	var ae *httpretry.AttemptError
-	if e.Err != nil && h.cur != nil && !errors.As(e.Err, &ae) {
+	if e.Err != nil && h.Cur != nil && !errors.As(e.Err, &ae) {
 		// Not the transport's attempt error (a signal's cancel, the
 		// context's deadline): say which request it stopped.
-		info := describeHTTP(e.Err)
+		info := Describe(e.Err)
 		if errors.Is(e.Err, context.Canceled) {
 			info.Error = "interrupted"
 		}
-		info.Method, info.URL = h.cur.Method, httpretry.Redact(h.cur.URL)
+		info.Method, info.URL = h.Cur.Method, httpretry.Redact(h.Cur.URL)
 		info.What = info.Method + " " + info.URL + ": " + info.Error
-		h.log.Emit(e, info)
+		h.Log.Emit(e, info)
 		return
 	}
-	h.log.Event(e)
+	h.Log.Event(e)
 }
 
 // failed logs the success event held back for the last hop when the client
 // returned an error: a redirect that was not followed.
-func (h *hopRecorder) failed() { h.flush(false) }
+func (h *HopRecorder) Failed() { h.flush(false) }
 
 // answered logs the success event held back for the last hop, the answer
 // the client returned, once retry http has its exit status: the request's
 // success if it is 0, else nothing (the closing line says what failed: -f
 // and an HTTP error, a body cut short).
-func (h *hopRecorder) answered(exit int) {
+func (h *HopRecorder) Answered(exit int) {
 	if exit != 0 {
 		h.pending = nil
 		return
@@ -636,30 +637,30 @@ func (h *hopRecorder) answered(exit int) {
 	h.flush(true)
 }
 
-func (h *hopRecorder) flush(final bool) {
+func (h *HopRecorder) flush(final bool) {
 	e := h.pending
 	h.pending = nil
-	if e == nil || h.hop >= len(h.resps) { // its hop returned no response
+	if e == nil || h.hop >= len(h.Resps) { // its hop returned no response
 		return
 	}
-	h.log.Hop(*e, h.resps[h.hop], final && h.hop == len(h.resps)-1)
+	h.Log.Hop(*e, h.Resps[h.hop], final && h.hop == len(h.Resps)-1)
 }
 
 // CloseIdleConnections passes the call on (http.Client calls it).
-func (h *hopRecorder) CloseIdleConnections() {
-	if c, ok := h.rt.(interface{ CloseIdleConnections() }); ok {
+func (h *HopRecorder) CloseIdleConnections() {
+	if c, ok := h.RT.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
 
-// verboseTransport prints each attempt's request and response headers
+// VerboseTransport prints each attempt's request and response headers
 // (-v), as curl's "> " and "< " lines, secrets redacted.
-type verboseTransport struct {
-	rt  http.RoundTripper
-	log *policy.EventLog
+type VerboseTransport struct {
+	RT  http.RoundTripper
+	Log *policy.EventLog
 }
 
-func (v *verboseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (v *VerboseTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	u := *req.URL
 	redacted, _ := url.Parse(httpretry.Redact(&u))
 	target := u.RequestURI()
@@ -672,20 +673,20 @@ func (v *verboseTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	lines := []string{fmt.Sprintf("> %s %s HTTP/1.1", req.Method, target), "> Host: " + host}
 	lines = append(lines, headerLines("> ", redactHeaders(req.Header))...)
-	v.log.Verbose("request", append(lines, ">"))
-	resp, err := v.rt.RoundTrip(req)
+	v.Log.Verbose("request", append(lines, ">"))
+	resp, err := v.RT.RoundTrip(req)
 	if err != nil {
-		v.log.Verbose("error", []string{"* " + httpretry.RedactText(redactURLError(err).Error())})
+		v.Log.Verbose("error", []string{"* " + httpretry.RedactText(RedactURLError(err).Error())})
 		return resp, err
 	}
 	lines = []string{"< " + statusLine(resp)}
 	lines = append(lines, headerLines("< ", redactHeaders(headerOf(resp)))...)
-	v.log.Verbose("response", append(lines, "<"))
+	v.Log.Verbose("response", append(lines, "<"))
 	return resp, nil
 }
 
-func (v *verboseTransport) CloseIdleConnections() {
-	if c, ok := v.rt.(interface{ CloseIdleConnections() }); ok {
+func (v *VerboseTransport) CloseIdleConnections() {
+	if c, ok := v.RT.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
@@ -703,4 +704,55 @@ func headerLines(prefix string, h http.Header) []string {
 		}
 	}
 	return out
+}
+
+// DataPart is one -d, --data-binary or --json argument.
+type DataPart struct {
+	Flag, Value string
+}
+
+// attemptText is an attempt error without its "httpretry: METHOD URL: "
+// prefix, the credentials of any URL it quotes redacted: the class and the
+// cause ("refused (dial tcp ...: connection refused)").
+func attemptText(ae *httpretry.AttemptError) string {
+	msg := ae.Error()
+	if _, rest, ok := strings.Cut(msg, ae.URL+": "); ok {
+		return httpretry.RedactText(rest)
+	}
+	return httpretry.RedactText(strings.TrimPrefix(msg, "httpretry: "))
+}
+
+// Describe turns an httpretry attempt error into log fields.
+func Describe(err error) policy.AttemptInfo {
+	var ae *httpretry.AttemptError
+	if !errors.As(err, &ae) {
+		msg := RedactURLError(err).Error()
+		return policy.AttemptInfo{What: msg, Error: msg}
+	}
+	info := policy.AttemptInfo{Method: ae.Method, URL: ae.URL, Status: ae.Status}
+	switch ae.HintSource {
+	case httpretry.HintRetryAfter:
+		info.HintSource = "Retry-After"
+	case httpretry.HintRetryInfo:
+		info.HintSource = "RetryInfo"
+	default:
+		info.HintSource = ae.HintSource
+	}
+	if ae.Status != 0 {
+		info.What = fmt.Sprintf("%s %s: %d %s", ae.Method, ae.URL, ae.Status, http.StatusText(ae.Status))
+	} else {
+		info.What = ae.Method + " " + ae.URL + ": " + attemptText(ae)
+		info.Error = attemptText(ae)
+	}
+	switch {
+	case errors.Is(err, httpretry.ErrNotIdempotent):
+		info.WhyStop = fmt.Sprintf("%s is not idempotent; pass --idempotent or --idempotency-key to allow retries", ae.Method)
+	case errors.Is(err, httpretry.ErrBodyNotReplayable):
+		info.WhyStop = "the request body cannot be sent again"
+	case ae.Class == httpretry.ClassDNS || ae.Class == httpretry.ClassTLS:
+		info.WhyStop = "a " + strings.ToUpper(ae.Class) + " error is not retried without --retry-all-errors"
+	case errors.As(err, new(*net.AddrError)):
+		info.WhyStop = "the address is invalid"
+	}
+	return info
 }
