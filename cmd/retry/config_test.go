@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/httpcmd"
 	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
@@ -212,7 +213,7 @@ func TestPolicyErrorNamesItsSource(t *testing.T) {
 // flags with one dash and long flags with two, an unknown flag as typed,
 // and never quote the value of a flag that may hold a secret.
 func TestFlagMessagesUseUsersDashes(t *testing.T) {
-	fs := newHTTPFlags().fs
+	fs := httpcmd.Flags()
 	for _, tc := range []struct {
 		in   string
 		args []string

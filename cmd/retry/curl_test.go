@@ -19,7 +19,9 @@ import (
 	"testing"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
 	"github.com/backoffkit/retry/cmd/retry/internal/curl"
+	"github.com/backoffkit/retry/cmd/retry/internal/httpcmd"
 	"github.com/backoffkit/retry/internal/redistest"
 )
 
@@ -172,7 +174,7 @@ func TestCurlRedirectEvents(t *testing.T) {
 	})
 	events := func(r result) string {
 		var kinds []string
-		for _, l := range jsonLines(t, r.stderr) {
+		for _, l := range clitest.JSONLines(t, r.stderr) {
 			k := l["event"].(string)
 			if k == "redirect" {
 				k += fmt.Sprintf(" %v %v", l["status"], l["url"])
@@ -384,7 +386,7 @@ func TestHTTPFlagsAsUsersTypeThem(t *testing.T) {
 		}
 	}
 	r := runRetry(t, "", nil, "http", "--help")
-	newHTTPFlags().fs.VisitAll(func(f *flag.Flag) {
+	httpcmd.Flags().VisitAll(func(f *flag.Flag) {
 		n := cli.DashName(f.Name)
 		if !strings.Contains(r.stdout, " "+n+" ") && !strings.Contains(r.stdout, " "+n+",") && !strings.Contains(r.stdout, " "+n+"\n") {
 			t.Errorf("retry http --help does not list %s", n)
@@ -408,13 +410,13 @@ func TestHTTPFlagsAsUsersTypeThem(t *testing.T) {
 func TestHTTPJSONLogClosingLine(t *testing.T) {
 	url, _ := counting(t, func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
 	r := runRetry(t, "", nil, "http", "--log-format", "json", "-f", url)
-	got := jsonLines(t, r.stderr)
+	got := clitest.JSONLines(t, r.stderr)
 	// No "success" for a request that fails (-f and a 404).
 	if r.code != curl.ExitHTTPError || len(got) != 1 || got[0]["event"] != "error" || got[0]["exit_code"] != 22.0 {
 		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	r = runRetry(t, "", nil, "http", "--log-format", "json", "--attempts", "2", "--initial-delay", "1ms", "--jitter", "0", "http://x.invalid/")
-	got = jsonLines(t, r.stderr)
+	got = clitest.JSONLines(t, r.stderr)
 	if r.code != curl.ExitResolve || len(got) != 1 || got[0]["event"] != "give-up" || got[0]["reason"] != "permanent" {
 		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
@@ -454,7 +456,7 @@ func TestCurlRedirectTargets(t *testing.T) {
 			t.Errorf("-L %s: exit %d, -w %q, stderr:\n%s\nwant exit %d, -w %q, a last line with %q", tc.path, r.code, r.stdout, r.stderr, tc.code, want, tc.stderr)
 		}
 		r = runRetry(t, "", nil, "http", "-L", "--attempts", "1", "--log-format", "json", url+tc.path)
-		if ev := jsonLines(t, r.stderr); len(ev) == 0 || ev[0]["event"] != "redirect" || ev[0]["url"] != tc.redirect {
+		if ev := clitest.JSONLines(t, r.stderr); len(ev) == 0 || ev[0]["event"] != "redirect" || ev[0]["url"] != tc.redirect {
 			t.Errorf("-L %s: the first event is not a redirect to %s:\n%s", tc.path, tc.redirect, r.stderr)
 		}
 		if r := runRetry(t, "", nil, "http", "-i", url+tc.path); r.code != 0 || !strings.HasPrefix(r.stdout, "HTTP/1.1 302 Found\r\n") || r.stderr != "" {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
 	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/internal/chaos"
@@ -238,7 +239,7 @@ func TestFleetRedisDown(t *testing.T) {
 
 	r = runRetry(t, "", nil, "--redis", url, "--fleet", "down", "--log-format", "json", "--", "true")
 	var fleet []map[string]any
-	for _, rec := range jsonLines(t, r.stderr) {
+	for _, rec := range clitest.JSONLines(t, r.stderr) {
 		if rec["event"] == "fleet" {
 			fleet = append(fleet, rec)
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
 	"github.com/backoffkit/retry/cmd/retry/internal/curl"
 )
 
@@ -392,7 +393,7 @@ func TestHTTPInterruptedInTheBody(t *testing.T) {
 	if shellStatus(err) != 130 {
 		t.Fatalf("exit: %v, want 130; stderr:\n%s", err, errb.String())
 	}
-	ls := jsonLines(t, errb.String())
+	ls := clitest.JSONLines(t, errb.String())
 	want := "reading the body of GET " + srv.URL + "/slow: interrupted by SIGINT"
 	if len(ls) != 1 || ls[0]["event"] != "error" || ls[0]["exit_code"] != float64(130) || ls[0]["error"] != want {
 		t.Errorf("want one closing line, exit_code 130, %q; stderr:\n%s", want, errb.String())

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
 	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
@@ -45,7 +46,7 @@ func TestJSONLogUsageErrorBeforeTheFlag(t *testing.T) {
 				}
 				return
 			}
-			got := jsonLines(t, r.stderr)
+			got := clitest.JSONLines(t, r.stderr)
 			if len(got) != 1 || got[0]["event"] != "usage-error" {
 				t.Errorf("want one usage-error object, got:\n%s", r.stderr)
 			}
@@ -99,7 +100,7 @@ func TestJSONLogNetHTTPLines(t *testing.T) {
 			var logged []string
 			switch tc.name {
 			case "json":
-				for _, m := range jsonLines(t, r.stderr) {
+				for _, m := range clitest.JSONLines(t, r.stderr) {
 					if m["event"] == "log" {
 						logged = append(logged, fmt.Sprint(m["message"]))
 					}

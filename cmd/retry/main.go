@@ -23,13 +23,14 @@ import (
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/demo"
+	"github.com/backoffkit/retry/cmd/retry/internal/httpcmd"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/cmd/retry/internal/simcmd"
 )
 
 // subcommands maps a subcommand name to its entry point.
 var subcommands = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"http": runHTTP,
+	"http": httpcmd.Run,
 	"demo": demo.Run,
 	"sim":  simcmd.Run,
 }

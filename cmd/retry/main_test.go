@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
 	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
@@ -340,32 +340,12 @@ func TestCommandJSONLog(t *testing.T) {
 	if r.code != 3 {
 		t.Fatalf("exit code = %d; stderr:\n%s", r.code, r.stderr)
 	}
-	got := jsonLines(t, r.stderr)
+	got := clitest.JSONLines(t, r.stderr)
 	if len(got) != 2 || got[0]["event"] != "retry" || got[0]["attempt"] != 1.0 || got[0]["max_attempts"] != 2.0 ||
 		got[0]["wait_ms"] != 10.0 || got[0]["exit_code"] != 3.0 ||
 		got[1]["event"] != "give-up" || got[1]["attempt"] != 2.0 || got[1]["exit_code"] != 3.0 || got[1]["reason"] != "attempts" {
 		t.Errorf("JSON log =\n%s\nwant a retry then a give-up object", r.stderr)
 	}
-}
-
-// jsonLines parses every line of s as a JSON object with an RFC 3339 "time",
-// failing the test on any other line.
-func jsonLines(t *testing.T, s string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Errorf("not a JSON line: %q", l)
-			continue
-		}
-		ts, _ := m["time"].(string)
-		if _, err := time.Parse(time.RFC3339, ts); err != nil {
-			t.Errorf("line %q: time %q is not RFC 3339", l, ts)
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // TestJSONLogEveryLine: with --log-format json every line retry writes is a
@@ -389,7 +369,7 @@ func TestJSONLogEveryLine(t *testing.T) {
 			if r.code != tc.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
 			}
-			got := jsonLines(t, r.stderr)
+			got := clitest.JSONLines(t, r.stderr)
 			var events []string
 			for _, m := range got {
 				events = append(events, fmt.Sprint(m["event"]))
@@ -405,7 +385,7 @@ func TestJSONLogEveryLine(t *testing.T) {
 // up includes the attempt that just ran (it said 0s after a 300 ms attempt).
 func TestGiveUpElapsedIncludesTheAttempt(t *testing.T) {
 	r := runRetry(t, "", nil, "--log-format", "json", "--attempts", "1", "--attempt-timeout", "300ms", "--", "sleep", "30")
-	got := jsonLines(t, r.stderr)
+	got := clitest.JSONLines(t, r.stderr)
 	if r.code != cli.ExitTimeout || len(got) != 1 || got[0]["event"] != "give-up" {
 		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/curl"
+	"github.com/backoffkit/retry/cmd/retry/internal/httpcmd"
 )
 
 // Tests of what retry http must never send or print: request-line
@@ -85,7 +86,7 @@ func (s *rawServer) requestLines() []string {
 // hold '=' (-d'a=1', -w'...=...', -HX-Q: a=b), as in curl; -d=foo sends
 // "=foo" as curl does; Go-style -attempts=3 and --data=a=1 still work.
 func TestShortFlagValuesWithEquals(t *testing.T) {
-	fs := newHTTPFlags().fs
+	fs := httpcmd.Flags()
 	for _, tc := range []struct {
 		in   []string
 		want []string

@@ -3,8 +3,12 @@
 package clitest
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
 )
 
 // MemTransport hands each request to Handler in process (no socket), so
@@ -36,4 +40,24 @@ func DisplayWidth(s string) int {
 		w++
 	}
 	return w
+}
+
+// JSONLines parses every line of s as a JSON object with an RFC 3339 "time",
+// failing the test on any other line.
+func JSONLines(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Errorf("not a JSON line: %q", l)
+			continue
+		}
+		ts, _ := m["time"].(string)
+		if _, err := time.Parse(time.RFC3339, ts); err != nil {
+			t.Errorf("line %q: time %q is not RFC 3339", l, ts)
+		}
+		out = append(out, m)
+	}
+	return out
 }

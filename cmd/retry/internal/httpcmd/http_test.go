@@ -1,4 +1,4 @@
-package main
+package httpcmd
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func TestDeadlineBoundsTheRedirectChain(t *testing.T) {
 		defer func() { testBaseTransport = nil }()
 		var stdout, stderr bytes.Buffer
 		start := time.Now()
-		code := runHTTP([]string{"-L", "--deadline", "1s", "--attempts", "10", "--initial-delay", "300ms",
+		code := Run([]string{"-L", "--deadline", "1s", "--attempts", "10", "--initial-delay", "300ms",
 			"--exp-base", "1", "--jitter", "0", "--log-format", "json", "-w", "%{num_redirects} %{url_effective}",
 			"http://127.0.0.1/a"}, &stdout, &stderr)
 		took := time.Since(start)
@@ -51,7 +51,7 @@ func TestDeadlineBoundsTheRedirectChain(t *testing.T) {
 				code, took, a.Load(), b.Load(), cli.ExitGaveUp, stderr.String())
 		}
 		var got []string
-		for _, l := range jsonLines(t, stderr.String()) {
+		for _, l := range clitest.JSONLines(t, stderr.String()) {
 			got = append(got, fmt.Sprintf("%v %v %v@%v", l["event"], l["url"], l["attempt"], l["elapsed_ms"]))
 		}
 		want := []string{

@@ -1,4 +1,4 @@
-package main
+package httpcmd
 
 import (
 	"bytes"
@@ -196,8 +196,8 @@ func validHeaderName(name string) bool {
 // testing/synctest's virtual clock.
 var testBaseTransport http.RoundTripper
 
-// runHTTP is "retry http".
-func runHTTP(args []string, stdout, stderr io.Writer) int {
+// Run is "retry http".
+func Run(args []string, stdout, stderr io.Writer) int {
 	const prog = "retry http"
 	h := newHTTPFlags()
 	expanded, err := curl.ExpandShortFlags(h.fs, args)
@@ -846,3 +846,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (positional []string, he
 		args = rest[1:]
 	}
 }
+
+// Flags returns the flag set of retry http: every flag Run accepts, as it
+// parses them (the manual lists each one).
+func Flags() *flag.FlagSet { return newHTTPFlags().fs }
