@@ -12,6 +12,7 @@ import (
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
+	"github.com/backoffkit/retry/cmd/retry/internal/command"
 	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
@@ -57,7 +58,7 @@ func TestJSONLogUsageErrorBeforeTheFlag(t *testing.T) {
 // TestScanLogFormatSkipsValues: the scan reads a flag's value as the flag
 // package would, whatever it looks like.
 func TestScanLogFormatSkipsValues(t *testing.T) {
-	fs := newCommandFlags().fs
+	fs := command.Flags()
 	for _, tc := range []struct {
 		args []string
 		want string

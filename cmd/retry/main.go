@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
+	"github.com/backoffkit/retry/cmd/retry/internal/command"
 	"github.com/backoffkit/retry/cmd/retry/internal/demo"
 	"github.com/backoffkit/retry/cmd/retry/internal/httpcmd"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
@@ -61,13 +62,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "retry: no help for %q (subcommands: %s; see 'retry --help')\n", args[1], strings.Join(subcommandNames(), ", "))
 				return cli.ExitUsage
 			}
-			return runCommand([]string{"--help"}, stdin, stdout, stderr)
+			return command.Run([]string{"--help"}, stdin, stdout, stderr, subcommandNames())
 		case "version":
 			fmt.Fprintln(stdout, cli.VersionLine())
 			return cli.ExitOK
 		}
 	}
-	return runCommand(args, stdin, stdout, stderr)
+	return command.Run(args, stdin, stdout, stderr, subcommandNames())
 }
 
 // subcommandNames returns the names in subcommands, sorted.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
+	"github.com/backoffkit/retry/cmd/retry/internal/command"
 	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
@@ -458,7 +459,7 @@ func TestHelpSubcommandAndVersion(t *testing.T) {
 // accepts, as users type it, and every config key.
 func TestHelpListsEveryFlagAndConfigKey(t *testing.T) {
 	r := runRetry(t, "", nil, "--help")
-	newCommandFlags().fs.VisitAll(func(f *flag.Flag) {
+	command.Flags().VisitAll(func(f *flag.Flag) {
 		if !strings.Contains(r.stdout, "    "+cli.DashName(f.Name)+" ") {
 			t.Errorf("--help does not list %s", cli.DashName(f.Name))
 		}

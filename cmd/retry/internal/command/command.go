@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"context"
@@ -64,8 +64,10 @@ func newCommandFlags() *commandFlags {
 	return c
 }
 
-// runCommand is the command-wrapping mode: retry [flags] -- COMMAND [ARGS...].
-func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Run is the command-wrapping mode: retry [flags] -- COMMAND [ARGS...]. It
+// returns the exit code; verbs are retry's subcommands, which the usage
+// error for a missing COMMAND names.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer, verbs []string) int {
 	const prog = "retry"
 	c := newCommandFlags()
 	fs, pf := c.fs, c.pf
@@ -88,7 +90,7 @@ func runCommand(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		return log.Fail(cli.Usagef("no command given (usage: retry [flags] -- COMMAND [ARGS...]; subcommands: %s)", strings.Join(subcommandNames(), ", ")))
+		return log.Fail(cli.Usagef("no command given (usage: retry [flags] -- COMMAND [ARGS...]; subcommands: %s)", strings.Join(verbs, ", ")))
 	}
 	p, err := pf.Build()
 	if err != nil {
@@ -800,3 +802,7 @@ func unwrapExec(err error) error {
 	}
 	return cli.UnwrapPath(err)
 }
+
+// Flags returns the flag set of the command mode: every flag Run accepts,
+// as it parses them (the manual lists each one).
+func Flags() *flag.FlagSet { return newCommandFlags().fs }
