@@ -20,7 +20,6 @@ import (
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
-	"github.com/backoffkit/retry/httpretry"
 )
 
 // demoUsage is the text of retry demo --help before the flags; it fits 80
@@ -427,27 +426,16 @@ func (c *countingTransport) CloseIdleConnections() {
 	}
 }
 
-// lane is one strategy running: its server, its clients and its results.
-type lane struct {
-	strategy
-	srv     *flakyServer
-	counter *countingTransport
-	client  *http.Client
-	hinted  atomic.Int64
-
-	mu        sync.Mutex
-	requests  int
-	successes int
-	latencies []time.Duration
-}
-
 // demo runs every strategy side by side and returns the summary.
 func demo(ctx context.Context, cfg demoConfig, progress io.Writer) (Summary, error) {
 	var lanes []*lane
+	var servers []*flakyServer
 	defer func() {
 		for _, l := range lanes {
 			l.client.CloseIdleConnections()
-			l.srv.Close()
+		}
+		for _, s := range servers {
+			s.Close()
 		}
 	}()
 	for i, name := range cfg.strategies {
@@ -459,19 +447,11 @@ func demo(ctx context.Context, cfg demoConfig, progress io.Writer) (Summary, err
 		if err != nil {
 			return Summary{}, fmt.Errorf("starting the loopback server: %v", err)
 		}
-		l := &lane{strategy: strategy{name, p}, srv: srv}
-		l.counter = &countingTransport{base: &http.Transport{
+		servers = append(servers, srv)
+		lanes = append(lanes, newLane(name, p, cfg.seed, i, srv.URL, &http.Transport{
 			MaxIdleConnsPerHost: cfg.clients,
 			DisableCompression:  true,
-		}}
-		p.Rand = retry.NewRand(cfg.seed*1000 + uint64(i))
-		p.Observer = func(_ context.Context, e retry.Event) {
-			if e.Kind == retry.EventRetry && e.Hint > 0 {
-				l.hinted.Add(1)
-			}
-		}
-		l.client = &http.Client{Transport: httpretry.NewTransport(l.counter, p)}
-		lanes = append(lanes, l)
+		}))
 	}
 
 	start := time.Now()
@@ -492,61 +472,11 @@ func demo(ctx context.Context, cfg demoConfig, progress io.Writer) (Summary, err
 			}()
 		}
 	}
-
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-
-	tty := proc.IsTerminal(progress)
-	every := time.Second
-	if tty {
-		every = 200 * time.Millisecond
-	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	sendTimer := time.NewTimer(cfg.duration)
-	defer sendTimer.Stop()
-	var drainTimer <-chan time.Time
-	sending := true
-	lastLen := 0
-	show := func() {
-		line := progressLine(lanes, time.Since(start), cfg.duration, sending)
-		if tty {
-			pad := max(lastLen-len(line), 0)
-			fmt.Fprintf(progress, "\r%s%s", line, strings.Repeat(" ", pad))
-			lastLen = len(line)
-		} else {
-			fmt.Fprintln(progress, line)
-		}
-	}
-loop:
-	for {
-		select {
-		case <-tick.C:
-			show()
-		case <-sendTimer.C:
-			sending = false
-			close(stopSending)
-			drainTimer = time.After(drain)
-		case <-ctx.Done():
-			if sending {
-				sending = false
-				close(stopSending)
-			}
-			hardCancel()
-			<-done
-			break loop
-		case <-drainTimer:
-			hardCancel() // cancelled requests count as give-ups
-			<-done
-			break loop
-		case <-done:
-			break loop
-		}
-	}
-	if tty {
-		fmt.Fprintf(progress, "\r%s\r", strings.Repeat(" ", lastLen))
-	}
-	return summarize(cfg, lanes, time.Since(start)), nil
+	line := func(sending bool) string { return progressLine(lanes, time.Since(start), cfg.duration, sending) }
+	watch(ctx, progress, line, cfg.duration, drain, func() { close(stopSending) }, hardCancel, done)
+	return summarize(cfg, lanes, servers, time.Since(start)), nil
 }
 
 // clientLoop sends requests one after another, with a short seeded pause
@@ -562,37 +492,8 @@ func (l *lane) clientLoop(ctx context.Context, rng *rand.Rand, stop <-chan struc
 		}
 		t0 := time.Now()
 		ok := l.call(ctx)
-		lat := time.Since(t0)
-		l.mu.Lock()
-		l.requests++
-		if ok {
-			l.successes++
-		}
-		l.latencies = append(l.latencies, lat)
-		l.mu.Unlock()
+		l.record(ok, time.Since(t0), false)
 	}
-}
-
-// call makes one request through httpretry and reports whether it ended in
-// a 2xx response with its body read.
-func (l *lane) call(ctx context.Context) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.srv.URL, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	_, err = io.Copy(io.Discard, resp.Body)
-	return err == nil && resp.StatusCode/100 == 2
-}
-
-func (l *lane) snapshot() (requests, successes int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.requests, l.successes
 }
 
 // progressLine is the live status: time, requests, success rate, attempts.
@@ -618,40 +519,24 @@ func progressLine(lanes []*lane, elapsed, total time.Duration, sending bool) str
 	return fmt.Sprintf("retry demo: %s: %d requests, %.1f%% ok, %d attempts", phase, req, rate, att)
 }
 
-// summarize computes the per-strategy statistics and the total.
-func summarize(cfg demoConfig, lanes []*lane, elapsed time.Duration) Summary {
+// summarize computes the per-strategy statistics and the total; servers[i]
+// is lanes[i]'s.
+func summarize(cfg demoConfig, lanes []*lane, servers []*flakyServer, elapsed time.Duration) Summary {
 	sum := Summary{
 		Scenario: "random", Seed: cfg.seed, Clients: cfg.clients, DurationMS: cfg.duration.Milliseconds(), ElapsedMS: elapsed.Milliseconds(),
 		FailureRate: cfg.failRate, TimeScale: cfg.scale, Delays: delaysText(cfg.scale),
 		Budget: budgetText(cfg.strategies, cfg.scale),
 	}
 	total := strategyStats{Name: "total", ServerFaults: map[string]int{}}
-	for _, l := range lanes {
-		l.mu.Lock()
-		st := strategyStats{
-			Name:         l.name,
-			Requests:     l.requests,
-			Successes:    l.successes,
-			GiveUps:      l.requests - l.successes,
-			Attempts:     int(l.counter.n.Load()),
-			HintedWaits:  int(l.hinted.Load()),
-			ServerFaults: map[string]int{},
-			latencies:    slices.Clone(l.latencies),
-		}
-		l.mu.Unlock()
-		for k, n := range l.srv.counts() {
+	for i, l := range lanes {
+		st := l.stats()
+		st.ServerFaults = map[string]int{}
+		for k, n := range servers[i].counts() {
 			st.ServerFaults[faultNames[k]] = n
-			total.ServerFaults[faultNames[k]] += n
 			st.Served += n
 		}
 		st.finish()
-		total.Requests += st.Requests
-		total.Successes += st.Successes
-		total.GiveUps += st.GiveUps
-		total.Attempts += st.Attempts
-		total.Served += st.Served
-		total.HintedWaits += st.HintedWaits
-		total.latencies = append(total.latencies, st.latencies...)
+		total.add(st)
 		sum.Strategies = append(sum.Strategies, st)
 	}
 	total.finish()

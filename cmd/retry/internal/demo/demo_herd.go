@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,8 +16,6 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
-	"github.com/backoffkit/retry/cmd/retry/internal/proc"
-	"github.com/backoffkit/retry/httpretry"
 )
 
 // The synchronized and quota scenarios: open-loop arrivals (requests start
@@ -228,36 +225,6 @@ func (s *capServer) Close() error {
 	return s.srv.Close()
 }
 
-// herdLane is one strategy in the synchronized or quota scenario.
-type herdLane struct {
-	strategy
-	srv     *capServer
-	counter *countingTransport
-	client  *http.Client
-	hinted  atomic.Int64
-	refused atomic.Int64 // retries the budget refused
-
-	mu        sync.Mutex
-	requests  int
-	successes int
-	cut       int // requests still running when the demo stopped waiting
-	latencies []time.Duration
-}
-
-func (l *herdLane) call(ctx context.Context) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.srv.URL, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	_, err = io.Copy(io.Discard, resp.Body)
-	return err == nil && resp.StatusCode/100 == 2
-}
-
 // arrivalSchedule returns the start times of the requests, from seed (the
 // same for every strategy): rate per second over duration, one request at
 // a random moment within each slot of 1/rate. The load is steady, so that
@@ -287,11 +254,14 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 	// The server counts arrivals over the run and the drain after it.
 	drain := herdDrain
 	buckets := int((sc.duration+drain)/sc.bucket) + 1
-	var lanes []*herdLane
+	var lanes []*lane
+	var servers []*capServer
 	defer func() {
 		for _, l := range lanes {
 			l.client.CloseIdleConnections()
-			l.srv.Close()
+		}
+		for _, s := range servers {
+			s.Close()
 		}
 	}()
 	for i, name := range cfg.strategies {
@@ -303,28 +273,17 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 		if err != nil {
 			return Summary{}, fmt.Errorf("starting the loopback server: %v", err)
 		}
-		l := &herdLane{strategy: strategy{name, p}, srv: srv}
-		lanes = append(lanes, l)
+		servers = append(servers, srv)
 		var base http.RoundTripper = &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
 		if sc.transport != nil {
 			base = sc.transport(srv)
 		}
-		l.counter = &countingTransport{base: base}
-		p.Rand = retry.NewRand(cfg.seed*1000 + uint64(i))
-		p.Observer = func(_ context.Context, e retry.Event) {
-			switch {
-			case e.Kind == retry.EventRetry && e.Hint > 0:
-				l.hinted.Add(1)
-			case e.Kind == retry.EventGiveUp && e.Reason == retry.ReasonBudget:
-				l.refused.Add(1)
-			}
-		}
-		l.client = &http.Client{Transport: httpretry.NewTransport(l.counter, p)}
+		lanes = append(lanes, newLane(name, p, cfg.seed, i, srv.URL, base))
 	}
 	schedule := arrivalSchedule(cfg.seed, sc.rate, sc.duration)
 	start := time.Now().Add(20 * time.Millisecond)
-	for _, l := range lanes {
-		l.srv.begin(start)
+	for _, s := range servers {
+		s.begin(start)
 	}
 
 	hardCtx, hardCancel := context.WithCancel(ctx)
@@ -347,71 +306,26 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 				reqs.Go(func() {
 					t0 := time.Now()
 					ok := l.call(hardCtx)
-					lat := time.Since(t0)
-					l.mu.Lock()
-					l.requests++
-					if ok {
-						l.successes++
-					} else if hardCtx.Err() != nil {
-						l.cut++
-					}
-					l.latencies = append(l.latencies, lat)
-					l.mu.Unlock()
+					l.record(ok, time.Since(t0), hardCtx.Err() != nil)
 				})
 			}
 		})
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
-
-	tty := proc.IsTerminal(progress)
-	every := time.Second
-	if tty {
-		every = 200 * time.Millisecond
-	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	hard := time.NewTimer(time.Until(start.Add(sc.duration + drain)))
-	defer hard.Stop()
-	lastLen := 0
-	show := func() {
+	line := func(bool) string {
 		var req, ok int
 		var att int64
 		for _, l := range lanes {
-			l.mu.Lock()
-			req, ok = req+l.requests, ok+l.successes
-			l.mu.Unlock()
+			r, s := l.snapshot()
+			req, ok = req+r, ok+s
 			att += l.counter.n.Load()
 		}
-		line := herdProgressLine(max(time.Since(start), 0), sc.duration, req, ok, int(att))
-		if tty {
-			fmt.Fprintf(progress, "\r%s%s", line, strings.Repeat(" ", max(lastLen-len(line), 0)))
-			lastLen = len(line)
-		} else {
-			fmt.Fprintln(progress, line)
-		}
+		return herdProgressLine(max(time.Since(start), 0), sc.duration, req, ok, int(att))
 	}
-loop:
-	for {
-		select {
-		case <-tick.C:
-			show()
-		case <-ctx.Done():
-			hardCancel()
-			<-done
-			break loop
-		case <-hard.C:
-			hardCancel() // requests still running count as give-ups
-			<-done
-			break loop
-		case <-done:
-			break loop
-		}
-	}
-	if tty {
-		fmt.Fprintf(progress, "\r%s\r", strings.Repeat(" ", lastLen))
-	}
-	return summarizeHerd(cfg, sc, lanes, time.Since(start)), nil
+	// The arrivals end by themselves at sc.duration: nothing to stop.
+	watch(ctx, progress, line, time.Until(start.Add(sc.duration)), drain, func() {}, hardCancel, done)
+	return summarizeHerd(cfg, sc, lanes, servers, time.Since(start)), nil
 }
 
 // herdProgressLine is the live status: the time, then the requests done,
@@ -427,8 +341,9 @@ func herdProgressLine(elapsed, duration time.Duration, requests, ok, attempts in
 	return fmt.Sprintf("retry demo: %4.1fs of %v: %d requests done, %d ok, %d attempts", elapsed.Seconds(), duration, requests, ok, attempts)
 }
 
-// summarizeHerd computes the statistics of every lane and the conclusion.
-func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.Duration) Summary {
+// summarizeHerd computes the statistics of every lane and the conclusion;
+// servers[i] is lanes[i]'s.
+func summarizeHerd(cfg demoConfig, sc scenario, lanes []*lane, servers []*capServer, elapsed time.Duration) Summary {
 	sum := Summary{
 		Scenario: sc.name, Seed: cfg.seed, Clients: 0, DurationMS: sc.duration.Milliseconds(), ElapsedMS: elapsed.Milliseconds(),
 		TimeScale: cfg.scale, Delays: delaysText(cfg.scale), Budget: budgetText(cfg.strategies, cfg.scale), RatePerSecond: sc.rate, Capacity: sc.capacity(),
@@ -438,32 +353,19 @@ func summarizeHerd(cfg demoConfig, sc scenario, lanes []*herdLane, elapsed time.
 		sum.Quota = fmt.Sprintf("%d per %v", sc.quota, sc.quotaWindow)
 	}
 	total := strategyStats{Name: "total"}
-	for _, l := range lanes {
-		l.mu.Lock()
-		st := strategyStats{
-			Name: l.name, Requests: l.requests, Successes: l.successes, GiveUps: l.requests - l.successes,
-			Attempts: int(l.counter.n.Load()), HintedWaits: int(l.hinted.Load()), latencies: slices.Clone(l.latencies), Cut: l.cut,
-			Shed: int(l.srv.shed.Load()), Stalled: int(l.srv.stalled.Load()), OverQuota: int(l.srv.over.Load()), BudgetRefused: int(l.refused.Load()),
-		}
-		l.mu.Unlock()
-		for i := range l.srv.arrivals {
-			n := int(l.srv.arrivals[i].Load())
+	for i, l := range lanes {
+		srv := servers[i]
+		st := l.stats()
+		st.Cut, st.BudgetRefused = l.cutCount(), int(l.refused.Load())
+		st.Shed, st.Stalled, st.OverQuota = int(srv.shed.Load()), int(srv.stalled.Load()), int(srv.over.Load())
+		for i := range srv.arrivals {
+			n := int(srv.arrivals[i].Load())
 			st.Served += n
 			st.Arrivals = append(st.Arrivals, n)
 		}
 		st.Peak, st.PeakAtMS = peakOf(st.Arrivals, sc)
 		st.finish()
-		total.Requests += st.Requests
-		total.Successes += st.Successes
-		total.GiveUps += st.GiveUps
-		total.Attempts += st.Attempts
-		total.Served += st.Served
-		total.HintedWaits += st.HintedWaits
-		total.Shed += st.Shed
-		total.Stalled += st.Stalled
-		total.OverQuota += st.OverQuota
-		total.Cut += st.Cut
-		total.latencies = append(total.latencies, st.latencies...)
+		total.add(st)
 		sum.Strategies = append(sum.Strategies, st)
 	}
 	total.finish()
