@@ -71,11 +71,38 @@ type result struct {
 // by a generous timeout (a hang fails the test instead of blocking it).
 func runRetry(t *testing.T, stdin string, env []string, args ...string) result {
 	t.Helper()
+	return runBinary(t, args, bin, args, func(cmd *exec.Cmd) {
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdin = strings.NewReader(stdin)
+	})
+}
+
+// runRetryIn runs the binary with args under wrapper (a command line that
+// execs its arguments, e.g. sh -c 'trap "" TERM; exec "$@"' sh), as
+// runRetry does.
+func runRetryIn(t *testing.T, wrapper []string, args ...string) result {
+	t.Helper()
+	return runBinary(t, args, wrapper[0], append(append(wrapper[1:], bin), args...), nil)
+}
+
+// runRetryInDir runs the binary with args in dir, as runRetry does.
+func runRetryInDir(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	return runBinary(t, args, bin, args, func(cmd *exec.Cmd) { cmd.Dir = dir })
+}
+
+// runBinary runs name with argv, as prepare (if not nil) sets the command
+// up, and returns its status and output, bounded by a generous timeout (a
+// hang fails the test instead of blocking it). args, retry's, name the run
+// in the test's messages.
+func runBinary(t *testing.T, args []string, name string, argv []string, prepare func(*exec.Cmd)) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdin = strings.NewReader(stdin)
+	cmd := exec.CommandContext(ctx, name, argv...)
+	if prepare != nil {
+		prepare(cmd)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = 5 * time.Second
@@ -115,27 +142,6 @@ func shellStatus(err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return ee.ExitCode()
-}
-
-// runRetryIn runs the binary with args under wrapper (a command line that
-// execs its arguments, e.g. sh -c 'trap "" TERM; exec "$@"' sh), as
-// runRetry does.
-func runRetryIn(t *testing.T, wrapper []string, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, wrapper[0], append(append(wrapper[1:], bin), args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("retry %q did not finish in time; stderr:\n%s", args, errb.String())
-	}
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		t.Fatalf("retry %q: %v", args, err)
-	}
-	return result{shellStatus(err), out.String(), errb.String()}
 }
 
 // lines returns the lines of s that contain sub.

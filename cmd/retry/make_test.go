@@ -1,35 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
-
-// runRetryInDir runs the binary with args in dir, as runRetry does.
-func runRetryInDir(t *testing.T, dir string, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Dir = dir
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("retry %q did not finish in time; stderr:\n%s", args, errb.String())
-	}
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		t.Fatalf("retry %q: %v", args, err)
-	}
-	return result{shellStatus(err), out.String(), errb.String()}
-}
 
 // TestMakeExample runs the README's and the manual's make example (issue
 // 29 item 2) on a Makefile whose recipe fails once with exit 1: GNU make
