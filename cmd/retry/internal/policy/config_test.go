@@ -1,4 +1,4 @@
-package main
+package policy
 
 import (
 	"flag"
@@ -12,9 +12,6 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
-	"github.com/backoffkit/retry/cmd/retry/internal/cli"
-	"github.com/backoffkit/retry/cmd/retry/internal/httpcmd"
-	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -68,7 +65,7 @@ func TestParseConfig(t *testing.T) {
 		{"syntax", `{"attempts": 3,,}`, retry.Policy{}, "", "invalid JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := policy.ParseConfig([]byte(tc.in))
+			c, err := ParseConfig([]byte(tc.in))
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("parseConfig = %+v, %v; want error containing %q", c, err, tc.err)
@@ -98,7 +95,7 @@ func TestPolicyPrecedence(t *testing.T) {
 		t.Helper()
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		pf := policy.AddFlags(fs, true)
+		pf := AddFlags(fs, true)
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +140,7 @@ func buildPolicy(t *testing.T, args ...string) (retry.Policy, error) {
 	t.Helper()
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	pf := policy.AddFlags(fs, true)
+	pf := AddFlags(fs, true)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -205,33 +202,6 @@ func TestPolicyErrorNamesItsSource(t *testing.T) {
 		_, err := buildPolicy(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || (tc.not != "" && strings.Contains(err.Error(), tc.not)) {
 			t.Errorf("%q: error %v; want it to contain %q (and not %q)", tc.args, err, tc.want, tc.not)
-		}
-	}
-}
-
-// TestFlagMessagesUseUsersDashes: the flag package's errors name one-letter
-// flags with one dash and long flags with two, an unknown flag as typed,
-// and never quote the value of a flag that may hold a secret.
-func TestFlagMessagesUseUsersDashes(t *testing.T) {
-	fs := httpcmd.Flags()
-	for _, tc := range []struct {
-		in   string
-		args []string
-		want string
-	}{
-		{"flag provided but not defined: -nope", []string{"--nope"}, "flag provided but not defined: --nope"},
-		{"flag provided but not defined: -nope", []string{"-nope=1"}, "flag provided but not defined: -nope"},
-		{"flag provided but not defined: -y", []string{"x", "-y"}, "flag provided but not defined: -y"},
-		{`invalid value "x" for flag -H: want 'Name: value'`, []string{"-H", "x"}, `invalid value for flag -H: want 'Name: value'`},
-		{`invalid value "x" for flag -max-time: bad`, []string{"-max-time", "x"}, `invalid value "x" for flag --max-time: bad`},
-		{`invalid value "http://u:pw@h/?key=k" for flag -max-time: bad`, nil, `invalid value "http://REDACTED@h/?key=REDACTED" for flag --max-time: bad`},
-		{`invalid value "a\"b" for flag -max-time: bad`, nil, `invalid value "a\"b" for flag --max-time: bad`},
-		{"flag needs an argument: -o", []string{"-o"}, "flag needs an argument: -o"},
-		{"flag needs an argument: -attempts", []string{"-attempts"}, "flag needs an argument: --attempts"},
-		{`invalid boolean value "maybe" for -quiet: parse error`, []string{"-quiet=maybe"}, `invalid boolean value "maybe" for --quiet: want true or false`},
-	} {
-		if got := cli.FlagMessage(tc.in, fs, tc.args); got != tc.want {
-			t.Errorf("flagMessage(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
