@@ -69,17 +69,12 @@ func TestOrphansReaped(t *testing.T) {
 		}
 	}
 	// Each is gone from the process table once reaped (a zombie stays in
-	// it). No event tells when another process reaps: poll, bounded by ctx.
+	// it).
 	for _, pid := range orphans {
-		for {
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("the orphan %d was never reaped while the attempt ran", pid)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		awaitState(ctx, t, func() string { return fmt.Sprintf("the orphan %d was never reaped while the attempt ran", pid) }, func() bool {
+			_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+			return os.IsNotExist(err)
+		})
 	}
 	stdin.Close()
 	err := cmd.Wait()
@@ -271,14 +266,10 @@ func TestCtrlZSuspendsTheAttempt(t *testing.T) {
 	if l := sh.line(t); l != "job stopped" {
 		t.Fatalf("the shell said %q, want job stopped", l)
 	}
-	// The child got SIGTSTP before retry stopped itself; nothing reports
-	// another process's stop to us: poll its state, bounded.
-	for state(t, child) != "T" {
-		if sh.ctx.Err() != nil {
-			t.Fatalf("the attempt %d runs on while retry is stopped (state %s)", child, state(t, child))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// The child got SIGTSTP before retry stopped itself.
+	awaitState(sh.ctx, t, func() string {
+		return fmt.Sprintf("the attempt %d runs on while retry is stopped (state %s)", child, state(t, child))
+	}, func() bool { return state(t, child) == "T" })
 	sh.cmd.Process.Signal(syscall.SIGUSR1)  // fg
 	syscall.Kill(retryPID, syscall.SIGTERM) // the attempt runs again: it answers
 	if l := sh.line(t); l != "sig TERM" {
@@ -428,12 +419,9 @@ func TestCtrlZWhenTheParentSharesTheGroup(t *testing.T) {
 	if l := sh.line(t); l != "job stopped" {
 		t.Fatalf("the shell said %q, want job stopped", l)
 	}
-	for state(t, child) != "T" { // no event tells another process's stop: poll, bounded
-		if sh.ctx.Err() != nil {
-			t.Fatalf("the attempt %d runs on while its job is stopped (state %s)", child, state(t, child))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitState(sh.ctx, t, func() string {
+		return fmt.Sprintf("the attempt %d runs on while its job is stopped (state %s)", child, state(t, child))
+	}, func() bool { return state(t, child) == "T" })
 	sh.cmd.Process.Signal(syscall.SIGUSR1) // fg
 	syscall.Kill(retryPID, syscall.SIGTERM)
 	if l := sh.line(t); l != "sig TERM" {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -41,19 +42,12 @@ func startCluster(t *testing.T) []*redisServer {
 	}
 	for _, n := range nodes {
 		c := n.client(t, "")
-		for {
-			info, err := c.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("node %s: the cluster is not ok: %v %q", n.addr(), err, info)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond): // the cluster's gossip has no event to wait for
-			}
-		}
+		var info string
+		var err error
+		awaitState(ctx, t, func() string { return fmt.Sprintf("node %s: the cluster is not ok: %v %q", n.addr(), err, info) }, func() bool {
+			info, err = c.ClusterInfo(ctx).Result()
+			return err == nil && strings.Contains(info, "cluster_state:ok")
+		})
 	}
 	return nodes
 }

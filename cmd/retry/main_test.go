@@ -144,6 +144,23 @@ func shellStatus(err error) int {
 	return ee.ExitCode()
 }
 
+// awaitState returns once cond reports true, checking it at once and then
+// every millisecond, backing off to every 20ms; when ctx is done first it
+// fails the test with what(). It serves where nothing announces the state
+// a test waits for: another process's stop, sleep or reaping, the members
+// of a process group, a Redis Cluster's agreement. The test waits for the
+// state itself, never for a fixed time.
+func awaitState(ctx context.Context, t *testing.T, what func() string, cond func() bool) {
+	t.Helper()
+	for wait := time.Millisecond; !cond(); wait = min(2*wait, 20*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			t.Fatal(what())
+		case <-time.After(wait):
+		}
+	}
+}
+
 // lines returns the lines of s that contain sub.
 func lines(s, sub string) []string {
 	var out []string

@@ -287,23 +287,19 @@ func TestEachAttemptHasItsOwnProcessGroup(t *testing.T) {
 	}
 	// The holder (the group's leader, pid s.pgid) is killed once the
 	// command is in the group, which may come after the command's first
-	// line: wait for it to go. No event tells the end of a process that is
-	// not ours: poll, bounded by the test's context.
-	for {
-		members := groupMembers(t, s.pgid)
-		if slices.Equal(members, []int{s.pid}) {
-			break
-		}
+	// line: wait for it to go.
+	var members []int
+	awaitState(s.ctx, t, func() string {
+		return fmt.Sprintf("process group %d still holds %v, want the command %d alone (the holder gone)", s.pgid, members, s.pid)
+	}, func() bool {
+		members = groupMembers(t, s.pgid)
 		for _, m := range members {
 			if m != s.pid && m != s.pgid {
 				t.Fatalf("process group %d holds %v: %d is neither the command %d nor the holder", s.pgid, members, m, s.pid)
 			}
 		}
-		if s.ctx.Err() != nil {
-			t.Fatalf("process group %d still holds %v, want the command %d alone (the holder gone)", s.pgid, members, s.pid)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return slices.Equal(members, []int{s.pid})
+	})
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if code, _ := s.wait(t); code != 143 {
 		t.Errorf("exit %d after SIGTERM, want 143", code)

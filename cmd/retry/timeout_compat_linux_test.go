@@ -37,16 +37,11 @@ func timeoutBinary(t *testing.T) string {
 // sleep: coreutils' timeout has a race of its own, in which a signal that
 // comes after its fork but before it stored the child's pid makes it
 // _exit(128+N) and leave its command running (seen under load). Asleep, it
-// is in its loop, past that. No event tells another process's state: poll,
-// bounded by the test's context.
+// is in its loop, past that.
 func waitAsleep(t *testing.T, s *started, pid int) {
 	t.Helper()
-	for state(t, pid) != "S" {
-		if s.ctx.Err() != nil {
-			t.Fatalf("timeout(1) %d never went to sleep (state %q)", pid, state(t, pid))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitState(s.ctx, t, func() string { return fmt.Sprintf("timeout(1) %d never went to sleep (state %q)", pid, state(t, pid)) },
+		func() bool { return state(t, pid) == "S" })
 }
 
 // TestDiesByTheSignal: an interrupted retry ends by the signal it got
