@@ -55,6 +55,7 @@ func RoundDur(d time.Duration) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
+// MS returns d in milliseconds, rounded to a tenth.
 func MS(d time.Duration) float64 { return math.Round(float64(d)/float64(time.Millisecond)*10) / 10 }
 
 // RedactRawURL returns a URL as a server sent it (a Location, which may not

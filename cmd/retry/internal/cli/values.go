@@ -158,6 +158,7 @@ func ParseExitCodes(s string) ([]int, error) {
 	return codes, nil
 }
 
+// ContainsInt reports whether list holds n.
 func ContainsInt(list []int, n int) bool {
 	for _, v := range list {
 		if v == n {

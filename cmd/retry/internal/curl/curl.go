@@ -198,6 +198,9 @@ func FileType(name string) string {
 	return fileTypes[strings.ToLower(filepath.Ext(name))]
 }
 
+// MultipartBody returns the multipart/form-data body of the -F fields
+// (name=value, name=@file, name=<file, with ;type= and ;filename=) and
+// its Content-Type.
 func MultipartBody(fields []string) ([]byte, string, error) {
 	var buf bytes.Buffer
 	w := multipart.NewWriter(&buf)
@@ -277,7 +280,7 @@ type Output struct {
 	Flag, name string    // "-o", "out.bin"
 	W          io.Writer // stdout, or the file once created
 	f          *os.File
-	// binaryCheck: stdout is a terminal that was not asked for ("-o -"):
+	// BinaryCheck: stdout is a terminal that was not asked for ("-o -"):
 	// refuse output that holds a NUL byte, as curl does.
 	BinaryCheck bool
 }
@@ -325,7 +328,7 @@ func (o *Output) create() error {
 	return nil
 }
 
-// close closes the file, creating it first (empty) if nothing was written
+// Close closes the file, creating it first (empty) if nothing was written
 // and create is set (curl creates FILE for an empty answer).
 func (o *Output) Close(create bool) error {
 	if o.W == nil && create {
@@ -344,6 +347,7 @@ func (o *Output) Close(create bool) error {
 	return nil
 }
 
+// WriteError is a failure to write the output (curl's exit 23).
 type WriteError struct{ Err error }
 
 func (e *WriteError) Error() string { return e.Err.Error() }
@@ -531,7 +535,7 @@ type HopRecorder struct {
 	Offset  time.Duration    // when the current hop began, since start
 	pending *retry.Event     // the last hop's success, not yet logged
 	hop     int              // the hop of pending: its index in resps
-	// badLocation: the last response is a redirect to follow whose Location
+	// BadLocation: the last response is a redirect to follow whose Location
 	// does not parse (the client's error then says only "failed to parse").
 	BadLocation error
 	Refused     bool // the last redirect was taken but could not be followed (its target)
@@ -589,7 +593,7 @@ func closeRequestBody(req *http.Request) {
 	}
 }
 
-// effectiveURL is the URL fetched last (curl's url_effective): that of the
+// EffectiveURL is the URL fetched last (curl's url_effective): that of the
 // last hop begun, or first if none was.
 func (h *HopRecorder) EffectiveURL(first *url.URL) *url.URL {
 	if n := len(h.URLs); n > 0 {
@@ -598,7 +602,7 @@ func (h *HopRecorder) EffectiveURL(first *url.URL) *url.URL {
 	return first
 }
 
-// observe is the transport's observer: it passes every event but a success on.
+// Observe is the transport's observer: it passes every event but a success on.
 func (h *HopRecorder) Observe(_ context.Context, e retry.Event) {
 	e.Elapsed += h.Offset
 	if e.Kind == retry.EventSuccess {
@@ -621,11 +625,11 @@ func (h *HopRecorder) Observe(_ context.Context, e retry.Event) {
 	h.Log.Event(e)
 }
 
-// failed logs the success event held back for the last hop when the client
+// Failed logs the success event held back for the last hop when the client
 // returned an error: a redirect that was not followed.
 func (h *HopRecorder) Failed() { h.flush(false) }
 
-// answered logs the success event held back for the last hop, the answer
+// Answered logs the success event held back for the last hop, the answer
 // the client returned, once retry http has its exit status: the request's
 // success if it is 0, else nothing (the closing line says what failed: -f
 // and an HTTP error, a body cut short).

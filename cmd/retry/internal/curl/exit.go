@@ -36,6 +36,8 @@ const (
 	ExitRecv          = 56
 )
 
+// ErrTooManyRedirects is the redirect chain's end past --max-redirs
+// (curl's exit 47).
 var ErrTooManyRedirects = errors.New("too many redirects")
 
 // TransportExitCode maps the error of a request that got no response to

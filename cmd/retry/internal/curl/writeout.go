@@ -82,7 +82,7 @@ func (w *WireStats) newHop() {
 	w.uploads = append(w.uploads, 0)
 }
 
-// trace returns the ClientTrace that records one attempt into a.
+// Trace returns the ClientTrace that records one attempt into a.
 func (w *WireStats) Trace(a *AttemptTrace) *httptrace.ClientTrace {
 	set := func(f func()) {
 		w.mu.Lock()
@@ -120,7 +120,7 @@ func (w *WireStats) Trace(a *AttemptTrace) *httptrace.ClientTrace {
 	}
 }
 
-// answered records a, the trace of an attempt of req that got an answer.
+// Answered records a, the trace of an attempt of req that got an answer.
 // The request is counted as HTTP/1.1 writes it: the request line, the
 // header fields, a blank line and the body.
 func (w *WireStats) Answered(a *AttemptTrace, req *http.Request) {
@@ -310,7 +310,7 @@ var writeOutSpecial = map[string]bool{"stdout": true, "stderr": true, "onerror":
 // print nothing, and a warning).
 const WriteOutMissing = "certs, conn_id, ftp_entry_path, http_connect, num_certs, proxy_ssl_verify_result, ssl_verify_result, time_posttransfer, time_queue, tls_earlydata, urlnum, url.options, url.zoneid, urle.options, urle.zoneid, xfer_id, %output{} and %time{}"
 
-// trace returns what httptrace said of the attempt that got the last answer.
+// Trace returns what httptrace said of the attempt that got the last answer.
 func (t *Transfer) Trace() AttemptTrace {
 	a, _, _, _ := t.Wire.snapshot()
 	return a

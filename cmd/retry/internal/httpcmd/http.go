@@ -560,7 +560,7 @@ type request struct {
 	warnings []string // about -w, printed even with -s (as curl)
 }
 
-// proc.Prepare builds the request from the flags and the URL argument.
+// prepare builds the request from the flags and the URL argument.
 func (h *httpFlags) prepare(rawURL string) (*request, error) {
 	u, err := curl.ParseHTTPURL(rawURL)
 	if err != nil {

@@ -702,6 +702,8 @@ func (l *fleetLog) stop() (down bool) {
 	return len(l.down) > 0
 }
 
+// Event writes a line when the whole fleet's Redis becomes unavailable or
+// available again, and a note for a long wait for the quota or a cooldown.
 func (l *fleetLog) Event(e redisretry.Event) {
 	l.mu.Lock()
 	stopped := l.stopped

@@ -86,6 +86,8 @@ type EventLog struct {
 	retried int
 }
 
+// NewEventLog returns the event log of a run of prog, written to w in the
+// format pf asks for; describe says what an attempt's error was.
 func NewEventLog(w io.Writer, prog string, pf *Flags, describe func(error) AttemptInfo) *EventLog {
 	return &EventLog{w: w, prog: prog, JSON: pf.logFormat == "json", Quiet: pf.Quiet, Describe: describe, now: time.Now}
 }
@@ -95,6 +97,7 @@ func (l *EventLog) Observer() retry.Observer {
 	return func(_ context.Context, e retry.Event) { l.Event(e) }
 }
 
+// Event writes the line of e, described by the log's Describe.
 func (l *EventLog) Event(e retry.Event) {
 	var info AttemptInfo
 	if e.Err != nil {
@@ -256,7 +259,7 @@ func (l *EventLog) Warn(msg string) {
 	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
 }
 
-// cli.Fail prints the one closing line for err (a usage error, or a failure that
+// Fail prints the one closing line for err (a usage error, or a failure that
 // sent no give-up event) and returns the exit status for it: 2 for usage
 // errors, an *cli.ExitError's own, 1 otherwise. Usage errors are printed even
 // with --quiet.
