@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
@@ -87,15 +86,7 @@ PROCESS CONTROL
 
 OPTIONS
   Retry policy (Gen AI SDK names):
-    --attempts N             attempts in all, the first included (default 5)
-    --initial-delay DURATION wait before the first retry, before jitter
-                             (default 1s)
-    --max-delay DURATION     cap on any single wait (default 60s)
-    --exp-base B             growth factor of the waits (default 2)
-    --jitter DURATION        upper bound of the random extra per wait; 0 for
-                             none (default 1s)
-    --jitter-shape SHAPE     %s
-                             (default google)
+%s
     --deadline DURATION      total time for all attempts and waits; 0 for
                              none (default none)
     --attempt-timeout DURATION
@@ -217,5 +208,5 @@ EXAMPLES
 
 // printCommandHelp prints the manual of the command mode.
 func printCommandHelp(w io.Writer, _ *flag.FlagSet) {
-	fmt.Fprintf(w, commandHelp, policy.OptionText(cli.ShapeList()), policy.ProfileText(), policy.ConfigKeysText())
+	fmt.Fprintf(w, commandHelp, policy.BackoffFlagsText(), policy.ProfileText(), policy.ConfigKeysText())
 }

@@ -428,30 +428,16 @@ func (c *countingTransport) CloseIdleConnections() {
 
 // demo runs every strategy side by side and returns the summary.
 func demo(ctx context.Context, cfg demoConfig, progress io.Writer) (Summary, error) {
-	var lanes []*lane
-	var servers []*flakyServer
-	defer func() {
-		for _, l := range lanes {
-			l.client.CloseIdleConnections()
-		}
-		for _, s := range servers {
-			s.Close()
-		}
-	}()
-	for i, name := range cfg.strategies {
-		p, err := demoPolicy(name, cfg.scale)
-		if err != nil {
-			return Summary{}, cli.Usagef("--strategies: %v", err)
-		}
+	lanes, servers, closeAll, err := startLanes(cfg, func(i int) (*flakyServer, string, http.RoundTripper, error) {
 		srv, err := startFlakyServer(cfg.seed, uint64(i)+1, cfg.failRate)
 		if err != nil {
-			return Summary{}, fmt.Errorf("starting the loopback server: %v", err)
+			return nil, "", nil, err
 		}
-		servers = append(servers, srv)
-		lanes = append(lanes, newLane(name, p, cfg.seed, i, srv.URL, &http.Transport{
-			MaxIdleConnsPerHost: cfg.clients,
-			DisableCompression:  true,
-		}))
+		return srv, srv.URL, &http.Transport{MaxIdleConnsPerHost: cfg.clients, DisableCompression: true}, nil
+	})
+	defer closeAll()
+	if err != nil {
+		return Summary{}, err
 	}
 
 	start := time.Now()

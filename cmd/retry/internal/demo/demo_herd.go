@@ -15,7 +15,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/backoffkit/retry"
-	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 )
 
 // The synchronized and quota scenarios: open-loop arrivals (requests start
@@ -254,31 +253,20 @@ func runHerd(ctx context.Context, cfg demoConfig, sc scenario, progress io.Write
 	// The server counts arrivals over the run and the drain after it.
 	drain := herdDrain
 	buckets := int((sc.duration+drain)/sc.bucket) + 1
-	var lanes []*lane
-	var servers []*capServer
-	defer func() {
-		for _, l := range lanes {
-			l.client.CloseIdleConnections()
-		}
-		for _, s := range servers {
-			s.Close()
-		}
-	}()
-	for i, name := range cfg.strategies {
-		p, err := demoPolicy(name, cfg.scale)
-		if err != nil {
-			return Summary{}, cli.Usagef("--strategies: %v", err)
-		}
+	lanes, servers, closeAll, err := startLanes(cfg, func(int) (*capServer, string, http.RoundTripper, error) {
 		srv, err := startCapServer(sc, buckets)
 		if err != nil {
-			return Summary{}, fmt.Errorf("starting the loopback server: %v", err)
+			return nil, "", nil, err
 		}
-		servers = append(servers, srv)
 		var base http.RoundTripper = &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}
 		if sc.transport != nil {
 			base = sc.transport(srv)
 		}
-		lanes = append(lanes, newLane(name, p, cfg.seed, i, srv.URL, base))
+		return srv, srv.URL, base, nil
+	})
+	defer closeAll()
+	if err != nil {
+		return Summary{}, err
 	}
 	schedule := arrivalSchedule(cfg.seed, sc.rate, sc.duration)
 	start := time.Now().Add(20 * time.Millisecond)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/httpretry"
 )
@@ -52,6 +53,34 @@ func newLane(name string, p retry.Policy, seed uint64, i int, url string, base h
 	}
 	l.client = &http.Client{Transport: httpretry.NewTransport(l.counter, p)}
 	return l
+}
+
+// startLanes starts a lane for each strategy of cfg, each with its own
+// server that start(i) starts, returning the server, its URL and the
+// transport to reach it. closeAll, to be called even on an error, closes the
+// lanes' connections and the servers.
+func startLanes[S interface{ Close() error }](cfg demoConfig, start func(i int) (S, string, http.RoundTripper, error)) (lanes []*lane, servers []S, closeAll func(), err error) {
+	closeAll = func() {
+		for _, l := range lanes {
+			l.client.CloseIdleConnections()
+		}
+		for _, s := range servers {
+			s.Close()
+		}
+	}
+	for i, name := range cfg.strategies {
+		p, err := demoPolicy(name, cfg.scale)
+		if err != nil {
+			return lanes, servers, closeAll, cli.Usagef("--strategies: %v", err)
+		}
+		srv, url, base, err := start(i)
+		if err != nil {
+			return lanes, servers, closeAll, fmt.Errorf("starting the loopback server: %v", err)
+		}
+		servers = append(servers, srv)
+		lanes = append(lanes, newLane(name, p, cfg.seed, i, url, base))
+	}
+	return lanes, servers, closeAll, nil
 }
 
 // call makes one request through httpretry and reports whether it ended in

@@ -142,15 +142,7 @@ OPTIONS
                              stderr
     -V, --version            the version
   Retrying:
-    --attempts N             attempts in all, the first included (default 5)
-    --initial-delay DURATION wait before the first retry, before jitter
-                             (default 1s)
-    --max-delay DURATION     cap on any single wait (default 60s)
-    --exp-base B             growth factor of the waits (default 2)
-    --jitter DURATION        upper bound of the random extra per wait; 0 for
-                             none (default 1s)
-    --jitter-shape SHAPE     %[1]s
-                             (default google)
+%[1]s
     --deadline DURATION      total time for all attempts and waits, every
                              hop of -L and the body included; 0 for none
                              (default none)
@@ -276,5 +268,5 @@ EXAMPLES
 
 // printHTTPHelp prints the manual of retry http.
 func printHTTPHelp(w io.Writer) {
-	fmt.Fprintf(w, httpHelp, policy.OptionText(cli.ShapeList()), policy.ProfileText(), writeOutText(), cli.Wrap(curl.WriteOutMissing, 72, "        "))
+	fmt.Fprintf(w, httpHelp, policy.BackoffFlagsText(), policy.ProfileText(), writeOutText(), cli.Wrap(curl.WriteOutMissing, 72, "        "))
 }

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/backoffkit/retry"
@@ -36,3 +37,19 @@ func OptionText(s string) string {
 func ProfileText() string {
 	return OptionText("start from a profile: " + strings.Join(retry.ProfileNames(), ", "))
 }
+
+// BackoffFlagsText is the part of the manuals that lists the flags of the
+// backoff, --attempts to --jitter-shape: the same for every verb.
+func BackoffFlagsText() string {
+	return fmt.Sprintf(backoffFlagsHelp, OptionText(cli.ShapeList()))
+}
+
+const backoffFlagsHelp = `    --attempts N             attempts in all, the first included (default 5)
+    --initial-delay DURATION wait before the first retry, before jitter
+                             (default 1s)
+    --max-delay DURATION     cap on any single wait (default 60s)
+    --exp-base B             growth factor of the waits (default 2)
+    --jitter DURATION        upper bound of the random extra per wait; 0 for
+                             none (default 1s)
+    --jitter-shape SHAPE     %s
+                             (default google)`
