@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,11 +20,9 @@ import (
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
-	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/internal/chaos"
 	"github.com/backoffkit/retry/internal/redistest"
-	"github.com/backoffkit/retry/redisretry"
 )
 
 // TestFleetBadInput: a bad or incomplete fleet setting, as a flag or in the
@@ -500,24 +497,6 @@ func TestFleetStalledRedisInterrupted(t *testing.T) {
 	// A sanity bound only, far below the --redis-timeout.
 	if took > 3*time.Second {
 		t.Errorf("retry ended %v after SIGINT", took)
-	}
-}
-
-// TestRedisTimeout: each Redis call's bound is --redis-timeout (redisretry's
-// default if not given), at most a tenth of the loop's deadline.
-func TestRedisTimeout(t *testing.T) {
-	for _, tc := range []struct{ given, deadline, want time.Duration }{
-		{0, 0, redisretry.DefaultTimeout},
-		{5 * time.Second, 0, 5 * time.Second},
-		{5 * time.Second, time.Second, 100 * time.Millisecond},
-		{0, time.Second, redisretry.DefaultTimeout},
-		{0, 100 * time.Millisecond, 10 * time.Millisecond},
-		{time.Second, time.Nanosecond, time.Microsecond},
-		{time.Second, time.Duration(math.MaxInt64), time.Second},
-	} {
-		if got := policy.RedisTimeout(tc.given, tc.deadline); got != tc.want {
-			t.Errorf("redisTimeout(%v, %v) = %v, want %v", tc.given, tc.deadline, got, tc.want)
-		}
 	}
 }
 

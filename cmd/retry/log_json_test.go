@@ -12,8 +12,6 @@ import (
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
-	"github.com/backoffkit/retry/cmd/retry/internal/command"
-	"github.com/backoffkit/retry/cmd/retry/internal/policy"
 )
 
 // TestJSONLogUsageErrorBeforeTheFlag: a usage error found before (or after)
@@ -52,28 +50,6 @@ func TestJSONLogUsageErrorBeforeTheFlag(t *testing.T) {
 				t.Errorf("want one usage-error object, got:\n%s", r.stderr)
 			}
 		})
-	}
-}
-
-// TestScanLogFormatSkipsValues: the scan reads a flag's value as the flag
-// package would, whatever it looks like.
-func TestScanLogFormatSkipsValues(t *testing.T) {
-	fs := command.Flags()
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{nil, ""},
-		{[]string{"--log-format"}, ""},
-		{[]string{"--log-format", "xml"}, ""},
-		{[]string{"--log-format", "json"}, "json"},
-		{[]string{"--quiet", "--log-format", "json"}, "json"},
-		{[]string{"--stdin-file", "--log-format", "json"}, ""},
-		{[]string{"--seed", "1", "--log-format=json", "--", "--log-format", "text"}, "json"},
-	} {
-		if got := policy.ScanLogFormat(fs, tc.args, false); got != tc.want {
-			t.Errorf("scanLogFormat(%q) = %q, want %q", tc.args, got, tc.want)
-		}
 	}
 }
 

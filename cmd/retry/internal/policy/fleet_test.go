@@ -3,6 +3,7 @@ package policy
 import (
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,5 +40,23 @@ func TestFleetPrecedence(t *testing.T) {
 	want = FleetSpec{url: "redis://127.0.0.1:2/0", Name: "from-flag", quota: redisretry.PerSecond(40), timeout: time.Second}
 	if s := build("--config", cfg, "--redis", want.url, "--fleet", "from-flag", "--quota", "40/1s", "--redis-timeout", "1s"); s != want {
 		t.Errorf("flags over config: %+v, want %+v", s, want)
+	}
+}
+
+// TestRedisTimeout: each Redis call's bound is --redis-timeout (redisretry's
+// default if not given), at most a tenth of the loop's deadline.
+func TestRedisTimeout(t *testing.T) {
+	for _, tc := range []struct{ given, deadline, want time.Duration }{
+		{0, 0, redisretry.DefaultTimeout},
+		{5 * time.Second, 0, 5 * time.Second},
+		{5 * time.Second, time.Second, 100 * time.Millisecond},
+		{0, time.Second, redisretry.DefaultTimeout},
+		{0, 100 * time.Millisecond, 10 * time.Millisecond},
+		{time.Second, time.Nanosecond, time.Microsecond},
+		{time.Second, time.Duration(math.MaxInt64), time.Second},
+	} {
+		if got := RedisTimeout(tc.given, tc.deadline); got != tc.want {
+			t.Errorf("redisTimeout(%v, %v) = %v, want %v", tc.given, tc.deadline, got, tc.want)
+		}
 	}
 }
