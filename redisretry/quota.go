@@ -171,10 +171,13 @@ func (c QuotaConfig) Validate() error {
 // logs one line, and goes back to Redis when a probe succeeds or a late reply
 // comes: a reply after the Timeout is a reply, and its block (as any block
 // whose callers stopped waiting for it) pays first for what was let start
-// meanwhile. The rest of what it let start is reserved on the schedule once
-// Redis answers and no call past the Timeout still runs (at most a
-// connection's setup later), placed back to when it started (where nobody
-// reserved then, it takes no place the schedule has free now). After
+// meanwhile. The rest of what it let start is reserved on the schedule at
+// once where the others drew the schedule on (a process whose replies come
+// late while Redis answers the others: its starts push their next blocks
+// within the same second), else once Redis answers and no call past the
+// Timeout still runs (at most a connection's setup later), placed back to
+// when it started (where nobody reserved then, it takes no place the
+// schedule has free now). After
 // a fallback of a ProbeInterval or more its starts stay within its share for
 // one more ProbeInterval, while the other processes come back at their own
 // probes. After a flush or a restart that lost the schedule, the starts it
@@ -220,13 +223,16 @@ type Quota struct {
 	beatAt   time.Time      // when the last refill that was a heartbeat was sent
 
 	// Without Redis.
-	local      time.Time // the local share pacer's next free start
-	debt       int64     // units started without Redis, not reserved on the schedule yet
-	debtFrom   time.Time // when the first of them started
-	sending    int64     // of the debt, units being reserved now
-	awaiting   int       // refills past their bound still running: their blocks pay the debt first
-	fellAt     time.Time // the first decision without Redis since it last answered
-	shareUntil time.Time // until then the starts stay within this process's share too
+	local         time.Time   // the local share pacer's next free start
+	debt          int64       // units started without Redis, not reserved on the schedule yet
+	debtFrom      time.Time   // when the first of them started
+	sending       int64       // of the debt, units being reserved now
+	awaiting      int         // refills past their bound still running: their blocks pay the debt first
+	awaitingUnits int64       // the units those refills asked for
+	lives         []*debtCall // live debt calls in flight, in the order sent (see reconcileLocked)
+	unreached     bool        // a call ended without a reply after its bound, and no reply came since
+	fellAt        time.Time   // the first decision without Redis since it last answered
+	shareUntil    time.Time   // until then the starts stay within this process's share too
 }
 
 // demand is what a process measures of its own requests.

@@ -431,6 +431,46 @@ func TestStallAcrossTheFleet(t *testing.T) {
 	b.done()
 }
 
+// TestStarvedProcessLateReplies: the process starved of CPU of issue 29's
+// stall test (its Redis replies come after the Timeout while Redis answers
+// the others at once), here the first process of the stall's fleet (4 × 8
+// callers at 40/1s), or of 2 × 16, each of its replies 900 ms late for a
+// while: it decides without Redis at its share while the others draw the
+// whole schedule. What it lets start is reserved at once where the others
+// drew the schedule on (pushing their next blocks within the same second),
+// not only when it hears from Redis again: ≤ quota + 15 % in any second
+// (47 and 49 when the debt waited for a reply), and the schedule is not
+// wasted (its debt reserved once).
+func TestStarvedProcessLateReplies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		procs     int
+		late      time.Duration
+		before    string
+		minStarts int64
+	}{{4, time.Second, "47", 595}, {2, 300 * time.Millisecond, "49", 595}} {
+		c := Config{
+			Processes: tc.procs, Duration: 15 * time.Second, Seed: 1,
+			Quota:  &redisretry.QuotaConfig{Key: "starved", Limit: redisretry.PerSecond(40)},
+			Demand: Demand{Callers: 32 / tc.procs},
+			Server: limitersOnly,
+			Faults: []Fault{{Kind: SlowReplies, At: 3 * time.Second, For: tc.late, Procs: 1, Delay: 900 * time.Millisecond}},
+		}
+		r := run(t, c)
+		t.Logf("%d × %d callers, the first one's replies 900ms late for %v: %d starts in one second (before: %s), %d decided without Redis, %d admitted",
+			tc.procs, 32/tc.procs, tc.late, r.MaxSecondStarts, tc.before, r.Local, r.Admitted)
+		if r.Local == 0 {
+			t.Errorf("%d processes: none decided without Redis: the replies were not late", tc.procs)
+		}
+		if r.MaxSecondStarts > 46 {
+			t.Errorf("%d processes, one starved: %d starts in one second, quota 40 (+15 %% = 46)", tc.procs, r.MaxSecondStarts)
+		}
+		if r.Admitted < tc.minStarts {
+			t.Errorf("%d processes, one starved: %d admitted in 15 s of a quota of 40/1s: at least %d (the debt reserved once)", tc.procs, r.Admitted, tc.minStarts)
+		}
+	}
+}
+
 // TestQuotaSurvivesAWallClockStep: the clock of every process steps an hour
 // forward or back, once while Redis is partitioned from them all (the quota
 // decides locally: its share's pacer, its debt, its next probe) and once on
