@@ -39,7 +39,11 @@ func TestFleetAcrossARedisStall(t *testing.T) {
 	var mu sync.Mutex
 	var grants []time.Time
 	var causes []string
+	// target and reached: a wait for the starts granted to reach target.
+	target, reached := 0, make(chan struct{})
+	w := newWatch()
 	obs := func(e Event) {
+		w.observe(e)
 		if e.Kind == EventFallback {
 			mu.Lock()
 			causes = append(causes, e.Limiter+": "+e.Err.Error())
@@ -80,7 +84,9 @@ func TestFleetAcrossARedisStall(t *testing.T) {
 						return
 					}
 					mu.Lock()
-					grants = append(grants, s)
+					if grants = append(grants, s); len(grants) == target {
+						close(reached)
+					}
 					mu.Unlock()
 					if (n+i)%8 == 0 {
 						p.b.Admit(true)
@@ -94,18 +100,24 @@ func TestFleetAcrossARedisStall(t *testing.T) {
 		}
 	}
 	// Saturated on Redis first, then the stall, then back on Redis.
-	waitFor := func(what string, f func() bool) {
+	granted := func() int { mu.Lock(); defer mu.Unlock(); return len(grants) }
+	waitStarts := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !f() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		if len(grants) >= n {
+			mu.Unlock()
+			return
+		}
+		target, reached = n, make(chan struct{})
+		ch := reached
+		mu.Unlock()
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second): // a bound on a hung test, not a wait for time
+			t.Fatalf("timed out waiting for %d starts (%d granted)", n, granted())
 		}
 	}
-	granted := func() int { mu.Lock(); defer mu.Unlock(); return len(grants) }
-	waitFor("80 starts", func() bool { return granted() >= 2*rate })
+	waitStarts(2 * rate)
 	local := func() (n int64) {
 		for _, p := range ps {
 			n += p.q.Stats().Local
@@ -120,10 +132,10 @@ func TestFleetAcrossARedisStall(t *testing.T) {
 	contAt := time.Now()
 	resumed := granted()
 	for _, p := range ps {
-		waitState(t, "quota", p.q.State, StateRedis)
+		w.state(t, "quota", p.q.State, StateRedis)
 	}
 	localBack := local()
-	waitFor("2 s of starts after the stall", func() bool { return granted() >= resumed+2*rate })
+	waitStarts(resumed + 2*rate) // 2 s of starts after the stall
 	cancel()
 	wg.Wait()
 	// Decided without Redis while it answered (a starved process's replies
