@@ -511,6 +511,7 @@ func (q *Quota) learnLocked(send, recv time.Time, r backend.GCRAReply, rtt bool)
 	}
 	q.members = r.Members
 	q.lead = max(q.clock.latest(r.To, recv).Sub(recv), 0)
+	q.ahead = time.Duration(max(r.To-r.Now, 0)) * time.Microsecond
 	if !q.fellAt.IsZero() {
 		// Redis answers again after this process decided without it. If
 		// that lasted a ProbeInterval, other processes may still do so
@@ -555,12 +556,17 @@ func (q *Quota) resetLocked(now time.Time, s sent, r backend.GCRAReply) {
 // landLocked adds the block of the reply r to the lease. It reports whether
 // it held any.
 //
-// The block pays the debt not being reserved yet first: a refill's callers
-// that stopped waiting for it (its reply came after the bound, or another
-// call failed meanwhile, or their own wait ended first) decided without
-// Redis, and their starts are in the places Redis reserved for them. Handed
-// out again, those places would start two requests each. The debt is sent
-// to Redis only once no refill past its bound still runs (reconcileLocked).
+// The block pays the debt not being reserved yet first, for the starts near
+// it (by its end and a tenth of the Period after, the latest first): a
+// refill's callers that stopped waiting for it (its reply came after the
+// bound, or another call failed meanwhile, or their own wait ended first)
+// decided without Redis, and their starts are in the places Redis reserved
+// for them. Handed out again, those places would start two requests each.
+// Starts further ahead (this process's share put them there: its pacer
+// runs ahead after a long fallback) are not in its places: they are
+// reserved where they are (reconcileLocked), and the block goes to the
+// lease. The rest of the debt is sent to Redis only once no refill past its
+// bound still runs (reconcileLocked).
 //
 // A block that starts where this process's last block ended on the server's
 // schedule extends it: no other process reserved between them, so the
@@ -588,8 +594,7 @@ func (q *Quota) landLocked(now time.Time, r backend.GCRAReply, head int64) bool 
 			b.usable--
 		}
 	}
-	if q.debt > q.sending {
-		pay := min(q.debt-q.sending, n)
+	if pay := q.owedPayLocked(p.full.Add(q.limit.Period/payNear), n); pay > 0 {
 		b.next = pay
 		q.debt -= pay
 		if q.debt == 0 {
@@ -673,8 +678,9 @@ func (q *Quota) probe() {
 type debtCall struct {
 	n      int64
 	sent   time.Time
-	live   bool // sent without Redis (see reconcileLocked)
-	closed bool // its outcome is known
+	owed   []grant // its starts, put back if it reserves nothing
+	live   bool    // sent without Redis (see reconcileLocked)
+	closed bool    // its outcome is known
 }
 
 // maxEarly bounds how far back a debt is placed: as far as the processes may
@@ -686,13 +692,17 @@ const maxEarly = time.Hour
 // nothing.
 const maxLive = 4
 
-// reconcileLocked reserves the debt not being reserved yet.
+// reconcileLocked reserves the debt not being reserved yet: the starts
+// that the schedule's end reached (as far ahead of now as it ran when the
+// last reply's call ran); those this process's share put further ahead
+// wait for it (a timer), so that the debt is reserved where they start.
 //
 // Once Redis answers and no refill past its bound still runs (its block,
-// if Redis reserves it, pays the debt first: see landedLate), all of it,
-// placed back as far as the first of it started, where the schedule is free
-// then: if no process reserved those times meanwhile (Redis was down for
-// every process), the debt takes no place the schedule still has free now.
+// if Redis reserves it, pays the debt first: see landedLate), all of those,
+// placed back as far as the first of the debt started, where the schedule
+// is free then: if no process reserved those times meanwhile (Redis was
+// down for every process), the debt takes no place the schedule still has
+// free now.
 //
 // While this process decides without Redis, the part no refill's block
 // will pay (the units of the refills in flight, or past their bound and
@@ -713,25 +723,40 @@ const maxLive = 4
 // comes, so that no part of the debt is still in flight, to be placed
 // after the blocks the process takes once back, when Redis answers again.
 func (q *Quota) reconcileLocked(now time.Time) {
-	d := q.debt - q.sending
-	if d <= 0 || q.closing {
+	if q.debt <= q.sending || q.closing {
+		return
+	}
+	live := !q.g.healthy()
+	var skip int64
+	switch {
+	case live:
+		skip = q.awaitingUnits + q.inflight
+		if q.unreached || len(q.lives) >= maxLive || (len(q.lives) > 0 && now.Sub(q.lives[len(q.lives)-1].sent) < q.g.bound()) {
+			return
+		}
+	case q.awaiting > 0:
+		return
+	}
+	// The starts the schedule's end reached (it ran ahead of the server's
+	// now by q.ahead at the last reply, late or not); those this process's
+	// share put further ahead wait for it (a timer).
+	due := now.Add(q.ahead)
+	owed, d := q.owedTakeLocked(skip, due)
+	q.owedTimerLocked(now, skip, due)
+	if d == 0 {
 		return
 	}
 	a := backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg, Until: q.untilLocked(now)}
-	live := !q.g.healthy()
-	switch {
-	case live:
-		if d -= q.awaitingUnits + q.inflight; d <= 0 || q.unreached || len(q.lives) >= maxLive || (len(q.lives) > 0 && now.Sub(q.lives[len(q.lives)-1].sent) < q.g.bound()) {
-			return
-		}
-		a.Live = true
-	case q.awaiting > 0:
-		return
-	default:
-		a.Offset = -us(min(max(now.Sub(q.debtFrom), 0), maxEarly))
-	}
 	a.Inc = us(q.limit.Interval(d))
-	dc := &debtCall{n: d, sent: now, live: live}
+	switch ahead := q.debtFrom.Sub(now); {
+	case live:
+		a.Live = true // at the schedule's end
+	case ahead >= 0:
+		a.Offset = us(ahead)
+	default:
+		a.Offset = -us(min(-ahead, maxEarly))
+	}
+	dc := &debtCall{n: d, sent: now, owed: owed, live: live}
 	c := backend.Call{Script: backend.GCRA, Quota: q.keys, GCRA: a}
 	send := q.g.sendLate
 	if live {
@@ -740,6 +765,7 @@ func (q *Quota) reconcileLocked(now time.Time) {
 	if !send(c,
 		func(r backend.Reply, err error) { q.paid(dc, r.GCRA, err, false) },
 		func(r backend.Reply, err error) { q.paid(dc, r.GCRA, err, true) }) {
+		q.owedPutLocked(owed)
 		return
 	}
 	q.sending += d
@@ -747,6 +773,96 @@ func (q *Quota) reconcileLocked(now time.Time) {
 	if live {
 		q.lives = append(q.lives, dc)
 	}
+}
+
+// owedTakeLocked takes from the debt not being reserved (Quota.owed, by
+// start) the units that start by due, past the first skip units (left: the
+// blocks of late refills pay them), and returns them.
+func (q *Quota) owedTakeLocked(skip int64, due time.Time) ([]grant, int64) {
+	var taken, kept []grant
+	var n int64
+	for _, g := range q.owed {
+		if skip > 0 {
+			k := min(skip, g.n)
+			kept = append(kept, grant{g.t, k})
+			skip -= k
+			if g.n -= k; g.n == 0 {
+				continue
+			}
+		}
+		if g.t.After(due) {
+			kept = append(kept, g)
+			continue
+		}
+		taken = append(taken, g)
+		n = satAdd(n, g.n)
+	}
+	q.owed = kept
+	return taken, n
+}
+
+// owedTimerLocked sets the timer that reserves the debt not being reserved
+// that starts after due (past the first skip units), when the schedule's
+// end reaches its first start.
+func (q *Quota) owedTimerLocked(now time.Time, skip int64, due time.Time) {
+	var next time.Time
+	for _, g := range q.owed {
+		if skip >= g.n {
+			skip -= g.n
+			continue
+		}
+		if g.t.After(due) {
+			next = g.t
+			break
+		}
+		skip = 0
+	}
+	if next.IsZero() {
+		return
+	}
+	at := next.Add(-q.ahead)
+	if q.owedStop != nil {
+		if !at.Before(q.owedAt) {
+			return
+		}
+		q.owedStop()
+	}
+	q.owedAt = at
+	q.owedStop = q.g.clock.AfterFunc(at.Sub(now), func() {
+		q.mu.Lock()
+		q.owedStop = nil
+		q.reconcileLocked(q.g.now())
+		q.mu.Unlock()
+	})
+}
+
+// payNear is how far after a block's end (a share of the Period) the
+// starts it pays for may be: see landLocked.
+const payNear = 10
+
+// owedPayLocked takes up to n units of the debt not being reserved that
+// start by t, the latest first, and returns how many: a block reserved for
+// them pays them.
+func (q *Quota) owedPayLocked(t time.Time, n int64) int64 {
+	var paid int64
+	for i := len(q.owed) - 1; i >= 0 && paid < n; i-- {
+		g := &q.owed[i]
+		if g.t.After(t) {
+			continue
+		}
+		k := min(n-paid, g.n)
+		g.n -= k
+		paid += k
+	}
+	q.owed = slices.DeleteFunc(q.owed, func(g grant) bool { return g.n == 0 })
+	return paid
+}
+
+// owedPutLocked puts the starts of a call that reserved nothing back into
+// the debt not being reserved, by start.
+func (q *Quota) owedPutLocked(gs []grant) {
+	q.owed = append(q.owed, gs...)
+	slices.SortStableFunc(q.owed, func(a, b grant) int { return a.t.Compare(b.t) })
 }
 
 // paid takes an outcome of dc, a call that reserves a part of the debt
@@ -799,12 +915,14 @@ func (q *Quota) closeDebtLocked(dc *debtCall, ok bool, to int64) {
 	if dc.live {
 		q.lives = slices.DeleteFunc(q.lives, func(c *debtCall) bool { return c == dc })
 	}
-	if ok {
-		q.debt = max(q.debt-dc.n, 0)
-		q.lastTo = max(q.lastTo, to)
-		if q.debt == 0 {
-			q.debtFrom = time.Time{}
-		}
+	if !ok {
+		q.owedPutLocked(dc.owed)
+		return
+	}
+	q.debt = max(q.debt-dc.n, 0)
+	q.lastTo = max(q.lastTo, to)
+	if q.debt == 0 {
+		q.debtFrom = time.Time{}
 	}
 }
 
@@ -814,6 +932,11 @@ func (q *Quota) oweLocked(n int64, t time.Time) {
 	if q.debtFrom.IsZero() || t.Before(q.debtFrom) {
 		q.debtFrom = t
 	}
+	i := len(q.owed)
+	for i > 0 && q.owed[i-1].t.After(t) {
+		i--
+	}
+	q.owed = slices.Insert(q.owed, i, grant{t, n})
 	q.debt = satAdd(q.debt, n)
 }
 

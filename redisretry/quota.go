@@ -215,6 +215,7 @@ type Quota struct {
 	widest   time.Duration  // the widest clock bounds a block was placed by: how late its first slot may be
 	members  int64          // the fleet's size as last counted in Redis (0: never)
 	lead     time.Duration  // how far past its arrival the schedule ran at the last reply
+	ahead    time.Duration  // how far past the server's now the schedule ran when the last reply's call ran
 	lastTo   int64          // where this process's latest block ended on the schedule (µs)
 	grow     int64          // units ahead of need while this process alone reserves
 	d        demand         // this process's requests
@@ -226,6 +227,9 @@ type Quota struct {
 	local         time.Time   // the local share pacer's next free start
 	debt          int64       // units started without Redis, not reserved on the schedule yet
 	debtFrom      time.Time   // when the first of them started
+	owed          []grant     // of the debt, the units not being reserved, by their starts
+	owedStop      func() bool // stops the timer that reserves those ahead of the schedule's end
+	owedAt        time.Time   // when it fires
 	sending       int64       // of the debt, units being reserved now
 	awaiting      int         // refills past their bound still running: their blocks pay the debt first
 	awaitingUnits int64       // the units those refills asked for
@@ -450,6 +454,10 @@ func (q *Quota) closeAsync(done func(error)) bool {
 		return false
 	}
 	q.closing = true // no refill starts now
+	if q.owedStop != nil {
+		q.owedStop()
+		q.owedStop = nil
+	}
 	if q.refills > 0 {
 		q.idle = append(q.idle, func() { q.giveBackLease(done) }) // the blocks in flight land first
 		q.mu.Unlock()
