@@ -932,13 +932,23 @@ func (q *Quota) oweLocked(n int64, t time.Time) {
 	if q.debtFrom.IsZero() || t.Before(q.debtFrom) {
 		q.debtFrom = t
 	}
+	q.debt = satAdd(q.debt, n)
 	i := len(q.owed)
 	for i > 0 && q.owed[i-1].t.After(t) {
 		i--
 	}
+	// Starts close to the one before (a tenth of the Period), or past
+	// maxOwed of them (a long partition at a high rate), join it: a start
+	// a little earlier than it was, the memory bounded.
+	if i > 0 && (t.Sub(q.owed[i-1].t) < q.limit.Period/payNear || len(q.owed) >= maxOwed) {
+		q.owed[i-1].n = satAdd(q.owed[i-1].n, n)
+		return
+	}
 	q.owed = slices.Insert(q.owed, i, grant{t, n})
-	q.debt = satAdd(q.debt, n)
 }
+
+// maxOwed bounds the starts of the debt kept apart (see oweLocked).
+const maxOwed = 1024
 
 // decideLocally decides without Redis, by the failure mode, for an attempt
 // that could start now. cause is the Redis error, if this call saw one.
