@@ -133,7 +133,7 @@ func (s scriptRunner) run(ctx context.Context, c backend.Call) (backend.Reply, e
 }
 
 func (s scriptRunner) gcra(ctx context.Context, k backend.QuotaKeys, a backend.GCRAArgs) (backend.GCRAReply, error) {
-	v, err := gcraScript.Run(ctx, s.c, []string{k.TAT, k.Members}, a.Inc, a.Tol, a.MaxWait, a.Member, a.MemberTTL, a.Offset, a.Until, a.Limit, lazyArg(a.Lazy)).Result()
+	v, err := gcraScript.Run(ctx, s.c, []string{k.TAT, k.Members}, a.Inc, a.Tol, a.MaxWait, a.Member, a.MemberTTL, a.Offset, a.Until, a.Limit, lazyArg(a.Lazy), liveArg(a.Live)).Result()
 	if err != nil {
 		return backend.GCRAReply{}, err
 	}
@@ -158,6 +158,14 @@ func (s scriptRunner) gcra(ctx context.Context, k backend.QuotaKeys, a backend.G
 func lazyArg(lazy bool) string {
 	if lazy {
 		return "lazy"
+	}
+	return ""
+}
+
+// liveArg is gcra.lua's ARGV[10] for GCRAArgs.Live.
+func liveArg(live bool) string {
+	if live {
+		return "live"
 	}
 	return ""
 }

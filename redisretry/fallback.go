@@ -280,10 +280,17 @@ func (g *guard) log() *slog.Logger {
 
 // failed records a failed Redis call: the first one since Redis last
 // answered turns the limiter to StateFallback.
-func (g *guard) failed(err error) {
+func (g *guard) failed(err error) { g.fail(err, false) }
+
+// fail is failed; a call sent aside (see sendAside) that fails while the
+// limiter is in fallback leaves the time of the last failure, from which the
+// next probe is due.
+func (g *guard) fail(err error, aside bool) {
 	g.errs.Add(1)
 	g.lastErr.Store(&err)
-	g.failedAt.Store(g.since(g.now()))
+	if !aside || State(g.state.Load()) == StateRedis {
+		g.failedAt.Store(g.since(g.now()))
+	}
 	if g.state.CompareAndSwap(uint32(StateRedis), uint32(StateFallback)) {
 		g.fallbacks.Add(1)
 		attrs := []any{"limiter", g.limiter, "key", g.key, "on_failure", g.mode.String(), "error", err.Error()}
@@ -393,16 +400,23 @@ func (g *guard) send(c backend.Call, done func(backend.Reply, error)) bool {
 // (so a caller that holds something for a late reply knows when none will
 // come); it is never called otherwise.
 func (g *guard) sendLate(c backend.Call, done func(backend.Reply, error), late func(backend.Reply, error)) bool {
-	return g.sendCall(c, done, late, false)
+	return g.sendCall(c, done, late, false, false)
 }
 
 // sendWarm is sendLate for a call that opens the first connection ahead of
 // the decisions: its answer does not end their longer bound.
 func (g *guard) sendWarm(c backend.Call, done func(backend.Reply, error), late func(backend.Reply, error)) bool {
-	return g.sendCall(c, done, late, true)
+	return g.sendCall(c, done, late, true, false)
 }
 
-func (g *guard) sendCall(c backend.Call, done func(backend.Reply, error), late func(backend.Reply, error), warm bool) bool {
+// sendAside is sendLate for a call sent while the limiter decides without
+// Redis, other than its probe (a quota's live debt call): its failure does
+// not put the next probe off by a ProbeInterval.
+func (g *guard) sendAside(c backend.Call, done func(backend.Reply, error), late func(backend.Reply, error)) bool {
+	return g.sendCall(c, done, late, false, true)
+}
+
+func (g *guard) sendCall(c backend.Call, done func(backend.Reply, error), late func(backend.Reply, error), warm, aside bool) bool {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -416,7 +430,7 @@ func (g *guard) sendCall(c backend.Call, done func(backend.Reply, error), late f
 	p.stop = g.clock.AfterFunc(bound, func() {
 		if p.over.CompareAndSwap(false, true) {
 			err := errTimeout{d: bound, running: true}
-			g.failed(err)
+			g.fail(err, aside)
 			done(backend.Reply{}, err)
 		}
 	})
@@ -438,7 +452,7 @@ func (g *guard) sendCall(c backend.Call, done func(backend.Reply, error), late f
 			if isTimeout(err) {
 				err = errTimeout{d: bound}
 			}
-			g.failed(err)
+			g.fail(err, aside)
 			done(backend.Reply{}, err)
 			return
 		}

@@ -440,7 +440,7 @@ func runLoad(p retry.Policy, clients int, stop chan struct{}) func() int {
 
 // machineLateness measures, until stop is closed, how late a timer of 5 ms
 // fires at most on this machine; the returned function waits for the end
-// and returns it.
+// and returns it. (Its sleep is the measurement, not a wait for an event.)
 func machineLateness(stop chan struct{}) func() time.Duration {
 	var worst time.Duration
 	done := make(chan struct{})
@@ -460,16 +460,66 @@ func machineLateness(stop chan struct{}) func() time.Duration {
 	return func() time.Duration { <-done; return worst }
 }
 
-// waitState waits (polling, bounded) for a limiter to reach a state.
-func waitState(t *testing.T, name string, get func() State, want State) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for get() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: state %v, want %v", name, get(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
+// watch wakes a test's waits for what its limiters do: it is their Observer
+// (a fallback, a recovery, a refill) and a hook on the test's client (each
+// Redis command done, failed or not), so that a wait checks its condition
+// after each such event instead of polling on a timer.
+type watch struct{ ch chan struct{} }
+
+func newWatch() *watch { return &watch{ch: make(chan struct{}, 1)} }
+
+func (w *watch) wake() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
 	}
+}
+
+// observe is an Observer.
+func (w *watch) observe(Event) { w.wake() }
+
+// hook returns a go-redis hook that wakes w after each command.
+func (w *watch) hook() redis.Hook { return watchHook{w} }
+
+type watchHook struct{ w *watch }
+
+func (h watchHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h watchHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.w.wake()
+		return err
+	}
+}
+
+func (h watchHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.w.wake()
+		return err
+	}
+}
+
+// until waits for cond, checked now and after each event, at most 10 s (a
+// bound on a hung test, not a wait for time).
+func (w *watch) until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	bound := time.NewTimer(10 * time.Second)
+	defer bound.Stop()
+	for !cond() {
+		select {
+		case <-w.ch:
+		case <-bound.C:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// state waits for a limiter (its Observer w.observe) to reach want.
+func (w *watch) state(t *testing.T, name string, get func() State, want State) {
+	t.Helper()
+	w.until(t, name+": state "+want.String(), func() bool { return get() == want })
 }
 
 // outage runs a quota, a budget and a cooldown on srv under load, breaks
@@ -483,33 +533,29 @@ func outage(t *testing.T, srv *redisServer, c redis.UniversalClient, breakIt, fi
 	// 100 ms rather than 20: a busy test machine must not time out a
 	// healthy server. The client's own read timeout is 3 s.
 	const timeout = 100 * time.Millisecond
-	q, _ := NewQuota(c, QuotaConfig{Key: key, Limit: PerSecond(2000), Logger: l, Timeout: timeout})
-	b, _ := NewBudget(c, BudgetConfig{Key: key, Logger: l, Timeout: timeout})
-	d, _ := NewCooldown(c, CooldownConfig{Key: key, Logger: l, Cache: 50 * time.Millisecond, Timeout: timeout})
+	w := newWatch()
+	c.AddHook(w.hook())
+	q, _ := NewQuota(c, QuotaConfig{Key: key, Limit: PerSecond(2000), Logger: l, Timeout: timeout, Observer: w.observe})
+	b, _ := NewBudget(c, BudgetConfig{Key: key, Logger: l, Timeout: timeout, Observer: w.observe})
+	d, _ := NewCooldown(c, CooldownConfig{Key: key, Logger: l, Cache: 50 * time.Millisecond, Timeout: timeout, Observer: w.observe})
 	tm := &timing{}
 	p := retry.Policy{Pacer: tm.pacer(retry.Pacers(d, q)), Budget: tm.limiter(b)}
 	stop := make(chan struct{})
 	wait := runLoad(p, 4, stop)
 	lateness := machineLateness(stop)
-	waitFor := func(what string, f func() bool) {
-		deadline := time.Now().Add(10 * time.Second)
-		for !f() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	waitFor("round trips", func() bool { return q.Stats().Refills > 3 && d.Stats().RoundTrips > 1 })
+	// The budget and the cooldown go to Redis when they are asked: the
+	// waits for them ask once per event (a command done, a refill).
+	w.until(t, "round trips", func() bool { return q.Stats().Refills > 3 && d.Stats().RoundTrips > 1 })
 	breakIt()
-	waitState(t, "quota", q.State, StateFallback)
-	waitState(t, "cooldown", d.State, StateFallback)
-	waitFor("budget", func() bool { b.Admit(true); return b.State() == StateFallback })
+	w.state(t, "quota", q.State, StateFallback)
+	w.state(t, "cooldown", d.State, StateFallback)
+	w.until(t, "budget", func() bool { b.Admit(true); return b.State() == StateFallback })
 	fix()
-	waitState(t, "quota", q.State, StateRedis)
-	waitState(t, "cooldown", d.State, StateRedis)
-	waitFor("budget back", func() bool { b.Admit(true); return b.State() == StateRedis })
-	waitFor("refills after", func() bool { n := q.Stats().Refills; time.Sleep(20 * time.Millisecond); return q.Stats().Refills > n })
+	w.state(t, "quota", q.State, StateRedis)
+	w.state(t, "cooldown", d.State, StateRedis)
+	w.until(t, "budget back", func() bool { b.Admit(true); return b.State() == StateRedis })
+	n := q.Stats().Refills
+	w.until(t, "refills after", func() bool { return q.Stats().Refills > n })
 	close(stop)
 	if n := wait(); n != 0 {
 		t.Errorf("%d calls failed during the outage", n)
@@ -517,7 +563,7 @@ func outage(t *testing.T, srv *redisServer, c redis.UniversalClient, breakIt, fi
 	// A loaded machine may make a call miss its bound after the recovery
 	// too (a pair of lines more): each limiter must come back, asked
 	// again until it does (a limiter probes Redis when it is asked).
-	waitFor("each limiter back on Redis", func() bool {
+	w.until(t, "each limiter back on Redis", func() bool {
 		q.Reserve(context.Background(), time.Now(), time.Time{})
 		d.Reserve(context.Background(), time.Now(), time.Time{})
 		b.Admit(true)
@@ -620,12 +666,12 @@ func TestRedisFlushed(t *testing.T) {
 	b, _ := NewBudget(c, BudgetConfig{Key: key, Logger: discard, Timeout: time.Second})
 	d, _ := NewCooldown(c, CooldownConfig{Key: key, Logger: discard, Jitter: -1, Timeout: time.Second, Cache: 50 * time.Millisecond})
 	defer func() { q.Close(); b.Close(); d.Close() }()
+	w := newWatch()
+	c.AddHook(w.hook())
 	d.Publish(context.Background(), 3*time.Second)
 	stop := make(chan struct{})
 	wait := runLoad(retry.Policy{Pacer: q, Budget: b}, 4, stop)
-	for q.Stats().Refills < 3 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	w.until(t, "3 refills", func() bool { return q.Stats().Refills >= 3 })
 	// Our own server: flushing it is safe. The keys go with FLUSHALL, the
 	// scripts with SCRIPT FLUSH (the next EVALSHA answers NOSCRIPT and the
 	// script is sent again with EVAL).
@@ -636,16 +682,15 @@ func TestRedisFlushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := q.Stats().Refills
-	for q.Stats().Refills < n+3 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	// The budget and the cooldown run their scripts again too.
+	w.until(t, "3 refills after the flush", func() bool { return q.Stats().Refills >= n+3 })
+	// The budget and the cooldown run their scripts again too (asked once
+	// per event: a command done).
 	bn, dn := b.Stats().RoundTrips, d.Stats().RoundTrips
-	for b.Stats().RoundTrips < bn+2 || d.Stats().RoundTrips < dn+1 {
+	w.until(t, "the budget's and the cooldown's round trips", func() bool {
 		b.Admit(true)
 		d.Reserve(context.Background(), time.Now(), time.Time{})
-		time.Sleep(5 * time.Millisecond)
-	}
+		return b.Stats().RoundTrips >= bn+2 && d.Stats().RoundTrips >= dn+1
+	})
 	close(stop)
 	if f := wait(); f != 0 || q.State() != StateRedis || q.Stats().Errors != 0 {
 		t.Fatalf("%d failed calls, state %v, stats %+v after FLUSHALL and SCRIPT FLUSH", f, q.State(), q.Stats())

@@ -379,6 +379,7 @@ func (q *Quota) refilled(units, head int64, s sent, r backend.GCRAReply, err err
 		// callers who now decide without it (see landedLate).
 		lc.waiting = true
 		q.awaiting++
+		q.awaitingUnits += units
 	}
 	var served []*reservation
 	granted := false
@@ -391,7 +392,7 @@ func (q *Quota) refilled(units, head int64, s sent, r backend.GCRAReply, err err
 			served = q.wakeLocked(served)
 		}
 	case !r.OK:
-		q.learnLocked(s.at, now, r)
+		q.learnLocked(s.at, now, r, true)
 		q.resetLocked(now, s, r)
 		// Nothing was taken: the schedule's first free slot is too far
 		// for every caller queued when the refill started. Those whose
@@ -411,7 +412,7 @@ func (q *Quota) refilled(units, head int64, s sent, r backend.GCRAReply, err err
 		clear(q.queue[len(kept):])
 		q.queue = kept
 	default:
-		q.learnLocked(s.at, now, r)
+		q.learnLocked(s.at, now, r, true)
 		q.resetLocked(now, s, r)
 		granted = q.landLocked(now, r, head)
 		served = q.serveLocked(now, served)
@@ -453,15 +454,17 @@ func (q *Quota) landedLate(units, head int64, s sent, r backend.GCRAReply, err e
 	if lc.waiting {
 		lc.waiting = false
 		q.awaiting--
+		q.awaitingUnits -= units
 	}
 	if q.closing || err != nil {
 		if err != nil {
+			q.unreached = true
 			q.reconcileLocked(now) // no block will come: the debt goes to Redis
 		}
 		q.mu.Unlock()
 		return
 	}
-	q.learnLocked(s.at, now, r)
+	q.learnLocked(s.at, now, r, true)
 	q.resetLocked(now, s, r)
 	var served []*reservation
 	granted := false
@@ -492,21 +495,23 @@ func (q *Quota) idleLocked() []func() {
 }
 
 // learnLocked learns from a reply of the script asked for at send and
-// received at recv: the server's clock, the round trip's time, the fleet's
-// size and where the schedule ends.
-func (q *Quota) learnLocked(send, recv time.Time, r backend.GCRAReply) {
+// received at recv: the server's clock, the round trip's time (if rtt), the
+// fleet's size and where the schedule ends.
+func (q *Quota) learnLocked(send, recv time.Time, r backend.GCRAReply, rtt bool) {
 	if r.Other != "" {
 		q.otherLimit(r.Other)
 	}
+	q.unreached = false
 	q.clock.learn(send, recv, r.Now)
-	if d := recv.Sub(send); q.rtt == 0 {
+	if d := recv.Sub(send); rtt && q.rtt == 0 {
 		q.rtt, q.rttMin = d, d
-	} else {
+	} else if rtt {
 		q.rtt += (d - q.rtt) / 8
 		q.rttMin = min(q.rttMin, d)
 	}
 	q.members = r.Members
 	q.lead = max(q.clock.latest(r.To, recv).Sub(recv), 0)
+	q.ahead = time.Duration(max(r.To-r.Now, 0)) * time.Microsecond
 	if !q.fellAt.IsZero() {
 		// Redis answers again after this process decided without it. If
 		// that lasted a ProbeInterval, other processes may still do so
@@ -551,12 +556,17 @@ func (q *Quota) resetLocked(now time.Time, s sent, r backend.GCRAReply) {
 // landLocked adds the block of the reply r to the lease. It reports whether
 // it held any.
 //
-// The block pays the debt not being reserved yet first: a refill's callers
-// that stopped waiting for it (its reply came after the bound, or another
-// call failed meanwhile, or their own wait ended first) decided without
-// Redis, and their starts are in the places Redis reserved for them. Handed
-// out again, those places would start two requests each. The debt is sent
-// to Redis only once no refill past its bound still runs (reconcileLocked).
+// The block pays the debt not being reserved yet first, for the starts near
+// it (by its end and a tenth of the Period after, the latest first): a
+// refill's callers that stopped waiting for it (its reply came after the
+// bound, or another call failed meanwhile, or their own wait ended first)
+// decided without Redis, and their starts are in the places Redis reserved
+// for them. Handed out again, those places would start two requests each.
+// Starts further ahead (this process's share put them there: its pacer
+// runs ahead after a long fallback) are not in its places: they are
+// reserved where they are (reconcileLocked), and the block goes to the
+// lease. The rest of the debt is sent to Redis only once no refill past its
+// bound still runs (reconcileLocked).
 //
 // A block that starts where this process's last block ended on the server's
 // schedule extends it: no other process reserved between them, so the
@@ -584,8 +594,7 @@ func (q *Quota) landLocked(now time.Time, r backend.GCRAReply, head int64) bool 
 			b.usable--
 		}
 	}
-	if q.debt > q.sending {
-		pay := min(q.debt-q.sending, n)
+	if pay := q.owedPayLocked(p.full.Add(q.limit.Period/payNear), n); pay > 0 {
 		b.next = pay
 		q.debt -= pay
 		if q.debt == 0 {
@@ -651,79 +660,242 @@ func (q *Quota) probe() {
 		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg}}
 	q.mu.Unlock()
 	if !q.g.sendLate(c,
-		func(r backend.Reply, err error) { q.paid(0, now, r.GCRA, err, false, false); q.g.probing.Store(false) },
+		func(r backend.Reply, err error) { q.paidAt(nil, now, r.GCRA, err, false); q.g.probing.Store(false) },
 		func(r backend.Reply, err error) {
 			if err == nil {
-				q.paid(0, now, r.GCRA, nil, true, false)
+				q.paidAt(nil, now, r.GCRA, nil, true)
 			}
 		}) {
 		q.g.probing.Store(false)
 	}
 }
 
-// debtCallLocked returns the call that reserves the debt not being reserved
-// yet, d units of it (a heartbeat if d is 0). The block may start back as far
-// as the first of them started, where the schedule is free then: if no
-// process reserved those times meanwhile (Redis was down for every process),
-// the debt takes no place the schedule still has free now.
-func (q *Quota) debtCallLocked(now time.Time) (backend.Call, int64) {
-	a := backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg}
-	d := max(q.debt-q.sending, 0)
-	if d > 0 {
-		a.Until = q.untilLocked(now)
-		a.Inc = us(q.limit.Interval(d))
-		a.Offset = -us(min(max(now.Sub(q.debtFrom), 0), maxEarly))
-	}
-	return backend.Call{Script: backend.GCRA, Quota: q.keys, GCRA: a}, d
+// debtCall is a call sent at sent that reserves n units of the debt. Its
+// units are being reserved (Quota.sending) until its outcome is known: its
+// reply, or its failure; a call past its bound that Redis may still run is
+// waited for (its late reply, or the transport's end of it, a connection's
+// setup later), so that no unit is reserved twice.
+type debtCall struct {
+	n      int64
+	sent   time.Time
+	owed   []grant // its starts, put back if it reserves nothing
+	live   bool    // sent without Redis (see reconcileLocked)
+	closed bool    // its outcome is known
 }
 
 // maxEarly bounds how far back a debt is placed: as far as the processes may
 // have decided without Redis, within reason.
 const maxEarly = time.Hour
 
-// reconcileLocked reserves the debt not being reserved yet, when Redis
-// answers and no refill past its bound still runs (its block, if Redis
-// reserves it, pays the debt first: see landedLate).
+// maxLive bounds the live debt calls in flight (see reconcileLocked): during
+// a stall or a partition each of them waits a connection's setup for
+// nothing.
+const maxLive = 4
+
+// reconcileLocked reserves the debt not being reserved yet: the starts
+// that the schedule's end reached (as far ahead of now as it ran when the
+// last reply's call ran); those this process's share put further ahead
+// wait for it (a timer), so that the debt is reserved where they start.
+//
+// Once Redis answers and no refill past its bound still runs (its block,
+// if Redis reserves it, pays the debt first: see landedLate), all of those,
+// placed back as far as the first of the debt started, where the schedule
+// is free then: if no process reserved those times meanwhile (Redis was
+// down for every process), the debt takes no place the schedule still has
+// free now.
+//
+// While this process decides without Redis, the part no refill's block
+// will pay (the units of the refills in flight, or past their bound and
+// still running: awaitingUnits) is reserved at once, live: a process
+// whose replies come late (a process starved of CPU) while Redis answers
+// the others lets starts through at its share in places the others drew
+// already, and each second of them would hold the others' whole schedule
+// plus its starts if the debt were reserved only when Redis answers it
+// again (at the schedule's end then, up to a connection's setup later).
+// Reserved at the schedule's end now, which runs ahead of now by about
+// what the others hold, the debt pushes the others' next blocks by as much
+// within the same second. Where the schedule does not run ahead of now
+// (Redis stopped for every process, whose calls run when it resumes, or an
+// idle fleet), the live call reserves nothing and the debt waits to be
+// placed back. At most one live call per bound, and maxLive in flight;
+// none once a call ended without a reply after its bound (a partition, a
+// stall: its calls wait a connection's setup for nothing) until a reply
+// comes, so that no part of the debt is still in flight, to be placed
+// after the blocks the process takes once back, when Redis answers again.
 func (q *Quota) reconcileLocked(now time.Time) {
-	if q.debt <= q.sending || q.closing || q.awaiting > 0 || !q.g.healthy() {
+	if q.debt <= q.sending || q.closing {
 		return
 	}
-	c, d := q.debtCallLocked(now)
-	if q.g.sendLate(c,
-		func(r backend.Reply, err error) { q.paid(d, now, r.GCRA, err, false, true) },
-		func(r backend.Reply, err error) {
-			if err == nil {
-				q.paid(d, now, r.GCRA, nil, true, true)
-			}
-		}) {
-		q.sending += d
-		q.refills++
+	live := !q.g.healthy()
+	var skip int64
+	switch {
+	case live:
+		skip = q.awaitingUnits + q.inflight
+		if q.unreached || len(q.lives) >= maxLive || (len(q.lives) > 0 && now.Sub(q.lives[len(q.lives)-1].sent) < q.g.bound()) {
+			return
+		}
+	case q.awaiting > 0:
+		return
+	}
+	// The starts the schedule's end reached (it ran ahead of the server's
+	// now by q.ahead at the last reply, late or not); those this process's
+	// share put further ahead wait for it (a timer).
+	due := now.Add(q.ahead)
+	owed, d := q.owedTakeLocked(skip, due)
+	q.owedTimerLocked(now, skip, due)
+	if d == 0 {
+		return
+	}
+	a := backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg, Until: q.untilLocked(now)}
+	a.Inc = us(q.limit.Interval(d))
+	switch ahead := q.debtFrom.Sub(now); {
+	case live:
+		a.Live = true // at the schedule's end
+	case ahead >= 0:
+		a.Offset = us(ahead)
+	default:
+		a.Offset = -us(min(-ahead, maxEarly))
+	}
+	dc := &debtCall{n: d, sent: now, owed: owed, live: live}
+	c := backend.Call{Script: backend.GCRA, Quota: q.keys, GCRA: a}
+	send := q.g.sendLate
+	if live {
+		send = q.g.sendAside
+	}
+	if !send(c,
+		func(r backend.Reply, err error) { q.paid(dc, r.GCRA, err, false) },
+		func(r backend.Reply, err error) { q.paid(dc, r.GCRA, err, true) }) {
+		q.owedPutLocked(owed)
+		return
+	}
+	q.sending += d
+	q.refills++
+	if live {
+		q.lives = append(q.lives, dc)
 	}
 }
 
-// paid takes the outcome of a call sent at send that reserved d units of the
-// debt (a reconcile, which Close waits for as for a refill), or of a probe
-// (d is 0). Once Redis answers, what is left of the debt is reserved.
-func (q *Quota) paid(d int64, send time.Time, r backend.GCRAReply, err error, late, reconcile bool) {
+// owedTakeLocked takes from the debt not being reserved (Quota.owed, by
+// start) the units that start by due, past the first skip units (left: the
+// blocks of late refills pay them), and returns them.
+func (q *Quota) owedTakeLocked(skip int64, due time.Time) ([]grant, int64) {
+	var taken, kept []grant
+	var n int64
+	for _, g := range q.owed {
+		if skip > 0 {
+			k := min(skip, g.n)
+			kept = append(kept, grant{g.t, k})
+			skip -= k
+			if g.n -= k; g.n == 0 {
+				continue
+			}
+		}
+		if g.t.After(due) {
+			kept = append(kept, g)
+			continue
+		}
+		taken = append(taken, g)
+		n = satAdd(n, g.n)
+	}
+	q.owed = kept
+	return taken, n
+}
+
+// owedTimerLocked sets the timer that reserves the debt not being reserved
+// that starts after due (past the first skip units), when the schedule's
+// end reaches its first start.
+func (q *Quota) owedTimerLocked(now time.Time, skip int64, due time.Time) {
+	var next time.Time
+	for _, g := range q.owed {
+		if skip >= g.n {
+			skip -= g.n
+			continue
+		}
+		if g.t.After(due) {
+			next = g.t
+			break
+		}
+		skip = 0
+	}
+	if next.IsZero() {
+		return
+	}
+	at := next.Add(-q.ahead)
+	if q.owedStop != nil {
+		if !at.Before(q.owedAt) {
+			return
+		}
+		q.owedStop()
+	}
+	q.owedAt = at
+	q.owedStop = q.g.clock.AfterFunc(at.Sub(now), func() {
+		q.mu.Lock()
+		q.owedStop = nil
+		q.reconcileLocked(q.g.now())
+		q.mu.Unlock()
+	})
+}
+
+// payNear is how far after a block's end (a share of the Period) the
+// starts it pays for may be: see landLocked.
+const payNear = 10
+
+// owedPayLocked takes up to n units of the debt not being reserved that
+// start by t, the latest first, and returns how many: a block reserved for
+// them pays them.
+func (q *Quota) owedPayLocked(t time.Time, n int64) int64 {
+	var paid int64
+	for i := len(q.owed) - 1; i >= 0 && paid < n; i-- {
+		g := &q.owed[i]
+		if g.t.After(t) {
+			continue
+		}
+		k := min(n-paid, g.n)
+		g.n -= k
+		paid += k
+	}
+	q.owed = slices.DeleteFunc(q.owed, func(g grant) bool { return g.n == 0 })
+	return paid
+}
+
+// owedPutLocked puts the starts of a call that reserved nothing back into
+// the debt not being reserved, by start.
+func (q *Quota) owedPutLocked(gs []grant) {
+	q.owed = append(q.owed, gs...)
+	slices.SortStableFunc(q.owed, func(a, b grant) int { return a.t.Compare(b.t) })
+}
+
+// paid takes an outcome of dc, a call that reserves a part of the debt
+// (which Close waits for as for a refill, until its bound); late says it
+// came after the bound.
+func (q *Quota) paid(dc *debtCall, r backend.GCRAReply, err error, late bool) {
+	q.paidAt(dc, dc.sent, r, err, late)
+}
+
+// paidAt is paid for a call sent at send: dc's, or a probe's (dc nil). Once
+// Redis answers, what is left of the debt is reserved.
+func (q *Quota) paidAt(dc *debtCall, send time.Time, r backend.GCRAReply, err error, late bool) {
 	now := q.g.now()
 	q.mu.Lock()
 	var idle []func()
-	if !late {
-		q.sending -= d
-		if reconcile {
-			q.refills--
-			idle = q.idleLocked()
-		}
+	if dc != nil && !late {
+		q.refills--
+		idle = q.idleLocked()
+	}
+	if late && err != nil {
+		q.unreached = true // no reply after the bound: see reconcileLocked
+	}
+	// At the bound, a call Redis may still run keeps its part being
+	// reserved until its late outcome.
+	te := errTimeout{}
+	if running := !late && errors.As(err, &te) && te.running; dc != nil && !running {
+		q.closeDebtLocked(dc, err == nil && r.OK, r.To)
 	}
 	if err == nil {
-		q.learnLocked(send, now, r)
-		if r.OK && d > 0 {
-			q.debt = max(q.debt-d, 0)
-			if q.debt == 0 {
-				q.debtFrom = time.Time{}
-			}
-			q.lastTo = max(q.lastTo, r.To)
-		}
+		// A live call's late reply (sent while Redis was stopped, run when
+		// it resumed) says nothing of the round trips to come: the blocks
+		// for callers would start that much after the server's now.
+		q.learnLocked(send, now, r, dc == nil || !dc.live || !late)
 		q.reconcileLocked(now)
 	}
 	q.mu.Unlock()
@@ -732,14 +904,51 @@ func (q *Quota) paid(d int64, send time.Time, r backend.GCRAReply, err error, la
 	}
 }
 
+// closeDebtLocked takes the outcome of dc, once: its part is reserved
+// (ending at to on the schedule) if ok, else owed again.
+func (q *Quota) closeDebtLocked(dc *debtCall, ok bool, to int64) {
+	if dc.closed {
+		return
+	}
+	dc.closed = true
+	q.sending -= dc.n
+	if dc.live {
+		q.lives = slices.DeleteFunc(q.lives, func(c *debtCall) bool { return c == dc })
+	}
+	if !ok {
+		q.owedPutLocked(dc.owed)
+		return
+	}
+	q.debt = max(q.debt-dc.n, 0)
+	q.lastTo = max(q.lastTo, to)
+	if q.debt == 0 {
+		q.debtFrom = time.Time{}
+	}
+}
+
 // oweLocked adds n units started (or granted) at t without a place on the
 // schedule to the debt.
 func (q *Quota) oweLocked(n int64, t time.Time) {
-	if q.debt == 0 || t.Before(q.debtFrom) {
+	if q.debtFrom.IsZero() || t.Before(q.debtFrom) {
 		q.debtFrom = t
 	}
 	q.debt = satAdd(q.debt, n)
+	i := len(q.owed)
+	for i > 0 && q.owed[i-1].t.After(t) {
+		i--
+	}
+	// Starts close to the one before (a tenth of the Period), or past
+	// maxOwed of them (a long partition at a high rate), join it: a start
+	// a little earlier than it was, the memory bounded.
+	if i > 0 && (t.Sub(q.owed[i-1].t) < q.limit.Period/payNear || len(q.owed) >= maxOwed) {
+		q.owed[i-1].n = satAdd(q.owed[i-1].n, n)
+		return
+	}
+	q.owed = slices.Insert(q.owed, i, grant{t, n})
 }
+
+// maxOwed bounds the starts of the debt kept apart (see oweLocked).
+const maxOwed = 1024
 
 // decideLocally decides without Redis, by the failure mode, for an attempt
 // that could start now. cause is the Redis error, if this call saw one.
@@ -792,6 +1001,9 @@ func (q *Quota) decideLocally(now time.Time, n int64, deadline time.Time, cause 
 		q.fellAt = now
 	}
 	q.grantLocked(now, s, n)
+	if !q.g.healthy() {
+		q.reconcileLocked(now) // at once, live: see reconcileLocked
+	}
 	q.mu.Unlock()
 	return q.taken(now, s, nil)
 }

@@ -29,6 +29,7 @@ type gcraCase struct {
 	until    time.Duration // from now: when the caller stops waiting (0: never)
 	stored   string        // the limit the schedule holds ("": none)
 	limit    string        // the call's limit ("": none)
+	live     bool          // reserve only on a schedule that runs ahead of now
 	wantOK   bool
 }
 
@@ -60,6 +61,13 @@ var gcraCases = []gcraCase{
 	{name: "a limit where none was kept", tat: 300 * time.Millisecond, inc: 100 * time.Millisecond, maxWait: -1, limit: "10/1s", wantOK: true},
 	{name: "a limit, no key", noKey: true, inc: 100 * time.Millisecond, maxWait: -1, limit: "10/1s", wantOK: true},
 	{name: "no limit sent", tat: 300 * time.Millisecond, inc: 100 * time.Millisecond, maxWait: -1, stored: "20/1s", wantOK: true},
+	{name: "a live debt where others drew ahead", tat: 700 * time.Millisecond, inc: 200 * time.Millisecond, maxWait: -1, live: true, wantOK: true},
+	{name: "a live debt on an idle schedule", tat: -time.Second, inc: 200 * time.Millisecond, maxWait: -1, live: true, wantOK: false},
+	{name: "a live debt, no key", noKey: true, inc: 200 * time.Millisecond, maxWait: -1, live: true, wantOK: false},
+	{name: "a live debt after the clock went back", tat: 10500 * time.Millisecond, back: 10 * time.Second, inc: 100 * time.Millisecond, maxWait: -1, live: true, wantOK: true},
+	{name: "a live debt, the clock went back past it", tat: 10 * time.Second, back: 11 * time.Second, inc: 100 * time.Millisecond, maxWait: -1, live: true, wantOK: false},
+	{name: "a live debt nobody waits for", tat: 700 * time.Millisecond, inc: 200 * time.Millisecond, until: -time.Millisecond, maxWait: -1, live: true, wantOK: false},
+	{name: "a live debt, a limit", tat: 700 * time.Millisecond, inc: 200 * time.Millisecond, maxWait: -1, stored: "20/1s", limit: "10/1s", live: true, wantOK: true},
 }
 
 // modelAt runs the case's call a on the model at the script's now, from the
@@ -101,7 +109,7 @@ func TestGCRAScriptMatchesModel(t *testing.T) {
 				}
 				c.Expire(context.Background(), keys.TAT, 2*time.Hour)
 			}
-			a := backend.GCRAArgs{Inc: us(tc.inc), Tol: us(tc.tol), MaxWait: usWait(tc.maxWait), Member: "m1", MemberTTL: 30000, Offset: us(tc.offset), Limit: tc.limit}
+			a := backend.GCRAArgs{Inc: us(tc.inc), Tol: us(tc.tol), MaxWait: usWait(tc.maxWait), Member: "m1", MemberTTL: 30000, Offset: us(tc.offset), Limit: tc.limit, Live: tc.live}
 			if tc.offset < 0 {
 				a.Offset = -us(-tc.offset)
 			}

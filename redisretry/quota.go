@@ -171,10 +171,13 @@ func (c QuotaConfig) Validate() error {
 // logs one line, and goes back to Redis when a probe succeeds or a late reply
 // comes: a reply after the Timeout is a reply, and its block (as any block
 // whose callers stopped waiting for it) pays first for what was let start
-// meanwhile. The rest of what it let start is reserved on the schedule once
-// Redis answers and no call past the Timeout still runs (at most a
-// connection's setup later), placed back to when it started (where nobody
-// reserved then, it takes no place the schedule has free now). After
+// meanwhile. The rest of what it let start is reserved on the schedule at
+// once where the others drew the schedule on (a process whose replies come
+// late while Redis answers the others: its starts push their next blocks
+// within the same second), else once Redis answers and no call past the
+// Timeout still runs (at most a connection's setup later), placed back to
+// when it started (where nobody reserved then, it takes no place the
+// schedule has free now). After
 // a fallback of a ProbeInterval or more its starts stay within its share for
 // one more ProbeInterval, while the other processes come back at their own
 // probes. After a flush or a restart that lost the schedule, the starts it
@@ -212,6 +215,7 @@ type Quota struct {
 	widest   time.Duration  // the widest clock bounds a block was placed by: how late its first slot may be
 	members  int64          // the fleet's size as last counted in Redis (0: never)
 	lead     time.Duration  // how far past its arrival the schedule ran at the last reply
+	ahead    time.Duration  // how far past the server's now the schedule ran when the last reply's call ran
 	lastTo   int64          // where this process's latest block ended on the schedule (µs)
 	grow     int64          // units ahead of need while this process alone reserves
 	d        demand         // this process's requests
@@ -220,13 +224,19 @@ type Quota struct {
 	beatAt   time.Time      // when the last refill that was a heartbeat was sent
 
 	// Without Redis.
-	local      time.Time // the local share pacer's next free start
-	debt       int64     // units started without Redis, not reserved on the schedule yet
-	debtFrom   time.Time // when the first of them started
-	sending    int64     // of the debt, units being reserved now
-	awaiting   int       // refills past their bound still running: their blocks pay the debt first
-	fellAt     time.Time // the first decision without Redis since it last answered
-	shareUntil time.Time // until then the starts stay within this process's share too
+	local         time.Time   // the local share pacer's next free start
+	debt          int64       // units started without Redis, not reserved on the schedule yet
+	debtFrom      time.Time   // when the first of them started
+	owed          []grant     // of the debt, the units not being reserved, by their starts
+	owedStop      func() bool // stops the timer that reserves those ahead of the schedule's end
+	owedAt        time.Time   // when it fires
+	sending       int64       // of the debt, units being reserved now
+	awaiting      int         // refills past their bound still running: their blocks pay the debt first
+	awaitingUnits int64       // the units those refills asked for
+	lives         []*debtCall // live debt calls in flight, in the order sent (see reconcileLocked)
+	unreached     bool        // a call ended without a reply after its bound, and no reply came since
+	fellAt        time.Time   // the first decision without Redis since it last answered
+	shareUntil    time.Time   // until then the starts stay within this process's share too
 }
 
 // demand is what a process measures of its own requests.
@@ -444,6 +454,10 @@ func (q *Quota) closeAsync(done func(error)) bool {
 		return false
 	}
 	q.closing = true // no refill starts now
+	if q.owedStop != nil {
+		q.owedStop()
+		q.owedStop = nil
+	}
 	if q.refills > 0 {
 		q.idle = append(q.idle, func() { q.giveBackLease(done) }) // the blocks in flight land first
 		q.mu.Unlock()

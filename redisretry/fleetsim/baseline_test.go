@@ -431,6 +431,54 @@ func TestStallAcrossTheFleet(t *testing.T) {
 	b.done()
 }
 
+// TestStarvedProcessLateReplies: the processes starved of CPU of issue 29's
+// stall test (their Redis replies come after the Timeout while Redis
+// answers the others at once) in the stall's fleet (4 × 8 callers at
+// 40/1s), or 2 × 16: they decide without Redis at their share while the
+// others draw the schedule. What they let start is reserved where it
+// started: at once where the others drew the schedule up to it (pushing
+// their next blocks within the same second), when the schedule's end
+// reaches it where their share put it further ahead (after a fallback of
+// a ProbeInterval their share's pacer runs ahead), and a late block pays
+// only for the starts near it. ≤ quota + 15 % in any second, and the
+// schedule not wasted (each debt reserved once).
+func TestStarvedProcessLateReplies(t *testing.T) {
+	t.Parallel()
+	stall := Fault{Kind: Stall, At: 3 * time.Second, For: 1500 * time.Millisecond}
+	for _, tc := range []struct {
+		what      string
+		procs     int
+		faults    []Fault
+		before    string
+		minStarts int64
+	}{
+		{"the first one's replies 900ms late for 1s", 4, []Fault{{Kind: SlowReplies, At: 3 * time.Second, For: time.Second, Procs: 1, Delay: 900 * time.Millisecond}}, "47", 595},
+		{"the first one's replies 900ms late for 300ms", 2, []Fault{{Kind: SlowReplies, At: 3 * time.Second, For: 300 * time.Millisecond, Procs: 1, Delay: 900 * time.Millisecond}}, "49", 595},
+		{"a 1.5s stall, then every reply 30ms late for 200ms, 1.1s after it", 4, []Fault{stall, {Kind: SlowReplies, At: 5600 * time.Millisecond, For: 200 * time.Millisecond, Delay: 30 * time.Millisecond}}, "55", 585},
+		{"a 1.5s stall, then 3 of 4 processes' replies 30ms late for 200ms, 0.8s after it", 4, []Fault{stall, {Kind: SlowReplies, At: 5300 * time.Millisecond, For: 200 * time.Millisecond, Procs: 3, Delay: 30 * time.Millisecond}}, "47", 585},
+	} {
+		c := Config{
+			Processes: tc.procs, Duration: 15 * time.Second, Seed: 1,
+			Quota:  &redisretry.QuotaConfig{Key: "starved", Limit: redisretry.PerSecond(40)},
+			Demand: Demand{Callers: 32 / tc.procs},
+			Server: limitersOnly,
+			Faults: tc.faults,
+		}
+		r := run(t, c)
+		t.Logf("%d × %d callers, %s: %d starts in one second (before: %s), %d decided without Redis, %d admitted",
+			tc.procs, 32/tc.procs, tc.what, r.MaxSecondStarts, tc.before, r.Local, r.Admitted)
+		if r.Local == 0 {
+			t.Errorf("%s: none decided without Redis: the replies were not late", tc.what)
+		}
+		if r.MaxSecondStarts > 46 {
+			t.Errorf("%s: %d starts in one second, quota 40 (+15 %% = 46)", tc.what, r.MaxSecondStarts)
+		}
+		if r.Admitted < tc.minStarts {
+			t.Errorf("%s: %d admitted in 15 s of a quota of 40/1s: at least %d (the debt reserved once)", tc.what, r.Admitted, tc.minStarts)
+		}
+	}
+}
+
 // TestQuotaSurvivesAWallClockStep: the clock of every process steps an hour
 // forward or back, once while Redis is partitioned from them all (the quota
 // decides locally: its share's pacer, its debt, its next probe) and once on

@@ -36,6 +36,13 @@
 --          only where the schedule exists and held another count). Each
 --          process sends one at least every second while it calls (see
 --          quota.go), so a lazy call costs four commands instead of eight.
+-- ARGV[10] "live" to reserve only on a schedule that runs ahead of now (tat
+--          after now): a process reserving what it let start while its
+--          replies came late, beside processes that drew the schedule on;
+--          a schedule nobody drew ahead of now (Redis was stopped for
+--          everybody, or the fleet is idle) reserves nothing and answers
+--          ok 0, and the process places it back later (ARGV[6] < 0).
+--          Absent or anything else: reserve wherever the schedule is.
 --
 -- A key of another type at KEYS[1] or KEYS[2], or a tat or an at that is not
 -- such a time (an integer from 0 to 2^53), is not the quota's (another
@@ -63,6 +70,7 @@ local ttl = tonumber(ARGV[5])
 local offset = tonumber(ARGV[6]) or 0
 local untl = tonumber(ARGV[7]) or 0
 local limit = ARGV[8] or ""
+local live = ARGV[10] == "live"
 
 -- a time the schedule holds, or nil if the field is not one
 local function time(f)
@@ -120,8 +128,9 @@ end
 if at > now then
   tat = tat - (at - now)
 end
-if untl > 0 and now > untl then
-  -- Nobody waits for this reply: reserve nothing.
+if (untl > 0 and now > untl) or (live and tat <= now) then
+  -- Nobody waits for this reply, or a live call finds the schedule idle:
+  -- reserve nothing.
   if tat < now then
     tat = now
   end

@@ -90,6 +90,14 @@ type GCRAArgs struct {
 	// the call is a heartbeat all the same). The zero value, a heartbeat,
 	// adds Member to the members and counts them.
 	Lazy bool
+	// Live reserves only on a schedule that runs ahead of the server's now
+	// (gcra.lua's ARGV[10]): a process reserving, at once, what it let
+	// start while its replies came late, where the others drew the
+	// schedule on (its price: they wait as much). On a schedule nobody
+	// drew ahead of now (Redis was stopped for every process, or the
+	// fleet is idle) it reserves nothing (ok 0): the process places the
+	// debt back to when it started (Offset < 0) once Redis answers.
+	Live bool
 }
 
 // GCRAReply is gcra.lua's reply.

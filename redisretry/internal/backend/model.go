@@ -42,9 +42,11 @@ func GCRAMicrosAt(tat, now, offset, inc, tol, maxWait int64) (ok bool, wait, fro
 // GCRACall is gcra.lua's decision on the schedule's tat (µs, 0 for a key
 // that does not exist, already moved back if the server's clock went back)
 // for the call a at now: GCRAMicrosAt, unless nobody waits for the reply any
-// more (now after a.Until): then nothing is reserved, and ok is false.
+// more (now after a.Until), or a live call (a.Live) finds a schedule that
+// does not run ahead of now (tat at or before it): then nothing is reserved,
+// and ok is false.
 func GCRACall(tat, now int64, a GCRAArgs) (ok bool, wait, from, to int64) {
-	if a.Until > 0 && now > a.Until {
+	if (a.Until > 0 && now > a.Until) || (a.Live && tat <= now) {
 		from = max(tat, now)
 		return false, max(from-a.Tol, now) - now, from, from
 	}
