@@ -759,9 +759,23 @@ func (a *AutoQuota) State() State {
 	return StateRedis
 }
 
-// Close closes the schedule (see [Quota.Close]) and waits for the learnt
-// rate's calls in flight. Reserve then returns [ErrClosed].
+// Close closes the schedule (see [Quota.Close]), reports to the fleet what
+// this process sent and whether the rate held it back since its last call
+// (one Redis call, within the Timeout, when Redis is available and there is
+// something to report), and waits for the learnt rate's calls in flight.
+// Reserve then returns [ErrClosed]. Without that last report, a fleet of
+// short-lived processes (one attempt each, as a command run in a loop)
+// would never count what it sends: the rate would look unused, never grow,
+// and a cut would take it to what was measured, the Floor.
 func (a *AutoQuota) Close() error {
+	a.mu.Lock()
+	if a.g.healthy() && (a.sent > 0 || a.used) {
+		c := a.callLocked(-1)
+		a.mu.Unlock()
+		a.g.send(c, func(backend.Reply, error) {})
+	} else {
+		a.mu.Unlock()
+	}
 	err := a.q.Close()
 	a.g.close()
 	return err

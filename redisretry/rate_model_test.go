@@ -46,6 +46,10 @@ var rateCases = []rateCase{
 		wantOK: func(r backend.RateReply) bool {
 			return r.Rate == backend.RateCurve(100*perS, 1_000_000, 3_000_000, 700000)
 		}},
+	{name: "not used: the time used runs on", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, agoAt: 300 * time.Millisecond, a: rateArgs(-1, 0, 2),
+		wantOK: func(r backend.RateReply) bool { // At is kept (the states are compared)
+			return r.Rate == backend.RateCurve(100*perS, 1_000_000, 3_000_000, 700000)
+		}},
 	{name: "a long silence grows a window at most", st: backend.RateState{Epoch: 1, Wmax: 100 * perS}, agoAt: time.Minute, a: rateArgs(-1, 1, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Rate < 100*perS }},
 	{name: "past the recovery: above where it was cut", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 6_000_000}, agoAt: 100 * time.Millisecond, a: rateArgs(-1, 1, 0),

@@ -8,7 +8,8 @@
 --
 -- KEYS[1]  the state: a hash of epoch (cuts so far), wmax (the rate before
 --          the last cut; the ceiling at first), grown (µs the rate was used
---          since the last cut), at (the last call), n and nt (attempts
+--          since the last cut), at (the last call that said the rate was used,
+--          or the last cut, or the state's start), n and nt (attempts
 --          counted since nt), meas (the send rate last measured, µreq/s),
 --          ug (µs the rate was used since nt) and uw (the share of the last
 --          window it was used, in millionths); a hash without ug and uw
@@ -77,19 +78,25 @@ if epoch == nil then
   epoch, wmax, grown, at, n, nt, meas, ug, uw = 0, ceil, rec, now, 0, now, 0, 0, 0
 end
 
--- Growth, while used: the time since the last call, at most a window.
-if used == 1 and now > at then
-  local d = now - at
-  if d > window then
-    d = window
+-- Growth, while used: the time since the last call that said so (or the
+-- last cut), at most a window. Calls that do not say so (a process that was
+-- not held back, or one reading the rate before its first attempt) leave it
+-- running: many processes call in turn, and the rate is used while any of
+-- them is held back; a fleet that went quiet grows a window at most.
+if used == 1 then
+  if now > at then
+    local d = now - at
+    if d > window then
+      d = window
+    end
+    grown = grown + d
+    ug = ug + d
   end
-  grown = grown + d
-  ug = ug + d
+  at = now
 end
 if grown > 64 * rec then
   grown = 64 * rec
 end
-at = now
 -- The fleet's send rate, over windows.
 n = n + sent
 if now < nt then
@@ -146,6 +153,7 @@ if report >= 0 and report == epoch then
     base = floor
   end
   wmax, grown, epoch, cut = base, 0, epoch + 1, 1
+  at = now -- growth counts from the cut
   rate = clamp(curve(wmax, 0))
 end
 

@@ -23,7 +23,11 @@ type RateArgs struct {
 	Epoch int64
 	// Used is 1 if the process was held back by the rate since its last
 	// call (an attempt waited for the schedule or was refused at its
-	// deadline): the rate grows only while it is used.
+	// deadline), else 0. The rate grows only while it is used: by the time
+	// since the last call that said so (or the last cut), at most a window,
+	// so that the calls of processes that were not held back (or that read
+	// the rate before their first attempt) take nothing away while others
+	// are held back.
 	Used int64
 	// Sent is the attempts the process started since its last call, for
 	// the fleet's send rate.
@@ -45,7 +49,7 @@ type RateState struct {
 	Epoch int64 // cuts so far
 	Wmax  int64 // the rate before the last cut, or the Ceiling at first (µreq/s)
 	Grown int64 // time the rate was used since the last cut (µs)
-	At    int64 // the last call (µs of server time)
+	At    int64 // the last call that said the rate was used, or the last cut, or the state's start (µs of server time)
 	N     int64 // attempts counted since NT
 	NT    int64 // the start of the current measure (µs)
 	Meas  int64 // the send rate measured over the last window (µreq/s; 0: none yet)
@@ -105,14 +109,17 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	} else {
 		s = *st
 	}
-	// Growth, while used: the time since the last call, at most a window
-	// (a fleet that went quiet does not grow for its silence).
-	if a.Used == 1 && now > s.At {
-		s.Grown += min(now-s.At, RateWindow)
-		s.UG += min(now-s.At, RateWindow)
+	// Growth, while used: the time since the last call that said so (or
+	// the last cut), at most a window: a fleet that went quiet grows a
+	// window at most for its silence.
+	if a.Used == 1 {
+		if now > s.At {
+			s.Grown += min(now-s.At, RateWindow)
+			s.UG += min(now-s.At, RateWindow)
+		}
+		s.At = now
 	}
 	s.Grown = min(s.Grown, 64*a.Recovery)
-	s.At = now
 	// The fleet's send rate, over windows of RateWindow.
 	s.N += a.Sent
 	switch {
@@ -136,7 +143,7 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 			base = s.Meas
 		}
 		s.Wmax = max(base, a.Floor)
-		s.Grown = 0
+		s.Grown, s.At = 0, now // growth counts from the cut
 		s.Epoch++
 		cut = true
 		rate = clamp(RateCurve(s.Wmax, 0, a.Recovery, a.Beta))
