@@ -647,9 +647,16 @@ func (a *AutoQuota) record(err error) {
 		}
 		a.reported = e
 		c := a.callLocked(e)
+		if h, ok := retry.RetryAfter(err); ok {
+			c.RateArgs.Hold = min(us(h), c.RateArgs.Recovery)
+		}
 		a.mu.Unlock()
-		a.g.sendLate(c, func(r backend.Reply, err error) { a.replied(r.Rate, err, false) },
-			a.lateReply)
+		a.g.sendLate(c, func(r backend.Reply, err error) { a.reportReplied(e, r.Rate, err) },
+			func(r backend.Reply, err error) {
+				if err == nil {
+					a.reportReplied(e, r.Rate, nil)
+				}
+			})
 		return
 	}
 	// Without Redis: this process's own cut.
@@ -660,6 +667,21 @@ func (a *AutoQuota) record(err error) {
 	ev := a.changedLocked()
 	a.mu.Unlock()
 	a.tell(ev)
+}
+
+// reportReplied takes the reply to this process's report of a 429 of
+// epoch e: a report the fleet held (the last cut's hold, the server's
+// retry hint, had not passed) leaves the epoch as it was, and a later 429
+// of it may be reported again.
+func (a *AutoQuota) reportReplied(e int64, r backend.RateReply, err error) {
+	if err == nil && !r.Cut && r.Epoch == e {
+		a.mu.Lock()
+		if a.reported == e {
+			a.reported = e - 1
+		}
+		a.mu.Unlock()
+	}
+	a.replied(r, err, false)
 }
 
 // Record implements [retry.Pacer]: a 429 of an attempt paced at the current

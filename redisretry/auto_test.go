@@ -387,3 +387,44 @@ func TestAutoQuotaShortLivedProcessesReport(t *testing.T) {
 		check()
 	})
 }
+
+// A cut from the fleet's measured send rate (the rate was far above what
+// the fleet sends: a cold start, a quiet fleet) holds the next cut for the
+// 429's retry hint: the 429s of that time come from a server still full
+// of what was sent before, not from the cut rate. A 429 after the hint
+// cuts again, from the same process (its held report did not use up its
+// one report of the epoch).
+func TestAutoQuotaHoldsACutFromTheMeasure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		check := noLeaks(t)
+		m := newMem()
+		a := fleetOf(t, m, 1, AutoQuotaConfig{Key: "hold", Ceiling: PerSecond(1000), Logger: slog.New(&logCounter{})})[0]
+		// 10 a second for 2.5 s, far below the rate: the fleet measures it.
+		for range 25 {
+			attempt(t, a, nil)
+			time.Sleep(100 * time.Millisecond)
+		}
+		attempt(t, a, err429) // its hint: 1 s
+		synctest.Wait()
+		st, _ := m.store.RateOf("{hold}:rate", time.Now())
+		if st.Epoch != 1 || a.Rate() < 7 || a.Rate() > 9 {
+			t.Fatalf("epoch %d, rate %v: want one cut from the measured 10/s (× 0.8)", st.Epoch, a.Rate())
+		}
+		for range 3 { // 429s within the hint: held
+			time.Sleep(200 * time.Millisecond)
+			attempt(t, a, err429)
+			synctest.Wait()
+		}
+		if st, _ := m.store.RateOf("{hold}:rate", time.Now()); st.Epoch != 1 {
+			t.Fatalf("epoch %d after 429s within the hint, want 1 (held)", st.Epoch)
+		}
+		time.Sleep(500 * time.Millisecond) // past the hint
+		attempt(t, a, err429)
+		synctest.Wait()
+		if st, _ := m.store.RateOf("{hold}:rate", time.Now()); st.Epoch != 2 {
+			t.Fatalf("epoch %d after a 429 past the hint, want 2", st.Epoch)
+		}
+		a.Close()
+		check()
+	})
+}
