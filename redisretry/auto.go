@@ -647,9 +647,16 @@ func (a *AutoQuota) record(err error) {
 		}
 		a.reported = e
 		c := a.callLocked(e)
+		if h, ok := retry.RetryAfter(err); ok {
+			c.RateArgs.Hold = min(us(h), c.RateArgs.Recovery)
+		}
 		a.mu.Unlock()
-		a.g.sendLate(c, func(r backend.Reply, err error) { a.replied(r.Rate, err, false) },
-			a.lateReply)
+		a.g.sendLate(c, func(r backend.Reply, err error) { a.reportReplied(e, r.Rate, err) },
+			func(r backend.Reply, err error) {
+				if err == nil {
+					a.reportReplied(e, r.Rate, nil)
+				}
+			})
 		return
 	}
 	// Without Redis: this process's own cut.
@@ -660,6 +667,21 @@ func (a *AutoQuota) record(err error) {
 	ev := a.changedLocked()
 	a.mu.Unlock()
 	a.tell(ev)
+}
+
+// reportReplied takes the reply to this process's report of a 429 of
+// epoch e: a report the fleet held (the last cut's hold, the server's
+// retry hint, had not passed) leaves the epoch as it was, and a later 429
+// of it may be reported again.
+func (a *AutoQuota) reportReplied(e int64, r backend.RateReply, err error) {
+	if err == nil && !r.Cut && r.Epoch == e {
+		a.mu.Lock()
+		if a.reported == e {
+			a.reported = e - 1
+		}
+		a.mu.Unlock()
+	}
+	a.replied(r, err, false)
 }
 
 // Record implements [retry.Pacer]: a 429 of an attempt paced at the current
@@ -759,9 +781,23 @@ func (a *AutoQuota) State() State {
 	return StateRedis
 }
 
-// Close closes the schedule (see [Quota.Close]) and waits for the learnt
-// rate's calls in flight. Reserve then returns [ErrClosed].
+// Close closes the schedule (see [Quota.Close]), reports to the fleet what
+// this process sent and whether the rate held it back since its last call
+// (one Redis call, within the Timeout, when Redis is available and there is
+// something to report), and waits for the learnt rate's calls in flight.
+// Reserve then returns [ErrClosed]. Without that last report, a fleet of
+// short-lived processes (one attempt each, as a command run in a loop)
+// would never count what it sends: the rate would look unused, never grow,
+// and a cut would take it to what was measured, the Floor.
 func (a *AutoQuota) Close() error {
+	a.mu.Lock()
+	if a.g.healthy() && (a.sent > 0 || a.used) {
+		c := a.callLocked(-1)
+		a.mu.Unlock()
+		a.g.send(c, func(backend.Reply, error) {})
+	} else {
+		a.mu.Unlock()
+	}
 	err := a.q.Close()
 	a.g.close()
 	return err

@@ -23,6 +23,14 @@ type rateCase struct {
 	string bool              // the key holds a string
 	a      backend.RateArgs
 	wantOK func(r backend.RateReply) bool // what the case is about
+	holdIn time.Duration                  // the state's Hold from now (0: none)
+}
+
+// reportHeld is a report of a 429 of epoch whose retry hint was hold.
+func reportHeld(epoch int64, hold time.Duration) backend.RateArgs {
+	a := rateArgs(epoch, 1, 1)
+	a.Hold = us(hold)
+	return a
 }
 
 // rateArgs are the defaults of the cases: ×0.7, a 3 s recovery, 1/s to
@@ -46,6 +54,10 @@ var rateCases = []rateCase{
 		wantOK: func(r backend.RateReply) bool {
 			return r.Rate == backend.RateCurve(100*perS, 1_000_000, 3_000_000, 700000)
 		}},
+	{name: "not used: the time used runs on", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, agoAt: 300 * time.Millisecond, a: rateArgs(-1, 0, 2),
+		wantOK: func(r backend.RateReply) bool { // At is kept (the states are compared)
+			return r.Rate == backend.RateCurve(100*perS, 1_000_000, 3_000_000, 700000)
+		}},
 	{name: "a long silence grows a window at most", st: backend.RateState{Epoch: 1, Wmax: 100 * perS}, agoAt: time.Minute, a: rateArgs(-1, 1, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Rate < 100*perS }},
 	{name: "past the recovery: above where it was cut", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 6_000_000}, agoAt: 100 * time.Millisecond, a: rateArgs(-1, 1, 0),
@@ -58,6 +70,24 @@ var rateCases = []rateCase{
 		wantOK: func(r backend.RateReply) bool { return r.Rate == perS && r.Cut && r.Epoch == 10 }},
 	{name: "a report of the current epoch cuts", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000}, agoAt: 10 * time.Millisecond, a: rateArgs(4, 1, 1),
 		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Epoch == 5 && r.Rate < 200*perS }},
+	{name: "a cut from the measure holds the next for the 429's hint", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000, Meas: 10 * perS}, agoAt: 10 * time.Millisecond, a: reportHeld(4, 800*time.Millisecond),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Epoch == 5 && r.Rate == 7*perS }}, // Hold now + 800 ms (the states are compared)
+	{name: "a hold is at most the recovery", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000, Meas: 10 * perS}, agoAt: 10 * time.Millisecond, a: reportHeld(4, time.Minute),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Epoch == 5 }}, // Hold now + 3 s
+	{name: "a cut of a rate in use holds nothing", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000}, agoAt: 10 * time.Millisecond, a: reportHeld(4, 800*time.Millisecond),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Epoch == 5 }}, // Hold 0
+	{name: "a report during the hold does not cut", st: backend.RateState{Epoch: 5, Wmax: 200 * perS}, holdIn: 500 * time.Millisecond, agoAt: 10 * time.Millisecond, a: reportHeld(5, time.Second),
+		wantOK: func(r backend.RateReply) bool {
+			return !r.Cut && r.Epoch == 5 && r.Rate >= 140*perS && r.Rate < 142*perS
+		}},
+	{name: "a report after the hold cuts", st: backend.RateState{Epoch: 5, Wmax: 200 * perS}, holdIn: -time.Millisecond, agoAt: 10 * time.Millisecond, a: reportHeld(5, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Epoch == 6 }},
+	{name: "a hold past the recovery: the clock went back", st: backend.RateState{Epoch: 5, Wmax: 200 * perS}, holdIn: time.Hour, agoAt: 10 * time.Millisecond, a: reportHeld(5, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Epoch == 6 }},
+	{name: "a quiet window after a busy one: no cut from the measure", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, N: 1, Meas: 150 * perS}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 0, 1),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate == 140*perS && r.Meas < 2*perS }},
+	{name: "two quiet windows: a cut from the measure", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, N: 1, Meas: 2 * perS}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 0, 1),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate == 1_400_000 }}, // 2/s (the higher of 2 and 0.67) × 0.7
 	{name: "a report of an older epoch does not", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000}, agoAt: 10 * time.Millisecond, a: rateArgs(3, 1, 1),
 		wantOK: func(r backend.RateReply) bool { return !r.Cut && r.Epoch == 4 }},
 	{name: "nor of an epoch it does not know", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000}, agoAt: 10 * time.Millisecond, a: rateArgs(7, 1, 1),
@@ -116,9 +146,12 @@ func TestRateScriptMatchesModel(t *testing.T) {
 				if tc.agoNT < 0 {
 					s.NT = now + us(-tc.agoNT)
 				}
+				if tc.holdIn != 0 {
+					s.Hold = now + us(tc.holdIn)
+				}
 				fields := []any{"epoch", s.Epoch, "wmax", s.Wmax, "grown", s.Grown, "at", s.At, "n", s.N, "nt", s.NT, "meas", s.Meas}
 				if !tc.old {
-					fields = append(fields, "ug", s.UG, "uw", s.UW)
+					fields = append(fields, "ug", s.UG, "uw", s.UW, "hold", s.Hold, "mp", s.MP)
 				}
 				if tc.bad != "" {
 					fields[1] = tc.bad
@@ -150,7 +183,7 @@ func TestRateScriptMatchesModel(t *testing.T) {
 			}
 			h := c.HGetAll(ctx, key).Val()
 			num := func(f string) int64 { n, _ := strconv.ParseInt(h[f], 10, 64); return n }
-			got := backend.RateState{Epoch: num("epoch"), Wmax: num("wmax"), Grown: num("grown"), At: num("at"), N: num("n"), NT: num("nt"), Meas: num("meas"), UG: num("ug"), UW: num("uw")}
+			got := backend.RateState{Epoch: num("epoch"), Wmax: num("wmax"), Grown: num("grown"), At: num("at"), N: num("n"), NT: num("nt"), Meas: num("meas"), UG: num("ug"), UW: num("uw"), Hold: num("hold"), MP: num("mp")}
 			if got != want {
 				t.Fatalf("the server keeps %+v, the model %+v", got, want)
 			}

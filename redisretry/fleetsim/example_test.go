@@ -75,11 +75,11 @@ func ExampleStepScenario() {
 	fleetsim.WriteSteps(os.Stdout, rs...)
 	// Output:
 	// pacing       step  cap/s     429  settled goodput/s    of cap  converged
-	// auto           0s    100   1.9 %    1.0 %      96.6    96.6 %         4s
-	// auto          60s     40   5.3 %    2.1 %      38.8    97.1 %         5s
-	// auto         120s    100   0.9 %    0.8 %      96.2    96.2 %         4s
-	// auto          all          2.1 %                              13865 att.
-	// auto               13222 calls refused saturated
+	// auto           0s    100   2.7 %    1.0 %      95.3    95.3 %         2s
+	// auto          60s     40   5.4 %    1.5 %      39.0    97.6 %         8s
+	// auto         120s    100   1.0 %    0.9 %      96.1    96.1 %         3s
+	// auto          all          2.5 %                              14024 att.
+	// auto               13029 calls refused saturated
 	// quota          0s    100   0.0 %    0.0 %     100.0   100.0 %         0s
 	// quota         60s     40  59.7 %   59.6 %      40.4   101.0 %      never
 	// quota        120s    100   0.0 %    0.0 %     100.0   100.0 %         0s

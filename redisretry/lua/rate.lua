@@ -8,11 +8,14 @@
 --
 -- KEYS[1]  the state: a hash of epoch (cuts so far), wmax (the rate before
 --          the last cut; the ceiling at first), grown (µs the rate was used
---          since the last cut), at (the last call), n and nt (attempts
+--          since the last cut), at (the last call that said the rate was used,
+--          or the last cut, or the state's start), n and nt (attempts
 --          counted since nt), meas (the send rate last measured, µreq/s),
 --          ug (µs the rate was used since nt) and uw (the share of the last
 --          window it was used, in millionths); a hash without ug and uw
---          (written before they were kept) reads them as 0
+--          (written before they were kept) reads them as 0; hold (the
+--          end of the last cut's hold, µs; absent: none); mp (the send rate
+--          measured over the window before the last, µreq/s; absent: 0)
 -- ARGV[1]  epoch: the epoch under which the caller paced an attempt that met
 --          congestion; -1 for none (a read)
 -- ARGV[2]  used: 1 if the caller was held back by the rate since its last
@@ -23,6 +26,11 @@
 --          where it was cut (> 0)
 -- ARGV[6]  floor, ARGV[7] ceiling: the bounds of the rate (µreq/s)
 -- ARGV[8]  ttl: ms the state is kept after the last call
+-- ARGV[9]  hold: with a report, µs the server said it would stay full (its
+--          429's retry hint), at most recovery; 0 or absent for none. A cut
+--          holds the next one until then: the 429s of that time say the
+--          server is still full (a window that has not freed yet), not that
+--          the cut rate is too high
 --
 -- A key of another type, or a field that is not such an integer (0 to
 -- 2^53), is not the rate's (another program, or a hand, wrote it): it is
@@ -42,6 +50,13 @@ local rec = tonumber(ARGV[5])
 local floor = tonumber(ARGV[6])
 local ceil = tonumber(ARGV[7])
 local ttl = tonumber(ARGV[8])
+local holdFor = tonumber(ARGV[9]) or 0
+if holdFor > rec then
+  holdFor = rec
+end
+if holdFor < 0 then
+  holdFor = 0
+end
 local window = 1000000
 
 local function int(f)
@@ -52,8 +67,8 @@ local function int(f)
   return n
 end
 
-local epoch, wmax, grown, at, n, nt, meas, ug, uw
-local v = redis.pcall("HMGET", KEYS[1], "epoch", "wmax", "grown", "at", "n", "nt", "meas", "ug", "uw")
+local epoch, wmax, grown, at, n, nt, meas, ug, uw, hold, mp
+local v = redis.pcall("HMGET", KEYS[1], "epoch", "wmax", "grown", "at", "n", "nt", "meas", "ug", "uw", "hold", "mp")
 if v.err then
   redis.call("DEL", KEYS[1])
   v = {false}
@@ -61,40 +76,53 @@ end
 if v[1] then
   epoch, wmax, grown, at = int(v[1]), int(v[2]), int(v[3]), int(v[4])
   n, nt, meas = int(v[5]), int(v[6]), int(v[7])
-  ug, uw = 0, 0
+  ug, uw, hold, mp = 0, 0, 0, 0
   if v[8] then
     ug = int(v[8])
   end
   if v[9] then
     uw = int(v[9])
   end
-  if epoch == nil or wmax == nil or grown == nil or at == nil or n == nil or nt == nil or meas == nil or ug == nil or uw == nil then
+  if v[10] then
+    hold = int(v[10])
+  end
+  if v[11] then
+    mp = int(v[11])
+  end
+  if epoch == nil or wmax == nil or grown == nil or at == nil or n == nil or nt == nil or meas == nil or ug == nil or uw == nil or hold == nil or mp == nil then
     redis.call("DEL", KEYS[1])
     epoch = nil
   end
 end
 if epoch == nil then
-  epoch, wmax, grown, at, n, nt, meas, ug, uw = 0, ceil, rec, now, 0, now, 0, 0, 0
+  epoch, wmax, grown, at, n, nt, meas, ug, uw, hold, mp = 0, ceil, rec, now, 0, now, 0, 0, 0, 0, 0
 end
 
--- Growth, while used: the time since the last call, at most a window.
-if used == 1 and now > at then
-  local d = now - at
-  if d > window then
-    d = window
+-- Growth, while used: the time since the last call that said so (or the
+-- last cut), at most a window. Calls that do not say so (a process that was
+-- not held back, or one reading the rate before its first attempt) leave it
+-- running: many processes call in turn, and the rate is used while any of
+-- them is held back; a fleet that went quiet grows a window at most.
+if used == 1 then
+  if now > at then
+    local d = now - at
+    if d > window then
+      d = window
+    end
+    grown = grown + d
+    ug = ug + d
   end
-  grown = grown + d
-  ug = ug + d
+  at = now
 end
 if grown > 64 * rec then
   grown = 64 * rec
 end
-at = now
 -- The fleet's send rate, over windows.
 n = n + sent
 if now < nt then
   n, nt, ug = 0, now, 0
 elseif now - nt >= window then
+  mp = meas
   meas = math.floor(n * 1e12 / (now - nt))
   local u = ug
   if u > now - nt then
@@ -135,23 +163,38 @@ end
 
 local rate = clamp(curve(wmax, grown))
 local cut = 0
-if report >= 0 and report == epoch then
-  local base = rate
+if hold > now + rec then
+  hold = 0 -- the server's clock went back: a hold is never longer
+end
+if report >= 0 and report == epoch and now >= hold then
+  local base, fromMeas = rate, false
   -- The rate is not used (the fleet sent less than half of it, and was held
   -- back by it less than half of the last window): cut from what is sent.
-  if meas > 0 and 2 * meas < base and 2 * uw < 1000000 then
-    base = meas
+  -- The send rate is the higher of the last two windows': a window in which
+  -- the processes waited out their 429s' hints (and said nothing) is not
+  -- the fleet going quiet.
+  local m = meas
+  if mp > m then
+    m = mp
+  end
+  if m > 0 and 2 * m < base and 2 * uw < 1000000 then
+    base, fromMeas = m, true
   end
   if base < floor then
     base = floor
   end
   wmax, grown, epoch, cut = base, 0, epoch + 1, 1
+  at = now -- growth counts from the cut
+  hold = 0
+  if fromMeas then
+    hold = now + holdFor
+  end
   rate = clamp(curve(wmax, 0))
 end
 
 redis.call("HSET", KEYS[1], "epoch", string.format("%d", epoch), "wmax", string.format("%d", wmax),
   "grown", string.format("%d", grown), "at", string.format("%d", at), "n", string.format("%d", n),
   "nt", string.format("%d", nt), "meas", string.format("%d", meas), "ug", string.format("%d", ug),
-  "uw", string.format("%d", uw))
+  "uw", string.format("%d", uw), "hold", string.format("%d", hold), "mp", string.format("%d", mp))
 redis.call("PEXPIRE", KEYS[1], ttl)
 return {rate, epoch, cut, now, meas}

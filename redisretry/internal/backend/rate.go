@@ -23,7 +23,11 @@ type RateArgs struct {
 	Epoch int64
 	// Used is 1 if the process was held back by the rate since its last
 	// call (an attempt waited for the schedule or was refused at its
-	// deadline): the rate grows only while it is used.
+	// deadline), else 0. The rate grows only while it is used: by the time
+	// since the last call that said so (or the last cut), at most a window,
+	// so that the calls of processes that were not held back (or that read
+	// the rate before their first attempt) take nothing away while others
+	// are held back.
 	Used int64
 	// Sent is the attempts the process started since its last call, for
 	// the fleet's send rate.
@@ -38,6 +42,13 @@ type RateArgs struct {
 	Floor, Ceiling int64
 	// TTL (ms) is how long the state is kept after the last call.
 	TTL int64
+	// Hold (µs), with a report (Epoch >= 0), is how long the server said
+	// it would stay full: its 429's retry hint (RetryInfo, Retry-After),
+	// at most Recovery; 0 for none. A cut holds the next one until then:
+	// the 429s of that time say the server is still full, not that the
+	// new rate is too high (a server that counts over a window answers
+	// 429 until its window frees, however slow the fleet has become).
+	Hold int64
 }
 
 // RateState is the state rate.lua keeps in its hash.
@@ -45,12 +56,14 @@ type RateState struct {
 	Epoch int64 // cuts so far
 	Wmax  int64 // the rate before the last cut, or the Ceiling at first (µreq/s)
 	Grown int64 // time the rate was used since the last cut (µs)
-	At    int64 // the last call (µs of server time)
+	At    int64 // the last call that said the rate was used, or the last cut, or the state's start (µs of server time)
 	N     int64 // attempts counted since NT
 	NT    int64 // the start of the current measure (µs)
 	Meas  int64 // the send rate measured over the last window (µreq/s; 0: none yet)
 	UG    int64 // of the current window, the time the rate was used (µs)
 	UW    int64 // the share of the last window the rate was used, in millionths
+	Hold  int64 // the end of the last cut's hold: a report before it does not cut (µs of server time; 0: none)
+	MP    int64 // the send rate measured over the window before the last (µreq/s; 0: none)
 }
 
 // RateReply is rate.lua's reply.
@@ -105,20 +118,24 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	} else {
 		s = *st
 	}
-	// Growth, while used: the time since the last call, at most a window
-	// (a fleet that went quiet does not grow for its silence).
-	if a.Used == 1 && now > s.At {
-		s.Grown += min(now-s.At, RateWindow)
-		s.UG += min(now-s.At, RateWindow)
+	// Growth, while used: the time since the last call that said so (or
+	// the last cut), at most a window: a fleet that went quiet grows a
+	// window at most for its silence.
+	if a.Used == 1 {
+		if now > s.At {
+			s.Grown += min(now-s.At, RateWindow)
+			s.UG += min(now-s.At, RateWindow)
+		}
+		s.At = now
 	}
 	s.Grown = min(s.Grown, 64*a.Recovery)
-	s.At = now
 	// The fleet's send rate, over windows of RateWindow.
 	s.N += a.Sent
 	switch {
 	case now < s.NT:
 		s.N, s.NT, s.UG = 0, now, 0
 	case now-s.NT >= RateWindow:
+		s.MP = s.Meas
 		s.Meas = int64(math.Floor(float64(s.N) * 1e12 / float64(now-s.NT)))
 		s.UW = int64(math.Floor(float64(min(s.UG, now-s.NT)) * 1e6 / float64(now-s.NT)))
 		s.N, s.NT, s.UG = 0, now, 0
@@ -126,17 +143,28 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	clamp := func(r int64) int64 { return max(min(r, a.Ceiling), a.Floor) }
 	rate := clamp(RateCurve(s.Wmax, s.Grown, a.Recovery, a.Beta))
 	cut := false
-	if a.Epoch >= 0 && a.Epoch == s.Epoch {
-		base := rate
-		if s.Meas > 0 && 2*s.Meas < base && 2*s.UW < 1_000_000 {
+	if s.Hold > now+a.Recovery {
+		s.Hold = 0 // the server's clock went back: a hold is never longer
+	}
+	if a.Epoch >= 0 && a.Epoch == s.Epoch && now >= s.Hold {
+		base, fromMeas := rate, false
+		// The send rate is the higher of the last two windows': a
+		// window in which the processes waited out their 429s' hints
+		// (and said nothing) is not the fleet going quiet.
+		if m := max(s.Meas, s.MP); m > 0 && 2*m < base && 2*s.UW < 1_000_000 {
 			// The fleet sent less than half the rate and was held back by
 			// it less than half of the last window: the rate is not used,
 			// cut from what is. (While the rate is used and grows, the
 			// last window's measure lags it.)
-			base = s.Meas
+			base = m
+			fromMeas = true
 		}
 		s.Wmax = max(base, a.Floor)
-		s.Grown = 0
+		s.Grown, s.At = 0, now // growth counts from the cut
+		s.Hold = 0
+		if fromMeas {
+			s.Hold = now + max(min(a.Hold, a.Recovery), 0)
+		}
 		s.Epoch++
 		cut = true
 		rate = clamp(RateCurve(s.Wmax, 0, a.Recovery, a.Beta))

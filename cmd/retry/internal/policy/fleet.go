@@ -497,9 +497,13 @@ func (f *Fleet) configs(timeout time.Duration) (redisretry.BudgetConfig, redisre
 }
 
 // autoConfig is the AutoQuota of --quota auto[:MAX] with timeout as each
-// Redis call's bound.
+// Redis call's bound. An attempt waits for its slot up to a minute (the
+// library's longest MaxWait, within --deadline) rather than 250 ms: a
+// process of the command is one caller, so the fleet's queue holds at most
+// one slot per process, and a process refused at once would only exit 1 to
+// a loop that starts it again.
 func (s FleetSpec) autoConfig(timeout time.Duration, logger *slog.Logger, obs redisretry.Observer) redisretry.AutoQuotaConfig {
-	return redisretry.AutoQuotaConfig{Key: s.Name, Ceiling: s.quota, Lease: FleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: logger, Observer: obs}
+	return redisretry.AutoQuotaConfig{Key: s.Name, Ceiling: s.quota, Lease: FleetQuotaLease, FleetSize: s.size, MaxWait: time.Minute, Timeout: timeout, Logger: logger, Observer: obs}
 }
 
 // RedisTimeout is each Redis call's bound for a run whose loop has the
