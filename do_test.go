@@ -12,23 +12,15 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 var errFlaky = errors.New("flaky")
 
-// recorder collects events for assertions.
-type recorder struct{ events []Event }
-
-func (r *recorder) observe(_ context.Context, e Event) { r.events = append(r.events, e) }
-
-func (r *recorder) kinds(k EventKind) []Event {
-	var out []Event
-	for _, e := range r.events {
-		if e.Kind == k {
-			out = append(out, e)
-		}
-	}
-	return out
+// newRecorder returns an Observer's recorder for assertions.
+func newRecorder() *testkit.Recorder[Event, EventKind] {
+	return testkit.NewRecorder(func(e Event) EventKind { return e.Kind })
 }
 
 func TestAttemptsCapIsExact(t *testing.T) {
@@ -249,8 +241,8 @@ func TestPermanentAndClassifier(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := &recorder{}
-			tt.p.Observer = rec.observe
+			rec := newRecorder()
+			tt.p.Observer = rec.Observe
 			calls := 0
 			err := Run(context.Background(), tt.p, func(context.Context) error { calls++; return tt.err })
 			if calls != 1 {
@@ -266,7 +258,7 @@ func TestPermanentAndClassifier(t *testing.T) {
 			if !errors.Is(err, inner) {
 				t.Fatalf("errors.Is(err, inner) = false")
 			}
-			g := rec.kinds(EventGiveUp)
+			g := rec.Of(EventGiveUp)
 			if len(g) != 1 || g[0].Reason != ReasonPermanent {
 				t.Fatalf("give-up events = %+v", g)
 			}
@@ -308,9 +300,9 @@ func TestServerHint(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rec := &recorder{}
+				rec := newRecorder()
 				p := tt.p
-				p.Attempts, p.Observer, p.Rand = 2, rec.observe, NewRand(9)
+				p.Attempts, p.Observer, p.Rand = 2, rec.Observe, NewRand(9)
 				var at []time.Time
 				Run(t.Context(), p, func(context.Context) error {
 					at = append(at, time.Now())
@@ -323,7 +315,7 @@ func TestServerHint(t *testing.T) {
 				if w < tt.min || w > tt.max {
 					t.Fatalf("wait = %v, want in [%v, %v]", w, tt.min, tt.max)
 				}
-				if r := rec.kinds(EventRetry); len(r) != 1 || r[0].Wait != w {
+				if r := rec.Of(EventRetry); len(r) != 1 || r[0].Wait != w {
 					t.Fatalf("retry events %+v, want one with Wait %v", r, w)
 				}
 			})
@@ -360,9 +352,9 @@ func TestInvalidPolicyDoesNotCall(t *testing.T) {
 
 func TestObserverEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
+		rec := newRecorder()
 		n := 0
-		err := Run(t.Context(), Policy{Observer: rec.observe, Rand: NewRand(5)}, func(context.Context) error {
+		err := Run(t.Context(), Policy{Observer: rec.Observe, Rand: NewRand(5)}, func(context.Context) error {
 			n++
 			if n < 3 {
 				return errFlaky
@@ -372,14 +364,14 @@ func TestObserverEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := rec.kinds(EventRetry)
+		r := rec.Of(EventRetry)
 		if len(r) != 2 || r[0].Attempt != 1 || r[1].Attempt != 2 || r[0].MaxAttempts != 5 || r[0].Err != errFlaky {
 			t.Fatalf("retry events %+v", r)
 		}
 		if r[1].Elapsed != r[0].Wait { // the clock starts at the first failure
 			t.Fatalf("elapsed %v, want %v", r[1].Elapsed, r[0].Wait)
 		}
-		s := rec.kinds(EventSuccess)
+		s := rec.Of(EventSuccess)
 		if len(s) != 1 || s[0].Attempt != 3 {
 			t.Fatalf("success events %+v", s)
 		}

@@ -53,16 +53,16 @@ func TestHintedHugeHintIsCapped(t *testing.T) {
 
 func TestDoHugeHintWaitsTheCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
+		rec := newRecorder()
 		calls := 0
-		err := Run(t.Context(), Policy{Attempts: 2, MaxRetryAfter: 30 * time.Second, Observer: rec.observe}, func(context.Context) error {
+		err := Run(t.Context(), Policy{Attempts: 2, MaxRetryAfter: 30 * time.Second, Observer: rec.Observe}, func(context.Context) error {
 			calls++
 			return After(errFlaky, math.MaxInt64)
 		})
 		if calls != 2 || err == nil {
 			t.Fatalf("calls %d, err %v", calls, err)
 		}
-		r := rec.kinds(EventRetry)
+		r := rec.Of(EventRetry)
 		if len(r) != 1 || r[0].Wait != 30*time.Second {
 			t.Fatalf("retry events %+v, want one wait of 30s", r)
 		}
@@ -135,17 +135,17 @@ func TestBackoffZeroInitialDelayStaysZero(t *testing.T) {
 
 func TestThrottledFirstAttemptIsObserved(t *testing.T) {
 	for _, withDeadline := range []bool{false, true} {
-		rec := &recorder{}
-		p := Policy{Throttle: &fakeLimiter{refuseFirst: true}, Observer: rec.observe}
+		rec := newRecorder()
+		p := Policy{Throttle: &fakeLimiter{refuseFirst: true}, Observer: rec.Observe}
 		if withDeadline {
 			p.Deadline = time.Minute
 		}
 		calls := 0
 		err := Run(context.Background(), p, func(context.Context) error { calls++; return nil })
-		g := rec.kinds(EventGiveUp)
-		if calls != 0 || !errors.Is(err, ErrThrottled) || len(rec.events) != 1 || len(g) != 1 ||
+		g := rec.Of(EventGiveUp)
+		if calls != 0 || !errors.Is(err, ErrThrottled) || len(rec.Events()) != 1 || len(g) != 1 ||
 			g[0].Reason != ReasonThrottled || g[0].Attempt != 0 {
-			t.Fatalf("calls %d, err %v, events %+v: want one give-up (throttled, attempt 0)", calls, err, rec.events)
+			t.Fatalf("calls %d, err %v, events %+v: want one give-up (throttled, attempt 0)", calls, err, rec.Events())
 		}
 	}
 }
@@ -176,8 +176,8 @@ func TestDoneContextNeverCallsFn(t *testing.T) {
 	why := errors.New("shutting down")
 	cancel(why)
 	for _, p := range []Policy{{}, {Deadline: time.Minute}, {AttemptTimeout: time.Second}, {Budget: &fakeLimiter{}}, {Pacer: &fakePacer{}}} {
-		rec := &recorder{}
-		p.Observer = rec.observe
+		rec := newRecorder()
+		p.Observer = rec.Observe
 		calls := 0
 		v, err := Do(ctx, p, func(context.Context) (int, error) { calls++; return 1, nil })
 		var re *Error
@@ -185,8 +185,8 @@ func TestDoneContextNeverCallsFn(t *testing.T) {
 			!errors.Is(err, why) {
 			t.Fatalf("%+v: calls %d, v %d, err %v: want no call and the context's cause", p, calls, v, err)
 		}
-		if g := rec.kinds(EventGiveUp); len(g) != 1 || g[0].Reason != ReasonContext {
-			t.Fatalf("events %+v, want one give-up", rec.events)
+		if g := rec.Of(EventGiveUp); len(g) != 1 || g[0].Reason != ReasonContext {
+			t.Fatalf("events %+v, want one give-up", rec.Events())
 		}
 	}
 }
@@ -202,8 +202,8 @@ func TestElapsedIncludesEveryAttempt(t *testing.T) {
 		{Attempts: 2, Jitter: Zero, Budget: &fakeLimiter{}},
 	} {
 		synctest.Test(t, func(t *testing.T) {
-			rec := &recorder{}
-			p.Observer = rec.observe
+			rec := newRecorder()
+			p.Observer = rec.Observe
 			err := Run(t.Context(), p, func(context.Context) error {
 				time.Sleep(500 * time.Millisecond) // virtual
 				return errFlaky
@@ -216,22 +216,22 @@ func TestElapsedIncludesEveryAttempt(t *testing.T) {
 			if !errors.As(err, &re) || re.Elapsed != want {
 				t.Fatalf("%+v: err %v, want Elapsed %v", p, err, want)
 			}
-			if g := rec.kinds(EventGiveUp); len(g) != 1 || g[0].Elapsed != want {
+			if g := rec.Of(EventGiveUp); len(g) != 1 || g[0].Elapsed != want {
 				t.Fatalf("give-up events %+v, want Elapsed %v", g, want)
 			}
-			if r := rec.kinds(EventRetry); p.Attempts == 2 && (len(r) != 1 || r[0].Elapsed != 500*time.Millisecond) {
+			if r := rec.Of(EventRetry); p.Attempts == 2 && (len(r) != 1 || r[0].Elapsed != 500*time.Millisecond) {
 				t.Fatalf("retry events %+v, want Elapsed 500ms", r)
 			}
 		})
 	}
 	// The success event too.
 	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
-		Run(t.Context(), Policy{Observer: rec.observe}, func(context.Context) error {
+		rec := newRecorder()
+		Run(t.Context(), Policy{Observer: rec.Observe}, func(context.Context) error {
 			time.Sleep(300 * time.Millisecond)
 			return nil
 		})
-		if s := rec.kinds(EventSuccess); len(s) != 1 || s[0].Elapsed != 300*time.Millisecond {
+		if s := rec.Of(EventSuccess); len(s) != 1 || s[0].Elapsed != 300*time.Millisecond {
 			t.Fatalf("success events %+v, want Elapsed 300ms", s)
 		}
 	})

@@ -54,16 +54,16 @@ func TestPermanentAfterDeadlineIsReturnedAsIs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bad := errors.New("400 bad request")
 		l := &fakeLimiter{}
-		rec := &recorder{}
-		err := Run(t.Context(), Policy{Deadline: 20 * time.Millisecond, Budget: l, Observer: rec.observe}, func(context.Context) error {
+		rec := newRecorder()
+		err := Run(t.Context(), Policy{Deadline: 20 * time.Millisecond, Budget: l, Observer: rec.Observe}, func(context.Context) error {
 			time.Sleep(30 * time.Millisecond)
 			return Permanent(bad)
 		})
 		if err != bad || l.oks.Load() != 1 {
 			t.Fatalf("err %v (want it as is), %d oks", err, l.oks.Load())
 		}
-		if g := rec.kinds(EventGiveUp); len(g) != 1 || g[0].Reason != ReasonPermanent {
-			t.Fatalf("events %+v", rec.events)
+		if g := rec.Of(EventGiveUp); len(g) != 1 || g[0].Reason != ReasonPermanent {
+			t.Fatalf("events %+v", rec.Events())
 		}
 	})
 }

@@ -137,10 +137,10 @@ func TestHints(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
-				var ev events
+				ev := newEvents()
 				p := tt.policy
 				p.Jitter = retry.Zero
-				p.Observer = ev.observe
+				p.Observer = ev.Observe
 				rt := NewTransport(sequence(&calls, tt.first, reply(200, "ok")), p)
 				resp := get(t, rt, "https://example.com/v1/models")
 				if body := readAll(t, resp); body != "ok" || len(calls) != 2 {
@@ -149,7 +149,7 @@ func TestHints(t *testing.T) {
 				if waited := calls[1].Sub(calls[0]); waited != tt.wantWait {
 					t.Errorf("waited %v between attempts, want %v", waited, tt.wantWait)
 				}
-				r := ev.byKind(retry.EventRetry)
+				r := ev.Of(retry.EventRetry)
 				var ae *AttemptError
 				if len(r) != 1 || !errors.As(r[0].Err, &ae) {
 					t.Fatalf("retry events %+v", r)
@@ -184,17 +184,17 @@ func TestHintPastDeadline(t *testing.T) {
 		t.Run(source, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
-				var ev events
+				ev := newEvents()
 				first := reply(429, string(spec), "Content-Type", "application/json")
 				if source == HintRetryAfter {
 					first = reply(429, string(spec), "Retry-After", "25")
 				}
-				p := retry.Policy{Deadline: 20 * time.Second, Observer: ev.observe}
+				p := retry.Policy{Deadline: 20 * time.Second, Observer: ev.Observe}
 				resp := get(t, NewTransport(sequence(&calls, first, reply(200, "")), p), "https://example.com/")
 				if body := readAll(t, resp); resp.StatusCode != 429 || body != string(spec) || len(calls) != 1 {
 					t.Fatalf("got %d (%d bytes) after %d attempts, want the 429 with its body after 1", resp.StatusCode, len(body), len(calls))
 				}
-				if e := ev.last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
+				if e := ev.Last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
 					t.Fatalf("last event %+v, want a give-up on the deadline", e)
 				}
 			})
@@ -208,13 +208,13 @@ func TestHintPastDeadline(t *testing.T) {
 func TestDeadlineReturnsLast503(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls []time.Time
-		var ev events
-		p := retry.Policy{Deadline: 3 * time.Second, Jitter: retry.Zero, Observer: ev.observe}
+		ev := newEvents()
+		p := retry.Policy{Deadline: 3 * time.Second, Jitter: retry.Zero, Observer: ev.Observe}
 		resp := get(t, NewTransport(sequence(&calls, reply(503, "busy 1"), reply(503, "busy 2"), reply(200, "")), p), "https://example.com/")
 		if body := readAll(t, resp); resp.StatusCode != 503 || body != "busy 2" || len(calls) != 2 {
 			t.Fatalf("got %d %q after %d attempts, want the second 503", resp.StatusCode, body, len(calls))
 		}
-		if e := ev.last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
+		if e := ev.Last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
 			t.Fatalf("last event %+v", e)
 		}
 	})
@@ -260,19 +260,19 @@ func TestDiscardedBodiesClosed(t *testing.T) {
 func TestAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls []time.Time
-		var ev events
+		ev := newEvents()
 		hang := func(r *http.Request) (*http.Response, error) {
 			<-r.Context().Done()
 			return nil, r.Context().Err()
 		}
-		p := retry.Policy{Jitter: retry.Zero, Observer: ev.observe}
+		p := retry.Policy{Jitter: retry.Zero, Observer: ev.Observe}
 		rt := NewTransport(sequence(&calls, hang, reply(200, "ok")), p, WithAttemptTimeout(10*time.Second))
 		resp := get(t, rt, "https://example.com/")
 		if len(calls) != 2 || calls[1].Sub(calls[0]) != 11*time.Second { // 10 s timeout + 1 s backoff
 			t.Fatalf("%d attempts, %v apart", len(calls), calls[len(calls)-1].Sub(calls[0]))
 		}
 		var ae *AttemptError
-		if r := ev.byKind(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout {
+		if r := ev.Of(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout {
 			t.Fatalf("retry events %+v, want one timeout", r)
 		}
 		// The returned response's context lives until its body is closed.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 func TestRedact(t *testing.T) {
@@ -90,7 +91,7 @@ func TestRedactHeader(t *testing.T) {
 // TestLogRedacted: the log records carry the HTTP details and no secret,
 // for statuses, transport errors and give-ups.
 func TestLogRedacted(t *testing.T) {
-	srv := newScript(t, status(503, "busy"), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(200, "ok"))
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	rt := NewTransport(srv.Client().Transport, fast, WithLogger(logger))
@@ -112,7 +113,7 @@ func TestLogRedacted(t *testing.T) {
 	}
 	send("GET", secret(srv.URL))  // a 503, retried, then 200
 	send("POST", secret(srv.URL)) // 200 (the script repeats its last answer): no record
-	srv2 := newScript(t, status(500, "oops"))
+	srv2 := testkit.NewScript(t, testkit.Status(500, "oops"))
 	send("POST", secret(srv2.URL))     // not idempotent: give-up
 	send("GET", secret(refusedURL(t))) // refused: 4 retries, then give-up
 
@@ -141,7 +142,7 @@ func TestDefaultLogDebug(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer slog.SetDefault(old)
-	srv := newScript(t, status(503, "busy"), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(200, "ok"))
 	readAll(t, get(t, NewTransport(srv.Client().Transport, fast), srv.URL+"/x?key=SECRET"))
 	if out := buf.String(); !strings.Contains(out, `level=DEBUG msg="httpretry: retry" method=GET`) || strings.Contains(out, "SECRET") {
 		t.Fatalf("log:\n%s", out)
@@ -171,7 +172,7 @@ func TestAttemptErrorMessage(t *testing.T) {
 func TestNoGoroutineLeak(t *testing.T) {
 	before := chaos.SnapshotGoroutines()
 	func() {
-		srv := newScript(t, status(503, strings.Repeat("x", 100<<10)), hijackClose(""), status(200, "ok"))
+		srv := testkit.NewScript(t, testkit.Status(503, strings.Repeat("x", 100<<10)), hijackClose(""), testkit.Status(200, "ok"))
 		tr := &http.Transport{}
 		defer tr.CloseIdleConnections()
 		p := fast

@@ -194,10 +194,10 @@ func TestStreamErrorTextRedacted(t *testing.T) {
 	// A retry (the hint ignored), then a give-up (the hint past the deadline).
 	for _, p := range []retry.Policy{{Attempts: 2, MaxRetryAfter: retry.Zero, InitialDelay: retry.Zero, Jitter: retry.Zero}, {Deadline: time.Minute}} {
 		var (
-			evs events
+			evs = newEvents()
 			log strings.Builder
 		)
-		p.Observer = evs.observe
+		p.Observer = evs.Observe
 		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
 			return streamReply(ctSSE, nil, sseOf(ev))(r)
 		}), p, WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
@@ -207,10 +207,10 @@ func TestStreamErrorTextRedacted(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if len(evs.list) == 0 || evs.list[0].Err == nil {
-			t.Fatalf("events %+v, want a retry or a give-up with the error first", evs.list)
+		if len(evs.Events()) == 0 || evs.Events()[0].Err == nil {
+			t.Fatalf("events %+v, want a retry or a give-up with the error first", evs.Events())
 		}
-		texts = append(texts, evs.list[0].Err.Error(), log.String())
+		texts = append(texts, evs.Events()[0].Err.Error(), log.String())
 	}
 	if !strings.Contains(texts[0], "API key REDACTED and Bearer REDACTED and x-goog-api-key: REDACTED") {
 		t.Errorf("the message lost its words: %q", texts[0])

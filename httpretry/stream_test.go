@@ -20,6 +20,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // TestFirstEventScanner: where the first event of each stream format ends,
@@ -259,8 +260,8 @@ func TestStreamFirstEvent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
-				var ev events
-				p := retry.Policy{Jitter: retry.Zero, Observer: ev.observe}
+				ev := newEvents()
+				p := retry.Policy{Jitter: retry.Zero, Observer: ev.Observe}
 				rt := NewTransport(sequence(&calls, tt.first, streamReply(ctSSE, nil, good)), p)
 				req, _ := http.NewRequestWithContext(Idempotent(context.Background()), http.MethodPost, streamURL, strings.NewReader(`{"contents":[]}`))
 				resp, err := rt.RoundTrip(req)
@@ -276,7 +277,7 @@ func TestStreamFirstEvent(t *testing.T) {
 					t.Fatalf("%d attempts, want %d", len(calls), tt.hits)
 				}
 				if tt.hits < 2 {
-					if r := ev.byKind(retry.EventRetry); len(r) != 0 {
+					if r := ev.Of(retry.EventRetry); len(r) != 0 {
 						t.Fatalf("retries %+v, want none", r)
 					}
 					return
@@ -284,7 +285,7 @@ func TestStreamFirstEvent(t *testing.T) {
 				if w := calls[1].Sub(calls[0]); w != tt.wait {
 					t.Errorf("waited %v, want %v", w, tt.wait)
 				}
-				r := ev.byKind(retry.EventRetry)
+				r := ev.Of(retry.EventRetry)
 				var ae *AttemptError
 				if len(r) != 1 || !errors.As(r[0].Err, &ae) {
 					t.Fatalf("retry events %+v", r)
@@ -439,8 +440,8 @@ func TestStreamStallPastAttemptTimeout(t *testing.T) {
 				base := s.Transport(2)
 				defer s.Close()
 				defer base.CloseIdleConnections()
-				var ev events
-				rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: ev.observe}, WithAttemptTimeout(10*time.Second))
+				ev := newEvents()
+				rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: ev.Observe}, WithAttemptTimeout(10*time.Second))
 				req, _ := http.NewRequest(http.MethodGet, "http://chaos/v1/m:streamGenerateContent?alt=sse", nil)
 				req.Header.Set(chaos.HeaderID, "s")
 				req.Header.Set(chaos.HeaderStream, chaos.StreamSSE)
@@ -461,7 +462,7 @@ func TestStreamStallPastAttemptTimeout(t *testing.T) {
 					return
 				}
 				var ae *AttemptError
-				r := ev.byKind(retry.EventRetry)
+				r := ev.Of(retry.EventRetry)
 				if s.Hits("s") != 2 || took != 11*time.Second || len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout {
 					t.Fatalf("%d attempts in %v, retries %+v; want 2 in 11s after a timeout", s.Hits("s"), took, r)
 				}
@@ -476,9 +477,9 @@ func TestStreamStallPastAttemptTimeout(t *testing.T) {
 func TestStreamGiveUpReturnsTheStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls []time.Time
-		var ev events
+		ev := newEvents()
 		rt := NewTransport(sequence(&calls, streamReply(ctSSE, nil, sseOf(quota429))),
-			retry.Policy{Deadline: 10 * time.Second, Observer: ev.observe})
+			retry.Policy{Deadline: 10 * time.Second, Observer: ev.Observe})
 		req, _ := http.NewRequest(http.MethodGet, streamURL, nil)
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
@@ -487,7 +488,7 @@ func TestStreamGiveUpReturnsTheStream(t *testing.T) {
 		if b := readAll(t, resp); b != sseOf(quota429) || len(calls) != 1 {
 			t.Fatalf("got %q after %d attempts", b, len(calls))
 		}
-		if e := ev.last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
+		if e := ev.Last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
 			t.Fatalf("last event %+v", e)
 		}
 	})
@@ -567,20 +568,20 @@ func TestStreamStallCustomTransport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		stalled := newBlockingBody()
 		var calls []time.Time
-		var ev events
+		ev := newEvents()
 		rt := NewTransport(sequence(&calls,
 			func(r *http.Request) (*http.Response, error) {
 				resp := response(r, 200, "", "Content-Type", ctSSE)
 				resp.Body, resp.ContentLength = stalled, -1
 				return resp, nil
 			},
-			streamReply(ctSSE, nil, sseOf(chunk1))), retry.Policy{Jitter: retry.Zero, Observer: ev.observe}, WithAttemptTimeout(5*time.Second))
+			streamReply(ctSSE, nil, sseOf(chunk1))), retry.Policy{Jitter: retry.Zero, Observer: ev.Observe}, WithAttemptTimeout(5*time.Second))
 		resp := get(t, rt, streamURL)
 		if b := readAll(t, resp); b != sseOf(chunk1) || len(calls) != 2 || calls[1].Sub(calls[0]) != 6*time.Second {
 			t.Fatalf("got %q after %d attempts", b, len(calls))
 		}
 		var ae *AttemptError
-		if r := ev.byKind(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout || stalled.n.Load() != 1 {
+		if r := ev.Of(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout || stalled.n.Load() != 1 {
 			t.Fatalf("retries %+v, body closed %d times; want one timeout, closed once", r, stalled.n.Load())
 		}
 	})
@@ -720,13 +721,7 @@ func TestStreamEmptyAnswerLoopback(t *testing.T) {
 					w.(http.Flusher).Flush()
 				}
 			}))
-			if tc.h2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
-			defer srv.Close()
+			testkit.Start(t, srv, tc.h2)
 			rt := NewTransport(srv.Client().Transport, fast, WithAttemptTimeout(time.Minute))
 			resp := get(t, rt, srv.URL+"/v1/models/m:streamGenerateContent")
 			if b := readAll(t, resp); b != "" || hits.Load() != 1 || resp.StatusCode != 200 {
@@ -838,13 +833,13 @@ func TestStreamEOFIsNoTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
-				var ev events
+				ev := newEvents()
 				p := tc.p
-				p.Jitter, p.Observer = retry.Zero, ev.observe
+				p.Jitter, p.Observer = retry.Zero, ev.Observe
 				rt := NewTransport(sequence(&calls, streamReply(ctSSE, nil, ": only a comment\n\n"), streamReply(ctSSE, nil, sseOf(chunk1))), p, tc.opts...)
 				readAll(t, get(t, rt, streamURL))
 				var ae *AttemptError
-				r := ev.byKind(retry.EventRetry)
+				r := ev.Of(retry.EventRetry)
 				if len(r) != 1 || !errors.As(r[0].Err, &ae) {
 					t.Fatalf("retries %+v", r)
 				}

@@ -121,8 +121,8 @@ func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
-		var ev events
-		c := AutoQuotaConfig{Key: "fleet", Ceiling: PerSecond(100), Observer: ev.observe, Logger: slog.New(&logCounter{})}
+		ev := newEvents()
+		c := AutoQuotaConfig{Key: "fleet", Ceiling: PerSecond(100), Observer: ev.Record, Logger: slog.New(&logCounter{})}
 		fleet := fleetOf(t, m, 3, c)
 		// Every process paces an attempt at the ceiling, then all three
 		// meet a 429.
@@ -157,7 +157,7 @@ func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
 		if got := fleet[0].Rate(); got < 64 || got > 65 {
 			t.Fatalf("rate %v, want 64 to 65 (80, grown a little while used, × 0.8)", got)
 		}
-		if n := ev.count(EventRate); n < 2 {
+		if n := ev.Count(EventRate); n < 2 {
 			t.Fatalf("%d rate events, want one per cut at least", n)
 		}
 		for _, a := range fleet {

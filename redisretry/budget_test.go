@@ -253,8 +253,8 @@ func TestBudgetRecoversWithoutRetries(t *testing.T) {
 		// intervals, and count its requests in the fleet's window again.
 		leaks := noLeaks(t)
 		mem := newMem()
-		ev := &events{}
-		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard, Observer: ev.observe})
+		ev := newEvents()
+		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard, Observer: ev.Record})
 		mem.setFail(errTestDown)
 		b.Admit(false)
 		b.Admit(true) // the retry finds Redis down
@@ -277,7 +277,7 @@ func TestBudgetRecoversWithoutRetries(t *testing.T) {
 		if back < 0 || back > 2*DefaultProbeInterval {
 			t.Fatalf("back on Redis after %v of first attempts (-1: never), want within %v", back, 2*DefaultProbeInterval)
 		}
-		if n := ev.count(EventRecovered); n != 1 {
+		if n := ev.Count(EventRecovered); n != 1 {
 			t.Errorf("%d EventRecovered, want 1", n)
 		}
 		requests, _ := mem.store.Budget(backend.NewBudgetKeys("k"))

@@ -25,8 +25,8 @@ func TestQuotaFallbackAndRecovery(t *testing.T) {
 		leaks := noLeaks(t)
 		mem := newMem()
 		logs := &logCounter{}
-		ev := &events{}
-		cfg := QuotaConfig{Key: "k", Limit: PerSecond(100), Logger: slog.New(logs), Observer: ev.observe}
+		ev := newEvents()
+		cfg := QuotaConfig{Key: "k", Limit: PerSecond(100), Logger: slog.New(logs), Observer: ev.Record}
 		// Two processes, so each one's share is 50 per second.
 		other, _ := newQuota(mem, cfg)
 		if err := other.Wait(t.Context()); err != nil {
@@ -54,8 +54,8 @@ func TestQuotaFallbackAndRecovery(t *testing.T) {
 		if l := logs.lines(); len(l) != 1 || !strings.Contains(l[0], "unavailable") {
 			t.Fatalf("log lines %q, want one for the change", l)
 		}
-		if ev.count(EventFallback) != 1 {
-			t.Fatalf("%d fallback events", ev.count(EventFallback))
+		if ev.Count(EventFallback) != 1 {
+			t.Fatalf("%d fallback events", ev.Count(EventFallback))
 		}
 		calls := mem.calls.Load()
 
@@ -66,8 +66,8 @@ func TestQuotaFallbackAndRecovery(t *testing.T) {
 		if q.State() != StateRedis {
 			t.Fatalf("state %v after Redis came back", q.State())
 		}
-		if l := logs.lines(); len(l) != 2 || !strings.Contains(l[1], "available again") || ev.count(EventRecovered) != 1 {
-			t.Fatalf("log lines %q, %d recovered events", l, ev.count(EventRecovered))
+		if l := logs.lines(); len(l) != 2 || !strings.Contains(l[1], "available again") || ev.Count(EventRecovered) != 1 {
+			t.Fatalf("log lines %q, %d recovered events", l, ev.Count(EventRecovered))
 		}
 		// While down, Redis was probed about once per second, not per call.
 		if probes := mem.calls.Load() - calls; probes > 4 {

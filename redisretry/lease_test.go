@@ -405,8 +405,8 @@ func TestColdCallsBoundedByTheDialTimeout(t *testing.T) {
 		leaks := noLeaks(t)
 		mem := newMem()
 		release := mem.setHang()
-		ev := &events{}
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(100), Logger: discard, Observer: ev.observe})
+		ev := newEvents()
+		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(100), Logger: discard, Observer: ev.Record})
 		begin := time.Now()
 		if _, err := q.Reserve(t.Context(), begin, begin.Add(300*time.Millisecond)); !errors.Is(err, retry.ErrPastDeadline) || time.Since(begin) != 300*time.Millisecond {
 			t.Fatalf("%v after %v: want the deadline (300ms) first", err, time.Since(begin))
@@ -424,14 +424,10 @@ func TestColdCallsBoundedByTheDialTimeout(t *testing.T) {
 		if n > 2*10+1 {
 			t.Fatalf("%d starts in 2 s alone: want a tenth of 100/s", n)
 		}
-		ev.mu.Lock()
 		var fb Event
-		for _, e := range ev.ev {
-			if e.Kind == EventFallback {
-				fb = e
-			}
+		if f := ev.Of(EventFallback); len(f) > 0 {
+			fb = f[len(f)-1]
 		}
-		ev.mu.Unlock()
 		if fb.FleetSize != DefaultColdFleetSize || !fb.Cold {
 			t.Fatalf("fallback event %+v: want the cold fleet size said", fb)
 		}
