@@ -18,33 +18,33 @@ import (
 var err429 = retry.After(&httpretry.AttemptError{Method: "POST", URL: "https://example.com/v1", Status: 429, Class: httpretry.ClassStatus}, time.Second)
 
 func TestAutoQuotaConfigValidate(t *testing.T) {
-	ok := AutoQuotaConfig{Key: "k"}
+	ok := AutoQuotaConfig{Settings: Settings{Key: "k"}}
 	for _, tc := range []struct {
 		name string
 		c    AutoQuotaConfig
 		want string // in the error; "" for none
 	}{
 		{"defaults", ok, ""},
-		{"a ceiling and a floor", AutoQuotaConfig{Key: "k", Ceiling: PerSecond(100), Floor: PerMinute(60)}, ""},
+		{"a ceiling and a floor", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: PerSecond(100), Floor: PerMinute(60)}, ""},
 		{"no key", AutoQuotaConfig{}, "AutoQuotaConfig.Key"},
-		{"zero ceiling rate", AutoQuotaConfig{Key: "k", Ceiling: Limit{Period: time.Second}}, "AutoQuotaConfig.Ceiling.Limit.Rate = 0"},
-		{"negative floor", AutoQuotaConfig{Key: "k", Floor: Limit{Rate: -1, Period: time.Second}}, "AutoQuotaConfig.Floor.Limit.Rate = -1"},
-		{"ceiling above a million a second", AutoQuotaConfig{Key: "k", Ceiling: PerSecond(2_000_000)}, "AutoQuotaConfig.Ceiling = 2000000/1s"},
-		{"floor below one an hour", AutoQuotaConfig{Key: "k", Floor: Limit{Rate: 1, Period: 2 * time.Hour}}, "AutoQuotaConfig.Floor = 1/2h0m0s"},
-		{"a burst", AutoQuotaConfig{Key: "k", Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 5}}, "AutoQuotaConfig.Ceiling = 10/1s, burst 5"},
-		{"ceiling below the floor", AutoQuotaConfig{Key: "k", Ceiling: PerSecond(5), Floor: PerSecond(10)}, "AutoQuotaConfig.Ceiling = 5/1s: must not be below the Floor (10/1s)"},
-		{"ceiling below the default floor", AutoQuotaConfig{Key: "k", Ceiling: PerMinute(30)}, "AutoQuotaConfig.Ceiling = 30/1m0s: must not be below the Floor (1/1s)"},
-		{"NaN beta", AutoQuotaConfig{Key: "k", Beta: math.NaN()}, "AutoQuotaConfig.Beta = NaN"},
-		{"beta 1", AutoQuotaConfig{Key: "k", Beta: 1}, "AutoQuotaConfig.Beta = 1"},
-		{"negative beta", AutoQuotaConfig{Key: "k", Beta: -0.5}, "AutoQuotaConfig.Beta = -0.5"},
-		{"negative recovery", AutoQuotaConfig{Key: "k", Recovery: -time.Second}, "AutoQuotaConfig.Recovery = -1s"},
-		{"tiny recovery", AutoQuotaConfig{Key: "k", Recovery: time.Millisecond}, "AutoQuotaConfig.Recovery = 1ms"},
-		{"negative sync", AutoQuotaConfig{Key: "k", Sync: -1}, "AutoQuotaConfig.Sync = -1ns"},
-		{"negative max wait", AutoQuotaConfig{Key: "k", MaxWait: -time.Second}, "AutoQuotaConfig.MaxWait = -1s"},
-		{"slack over a second", AutoQuotaConfig{Key: "k", Slack: 2 * time.Second}, "AutoQuotaConfig.Slack = 2s"},
-		{"negative lease", AutoQuotaConfig{Key: "k", Lease: -1}, "AutoQuotaConfig.Lease = -1"},
-		{"negative fleet", AutoQuotaConfig{Key: "k", FleetSize: -2}, "AutoQuotaConfig.FleetSize = -2"},
-		{"negative timeout", AutoQuotaConfig{Key: "k", Timeout: -time.Millisecond}, "AutoQuotaConfig.Timeout = -1ms"},
+		{"zero ceiling rate", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: Limit{Period: time.Second}}, "AutoQuotaConfig.Ceiling.Limit.Rate = 0"},
+		{"negative floor", AutoQuotaConfig{Settings: Settings{Key: "k"}, Floor: Limit{Rate: -1, Period: time.Second}}, "AutoQuotaConfig.Floor.Limit.Rate = -1"},
+		{"ceiling above a million a second", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: PerSecond(2_000_000)}, "AutoQuotaConfig.Ceiling = 2000000/1s"},
+		{"floor below one an hour", AutoQuotaConfig{Settings: Settings{Key: "k"}, Floor: Limit{Rate: 1, Period: 2 * time.Hour}}, "AutoQuotaConfig.Floor = 1/2h0m0s"},
+		{"a burst", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 5}}, "AutoQuotaConfig.Ceiling = 10/1s, burst 5"},
+		{"ceiling below the floor", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: PerSecond(5), Floor: PerSecond(10)}, "AutoQuotaConfig.Ceiling = 5/1s: must not be below the Floor (10/1s)"},
+		{"ceiling below the default floor", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: PerMinute(30)}, "AutoQuotaConfig.Ceiling = 30/1m0s: must not be below the Floor (1/1s)"},
+		{"NaN beta", AutoQuotaConfig{Settings: Settings{Key: "k"}, Beta: math.NaN()}, "AutoQuotaConfig.Beta = NaN"},
+		{"beta 1", AutoQuotaConfig{Settings: Settings{Key: "k"}, Beta: 1}, "AutoQuotaConfig.Beta = 1"},
+		{"negative beta", AutoQuotaConfig{Settings: Settings{Key: "k"}, Beta: -0.5}, "AutoQuotaConfig.Beta = -0.5"},
+		{"negative recovery", AutoQuotaConfig{Settings: Settings{Key: "k"}, Recovery: -time.Second}, "AutoQuotaConfig.Recovery = -1s"},
+		{"tiny recovery", AutoQuotaConfig{Settings: Settings{Key: "k"}, Recovery: time.Millisecond}, "AutoQuotaConfig.Recovery = 1ms"},
+		{"negative sync", AutoQuotaConfig{Settings: Settings{Key: "k"}, Sync: -1}, "AutoQuotaConfig.Sync = -1ns"},
+		{"negative max wait", AutoQuotaConfig{Settings: Settings{Key: "k"}, MaxWait: -time.Second}, "AutoQuotaConfig.MaxWait = -1s"},
+		{"slack over a second", AutoQuotaConfig{Settings: Settings{Key: "k"}, Slack: 2 * time.Second}, "AutoQuotaConfig.Slack = 2s"},
+		{"negative lease", AutoQuotaConfig{Settings: Settings{Key: "k"}, Lease: -1}, "AutoQuotaConfig.Lease = -1"},
+		{"negative fleet", AutoQuotaConfig{Settings: Settings{Key: "k"}, FleetSize: -2}, "AutoQuotaConfig.FleetSize = -2"},
+		{"negative timeout", AutoQuotaConfig{Settings: Settings{Key: "k", Timeout: -time.Millisecond}}, "AutoQuotaConfig.Timeout = -1ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.c.Validate()
@@ -122,7 +122,7 @@ func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
 		ev := newEvents()
-		c := AutoQuotaConfig{Key: "fleet", Ceiling: PerSecond(100), Observer: ev.Record, Logger: slog.New(&logCounter{})}
+		c := AutoQuotaConfig{Settings: Settings{Key: "fleet", Observer: ev.Record, Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(100)}
 		fleet := fleetOf(t, m, 3, c)
 		// Every process paces an attempt at the ceiling, then all three
 		// meet a 429.
@@ -174,7 +174,7 @@ func TestAutoQuotaOutOfOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
-		c := AutoQuotaConfig{Key: "order", Ceiling: PerSecond(100), MaxWait: time.Minute, Logger: slog.New(&logCounter{})}
+		c := AutoQuotaConfig{Settings: Settings{Key: "order", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(100), MaxWait: time.Minute}
 		fleet := fleetOf(t, m, 2, c)
 		p, q := fleet[0], fleet[1]
 		reserve := func(a *AutoQuota) {
@@ -225,7 +225,7 @@ func TestAutoQuotaPacesTheFleetAtTheLearntRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
-		fleet := fleetOf(t, m, 2, AutoQuotaConfig{Key: "pace", Ceiling: PerSecond(50), MaxWait: time.Minute, Logger: slog.New(&logCounter{})})
+		fleet := fleetOf(t, m, 2, AutoQuotaConfig{Settings: Settings{Key: "pace", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(50), MaxWait: time.Minute})
 		start := time.Now()
 		var last time.Time
 		const n = 100
@@ -258,7 +258,7 @@ func TestAutoQuotaPacesTheFleetAtTheLearntRate(t *testing.T) {
 func TestAutoQuotaSaturated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
-		a := fleetOf(t, newMem(), 1, AutoQuotaConfig{Key: "sat", Ceiling: PerSecond(10), MaxWait: 250 * time.Millisecond, Logger: slog.New(&logCounter{})})[0]
+		a := fleetOf(t, newMem(), 1, AutoQuotaConfig{Settings: Settings{Key: "sat", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(10), MaxWait: 250 * time.Millisecond})[0]
 		var refused int
 		for range 10 {
 			if _, err := a.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
@@ -284,7 +284,7 @@ func TestAutoQuotaWithoutRedis(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
 		logs := &logCounter{}
-		a := fleetOf(t, m, 1, AutoQuotaConfig{Key: "down", Ceiling: PerSecond(100), Floor: PerSecond(20), MaxWait: time.Minute, Logger: slog.New(logs)})[0]
+		a := fleetOf(t, m, 1, AutoQuotaConfig{Settings: Settings{Key: "down", Logger: slog.New(logs)}, Ceiling: PerSecond(100), Floor: PerSecond(20), MaxWait: time.Minute})[0]
 		attempt(t, a, nil)
 		m.setFail(errors.New("connection refused"))
 		time.Sleep(DefaultAutoSync)

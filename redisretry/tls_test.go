@@ -54,9 +54,9 @@ func firstDecision(t *testing.T, c ClientConfig) []string {
 		}
 	}
 	key := testKey(t)
-	q, _ := NewQuota(client, QuotaConfig{Key: key, Limit: PerSecond(100), Logger: discard, Observer: obs})
-	b, _ := NewBudget(client, BudgetConfig{Key: key, Logger: discard, Observer: obs})
-	d, _ := NewCooldown(client, CooldownConfig{Key: key, Logger: discard, Observer: obs})
+	q, _ := NewQuota(client, QuotaConfig{Settings: Settings{Key: key, Logger: discard, Observer: obs}, Limit: PerSecond(100)})
+	b, _ := NewBudget(client, BudgetConfig{Settings: Settings{Key: key, Logger: discard, Observer: obs}})
+	d, _ := NewCooldown(client, CooldownConfig{Settings: Settings{Key: key, Logger: discard, Observer: obs}})
 	ctx := context.Background()
 	if _, err := d.Reserve(ctx, time.Now(), time.Time{}); err != nil {
 		t.Fatal(err)
