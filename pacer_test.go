@@ -240,3 +240,19 @@ func TestPacerAskedAfterTheBackoff(t *testing.T) {
 		}
 	})
 }
+
+func TestPacerCancelledIsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blocking := pacerFunc(func(ctx context.Context, _, _ time.Time) (time.Time, error) {
+			<-ctx.Done()
+			return time.Time{}, ctx.Err()
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		err := Run(ctx, Policy{Pacer: blocking}, func(context.Context) error { return nil })
+		var re *Error
+		if !errors.As(err, &re) || re.Reason != ReasonContext || errors.Is(err, ErrThrottled) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v: want ReasonContext", err)
+		}
+	})
+}

@@ -399,3 +399,54 @@ type refuseAll struct{}
 
 func (refuseAll) Admit(bool) bool { return false }
 func (refuseAll) Record(bool)     {}
+
+// TestRetryAfterDateAgainstServerClock: a Retry-After date is in the
+// server's clock, which the response's Date header gives: the wait is
+// their difference, whatever this machine's clock says. Without a valid
+// Date, the local clock is used. In virtual time (the bubble's clock
+// starts at 2000-01-01 00:00:00 UTC).
+func TestRetryAfterDateAgainstServerClock(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		skew     time.Duration // the server's clock minus ours
+		date     string        // the Date header; "" for the server's clock, "-" for none
+		after    time.Duration // Retry-After: the server's clock plus this
+		wantWait time.Duration // 0: no retry (the loop gives up at once)
+	}{
+		{"server 1h ahead", time.Hour, "", 3 * time.Second, 3 * time.Second},
+		{"server 1h behind", -time.Hour, "", 3 * time.Second, 3 * time.Second},
+		{"same clock", 0, "", 3 * time.Second, 3 * time.Second},
+		{"date in the past for the server", time.Hour, "", -5 * time.Second, time.Second}, // the backoff only
+		{"no Date: the local clock", 0, "-", 5 * time.Second, 5 * time.Second},
+		{"invalid Date: the local clock", 0, "yesterday", 5 * time.Second, 5 * time.Second},
+		{"no Date, server ahead: the local clock (past the deadline)", time.Hour, "-", 3 * time.Second, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				server := time.Now().Add(tt.skew)
+				kv := []string{"Retry-After", server.Add(tt.after).UTC().Format(http.TimeFormat)}
+				switch tt.date {
+				case "":
+					kv = append(kv, "Date", server.UTC().Format(http.TimeFormat))
+				case "-":
+				default:
+					kv = append(kv, "Date", tt.date)
+				}
+				var calls []time.Time
+				rt := NewTransport(sequence(&calls, reply(503, "", kv...), reply(200, "ok")),
+					retry.Policy{Deadline: 30 * time.Second, Jitter: retry.Zero})
+				resp := get(t, rt, "https://example.com/")
+				resp.Body.Close()
+				if tt.wantWait == 0 {
+					if len(calls) != 1 || resp.StatusCode != 503 {
+						t.Fatalf("%d attempts, status %d; want the 503 at once", len(calls), resp.StatusCode)
+					}
+					return
+				}
+				if len(calls) != 2 || calls[1].Sub(calls[0]) != tt.wantWait {
+					t.Fatalf("%d attempts, %v apart; want 2, %v apart", len(calls), calls[len(calls)-1].Sub(calls[0]), tt.wantWait)
+				}
+			})
+		})
+	}
+}

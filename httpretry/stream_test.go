@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -953,4 +954,132 @@ func TestStreamCallerDeadlineDuringPeek(t *testing.T) {
 			t.Fatalf("response %v, err %v after %d attempts, body closed %d times; want a deadline error after 1, closed once", resp != nil, err, len(calls), b.n.Load())
 		}
 	})
+}
+
+// errorEvent returns an SSE event of exactly n bytes, from its data line
+// to its blank line: a 503 error whose message pads it.
+func errorEvent(n int) string {
+	const head, tail = `data: {"error":{"code":503,"status":"UNAVAILABLE","message":"`, `"}}` + "\n\n"
+	return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
+}
+
+// pings returns SSE keep-alive comment lines, at least n bytes of them.
+func pings(n int) string { return strings.Repeat(": ping\n", (n+6)/7) }
+
+// TestStreamPeekBounds: the 64 KiB bound of the first event counts the
+// event only, from its first data line: comments (keep-alive pings),
+// retry:, id: and event: fields, blank lines and a byte order mark before
+// it have a bound of their own (256 KiB). An event within both is looked
+// at (an error retried); one out of either is handed over byte for byte,
+// whatever the sizes of the reads.
+func TestStreamPeekBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ct      string
+		body    string
+		retried bool
+	}{
+		// Before the fix, everything read counted: all of these but the
+		// last three were handed over.
+		{"64 KiB of pings, then a small error event (review 3)", ctSSE, pings(64<<10) + errorEvent(100), true},
+		{"10 KiB of pings, then an error event of 64 KiB", ctSSE, pings(10<<10) + errorEvent(64<<10), true},
+		{"a BOM, retry:, id:, event:, then an error event of 64 KiB", ctSSE,
+			"\ufeffretry: 100\nid: 7\n\n: hello\n\nevent: error\n" + errorEvent(64<<10), true},
+		{"256 KiB of pings, then an error event of 64 KiB", ctSSE, pings(256<<10-7) + errorEvent(64<<10), true},
+		{"100 KiB of blank lines, then an NDJSON error line", ctNDJSON,
+			strings.Repeat("\n", 100<<10) + `{"error":{"code":503,"status":"UNAVAILABLE"}}` + "\n", true},
+		// Out of bounds: handed over.
+		{"an error event of 64 KiB + 1 after pings", ctSSE, pings(10<<10) + errorEvent(64<<10+1), false},
+		{"more than 256 KiB of pings, then an error event", ctSSE, pings(256<<10+8) + errorEvent(100), false},
+		{"one comment line of 400 KiB, then an error event", ctSSE, ":" + strings.Repeat("p", 400<<10) + "\n" + errorEvent(100), false},
+	} {
+		for _, chunk := range []int{1 << 20, 4096, 1000} {
+			t.Run(tc.name+"/reads of "+strconv.Itoa(chunk), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var chunks []string
+					for b := tc.body; b != ""; b = b[min(chunk, len(b)):] {
+						chunks = append(chunks, b[:min(chunk, len(b))])
+					}
+					var calls []time.Time
+					rt := NewTransport(sequence(&calls, streamReply(tc.ct, nil, chunks...), streamReply(ctSSE, nil, sseOf(chunk1))), fast)
+					got := readAll(t, get(t, rt, streamURL))
+					if tc.retried {
+						if len(calls) != 2 || got != sseOf(chunk1) {
+							t.Fatalf("%d attempts, got %d bytes; want the error retried", len(calls), len(got))
+						}
+						return
+					}
+					if len(calls) != 1 || got != tc.body {
+						t.Fatalf("%d attempts, got %d bytes (%d sent, same: %v); want the first answer byte for byte", len(calls), len(got), len(tc.body), got == tc.body)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestStreamSubscriptionHandedOverAtOnce: a GET answered with a stream
+// that sends keep-alive comments long before its first event (a
+// subscription, quiet by design) is handed over with its headers at once,
+// and the caller reads each comment as it comes (its idle watchdog can
+// run); a streamed call (a POST, or a GET naming a streaming method) is
+// still held until its first event, the comments with it. Before the fix
+// every one of them was held until the first event (1.5 s here).
+func TestStreamSubscriptionHandedOverAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method string
+		url    string
+		ct     string
+		held   bool
+	}{
+		{"GET feed, SSE", http.MethodGet, "https://example.com/v1/events", ctSSE, false},
+		{"GET feed, NDJSON", http.MethodGet, "https://example.com/v1/events", ctNDJSON, false},
+		{"GET streamGenerateContent", http.MethodGet, streamURL, ctSSE, true},
+		{"POST", http.MethodPost, "https://example.com/v1/chat/completions", ctSSE, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pr, pw := io.Pipe()
+				rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+					resp := response(r, 200, "", "Content-Type", tc.ct, "X-Request-Id", "r1")
+					resp.Body, resp.ContentLength = pr, -1
+					return resp, nil
+				}), retry.Policy{})
+				ping, first := ": ping\n\n", sseOf(chunk1)
+				if tc.ct == ctNDJSON {
+					ping, first = "\n", chunk1+"\n"
+				}
+				go func() {
+					for range 15 { // every 100 ms, then the first event at 1.5 s
+						io.WriteString(pw, ping)
+						time.Sleep(100 * time.Millisecond)
+					}
+					io.WriteString(pw, first)
+					pw.Close()
+				}()
+				start := time.Now()
+				req, _ := http.NewRequestWithContext(Idempotent(context.Background()), tc.method, tc.url, nil)
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				at := time.Since(start)
+				if want := map[bool]time.Duration{false: 0, true: 1500 * time.Millisecond}[tc.held]; at != want || resp.Header.Get("X-Request-Id") != "r1" {
+					t.Fatalf("the response came after %v, want %v", at, want)
+				}
+				if !tc.held {
+					b := make([]byte, len(ping))
+					if _, err := io.ReadFull(resp.Body, b); err != nil || string(b) != ping || time.Since(start) != 0 {
+						t.Fatalf("first read %q (%v) at %v, want the first comment at once", b, err, time.Since(start))
+					}
+				}
+				rest, err := io.ReadAll(resp.Body)
+				if err != nil || !strings.HasSuffix(string(rest), first) || time.Since(start) != 1500*time.Millisecond {
+					t.Fatalf("read %q (%v) by %v", rest, err, time.Since(start))
+				}
+			})
+		})
+	}
 }
