@@ -92,6 +92,8 @@ func newRedisRate(tb testing.TB, srv *redistest.Server, rate int64) (admitter, f
 			if res.Allowed > 0 {
 				return nil
 			}
+			// Real time, on purpose: sleeping RetryAfter is how
+			// redis_rate's callers wait, the scenario compared.
 			time.Sleep(res.RetryAfter)
 		}
 	}, func() int64 { return 0 }

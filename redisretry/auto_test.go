@@ -101,17 +101,38 @@ func fleetOf(t *testing.T, m *memBackend, n int, c AutoQuotaConfig) []*AutoQuota
 	return fleet
 }
 
-// attempt reserves an attempt on a and reports how it ended.
-func attempt(t *testing.T, a *AutoQuota, outcome error) time.Time {
+// reserve reserves an attempt on a and waits (virtual time) for its slot.
+func reserve(t *testing.T, a *AutoQuota) time.Time {
 	t.Helper()
-	now := time.Now()
-	s, err := a.Reserve(context.Background(), now, time.Time{})
+	s, err := a.Reserve(context.Background(), time.Now(), time.Time{})
 	if err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
-	time.Sleep(s.Sub(now))
+	time.Sleep(time.Until(s))
+	return s
+}
+
+// attempt reserves an attempt on a and reports how it ended.
+func attempt(t *testing.T, a *AutoQuota, outcome error) time.Time {
+	t.Helper()
+	s := reserve(t, a)
 	a.Record(outcome)
 	return s
+}
+
+// epochOf returns the number of cuts of the learnt rate at key in m, once
+// the goroutines of the bubble have run.
+func epochOf(m *memBackend, key string) int64 {
+	synctest.Wait()
+	st, _ := m.store.RateOf(key, time.Now())
+	return st.Epoch
+}
+
+// closeAll closes the fleet's AutoQuotas.
+func closeAll(fleet []*AutoQuota) {
+	for _, a := range fleet {
+		a.Close()
+	}
 }
 
 // The 429s of attempts paced at one rate cut it once for the whole fleet,
@@ -127,19 +148,13 @@ func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
 		// Every process paces an attempt at the ceiling, then all three
 		// meet a 429.
 		for _, a := range fleet {
-			s, err := a.Reserve(context.Background(), time.Now(), time.Time{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(time.Until(s))
+			reserve(t, a)
 		}
 		for _, a := range fleet {
 			a.Record(err429)
 		}
-		synctest.Wait()
-		st, ok := m.store.RateOf("{fleet}:rate", time.Now())
-		if !ok || st.Epoch != 1 {
-			t.Fatalf("after three 429s of one epoch: epoch %d (%v), want one cut", st.Epoch, ok)
+		if e := epochOf(m, "{fleet}:rate"); e != 1 {
+			t.Fatalf("after three 429s of one epoch: epoch %d, want one cut", e)
 		}
 		time.Sleep(DefaultAutoSync) // the rate they know is stale: the next attempt reads it
 		for _, a := range fleet {
@@ -150,9 +165,8 @@ func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
 		}
 		// An attempt paced at 80 meets a 429: a second cut.
 		attempt(t, fleet[0], err429)
-		synctest.Wait()
-		if st, _ := m.store.RateOf("{fleet}:rate", time.Now()); st.Epoch != 2 {
-			t.Fatalf("epoch %d, want 2", st.Epoch)
+		if e := epochOf(m, "{fleet}:rate"); e != 2 {
+			t.Fatalf("epoch %d, want 2", e)
 		}
 		if got := fleet[0].Rate(); got < 64 || got > 65 {
 			t.Fatalf("rate %v, want 64 to 65 (80, grown a little while used, × 0.8)", got)
@@ -160,9 +174,7 @@ func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
 		if n := ev.Count(EventRate); n < 2 {
 			t.Fatalf("%d rate events, want one per cut at least", n)
 		}
-		for _, a := range fleet {
-			a.Close()
-		}
+		closeAll(fleet)
 		check()
 	})
 }
@@ -177,45 +189,34 @@ func TestAutoQuotaOutOfOrder(t *testing.T) {
 		c := AutoQuotaConfig{Settings: Settings{Key: "order", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(100), MaxWait: time.Minute}
 		fleet := fleetOf(t, m, 2, c)
 		p, q := fleet[0], fleet[1]
-		reserve := func(a *AutoQuota) {
-			t.Helper()
-			s, err := a.Reserve(context.Background(), time.Now(), time.Time{})
-			if err != nil {
-				t.Fatal(err)
+		for _, step := range []struct {
+			what string
+			do   func()
+			want int64 // the epoch after it
+		}{
+			{"A, paced at the ceiling (epoch 0); the other process's 429", func() {
+				reserve(t, p)
+				attempt(t, q, err429)
+			}, 1},
+			{"B, paced at the cut rate (epoch 1), ends first; then A's 429, paced before the cut: no cut", func() {
+				time.Sleep(DefaultAutoSync)
+				reserve(t, p)
+				p.Record(nil)
+				p.Record(err429)
+			}, 1},
+			{"C's 429, paced at the cut rate: a cut", func() { attempt(t, p, err429) }, 2},
+			{"a Record with no attempt reserved: not reported", func() {
+				time.Sleep(DefaultAutoSync)
+				attempt(t, p, nil)
+				p.Record(err429)
+			}, 2},
+		} {
+			step.do()
+			if e := epochOf(m, "{order}:rate"); e != step.want {
+				t.Fatalf("%s: epoch %d, want %d", step.what, e, step.want)
 			}
-			time.Sleep(time.Until(s))
 		}
-		epoch := func() int64 {
-			synctest.Wait()
-			st, _ := m.store.RateOf("{order}:rate", time.Now())
-			return st.Epoch
-		}
-		reserve(p) // A, paced at the ceiling (epoch 0)
-		attempt(t, q, err429)
-		if e := epoch(); e != 1 {
-			t.Fatalf("epoch %d after the other process's 429, want 1", e)
-		}
-		time.Sleep(DefaultAutoSync)
-		reserve(p)       // B, paced at the cut rate (epoch 1)
-		p.Record(nil)    // B ends first
-		p.Record(err429) // then A, paced before the cut
-		if e := epoch(); e != 1 {
-			t.Fatalf("epoch %d: the 429 of an attempt paced before the cut cut again", e)
-		}
-		attempt(t, p, err429) // C, paced at the cut rate
-		if e := epoch(); e != 2 {
-			t.Fatalf("epoch %d: the 429 of an attempt paced after the cut did not cut", e)
-		}
-		// A Record with no attempt reserved is not reported.
-		time.Sleep(DefaultAutoSync)
-		attempt(t, p, nil)
-		p.Record(err429)
-		if e := epoch(); e != 2 {
-			t.Fatalf("epoch %d: a Record without a reservation cut", e)
-		}
-		for _, a := range fleet {
-			a.Close()
-		}
+		closeAll(fleet)
 		check()
 	})
 }
@@ -247,9 +248,7 @@ func TestAutoQuotaPacesTheFleetAtTheLearntRate(t *testing.T) {
 		if span := last.Sub(start); span != 1980*time.Millisecond {
 			t.Fatalf("100 attempts of two processes span %v, want 1.98s (50 a second, no slot lost)", span)
 		}
-		for _, a := range fleet {
-			a.Close()
-		}
+		closeAll(fleet)
 		check()
 	})
 }
