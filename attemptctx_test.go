@@ -189,6 +189,13 @@ type fnKind struct {
 
 func sleepTo(start time.Time, at time.Duration) { time.Sleep(time.Until(start.Add(at))) }
 
+// waitThenLook is the after of the scenarios whose context ends with the
+// attempt: the goroutines waiting on it run first, then a look.
+func waitThenLook(ctx context.Context, l *attemptLog) {
+	synctest.Wait()
+	l.look("after", ctx, true)
+}
+
 var attemptFns = []fnKind{
 	{"ignores-ctx", func(ctx context.Context, l *attemptLog, ret time.Duration, keep *context.Context) error {
 		*keep = ctx
@@ -253,10 +260,7 @@ var attemptFns = []fnKind{
 		}()
 		sleepTo(l.start, ret)
 		return nil
-	}, func(ctx context.Context, l *attemptLog) {
-		synctest.Wait()
-		l.look("after", ctx, true)
-	}},
+	}, waitThenLook},
 	{"after-func-stopped-late", func(ctx context.Context, l *attemptLog, ret time.Duration, keep *context.Context) error {
 		*keep = ctx
 		l.stop = context.AfterFunc(ctx, func() { l.look("after-func", ctx, false) })
@@ -304,10 +308,7 @@ var attemptFns = []fnKind{
 		}
 		sleepTo(l.start, ret)
 		return nil
-	}, func(ctx context.Context, l *attemptLog) {
-		synctest.Wait()
-		l.look("after", ctx, true)
-	}},
+	}, waitThenLook},
 	{"leaves-a-waiter", func(ctx context.Context, l *attemptLog, ret time.Duration, keep *context.Context) error {
 		*keep = ctx
 		go func() {
@@ -316,10 +317,7 @@ var attemptFns = []fnKind{
 		}()
 		sleepTo(l.start, ret)
 		return nil
-	}, func(ctx context.Context, l *attemptLog) {
-		synctest.Wait()
-		l.look("after", ctx, true)
-	}},
+	}, waitThenLook},
 	{"done-after-return", func(ctx context.Context, l *attemptLog, ret time.Duration, keep *context.Context) error {
 		*keep = ctx
 		sleepTo(l.start, ret)
@@ -364,10 +362,7 @@ var attemptFns = []fnKind{
 		}
 		sleepTo(l.start, ret)
 		return nil
-	}, func(ctx context.Context, l *attemptLog) {
-		synctest.Wait()
-		l.look("after", ctx, true)
-	}},
+	}, waitThenLook},
 }
 
 // attemptRun is one scenario: the caller's context, its deadline for the

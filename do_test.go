@@ -7,28 +7,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 var errFlaky = errors.New("flaky")
 
-// recorder collects events for assertions.
-type recorder struct{ events []Event }
-
-func (r *recorder) observe(_ context.Context, e Event) { r.events = append(r.events, e) }
-
-func (r *recorder) kinds(k EventKind) []Event {
-	var out []Event
-	for _, e := range r.events {
-		if e.Kind == k {
-			out = append(out, e)
-		}
-	}
-	return out
+// newRecorder returns an Observer's recorder for assertions.
+func newRecorder() *testkit.Recorder[Event, EventKind] {
+	return testkit.NewRecorder(func(e Event) EventKind { return e.Kind })
 }
 
 func TestAttemptsCapIsExact(t *testing.T) {
@@ -249,8 +242,8 @@ func TestPermanentAndClassifier(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := &recorder{}
-			tt.p.Observer = rec.observe
+			rec := newRecorder()
+			tt.p.Observer = rec.Observe
 			calls := 0
 			err := Run(context.Background(), tt.p, func(context.Context) error { calls++; return tt.err })
 			if calls != 1 {
@@ -266,7 +259,7 @@ func TestPermanentAndClassifier(t *testing.T) {
 			if !errors.Is(err, inner) {
 				t.Fatalf("errors.Is(err, inner) = false")
 			}
-			g := rec.kinds(EventGiveUp)
+			g := rec.Of(EventGiveUp)
 			if len(g) != 1 || g[0].Reason != ReasonPermanent {
 				t.Fatalf("give-up events = %+v", g)
 			}
@@ -308,9 +301,9 @@ func TestServerHint(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rec := &recorder{}
+				rec := newRecorder()
 				p := tt.p
-				p.Attempts, p.Observer, p.Rand = 2, rec.observe, NewRand(9)
+				p.Attempts, p.Observer, p.Rand = 2, rec.Observe, NewRand(9)
 				var at []time.Time
 				Run(t.Context(), p, func(context.Context) error {
 					at = append(at, time.Now())
@@ -323,7 +316,7 @@ func TestServerHint(t *testing.T) {
 				if w < tt.min || w > tt.max {
 					t.Fatalf("wait = %v, want in [%v, %v]", w, tt.min, tt.max)
 				}
-				if r := rec.kinds(EventRetry); len(r) != 1 || r[0].Wait != w {
+				if r := rec.Of(EventRetry); len(r) != 1 || r[0].Wait != w {
 					t.Fatalf("retry events %+v, want one with Wait %v", r, w)
 				}
 			})
@@ -360,9 +353,9 @@ func TestInvalidPolicyDoesNotCall(t *testing.T) {
 
 func TestObserverEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
+		rec := newRecorder()
 		n := 0
-		err := Run(t.Context(), Policy{Observer: rec.observe, Rand: NewRand(5)}, func(context.Context) error {
+		err := Run(t.Context(), Policy{Observer: rec.Observe, Rand: NewRand(5)}, func(context.Context) error {
 			n++
 			if n < 3 {
 				return errFlaky
@@ -372,14 +365,14 @@ func TestObserverEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := rec.kinds(EventRetry)
+		r := rec.Of(EventRetry)
 		if len(r) != 2 || r[0].Attempt != 1 || r[1].Attempt != 2 || r[0].MaxAttempts != 5 || r[0].Err != errFlaky {
 			t.Fatalf("retry events %+v", r)
 		}
 		if r[1].Elapsed != r[0].Wait { // the clock starts at the first failure
 			t.Fatalf("elapsed %v, want %v", r[1].Elapsed, r[0].Wait)
 		}
-		s := rec.kinds(EventSuccess)
+		s := rec.Of(EventSuccess)
 		if len(s) != 1 || s[0].Attempt != 3 {
 			t.Fatalf("success events %+v", s)
 		}
@@ -531,5 +524,124 @@ func TestStopRecords(t *testing.T) {
 	}
 	if err := Run(context.Background(), Policy{}, func(context.Context) error { return Unretryable(inner) }); err != inner {
 		t.Fatalf("Run returned %v, want the error as is", err)
+	}
+}
+
+// TestDoNeverRetriesInATightLoop: with a cap at MaxInt64 the wait is huge,
+// never negative, so a call with a deadline gives up at once.
+func TestDoNeverRetriesInATightLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		calls := 0
+		err := Run(ctx, Policy{Attempts: 5, MaxDelay: math.MaxInt64, ExpBase: 1e300}, func(context.Context) error {
+			calls++
+			return errFlaky
+		})
+		var re *Error
+		if !errors.As(err, &re) || re.Reason != ReasonDeadline || calls != 2 {
+			t.Fatalf("calls %d, err %v: want 2 calls (the 1 s wait, then a huge one past the deadline)", calls, err)
+		}
+	})
+}
+
+func TestDoneContextNeverCallsFn(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	why := errors.New("shutting down")
+	cancel(why)
+	for _, p := range []Policy{{}, {Deadline: time.Minute}, {AttemptTimeout: time.Second}, {Budget: &fakeLimiter{}}, {Pacer: &fakePacer{}}} {
+		rec := newRecorder()
+		p.Observer = rec.Observe
+		calls := 0
+		v, err := Do(ctx, p, func(context.Context) (int, error) { calls++; return 1, nil })
+		var re *Error
+		if calls != 0 || v != 0 || !errors.As(err, &re) || re.Reason != ReasonContext || re.Attempts != 0 ||
+			!errors.Is(err, why) {
+			t.Fatalf("%+v: calls %d, v %d, err %v: want no call and the context's cause", p, calls, v, err)
+		}
+		if g := rec.Of(EventGiveUp); len(g) != 1 || g[0].Reason != ReasonContext {
+			t.Fatalf("events %+v, want one give-up", rec.Events())
+		}
+	}
+}
+
+// TestElapsedIncludesEveryAttempt: Error.Elapsed and the events' Elapsed
+// count the attempts that ran, the first included, with or without a
+// Deadline.
+func TestElapsedIncludesEveryAttempt(t *testing.T) {
+	for _, p := range []Policy{
+		{Attempts: 1},
+		{Attempts: 1, Deadline: time.Hour},
+		{Attempts: 2, Jitter: Zero},
+		{Attempts: 2, Jitter: Zero, Budget: &fakeLimiter{}},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			rec := newRecorder()
+			p.Observer = rec.Observe
+			err := Run(t.Context(), p, func(context.Context) error {
+				time.Sleep(500 * time.Millisecond) // virtual
+				return errFlaky
+			})
+			want := 500 * time.Millisecond // one attempt
+			if p.Attempts == 2 {
+				want = 2*500*time.Millisecond + time.Second // two attempts and the 1 s wait
+			}
+			var re *Error
+			if !errors.As(err, &re) || re.Elapsed != want {
+				t.Fatalf("%+v: err %v, want Elapsed %v", p, err, want)
+			}
+			if g := rec.Of(EventGiveUp); len(g) != 1 || g[0].Elapsed != want {
+				t.Fatalf("give-up events %+v, want Elapsed %v", g, want)
+			}
+			if r := rec.Of(EventRetry); p.Attempts == 2 && (len(r) != 1 || r[0].Elapsed != 500*time.Millisecond) {
+				t.Fatalf("retry events %+v, want Elapsed 500ms", r)
+			}
+		})
+	}
+	// The success event too.
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		Run(t.Context(), Policy{Observer: rec.Observe}, func(context.Context) error {
+			time.Sleep(300 * time.Millisecond)
+			return nil
+		})
+		if s := rec.Of(EventSuccess); len(s) != 1 || s[0].Elapsed != 300*time.Millisecond {
+			t.Fatalf("success events %+v, want Elapsed 300ms", s)
+		}
+	})
+}
+
+func TestAllocationsOnSuccess(t *testing.T) {
+	ok := func(context.Context) error { return nil }
+	usesDone := func(ctx context.Context) error { _ = ctx.Done(); return nil }
+	short, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cancellable, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		p    Policy
+		fn   func(context.Context) error
+		max  float64
+	}{
+		{"default policy", context.Background(), Policy{}, ok, 0},
+		{"limiters", context.Background(), Policy{Budget: &fakeLimiter{}, Throttle: &fakeLimiter{}}, ok, 0},
+		{"pacer", context.Background(), Policy{Pacer: &fakePacer{}}, ok, 0},
+		{"deadline after the context's", short, Policy{Deadline: time.Hour}, ok, 0},
+		{"deadline", context.Background(), Policy{Deadline: time.Hour}, ok, 1},
+		{"attempt timeout", context.Background(), Policy{AttemptTimeout: time.Hour}, ok, 1},
+		{"deadline and attempt timeout: one context", context.Background(), Policy{Deadline: time.Hour, AttemptTimeout: time.Minute}, ok, 1},
+		{"deadline, limiters and pacer", context.Background(), Policy{Deadline: time.Hour, Budget: &fakeLimiter{}, Pacer: &fakePacer{}}, ok, 1},
+		// The standard library's context and its channel (5), and the
+		// attempt's own context that derived it.
+		{"deadline, fn asks for Done", context.Background(), Policy{Deadline: time.Hour}, usesDone, 6},
+		{"deadline, a context that can be cancelled", cancellable, Policy{Deadline: time.Hour}, ok, 4},
+		{"deadline, a context that can be cancelled, fn asks for Done", cancellable, Policy{Deadline: time.Hour}, usesDone, 5},
+	}
+	for _, tt := range tests {
+		if got := testing.AllocsPerRun(200, func() { Run(tt.ctx, tt.p, tt.fn) }); got > tt.max {
+			t.Errorf("%s: %v allocations per successful call, want at most %v", tt.name, got, tt.max)
+		}
 	}
 }

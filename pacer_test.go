@@ -54,11 +54,11 @@ func TestPacerSpacesAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pc := &fakePacer{interval: 10 * time.Second}
 		pc.next = time.Now().Add(3 * time.Second) // someone else holds the next 3 s
-		rec := &recorder{}
+		rec := newRecorder()
 		var starts []time.Duration
 		begin := time.Now()
 		n := 0
-		err := Run(t.Context(), Policy{Pacer: pc, Jitter: Zero, Observer: rec.observe}, func(context.Context) error {
+		err := Run(t.Context(), Policy{Pacer: pc, Jitter: Zero, Observer: rec.Observe}, func(context.Context) error {
 			starts = append(starts, time.Since(begin))
 			if n++; n < 3 {
 				return errFlaky
@@ -71,7 +71,7 @@ func TestPacerSpacesAttempts(t *testing.T) {
 		if err != nil || fmt.Sprint(starts) != fmt.Sprint(want) {
 			t.Fatalf("err %v, attempts started at %v, want %v", err, starts, want)
 		}
-		if r := rec.kinds(EventRetry); len(r) != 2 || r[0].Wait != time.Second || r[1].Wait != 2*time.Second {
+		if r := rec.Of(EventRetry); len(r) != 2 || r[0].Wait != time.Second || r[1].Wait != 2*time.Second {
 			t.Fatalf("retry events %+v: want the backoff waits (1s, 2s)", r)
 		}
 		if len(pc.outcomes) != 3 || pc.outcomes[0] != errFlaky || pc.outcomes[2] != nil {
@@ -100,10 +100,10 @@ func TestPacerDeadlineRule(t *testing.T) {
 		// The first attempt: the slot is 30 s away, the deadline 10 s.
 		pc := &fakePacer{interval: time.Second}
 		pc.next = time.Now().Add(30 * time.Second)
-		rec := &recorder{}
+		rec := newRecorder()
 		calls := 0
 		begin := time.Now()
-		err := Run(t.Context(), Policy{Pacer: pc, Deadline: 10 * time.Second, Observer: rec.observe}, func(context.Context) error {
+		err := Run(t.Context(), Policy{Pacer: pc, Deadline: 10 * time.Second, Observer: rec.Observe}, func(context.Context) error {
 			calls++
 			return nil
 		})
@@ -112,8 +112,8 @@ func TestPacerDeadlineRule(t *testing.T) {
 			!errors.Is(err, ErrPastDeadline) || time.Since(begin) != 0 || pc.reserved != 0 {
 			t.Fatalf("calls %d, err %v after %v, %d reserved: want an immediate deadline give-up", calls, err, time.Since(begin), pc.reserved)
 		}
-		if g := rec.kinds(EventGiveUp); len(g) != 1 || g[0].Reason != ReasonDeadline {
-			t.Fatalf("events %+v", rec.events)
+		if g := rec.Of(EventGiveUp); len(g) != 1 || g[0].Reason != ReasonDeadline {
+			t.Fatalf("events %+v", rec.Events())
 		}
 
 		// A retry: the context's deadline applies too.
@@ -237,6 +237,22 @@ func TestPacerAskedAfterTheBackoff(t *testing.T) {
 		wantStarts := []time.Duration{500 * time.Millisecond, 2 * time.Second, 4500 * time.Millisecond}
 		if fmt.Sprint(asked) != fmt.Sprint(wantAsked) || fmt.Sprint(starts) != fmt.Sprint(wantStarts) {
 			t.Fatalf("asked at %v, attempts at %v; want %v and %v", asked, starts, wantAsked, wantStarts)
+		}
+	})
+}
+
+func TestPacerCancelledIsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		blocking := pacerFunc(func(ctx context.Context, _, _ time.Time) (time.Time, error) {
+			<-ctx.Done()
+			return time.Time{}, ctx.Err()
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		err := Run(ctx, Policy{Pacer: blocking}, func(context.Context) error { return nil })
+		var re *Error
+		if !errors.As(err, &re) || re.Reason != ReasonContext || errors.Is(err, ErrThrottled) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("err %v: want ReasonContext", err)
 		}
 	})
 }

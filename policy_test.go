@@ -1,11 +1,13 @@
 package retry
 
 import (
+	"context"
 	"errors"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -183,5 +185,102 @@ func TestHinted(t *testing.T) {
 	}
 	if got := (Policy{MaxRetryAfter: Zero}).Hinted(time.Second, time.Hour, 0.5); got != time.Second {
 		t.Errorf("hints ignored: got %v", got)
+	}
+}
+
+func TestMergeRules(t *testing.T) {
+	five := 5 * time.Second
+	// MaxRetryAfter follows MaxDelay whether the base is resolved or not.
+	for _, base := range []Policy{{}, Policy{}.Resolved(), Google(), Google().Resolved()} {
+		m := base.Merge(Policy{MaxDelay: five}).Resolved()
+		if m.MaxRetryAfter != five || m.MaxDelay != five {
+			t.Errorf("%+v.Merge(MaxDelay 5s): MaxRetryAfter %v, MaxDelay %v; want both 5s", base, m.MaxRetryAfter, m.MaxDelay)
+		}
+	}
+	// A MaxRetryAfter set by either side stays.
+	if m := (Policy{MaxRetryAfter: time.Minute}).Resolved().Merge(Policy{MaxDelay: five}).Resolved(); m.MaxRetryAfter != time.Minute {
+		t.Errorf("explicit base MaxRetryAfter: got %v, want 1m", m.MaxRetryAfter)
+	}
+	if m := (Policy{}).Resolved().Merge(Policy{MaxDelay: five, MaxRetryAfter: Zero}).Resolved(); m.MaxRetryAfter != 0 {
+		t.Errorf("override MaxRetryAfter Zero: got %v, want 0", m.MaxRetryAfter)
+	}
+	// An override can switch Shape back to google, resolved base or not.
+	for _, base := range []Policy{{Shape: ShapeFull}, Policy{Shape: ShapeFull}.Resolved()} {
+		if m := base.Merge(Policy{Shape: ShapeGoogle}); m.Resolved().Shape != ShapeGoogle {
+			t.Errorf("%v.Merge(ShapeGoogle).Shape = %v", base.Shape, m.Resolved().Shape)
+		}
+		if m := base.Merge(Policy{}); m.Resolved().Shape != ShapeFull {
+			t.Errorf("Merge(zero Shape) changed %v to %v", base.Shape, m.Resolved().Shape)
+		}
+	}
+	// The zero Shape resolves to google and behaves as it.
+	if r := (Policy{}).Resolved(); r.Shape != ShapeGoogle || r.Shape.String() != "google" || Shape(0).String() != "google" {
+		t.Errorf("zero shape resolves to %v", r.Shape)
+	}
+	if a, b := (Policy{}).Backoff(2, 0, 0.3), (Policy{Shape: ShapeGoogle}).Backoff(2, 0, 0.3); a != b {
+		t.Errorf("zero Shape %v vs ShapeGoogle %v", a, b)
+	}
+	// Pacer merges like the other interfaces.
+	pc := &fakePacer{}
+	if m := (Policy{}).Merge(Policy{Pacer: pc}); m.Pacer != pc {
+		t.Error("Merge dropped the Pacer")
+	}
+}
+
+func TestZeroAfterResolved(t *testing.T) {
+	r := Google().Resolved()
+	r.Jitter = Zero
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if w := r.Backoff(3, 0, 0.5); w != 8*time.Second {
+		t.Fatalf("Backoff(3) = %v, want 8s (no jitter)", w)
+	}
+	r = Google().Resolved()
+	r.MaxDelay, r.InitialDelay = Zero, Zero
+	if err := r.Validate(); err != nil {
+		t.Fatalf("Zero delays on a resolved policy: %v", err)
+	}
+	if w := r.Backoff(3, 0, 0.5); w != 0 {
+		t.Fatalf("Backoff(3) = %v, want 0", w)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		r := Google().Resolved()
+		r.Jitter, r.Attempts = Zero, 3
+		begin := time.Now()
+		Run(t.Context(), r, func(context.Context) error { return errFlaky })
+		if got := time.Since(begin); got != 3*time.Second {
+			t.Fatalf("waited %v, want 1s + 2s", got)
+		}
+	})
+}
+
+func TestMergeKeepsExplicitMaxRetryAfter(t *testing.T) {
+	r := Policy{}.Resolved()
+	r.MaxRetryAfter = 10 * time.Second
+	if m := r.Merge(Policy{Attempts: 3}).Resolved(); m.MaxRetryAfter != 10*time.Second {
+		t.Fatalf("MaxRetryAfter set after Resolved: %v after Merge, want 10s", m.MaxRetryAfter)
+	}
+	r = Policy{}.Resolved()
+	r.MaxRetryAfter = Zero
+	if got := r.Merge(Policy{}).Hinted(0, 30*time.Second, 0); got != 0 {
+		t.Fatalf("hints off after Resolved: Merge turned them on (%v)", got)
+	}
+	r = Policy{}.Resolved()
+	r.MaxDelay = 5 * time.Second // MaxRetryAfter stays the 60 s it resolved to
+	if m := r.Merge(Policy{}).Resolved(); m.MaxRetryAfter != 60*time.Second {
+		t.Fatalf("MaxDelay changed after Resolved: MaxRetryAfter %v after Merge, want 60s as before", m.MaxRetryAfter)
+	}
+}
+
+// TestValidateWideNegatives: negative durations whose low 32 bits are zero
+// (they passed the fast path on 32-bit platforms: run with GOARCH=386).
+func TestValidateWideNegatives(t *testing.T) {
+	for _, p := range []Policy{
+		{Jitter: -(1 << 32)}, {Deadline: -(1 << 32)}, {AttemptTimeout: -(5 << 32)}, {MaxRetryAfter: -(1 << 33)},
+	} {
+		if p.Validate() == nil {
+			t.Errorf("Validate(%+v) = nil", p)
+		}
 	}
 }

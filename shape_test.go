@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -143,4 +144,91 @@ func FuzzBackoff(f *testing.F) {
 			t.Fatalf("Backoff(%d, %d, %v) with %+v = %v, outside [0, %v]", n, prev, u, p, w, r.MaxDelay)
 		}
 	})
+}
+
+// TestBackoffBoundsExtremePolicies: every shape stays in [0, MaxDelay] for
+// every n, with a cap at MaxInt64 and a base that overflows at once.
+func TestBackoffBoundsExtremePolicies(t *testing.T) {
+	policies := []Policy{
+		{MaxDelay: math.MaxInt64},
+		{MaxDelay: math.MaxInt64, ExpBase: 1e300},
+		{MaxDelay: math.MaxInt64, InitialDelay: math.MaxInt64, Jitter: math.MaxInt64},
+		{MaxDelay: math.MaxInt64 - 1, InitialDelay: 1 << 62, ExpBase: math.MaxFloat64},
+		{ExpBase: 1e300},
+		{MaxDelay: 1<<53 + 1, InitialDelay: 1<<53 + 1},
+	}
+	for _, base := range policies {
+		for _, s := range Shapes() {
+			p := base
+			p.Shape = s
+			r := p.Resolved()
+			for _, n := range []int{0, 1, 2, 39, 40, 41, 63, 64, 1023, 1024, 1025, 1 << 20, math.MaxInt} {
+				for _, prev := range []time.Duration{0, -1, math.MaxInt64, math.MaxInt64 / 3} {
+					for _, u := range []float64{0, 0.5, 0.999999} {
+						if w := p.Backoff(n, prev, u); w < 0 || w > r.MaxDelay {
+							t.Fatalf("%v, MaxDelay %d, base %g: Backoff(%d, %d, %v) = %d, outside [0, %d]",
+								s, p.MaxDelay, p.ExpBase, n, prev, u, w, r.MaxDelay)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestBackoffZeroInitialDelayStaysZero(t *testing.T) {
+	for _, s := range Shapes() {
+		p := Policy{Shape: s, InitialDelay: Zero, Jitter: Zero}
+		for _, n := range []int{0, 1, 1023, 1024, 1025, 1 << 30} {
+			if w := p.Backoff(n, 0, 0.5); w != 0 {
+				t.Errorf("%v: Backoff(%d) with InitialDelay Zero and no jitter = %v, want 0", s, n, w)
+			}
+		}
+	}
+	// With jitter, the google shape waits the jitter only.
+	p := Policy{InitialDelay: Zero, Jitter: 100 * time.Millisecond}
+	if w := p.Backoff(5000, 0, 0.5); w != 50*time.Millisecond {
+		t.Errorf("google, InitialDelay Zero: Backoff(5000, u=.5) = %v, want 50ms", w)
+	}
+}
+
+func TestJitterAtCapEqualsGoogleOnlyBelowCapMinusJitter(t *testing.T) {
+	g := Policy{InitialDelay: time.Second, MaxDelay: 10 * time.Second, Jitter: 2 * time.Second}
+	j := g
+	j.Shape = ShapeJitterAtCap
+	for n := range 3 { // 1, 2, 4 s: at most cap − J = 8 s
+		if a, b := g.Backoff(n, 0, 0.7), j.Backoff(n, 0, 0.7); a != b {
+			t.Errorf("n=%d: google %v, jitter-at-cap %v: want equal below cap − J", n, a, b)
+		}
+	}
+	// exp = 9 s, between cap − J and the cap: google waits the cap, jitter-at-cap
+	// spreads over [8 s, 10 s).
+	g.ExpBase, j.ExpBase = 9, 9
+	if a, b := g.Backoff(1, 0, 0.7), j.Backoff(1, 0, 0.7); a == b || b != 8*time.Second+1400*time.Millisecond || a != 10*time.Second {
+		t.Errorf("exp 9 s: google %v (want the cap), jitter-at-cap %v (want 9.4s)", a, b)
+	}
+}
+
+func TestBackoffInvalidNegativeCap(t *testing.T) {
+	p := Policy{MaxDelay: -5}
+	if w := p.Backoff(0, 0, 0.5); w != 0 {
+		t.Fatalf("Backoff with MaxDelay -5 = %v, want 0", w)
+	}
+}
+
+func TestShapeText(t *testing.T) {
+	b, err := json.Marshal(struct{ S, Z Shape }{ShapeFull, 0})
+	if err != nil || string(b) != `{"S":"full","Z":"google"}` {
+		t.Fatalf("Marshal = %s, %v", b, err)
+	}
+	var v struct{ S Shape }
+	if err := json.Unmarshal([]byte(`{"S":"decorrelated"}`), &v); err != nil || v.S != ShapeDecorrelated {
+		t.Fatalf("Unmarshal = %v, %v", v.S, err)
+	}
+	if err := json.Unmarshal([]byte(`{"S":"nope"}`), &v); err == nil {
+		t.Fatal("Unmarshal of an unknown shape: no error")
+	}
+	if _, err := Shape(200).MarshalText(); err == nil {
+		t.Fatal("MarshalText of an unknown shape: no error")
+	}
 }

@@ -9,8 +9,8 @@ replace (
 
 require (
 	github.com/avast/retry-go/v4 v4.7.0
-	github.com/backoffkit/retry v0.0.0-00010101000000-000000000000
-	github.com/backoffkit/retry/redisretry v0.0.0-00010101000000-000000000000
+	github.com/backoffkit/retry v0.1.0
+	github.com/backoffkit/retry/redisretry v0.1.0
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/go-redis/redis_rate/v10 v10.0.1

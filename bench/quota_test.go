@@ -67,7 +67,7 @@ func newClient(tb testing.TB, srv *redistest.Server) *redis.Client {
 // replies (decisions made without Redis are reported as local/op).
 func newOurs(tb testing.TB, srv *redistest.Server, rate int64) (admitter, func() int64) {
 	q, err := redisretry.NewQuota(newClient(tb, srv), redisretry.QuotaConfig{
-		Key: fmt.Sprintf("bench:ours:%d", rate), Limit: redisretry.PerSecond(rate), Timeout: time.Second,
+		Settings: redisretry.Settings{Key: fmt.Sprintf("bench:ours:%d", rate), Timeout: time.Second}, Limit: redisretry.PerSecond(rate),
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -92,6 +92,8 @@ func newRedisRate(tb testing.TB, srv *redistest.Server, rate int64) (admitter, f
 			if res.Allowed > 0 {
 				return nil
 			}
+			// Real time, on purpose: sleeping RetryAfter is how
+			// redis_rate's callers wait, the scenario compared.
 			time.Sleep(res.RetryAfter)
 		}
 	}, func() int64 { return 0 }

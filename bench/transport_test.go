@@ -46,7 +46,11 @@ type httpPeer struct {
 
 // do sends req with c, drains and closes the body.
 func do(c *http.Client, req *http.Request) (int, error) {
-	resp, err := c.Do(req)
+	return drain(c.Do(req))
+}
+
+// drain reads resp's body to the end and closes it, and returns its status.
+func drain(resp *http.Response, err error) (int, error) {
 	if err != nil {
 		return 0, err
 	}
@@ -101,13 +105,7 @@ var httpPeers = []httpPeer{
 				if err != nil {
 					return 0, err
 				}
-				resp, err := c.Do(req)
-				if err != nil {
-					return 0, err
-				}
-				_, err = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				return resp.StatusCode, err
+				return drain(c.Do(req))
 			}
 		},
 	},

@@ -12,7 +12,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/gaxretry"
+	"github.com/backoffkit/retry/internal/testkit"
 	gax "github.com/googleapis/gax-go/v2"
 	"github.com/googleapis/gax-go/v2/apierror"
 	"google.golang.org/api/googleapi"
@@ -184,27 +184,10 @@ func TestClassification(t *testing.T) {
 }
 
 // recorder is an Observer that keeps the events.
-type recorder struct {
-	mu     sync.Mutex
-	events []retry.Event
-}
+type recorder = testkit.Recorder[retry.Event, retry.EventKind]
 
-func (r *recorder) observe(_ context.Context, e retry.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) of(kind retry.EventKind) []retry.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []retry.Event
-	for _, e := range r.events {
-		if e.Kind == kind {
-			out = append(out, e)
-		}
-	}
-	return out
+func newRecorder() *recorder {
+	return testkit.NewRecorder(func(e retry.Event) retry.EventKind { return e.Kind })
 }
 
 // script is a gax.APICall that fails with errs in turn, then succeeds, and
@@ -240,12 +223,12 @@ func repeat(err error, n int) []error {
 }
 
 func noJitter(rec *recorder) retry.Policy {
-	return retry.Policy{Jitter: retry.Zero, Observer: rec.observe}
+	return retry.Policy{Jitter: retry.Zero, Observer: rec.Observe}
 }
 
 func TestInvokeWaitsBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
+		rec := newRecorder()
 		s := &script{errs: repeat(grpcErr(codes.Unavailable, 0), 3)}
 		if err := gax.Invoke(t.Context(), s.call, gaxretry.WithRetry(noJitter(rec))); err != nil {
 			t.Fatalf("Invoke: %v, want success on the 4th attempt", err)
@@ -254,7 +237,7 @@ func TestInvokeWaitsBackoff(t *testing.T) {
 		if got := s.pauses(); !slices.Equal(got, want) {
 			t.Errorf("pauses = %v, want %v", got, want)
 		}
-		r := rec.of(retry.EventRetry)
+		r := rec.Of(retry.EventRetry)
 		if len(r) != 3 || r[2].Attempt != 3 || r[2].MaxAttempts != 5 || r[2].Wait != 4*time.Second {
 			t.Errorf("retry events = %+v", r)
 		}
@@ -287,7 +270,7 @@ func TestInvokeAttemptsCapExact(t *testing.T) {
 	for _, attempts := range []int{1, 2, 3, 5} {
 		t.Run(fmt.Sprint(attempts), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rec := &recorder{}
+				rec := newRecorder()
 				p := noJitter(rec)
 				p.Attempts = attempts
 				last := grpcErr(codes.ResourceExhausted, 0)
@@ -300,7 +283,7 @@ func TestInvokeAttemptsCapExact(t *testing.T) {
 				if !errors.As(err, &ae) || ae.GRPCStatus().Code() != codes.ResourceExhausted {
 					t.Errorf("err = %v, want the last APIError (RESOURCE_EXHAUSTED)", err)
 				}
-				g := rec.of(retry.EventGiveUp)
+				g := rec.Of(retry.EventGiveUp)
 				if len(g) != 1 || g[0].Reason != retry.ReasonAttempts || g[0].Attempt != attempts {
 					t.Errorf("give-up events = %+v, want one for attempts after %d", g, attempts)
 				}
@@ -313,7 +296,7 @@ func TestInvokeAttemptsCapExact(t *testing.T) {
 // starts from the first wait again.
 func TestFreshStatePerCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		opt := gaxretry.WithRetry(noJitter(&recorder{}))
+		opt := gaxretry.WithRetry(noJitter(newRecorder()))
 		want := []time.Duration{time.Second, 2 * time.Second}
 		for call := range 3 {
 			s := &script{errs: repeat(grpcErr(codes.Unavailable, 0), 2)}
@@ -325,7 +308,7 @@ func TestFreshStatePerCall(t *testing.T) {
 			}
 		}
 		// And so do two Retryers from New.
-		a, b := gaxretry.New(noJitter(&recorder{})), gaxretry.New(noJitter(&recorder{}))
+		a, b := gaxretry.New(noJitter(newRecorder())), gaxretry.New(noJitter(newRecorder()))
 		a.Retry(grpcErr(codes.Unavailable, 0))
 		if d, _ := b.Retry(grpcErr(codes.Unavailable, 0)); d != time.Second {
 			t.Errorf("a new Retryer's first pause = %v, want 1s", d)
@@ -362,7 +345,7 @@ func TestHints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rec := &recorder{}
+				rec := newRecorder()
 				p := noJitter(rec)
 				p.MaxRetryAfter = tt.maxRetryAfter
 				s := &script{errs: []error{tt.err}}
@@ -372,7 +355,7 @@ func TestHints(t *testing.T) {
 				if got := s.pauses(); len(got) != 1 || got[0] != tt.wantPause {
 					t.Errorf("pauses = %v, want [%v]", got, tt.wantPause)
 				}
-				r := rec.of(retry.EventRetry)
+				r := rec.Of(retry.EventRetry)
 				if len(r) != 1 || r[0].Wait != tt.wantPause || r[0].Hint != tt.wantHint {
 					t.Errorf("retry events = %+v, want one with wait %v, hint %v", r, tt.wantPause, tt.wantHint)
 				}
@@ -396,7 +379,7 @@ func TestHintJitter(t *testing.T) {
 
 func TestDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
+		rec := newRecorder()
 		p := noJitter(rec)
 		p.Deadline = 2500 * time.Millisecond
 		s := &script{errs: repeat(grpcErr(codes.Unavailable, 0), 10)}
@@ -412,7 +395,7 @@ func TestDeadline(t *testing.T) {
 		if got := time.Since(start); got != time.Second {
 			t.Errorf("gave up after %v, want 1s (no pause that ends after the deadline)", got)
 		}
-		g := rec.of(retry.EventGiveUp)
+		g := rec.Of(retry.EventGiveUp)
 		if len(g) != 1 || g[0].Reason != retry.ReasonDeadline {
 			t.Errorf("give-up events = %+v, want one for the deadline", g)
 		}

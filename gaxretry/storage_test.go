@@ -118,7 +118,7 @@ func getBucket(ctx context.Context, svc *storage.Service, opts ...gax.CallOption
 // server, so the waits are real.
 func fast(p retry.Policy, rec *recorder) retry.Policy {
 	p.InitialDelay, p.MaxDelay, p.Jitter, p.MaxRetryAfter = time.Millisecond, time.Millisecond, retry.Zero, time.Millisecond
-	p.Observer = rec.observe
+	p.Observer = rec.Observe
 	return p
 }
 
@@ -146,7 +146,7 @@ func TestStorageClientStatusCodes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec := &recorder{}
+				rec := newRecorder()
 				s := &bucketServer{fail: []int{code}}
 				svc := newStorage(t, s)
 				b, err := getBucket(t.Context(), svc, gaxretry.WithRetry(fast(p, rec)))
@@ -166,7 +166,7 @@ func TestStorageClientStatusCodes(t *testing.T) {
 				if n := s.count(); n != 1 {
 					t.Errorf("server saw %d attempts, want 1 (no retry)", n)
 				}
-				if g := rec.of(retry.EventGiveUp); len(g) != 1 || g[0].Reason != retry.ReasonPermanent {
+				if g := rec.Of(retry.EventGiveUp); len(g) != 1 || g[0].Reason != retry.ReasonPermanent {
 					t.Errorf("give-up events = %+v, want one, permanent", g)
 				}
 			})
@@ -178,7 +178,7 @@ func TestStorageClientStatusCodes(t *testing.T) {
 // retried.
 func TestStorageClientWithCodesLeavesHTTPAlone(t *testing.T) {
 	checkLeaks(t)
-	rec := &recorder{}
+	rec := newRecorder()
 	s := &bucketServer{fail: []int{500, 429}}
 	svc := newStorage(t, s)
 	p := fast(retry.Policy{}, rec)
@@ -209,13 +209,13 @@ func TestStorageClientHints(t *testing.T) {
 	checkLeaks(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := &recorder{}
+			rec := newRecorder()
 			s := &bucketServer{fail: []int{503}, body: body, header: tt.header}
 			svc := newStorage(t, s)
 			if _, err := getBucket(t.Context(), svc, gaxretry.WithRetry(fast(retry.Policy{}, rec))); err != nil {
 				t.Fatal(err)
 			}
-			r := rec.of(retry.EventRetry)
+			r := rec.Of(retry.EventRetry)
 			if len(r) != 1 || r[0].Hint != tt.want || r[0].Wait != time.Millisecond {
 				t.Errorf("retry events = %+v, want one with hint %v (wait capped at 1ms)", r, tt.want)
 			}
@@ -282,7 +282,7 @@ func TestStorageClientResponseHeaderTimeout(t *testing.T) {
 		client := &http.Client{}
 		svc := pipeStorage(t, h, client)
 		client.Transport.(*http.Transport).ResponseHeaderTimeout = 10 * time.Second
-		rec := &recorder{}
+		rec := newRecorder()
 		start := time.Now()
 		b, err := getBucket(t.Context(), svc, gaxretry.WithRetry(noJitter(rec)))
 		if err != nil || b.Name != "bkt" {
@@ -292,7 +292,7 @@ func TestStorageClientResponseHeaderTimeout(t *testing.T) {
 		if got := time.Since(start); got != 23*time.Second {
 			t.Errorf("took %v, want 23s", got)
 		}
-		r := rec.of(retry.EventRetry)
+		r := rec.Of(retry.EventRetry)
 		if len(r) != 2 || !strings.Contains(r[0].Err.Error(), "timeout awaiting response headers") || !errors.Is(r[0].Err, context.DeadlineExceeded) {
 			t.Errorf("retry events = %+v, want two for the response header timeout (matching context.DeadlineExceeded)", r)
 		}
@@ -306,7 +306,7 @@ func TestStorageClientResponseHeaderTimeout(t *testing.T) {
 func TestStorageClientClientTimeout(t *testing.T) {
 	checkLeaks(t)
 	h := &stall{n: 2}
-	rec := &recorder{}
+	rec := newRecorder()
 	svc := newStorage(t, h, option.WithHTTPClient(&http.Client{Timeout: 100 * time.Millisecond}))
 	b, err := getBucket(t.Context(), svc, gaxretry.WithRetry(fast(retry.Policy{}, rec)))
 	if err != nil || b.Name != "bkt" {
@@ -314,7 +314,7 @@ func TestStorageClientClientTimeout(t *testing.T) {
 	}
 	// A busy machine may time out the answered attempt too: the first two
 	// retries are the stalled ones, whatever follows.
-	r := rec.of(retry.EventRetry)
+	r := rec.Of(retry.EventRetry)
 	if len(r) < 2 {
 		t.Fatalf("retry events = %+v, want at least two", r)
 	}
@@ -330,7 +330,7 @@ func TestStorageClientContextDeadlineNotRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &stall{n: 1}
 		svc := pipeStorage(t, h, &http.Client{})
-		rec := &recorder{}
+		rec := newRecorder()
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
 		if _, err := getBucket(ctx, svc, gaxretry.WithRetry(noJitter(rec))); !errors.Is(err, context.DeadlineExceeded) {
@@ -339,10 +339,10 @@ func TestStorageClientContextDeadlineNotRetried(t *testing.T) {
 		if n := h.count(); n != 1 {
 			t.Errorf("%d attempts, want 1", n)
 		}
-		if r := rec.of(retry.EventRetry); len(r) != 0 {
+		if r := rec.Of(retry.EventRetry); len(r) != 0 {
 			t.Errorf("retry events = %+v, want none", r)
 		}
-		if g := rec.of(retry.EventGiveUp); len(g) != 1 || g[0].Reason != retry.ReasonPermanent {
+		if g := rec.Of(retry.EventGiveUp); len(g) != 1 || g[0].Reason != retry.ReasonPermanent {
 			t.Errorf("give-up events = %+v, want one", g)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/grpcretry"
+	"github.com/backoffkit/retry/internal/testkit"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -169,32 +170,16 @@ func withRetryInfo(code codes.Code, d time.Duration) error {
 }
 
 // recorder is an Observer that keeps the events.
-type recorder struct {
-	mu     sync.Mutex
-	events []retry.Event
+type recorder = testkit.Recorder[retry.Event, retry.EventKind]
+
+func newRecorder() *recorder {
+	return testkit.NewRecorder(func(e retry.Event) retry.EventKind { return e.Kind })
 }
 
-func (r *recorder) observe(_ context.Context, e retry.Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
-}
-
-func (r *recorder) of(kind retry.EventKind) []retry.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []retry.Event
-	for _, e := range r.events {
-		if e.Kind == kind {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func (r *recorder) waits() []time.Duration {
+// waits returns the waits of rec's retries.
+func waits(rec *recorder) []time.Duration {
 	var w []time.Duration
-	for _, e := range r.of(retry.EventRetry) {
+	for _, e := range rec.Of(retry.EventRetry) {
 		w = append(w, e.Wait)
 	}
 	return w
@@ -208,7 +193,7 @@ func testPolicy(rec *recorder) retry.Policy {
 		InitialDelay: 100 * time.Millisecond,
 		MaxDelay:     10 * time.Second,
 		Jitter:       retry.Zero,
-		Observer:     rec.observe,
+		Observer:     rec.Observe,
 		Rand:         retry.NewRand(1),
 	}
 }

@@ -54,7 +54,7 @@ func TestStreamRetriedBeforeFirstMessage(t *testing.T) {
 		s := newTestServer(t)
 		s.fail = failN(listMethod, 2, codes.Unavailable)
 		s.items = 3
-		rec := &recorder{}
+		rec := newRecorder()
 		cc := streamClient(t, s, testPolicy(rec))
 
 		start := time.Now()
@@ -89,7 +89,7 @@ func TestStreamRequestReplayed(t *testing.T) {
 		s := newTestServer(t)
 		s.items = 0
 		s.end = status.Error(codes.Unavailable, "no items yet")
-		rec := &recorder{}
+		rec := newRecorder()
 		p := testPolicy(rec)
 		p.Attempts = 3
 		cc := streamClient(t, s, p)
@@ -110,7 +110,7 @@ func TestStreamNotRetriedAfterFirstMessage(t *testing.T) {
 		s := newTestServer(t)
 		s.items = 1
 		s.end = status.Error(codes.Unavailable, "lost the backend")
-		rec := &recorder{}
+		rec := newRecorder()
 		cc := streamClient(t, s, testPolicy(rec))
 
 		got, err := list(t.Context(), cc, "x")
@@ -127,7 +127,7 @@ func TestStreamNotRetriedAfterFirstMessage(t *testing.T) {
 		if n := s.count(listMethod); n != 1 {
 			t.Errorf("server saw %d attempts, want 1", n)
 		}
-		if n := len(rec.of(retry.EventRetry)); n != 0 {
+		if n := len(rec.Of(retry.EventRetry)); n != 0 {
 			t.Errorf("%d retry events, want 0", n)
 		}
 	})
@@ -157,7 +157,7 @@ func TestStreamFirstRecvOutcomes(t *testing.T) {
 					s.fail = failN(listMethod, 1, tt.fail)
 				}
 				s.items = tt.items
-				cc := streamClient(t, s, testPolicy(&recorder{}), tt.opts...)
+				cc := streamClient(t, s, testPolicy(newRecorder()), tt.opts...)
 				got, err := list(t.Context(), cc, "x")
 				if status.Code(err) != tt.wantCode {
 					t.Fatalf("err = %v, want code %v", err, tt.wantCode)
@@ -182,7 +182,7 @@ func TestStreamHealthWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
 		s.fail = failN(watchMethod, 1, codes.Unavailable)
-		cc := streamClient(t, s, testPolicy(&recorder{}))
+		cc := streamClient(t, s, testPolicy(newRecorder()))
 
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
@@ -212,7 +212,7 @@ func TestStreamHeaderEndsWindow(t *testing.T) {
 			return failN(listMethod, 1, codes.Unavailable)(ctx, m, n)
 		}
 		s.items = 1
-		cc := streamClient(t, s, testPolicy(&recorder{}))
+		cc := streamClient(t, s, testPolicy(newRecorder()))
 		cs, err := cc.NewStream(t.Context(), listDesc, listMethod)
 		if err != nil {
 			t.Fatal(err)
@@ -242,7 +242,7 @@ func TestStreamHeaderEndsWindow(t *testing.T) {
 func TestStreamSendMsgTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
-		cc := streamClient(t, s, testPolicy(&recorder{}))
+		cc := streamClient(t, s, testPolicy(newRecorder()))
 		cs, err := cc.NewStream(t.Context(), listDesc, listMethod)
 		if err != nil {
 			t.Fatal(err)
@@ -264,7 +264,7 @@ func TestStreamBidiNotRetriedOnceOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
 		s.fail = failN(chatMethod, 1, codes.Unavailable)
-		rec := &recorder{}
+		rec := newRecorder()
 		cc := streamClient(t, s, testPolicy(rec))
 		cs, err := cc.NewStream(t.Context(), chatDesc, chatMethod)
 		if err != nil {
@@ -286,7 +286,7 @@ func TestStreamBidiNotRetriedOnceOpen(t *testing.T) {
 func TestStreamBidiCreationRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
-		rec := &recorder{}
+		rec := newRecorder()
 		cc := s.dial(t, func(n int) bool { return n <= 2 },
 			grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(testPolicy(rec), grpcretry.WithNonIdempotent(chatMethod))))
 
@@ -294,7 +294,7 @@ func TestStreamBidiCreationRetried(t *testing.T) {
 		if err != nil {
 			t.Fatalf("NewStream: %v, want success once the server is reachable", err)
 		}
-		if len(rec.of(retry.EventRetry)) == 0 {
+		if len(rec.Of(retry.EventRetry)) == 0 {
 			t.Error("no retry event: the refused dials should have been retried")
 		}
 		for _, word := range []string{"a", "b"} {
@@ -322,7 +322,7 @@ func TestStreamBidiCreationRetried(t *testing.T) {
 func TestStreamServerUnreachable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
-		rec := &recorder{}
+		rec := newRecorder()
 		p := testPolicy(rec)
 		p.Attempts = 3
 		cc := s.dial(t, func(int) bool { return true }, grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(p)))
@@ -331,7 +331,7 @@ func TestStreamServerUnreachable(t *testing.T) {
 		if !errors.As(err, &re) || re.Attempts != 3 || re.Reason != retry.ReasonAttempts || status.Code(err) != codes.Unavailable {
 			t.Fatalf("err = %v, want a give-up after 3 attempts with UNAVAILABLE", err)
 		}
-		if n := len(rec.of(retry.EventRetry)); n != 2 {
+		if n := len(rec.Of(retry.EventRetry)); n != 2 {
 			t.Errorf("%d retry events, want 2", n)
 		}
 	})
@@ -341,7 +341,7 @@ func TestStreamCallPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
 		s.fail = failN(listMethod, 10, codes.Unavailable)
-		cc := streamClient(t, s, testPolicy(&recorder{}))
+		cc := streamClient(t, s, testPolicy(newRecorder()))
 		_, err := list(t.Context(), cc, "x", grpcretry.CallPolicy(retry.Policy{Attempts: 2}))
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("err = %v, want UNAVAILABLE", err)
@@ -380,7 +380,7 @@ func TestStreamCreationClassified(t *testing.T) {
 					}
 					return want, nil
 				}
-				icp := grpcretry.StreamClientInterceptor(testPolicy(&recorder{}))
+				icp := grpcretry.StreamClientInterceptor(testPolicy(newRecorder()))
 				got, err := icp(t.Context(), chatDesc, nil, chatMethod, streamer)
 				if calls != tt.attempts {
 					t.Errorf("streamer called %d times, want %d", calls, tt.attempts)
@@ -423,7 +423,7 @@ func testStreamAttemptTimeout(t *testing.T, headersFirst bool) {
 			return nil
 		}
 		s.items = 2
-		rec := &recorder{}
+		rec := newRecorder()
 		p := testPolicy(rec)
 		p.AttemptTimeout = time.Second
 		cc := streamClient(t, s, p)
@@ -438,7 +438,7 @@ func testStreamAttemptTimeout(t *testing.T, headersFirst bool) {
 		if n := s.count(listMethod); n != 2 {
 			t.Errorf("server saw %d attempts, want 2", n)
 		}
-		if r := rec.of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
+		if r := rec.Of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
 			t.Errorf("retry events = %+v, want one for DEADLINE_EXCEEDED", r)
 		}
 		if got := time.Since(start); got != time.Second+100*time.Millisecond {
@@ -456,7 +456,7 @@ func TestStreamPolicyDeadlineBeforeFirstMessage(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		}
-		rec := &recorder{}
+		rec := newRecorder()
 		p := testPolicy(rec)
 		p.Deadline = 2500 * time.Millisecond
 		cc := streamClient(t, s, p)
@@ -482,7 +482,7 @@ func TestStreamCommittedOutlivesAttemptBounds(t *testing.T) {
 		s := newTestServer(t)
 		s.items = 3
 		s.pause = 5 * time.Second
-		rec := &recorder{}
+		rec := newRecorder()
 		p := testPolicy(rec)
 		p.AttemptTimeout = time.Second
 		p.Deadline = 2 * time.Second
@@ -516,7 +516,7 @@ func TestStreamCreationBoundedByAttemptTimeout(t *testing.T) {
 			}
 			return want, nil
 		}
-		rec := &recorder{}
+		rec := newRecorder()
 		p := testPolicy(rec)
 		p.AttemptTimeout = time.Second
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -529,7 +529,7 @@ func TestStreamCreationBoundedByAttemptTimeout(t *testing.T) {
 		if d := time.Since(start); d != time.Second+100*time.Millisecond {
 			t.Errorf("took %v, want 1.1s (timeout + wait)", d)
 		}
-		if r := rec.of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
+		if r := rec.Of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
 			t.Errorf("retry events = %+v, want one for DEADLINE_EXCEEDED", r)
 		}
 		time.Sleep(10 * time.Second) // well past the attempt timeout
@@ -563,7 +563,7 @@ func TestStreamResourceExhaustedRetryInfoFirst(t *testing.T) {
 					return withRetryInfo(codes.ResourceExhausted, 3*time.Second)
 				}
 				s.items = 2
-				rec := &recorder{}
+				rec := newRecorder()
 				cc := streamClient(t, s, testPolicy(rec))
 
 				start := time.Now()
@@ -571,7 +571,7 @@ func TestStreamResourceExhaustedRetryInfoFirst(t *testing.T) {
 				if err != nil || len(got) != 2 {
 					t.Fatalf("List = %v, %v; want 2 messages from the second attempt", got, err)
 				}
-				r := rec.of(retry.EventRetry)
+				r := rec.Of(retry.EventRetry)
 				if len(r) != 1 || status.Code(r[0].Err) != codes.ResourceExhausted || r[0].Hint != 3*time.Second || r[0].Wait < 3*time.Second {
 					t.Fatalf("retry events = %+v, want one for RESOURCE_EXHAUSTED, hint 3s, wait >= 3s", r)
 				}
@@ -593,7 +593,7 @@ func TestStreamResourceExhaustedAfterFirstMessageNotRetried(t *testing.T) {
 		s := newTestServer(t)
 		s.items = 1
 		s.end = withRetryInfo(codes.ResourceExhausted, 3*time.Second)
-		rec := &recorder{}
+		rec := newRecorder()
 		cc := streamClient(t, s, testPolicy(rec))
 
 		start := time.Now()
@@ -612,7 +612,7 @@ func TestStreamResourceExhaustedAfterFirstMessageNotRetried(t *testing.T) {
 		if n := s.count(listMethod); n != 1 {
 			t.Errorf("server saw %d attempts, want 1", n)
 		}
-		if r, g := rec.of(retry.EventRetry), rec.of(retry.EventGiveUp); len(r)+len(g) != 0 || time.Since(start) != 0 {
+		if r, g := rec.Of(retry.EventRetry), rec.Of(retry.EventGiveUp); len(r)+len(g) != 0 || time.Since(start) != 0 {
 			t.Errorf("retry events %+v, give-ups %+v after %v; want none, at once", r, g, time.Since(start))
 		}
 	})
@@ -641,7 +641,7 @@ func TestStreamOnFinishOncePerRPC(t *testing.T) {
 				s.items, s.end = tt.items, tt.end
 				var perCall, byDefault []error
 				cc := s.dial(t, nil,
-					grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(testPolicy(&recorder{}))),
+					grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(testPolicy(newRecorder()))),
 					grpc.WithDefaultCallOptions(grpc.OnFinish(func(err error) { byDefault = append(byDefault, err) })))
 				_, err := list(t.Context(), cc, "x", grpc.OnFinish(func(err error) { perCall = append(perCall, err) }))
 				if status.Code(err) != tt.wantCode {
@@ -663,14 +663,14 @@ func TestStreamOnFinishOncePerRPC(t *testing.T) {
 func TestStreamBidiOnFinishOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
-		rec := &recorder{}
+		rec := newRecorder()
 		cc := s.dial(t, func(n int) bool { return n <= 2 }, grpc.WithStreamInterceptor(grpcretry.StreamClientInterceptor(testPolicy(rec))))
 		var finished []error
 		cs, err := cc.NewStream(t.Context(), chatDesc, chatMethod, grpc.WaitForReady(false), grpc.OnFinish(func(err error) { finished = append(finished, err) }))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rec.of(retry.EventRetry)) == 0 {
+		if len(rec.Of(retry.EventRetry)) == 0 {
 			t.Fatal("no retry: the refused dials should have been retried")
 		}
 		if err := cs.CloseSend(); err != nil {
@@ -691,7 +691,7 @@ func TestStreamPreviousAttemptsSet(t *testing.T) {
 		s := newTestServer(t)
 		s.fail = failN(listMethod, 2, codes.Unavailable)
 		s.items = 1
-		cc := streamClient(t, s, testPolicy(&recorder{}))
+		cc := streamClient(t, s, testPolicy(newRecorder()))
 		ctx := metadata.AppendToOutgoingContext(t.Context(), grpcretry.PreviousAttemptsKey, "7")
 		if _, err := list(ctx, cc, "x"); err != nil {
 			t.Fatal(err)
@@ -709,7 +709,7 @@ func TestStreamContextAlreadyDone(t *testing.T) {
 		t.Run(desc.StreamName, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newTestServer(t)
-				cc := streamClient(t, s, testPolicy(&recorder{}))
+				cc := streamClient(t, s, testPolicy(newRecorder()))
 				ctx, cancel := context.WithCancel(t.Context())
 				cancel()
 				var finished []error

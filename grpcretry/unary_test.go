@@ -36,7 +36,7 @@ func TestUnaryRetriesDefaultCodes(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newTestServer(t)
 				s.fail = failN(checkMethod, 2, code)
-				rec := &recorder{}
+				rec := newRecorder()
 				cc := unaryClient(t, s, testPolicy(rec))
 
 				start := time.Now()
@@ -47,7 +47,7 @@ func TestUnaryRetriesDefaultCodes(t *testing.T) {
 					t.Errorf("server saw %d attempts, want 3", got)
 				}
 				want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}
-				if got := rec.waits(); !slices.Equal(got, want) {
+				if got := waits(rec); !slices.Equal(got, want) {
 					t.Errorf("waits = %v, want %v", got, want)
 				}
 				// Virtual time: the waits were really waited, no more.
@@ -57,7 +57,7 @@ func TestUnaryRetriesDefaultCodes(t *testing.T) {
 				if got, want := s.prev(checkMethod), []string{"1", "2"}; !slices.Equal(got, want) {
 					t.Errorf("grpc-previous-rpc-attempts seen = %q, want %q", got, want)
 				}
-				if n := len(rec.of(retry.EventSuccess)); n != 1 {
+				if n := len(rec.Of(retry.EventSuccess)); n != 1 {
 					t.Errorf("%d success events, want 1", n)
 				}
 			})
@@ -76,7 +76,7 @@ func TestUnaryOtherCodesNotRetried(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newTestServer(t)
 				s.fail = failN(checkMethod, 1, code)
-				rec := &recorder{}
+				rec := newRecorder()
 				cc := unaryClient(t, s, testPolicy(rec))
 
 				err := check(t.Context(), cc)
@@ -93,7 +93,7 @@ func TestUnaryOtherCodesNotRetried(t *testing.T) {
 				if st, _ := status.FromError(err); st.Message() != "injected failure 1" {
 					t.Errorf("message = %q, want the server's as is", st.Message())
 				}
-				g := rec.of(retry.EventGiveUp)
+				g := rec.Of(retry.EventGiveUp)
 				if len(g) != 1 || g[0].Reason != retry.ReasonPermanent {
 					t.Errorf("give-up events = %+v, want one with reason permanent", g)
 				}
@@ -115,7 +115,7 @@ func TestUnaryWithCodes(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newTestServer(t)
 				s.fail = failN(checkMethod, 1, tt.code)
-				cc := unaryClient(t, s, testPolicy(&recorder{}), grpcretry.WithCodes(codes.Internal))
+				cc := unaryClient(t, s, testPolicy(newRecorder()), grpcretry.WithCodes(codes.Internal))
 				_ = check(t.Context(), cc)
 				if got := s.count(checkMethod); got != tt.attempts {
 					t.Errorf("server saw %d attempts, want %d", got, tt.attempts)
@@ -133,7 +133,7 @@ func TestUnaryAttemptsCapExact(t *testing.T) {
 				s.fail = func(context.Context, string, int) error {
 					return withRetryInfo(codes.Unavailable, time.Millisecond)
 				}
-				rec := &recorder{}
+				rec := newRecorder()
 				p := testPolicy(rec)
 				p.Attempts = attempts
 				cc := unaryClient(t, s, p)
@@ -154,7 +154,7 @@ func TestUnaryAttemptsCapExact(t *testing.T) {
 				if len(st.Details()) != 1 {
 					t.Errorf("details = %v, want the RetryInfo", st.Details())
 				}
-				if n := len(rec.of(retry.EventRetry)); n != attempts-1 {
+				if n := len(rec.Of(retry.EventRetry)); n != attempts-1 {
 					t.Errorf("%d retry events, want %d", n, attempts-1)
 				}
 			})
@@ -184,7 +184,7 @@ func TestUnaryRetryInfoIsAFloor(t *testing.T) {
 					}
 					return nil
 				}
-				rec := &recorder{}
+				rec := newRecorder()
 				p := testPolicy(rec)
 				p.MaxRetryAfter = tt.maxRetryAfter
 				cc := unaryClient(t, s, p)
@@ -193,7 +193,7 @@ func TestUnaryRetryInfoIsAFloor(t *testing.T) {
 				if err := check(t.Context(), cc); err != nil {
 					t.Fatal(err)
 				}
-				r := rec.of(retry.EventRetry)
+				r := rec.Of(retry.EventRetry)
 				if len(r) != 1 {
 					t.Fatalf("%d retry events, want 1", len(r))
 				}
@@ -221,7 +221,7 @@ func TestUnaryHintBeyondDeadlineGivesUpAtOnce(t *testing.T) {
 		s.fail = func(context.Context, string, int) error {
 			return withRetryInfo(codes.ResourceExhausted, 30*time.Second)
 		}
-		p := testPolicy(&recorder{})
+		p := testPolicy(newRecorder())
 		p.MaxRetryAfter = time.Minute
 		cc := unaryClient(t, s, p)
 
@@ -285,7 +285,7 @@ func TestUnaryPushback(t *testing.T) {
 					}
 					return status.Error(codes.Unavailable, "busy")
 				}
-				rec := &recorder{}
+				rec := newRecorder()
 				cc := unaryClient(t, s, testPolicy(rec))
 
 				err := check(t.Context(), cc)
@@ -296,7 +296,7 @@ func TestUnaryPushback(t *testing.T) {
 					if !errors.Is(err, grpcretry.ErrPushback) || status.Code(err) != codes.Unavailable {
 						t.Errorf("err = %v, want ErrPushback with the UNAVAILABLE status", err)
 					}
-					g := rec.of(retry.EventGiveUp)
+					g := rec.Of(retry.EventGiveUp)
 					if len(g) != 1 || !errors.Is(g[0].Err, grpcretry.ErrPushback) {
 						t.Errorf("give-up events = %+v, want one whose Err is ErrPushback", g)
 					}
@@ -305,7 +305,7 @@ func TestUnaryPushback(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if w := rec.waits(); len(w) != 1 || w[0] != tt.wantWait {
+				if w := waits(rec); len(w) != 1 || w[0] != tt.wantWait {
 					t.Errorf("waits = %v, want [%v]", w, tt.wantWait)
 				}
 			})
@@ -321,7 +321,7 @@ func TestUnaryNonIdempotentNotRetriedOnceSent(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := newTestServer(t)
 			s.fail = failN(checkMethod, 1, codes.Unavailable)
-			rec := &recorder{}
+			rec := newRecorder()
 			cc := unaryClient(t, s, testPolicy(rec), opt)
 
 			err := check(t.Context(), cc)
@@ -334,7 +334,7 @@ func TestUnaryNonIdempotentNotRetriedOnceSent(t *testing.T) {
 			if st, _ := status.FromError(err); st.Code() != codes.Unavailable || st.Message() != "injected failure 1" {
 				t.Errorf("status = %v, want the server's UNAVAILABLE as is", st)
 			}
-			g := rec.of(retry.EventGiveUp)
+			g := rec.Of(retry.EventGiveUp)
 			if len(g) != 1 || g[0].Reason != retry.ReasonPermanent || !errors.Is(g[0].Err, grpcretry.ErrNotIdempotent) {
 				t.Errorf("give-up events = %+v, want one (permanent, ErrNotIdempotent)", g)
 			}
@@ -345,7 +345,7 @@ func TestUnaryNonIdempotentNotRetriedOnceSent(t *testing.T) {
 func TestUnaryNonIdempotentRetriedWhenNeverSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
-		rec := &recorder{}
+		rec := newRecorder()
 		// The first two dials are refused: the first attempts fail before
 		// any stream exists, so they provably never reached the server.
 		cc := s.dial(t, func(n int) bool { return n <= 2 },
@@ -357,7 +357,7 @@ func TestUnaryNonIdempotentRetriedWhenNeverSent(t *testing.T) {
 		if got := s.count(checkMethod); got != 1 {
 			t.Errorf("server saw %d attempts, want 1", got)
 		}
-		r := rec.of(retry.EventRetry)
+		r := rec.Of(retry.EventRetry)
 		if len(r) == 0 {
 			t.Fatal("no retry: the refused connection should have been retried")
 		}
@@ -372,7 +372,7 @@ func TestUnaryNonIdempotentRetriedWhenNeverSent(t *testing.T) {
 func TestUnaryServerUnreachable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
-		rec := &recorder{}
+		rec := newRecorder()
 		p := testPolicy(rec)
 		cc := s.dial(t, func(int) bool { return true },
 			grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(p, grpcretry.WithNonIdempotent(checkMethod))))
@@ -406,7 +406,7 @@ func TestUnaryCallPolicy(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newTestServer(t)
 				s.fail = failN(checkMethod, 10, codes.Unavailable)
-				cc := unaryClient(t, s, testPolicy(&recorder{}))
+				cc := unaryClient(t, s, testPolicy(newRecorder()))
 				_ = check(t.Context(), cc, tt.opts...)
 				if got := s.count(checkMethod); got != tt.attempts {
 					t.Errorf("server saw %d attempts, want %d", got, tt.attempts)
@@ -426,7 +426,7 @@ func TestUnaryAttemptTimeoutRetried(t *testing.T) {
 			}
 			return nil
 		}
-		rec := &recorder{}
+		rec := newRecorder()
 		p := testPolicy(rec)
 		p.AttemptTimeout = time.Second
 		cc := unaryClient(t, s, p)
@@ -438,7 +438,7 @@ func TestUnaryAttemptTimeoutRetried(t *testing.T) {
 		if got := s.count(checkMethod); got != 2 {
 			t.Errorf("server saw %d attempts, want 2", got)
 		}
-		if r := rec.of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
+		if r := rec.Of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
 			t.Errorf("retry events = %+v, want one for DEADLINE_EXCEEDED", r)
 		}
 		if got := time.Since(start); got != time.Second+100*time.Millisecond {
@@ -466,7 +466,7 @@ func TestUnaryCallerCancelStopsWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
 		s.fail = failN(checkMethod, 10, codes.Unavailable)
-		p := testPolicy(&recorder{})
+		p := testPolicy(newRecorder())
 		p.InitialDelay = 10 * time.Second
 		p.MaxDelay = time.Minute
 		cc := unaryClient(t, s, p)
@@ -494,7 +494,7 @@ func TestUnaryDetailsKept(t *testing.T) {
 		s.fail = func(context.Context, string, int) error {
 			return withRetryInfo(codes.Unavailable, 42*time.Millisecond)
 		}
-		p := testPolicy(&recorder{})
+		p := testPolicy(newRecorder())
 		p.Attempts = 2
 		cc := unaryClient(t, s, p)
 		st := status.Convert(check(t.Context(), cc))
@@ -531,7 +531,7 @@ func TestUnaryPreviousAttemptsSet(t *testing.T) {
 					others = append(others, md.Get("x-other")...)
 					return failN(checkMethod, 2, codes.Unavailable)(ctx, m, n)
 				}
-				cc := unaryClient(t, s, testPolicy(&recorder{}))
+				cc := unaryClient(t, s, testPolicy(newRecorder()))
 				if err := check(outgoing(t.Context()), cc); err != nil {
 					t.Fatal(err)
 				}
@@ -566,7 +566,7 @@ func TestUnaryOnFinishOncePerRPC(t *testing.T) {
 				s.fail = tt.fail
 				var perCall, byDefault []error
 				cc := s.dial(t, nil,
-					grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(testPolicy(&recorder{}))),
+					grpc.WithUnaryInterceptor(grpcretry.UnaryClientInterceptor(testPolicy(newRecorder()))),
 					grpc.WithDefaultCallOptions(grpc.OnFinish(func(err error) { byDefault = append(byDefault, err) })))
 				err := check(t.Context(), cc, grpc.OnFinish(func(err error) { perCall = append(perCall, err) }))
 				if status.Code(err) != tt.wantCode {
@@ -593,7 +593,7 @@ func TestUnaryCallerMetadataFromLastAttempt(t *testing.T) {
 			grpc.SetTrailer(ctx, metadata.Pairs(grpcretry.PushbackKey, "10"))
 			return status.Error(codes.Unavailable, "going away")
 		}
-		p := testPolicy(&recorder{})
+		p := testPolicy(newRecorder())
 		p.Attempts = 2
 		// Between the attempts the server goes away for good: the second
 		// attempt fails without a stream (the dial is refused).

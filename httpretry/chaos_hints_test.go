@@ -3,6 +3,7 @@ package httpretry_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -118,25 +119,13 @@ func TestChaosMaliciousHintsAreCapped(t *testing.T) {
 				} else if want == nil {
 					want = backoff
 				}
-				if !slicesEqual(w.waits, want) {
+				if !slices.Equal(w.waits, want) {
 					t.Errorf("waits %v, want %v", w.waits, want)
 				}
 				t.Logf("%v: waits %v, total %v", tc.f, w.waits, took)
 			})
 		})
 	}
-}
-
-func slicesEqual(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestChaosHintsNeverPassTheDeadline lets the hint cap be an hour: a hint of

@@ -19,6 +19,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // duplexServer is an h2c (HTTP/2 without TLS) loopback server whose handler
@@ -202,7 +203,7 @@ func (p *pipeBody) Close() error { p.closed.Add(1); return p.PipeReader.Close() 
 // back untouched; once the transport has read from it, it cannot.
 func TestUnbufferedBodyNeverSent(t *testing.T) {
 	t.Run("refused, then sent", func(t *testing.T) {
-		srv := newScript(t, status(200, "ok"))
+		srv := testkit.NewScript(t, testkit.Status(200, "ok"))
 		cc := &closeCounter{Reader: strings.NewReader("payload")}
 		req, _ := http.NewRequest(http.MethodPost, "https://example.com/v1/items", opaqueBody{cc})
 		req.Body = cc
@@ -212,7 +213,7 @@ func TestUnbufferedBodyNeverSent(t *testing.T) {
 			t.Fatal(err)
 		}
 		readAll(t, resp)
-		if got := srv.requests(); len(got) != 1 || got[0].Body != "payload" {
+		if got := srv.Requests(); len(got) != 1 || got[0].Body != "payload" {
 			t.Fatalf("the server got %+v, want the whole payload once", got)
 		}
 		if n := cc.closed.Load(); n != 1 {
@@ -220,9 +221,9 @@ func TestUnbufferedBodyNeverSent(t *testing.T) {
 		}
 	})
 	t.Run("read, then refused: not sent again", func(t *testing.T) {
-		var ev events
+		ev := newEvents()
 		p := fast
-		p.Observer = ev.observe
+		p.Observer = ev.Observe
 		cc := &closeCounter{Reader: strings.NewReader("payload")}
 		n := 0
 		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {

@@ -86,9 +86,9 @@ func TestGoAway(t *testing.T) {
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	defer tr.CloseIdleConnections()
-	var ev events
+	ev := newEvents()
 	p := fast
-	p.Observer = ev.observe
+	p.Observer = ev.Observe
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
 	resp, err := NewTransport(tr, p).RoundTrip(req)
 	if err != nil {
@@ -102,7 +102,7 @@ func TestGoAway(t *testing.T) {
 			resp.StatusCode, resp.ProtoMajor, reqs.Load(), conns.Load())
 	}
 	var ae *AttemptError
-	r := ev.byKind(retry.EventRetry)
+	r := ev.Of(retry.EventRetry)
 	if len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassGoAway {
 		t.Fatalf("retries %+v, want one goaway", r)
 	}

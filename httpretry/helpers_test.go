@@ -1,17 +1,13 @@
 package httpretry
 
 import (
-	"context"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"testing"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // fast retries at once: no wait, no jitter, so loopback tests need no
@@ -37,101 +33,10 @@ func response(req *http.Request, code int, body string, kv ...string) *http.Resp
 }
 
 // events records what an Observer receives.
-type events struct {
-	mu   sync.Mutex
-	list []retry.Event
-}
+type events = testkit.Recorder[retry.Event, retry.EventKind]
 
-func (e *events) observe(_ context.Context, ev retry.Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.list = append(e.list, ev)
-}
-
-func (e *events) kinds() []retry.EventKind {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var k []retry.EventKind
-	for _, ev := range e.list {
-		k = append(k, ev.Kind)
-	}
-	return k
-}
-
-func (e *events) last() retry.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.list) == 0 {
-		return retry.Event{}
-	}
-	return e.list[len(e.list)-1]
-}
-
-func (e *events) byKind(k retry.EventKind) []retry.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []retry.Event
-	for _, ev := range e.list {
-		if ev.Kind == k {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-// script is a loopback server that answers the n-th request (from 0) with
-// the n-th handler, repeating the last one, and counts requests and
-// connections.
-type script struct {
-	*httptest.Server
-	hits  atomic.Int32
-	conns atomic.Int32
-	mu    sync.Mutex
-	seen  []*seenRequest
-}
-
-type seenRequest struct {
-	Method, Path, RawQuery, Host string
-	Header                       http.Header
-	Body                         string
-}
-
-func newScript(t testing.TB, handlers ...http.HandlerFunc) *script {
-	t.Helper()
-	s := &script{}
-	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := int(s.hits.Add(1)) - 1
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		s.seen = append(s.seen, &seenRequest{r.Method, r.URL.Path, r.URL.RawQuery, r.Host, r.Header.Clone(), string(body)})
-		s.mu.Unlock()
-		handlers[min(n, len(handlers)-1)](w, r)
-	}))
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			s.conns.Add(1)
-		}
-	}
-	s.Start()
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *script) requests() []*seenRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*seenRequest(nil), s.seen...)
-}
-
-// status answers code with body.
-func status(code int, body string, kv ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		for i := 0; i+1 < len(kv); i += 2 {
-			w.Header().Set(kv[i], kv[i+1])
-		}
-		w.WriteHeader(code)
-		io.WriteString(w, body)
-	}
+func newEvents() *events {
+	return testkit.NewRecorder(func(e retry.Event) retry.EventKind { return e.Kind })
 }
 
 // closeCounter is a request body that counts its Close calls.

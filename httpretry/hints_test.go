@@ -137,10 +137,10 @@ func TestHints(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
-				var ev events
+				ev := newEvents()
 				p := tt.policy
 				p.Jitter = retry.Zero
-				p.Observer = ev.observe
+				p.Observer = ev.Observe
 				rt := NewTransport(sequence(&calls, tt.first, reply(200, "ok")), p)
 				resp := get(t, rt, "https://example.com/v1/models")
 				if body := readAll(t, resp); body != "ok" || len(calls) != 2 {
@@ -149,7 +149,7 @@ func TestHints(t *testing.T) {
 				if waited := calls[1].Sub(calls[0]); waited != tt.wantWait {
 					t.Errorf("waited %v between attempts, want %v", waited, tt.wantWait)
 				}
-				r := ev.byKind(retry.EventRetry)
+				r := ev.Of(retry.EventRetry)
 				var ae *AttemptError
 				if len(r) != 1 || !errors.As(r[0].Err, &ae) {
 					t.Fatalf("retry events %+v", r)
@@ -184,17 +184,17 @@ func TestHintPastDeadline(t *testing.T) {
 		t.Run(source, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
-				var ev events
+				ev := newEvents()
 				first := reply(429, string(spec), "Content-Type", "application/json")
 				if source == HintRetryAfter {
 					first = reply(429, string(spec), "Retry-After", "25")
 				}
-				p := retry.Policy{Deadline: 20 * time.Second, Observer: ev.observe}
+				p := retry.Policy{Deadline: 20 * time.Second, Observer: ev.Observe}
 				resp := get(t, NewTransport(sequence(&calls, first, reply(200, "")), p), "https://example.com/")
 				if body := readAll(t, resp); resp.StatusCode != 429 || body != string(spec) || len(calls) != 1 {
 					t.Fatalf("got %d (%d bytes) after %d attempts, want the 429 with its body after 1", resp.StatusCode, len(body), len(calls))
 				}
-				if e := ev.last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
+				if e := ev.Last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
 					t.Fatalf("last event %+v, want a give-up on the deadline", e)
 				}
 			})
@@ -208,13 +208,13 @@ func TestHintPastDeadline(t *testing.T) {
 func TestDeadlineReturnsLast503(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls []time.Time
-		var ev events
-		p := retry.Policy{Deadline: 3 * time.Second, Jitter: retry.Zero, Observer: ev.observe}
+		ev := newEvents()
+		p := retry.Policy{Deadline: 3 * time.Second, Jitter: retry.Zero, Observer: ev.Observe}
 		resp := get(t, NewTransport(sequence(&calls, reply(503, "busy 1"), reply(503, "busy 2"), reply(200, "")), p), "https://example.com/")
 		if body := readAll(t, resp); resp.StatusCode != 503 || body != "busy 2" || len(calls) != 2 {
 			t.Fatalf("got %d %q after %d attempts, want the second 503", resp.StatusCode, body, len(calls))
 		}
-		if e := ev.last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
+		if e := ev.Last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
 			t.Fatalf("last event %+v", e)
 		}
 	})
@@ -260,19 +260,19 @@ func TestDiscardedBodiesClosed(t *testing.T) {
 func TestAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls []time.Time
-		var ev events
+		ev := newEvents()
 		hang := func(r *http.Request) (*http.Response, error) {
 			<-r.Context().Done()
 			return nil, r.Context().Err()
 		}
-		p := retry.Policy{Jitter: retry.Zero, Observer: ev.observe}
+		p := retry.Policy{Jitter: retry.Zero, Observer: ev.Observe}
 		rt := NewTransport(sequence(&calls, hang, reply(200, "ok")), p, WithAttemptTimeout(10*time.Second))
 		resp := get(t, rt, "https://example.com/")
 		if len(calls) != 2 || calls[1].Sub(calls[0]) != 11*time.Second { // 10 s timeout + 1 s backoff
 			t.Fatalf("%d attempts, %v apart", len(calls), calls[len(calls)-1].Sub(calls[0]))
 		}
 		var ae *AttemptError
-		if r := ev.byKind(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout {
+		if r := ev.Of(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout {
 			t.Fatalf("retry events %+v, want one timeout", r)
 		}
 		// The returned response's context lives until its body is closed.
@@ -399,3 +399,54 @@ type refuseAll struct{}
 
 func (refuseAll) Admit(bool) bool { return false }
 func (refuseAll) Record(bool)     {}
+
+// TestRetryAfterDateAgainstServerClock: a Retry-After date is in the
+// server's clock, which the response's Date header gives: the wait is
+// their difference, whatever this machine's clock says. Without a valid
+// Date, the local clock is used. In virtual time (the bubble's clock
+// starts at 2000-01-01 00:00:00 UTC).
+func TestRetryAfterDateAgainstServerClock(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		skew     time.Duration // the server's clock minus ours
+		date     string        // the Date header; "" for the server's clock, "-" for none
+		after    time.Duration // Retry-After: the server's clock plus this
+		wantWait time.Duration // 0: no retry (the loop gives up at once)
+	}{
+		{"server 1h ahead", time.Hour, "", 3 * time.Second, 3 * time.Second},
+		{"server 1h behind", -time.Hour, "", 3 * time.Second, 3 * time.Second},
+		{"same clock", 0, "", 3 * time.Second, 3 * time.Second},
+		{"date in the past for the server", time.Hour, "", -5 * time.Second, time.Second}, // the backoff only
+		{"no Date: the local clock", 0, "-", 5 * time.Second, 5 * time.Second},
+		{"invalid Date: the local clock", 0, "yesterday", 5 * time.Second, 5 * time.Second},
+		{"no Date, server ahead: the local clock (past the deadline)", time.Hour, "-", 3 * time.Second, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				server := time.Now().Add(tt.skew)
+				kv := []string{"Retry-After", server.Add(tt.after).UTC().Format(http.TimeFormat)}
+				switch tt.date {
+				case "":
+					kv = append(kv, "Date", server.UTC().Format(http.TimeFormat))
+				case "-":
+				default:
+					kv = append(kv, "Date", tt.date)
+				}
+				var calls []time.Time
+				rt := NewTransport(sequence(&calls, reply(503, "", kv...), reply(200, "ok")),
+					retry.Policy{Deadline: 30 * time.Second, Jitter: retry.Zero})
+				resp := get(t, rt, "https://example.com/")
+				resp.Body.Close()
+				if tt.wantWait == 0 {
+					if len(calls) != 1 || resp.StatusCode != 503 {
+						t.Fatalf("%d attempts, status %d; want the 503 at once", len(calls), resp.StatusCode)
+					}
+					return
+				}
+				if len(calls) != 2 || calls[1].Sub(calls[0]) != tt.wantWait {
+					t.Fatalf("%d attempts, %v apart; want 2, %v apart", len(calls), calls[len(calls)-1].Sub(calls[0]), tt.wantWait)
+				}
+			})
+		})
+	}
+}

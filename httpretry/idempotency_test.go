@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // TestGoogleReadOnly: which requests Google's rule takes for idempotent.
@@ -174,10 +175,10 @@ func TestIdempotencyPrecedence(t *testing.T) {
 	p.Attempts = 3
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newScript(t, status(500, "oops"))
-			var ev events
+			srv := testkit.NewScript(t, testkit.Status(500, "oops"))
+			ev := newEvents()
 			p := p
-			p.Observer = ev.observe
+			p.Observer = ev.Observe
 			ctx := context.Background()
 			if tt.ctx != nil {
 				ctx = tt.ctx(ctx)
@@ -199,15 +200,15 @@ func TestIdempotencyPrecedence(t *testing.T) {
 			if tt.retried {
 				want = 3
 			}
-			if got := srv.hits.Load(); got != want || resp.StatusCode != 500 {
+			if got := srv.Hits(); got != want || resp.StatusCode != 500 {
 				t.Fatalf("%d after %d requests, want the 500 after %d", resp.StatusCode, got, want)
 			}
-			for i, s := range srv.requests() {
+			for i, s := range srv.Requests() {
 				if s.Body != "payload" {
 					t.Errorf("attempt %d: body %q", i+1, s.Body)
 				}
 			}
-			if e := ev.last(); !tt.retried && (e.Kind != retry.EventGiveUp || !errors.Is(e.Err, ErrNotIdempotent)) {
+			if e := ev.Last(); !tt.retried && (e.Kind != retry.EventGiveUp || !errors.Is(e.Err, ErrNotIdempotent)) {
 				t.Errorf("last event %+v: want a give-up matching ErrNotIdempotent", e)
 			}
 		})
@@ -217,7 +218,7 @@ func TestIdempotencyPrecedence(t *testing.T) {
 // TestIdempotentIfRule: a rule sees the caller's request, is asked once per
 // call (not per attempt), and is not asked when an earlier step decided.
 func TestIdempotentIfRule(t *testing.T) {
-	srv := newScript(t, status(503, "busy"), status(503, "busy"), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(503, "busy"), testkit.Status(200, "ok"))
 	var asked atomic.Int32
 	var got *http.Request
 	rule := func(r *http.Request) bool {
@@ -232,9 +233,9 @@ func TestIdempotentIfRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	readAll(t, resp)
-	if resp.StatusCode != 200 || srv.hits.Load() != 3 || asked.Load() != 1 || got != req {
+	if resp.StatusCode != 200 || srv.Hits() != 3 || asked.Load() != 1 || got != req {
 		t.Fatalf("%d after %d requests, the rule asked %d times (with the caller's request: %v); want 200 after 3, asked once",
-			resp.StatusCode, srv.hits.Load(), asked.Load(), got == req)
+			resp.StatusCode, srv.Hits(), asked.Load(), got == req)
 	}
 	for _, ctx := range []context.Context{Idempotent(context.Background()), NotIdempotent(context.Background())} {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader("{}"))
@@ -259,14 +260,14 @@ func TestIdempotentIfRule(t *testing.T) {
 // TestIdempotentIfNil: a nil rule is an invalid option, reported by Err and
 // by every RoundTrip, which sends nothing.
 func TestIdempotentIfNil(t *testing.T) {
-	srv := newScript(t, status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(200, "ok"))
 	rt := NewTransport(srv.Client().Transport, fast, IdempotentIf(nil))
 	if err := rt.Err(); err == nil || !strings.Contains(err.Error(), "IdempotentIf") {
 		t.Fatalf("Err() = %v, want an error naming IdempotentIf", err)
 	}
 	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-	if _, err := rt.RoundTrip(req); err == nil || srv.hits.Load() != 0 {
-		t.Fatalf("RoundTrip = %v after %d requests, want the error and none sent", err, srv.hits.Load())
+	if _, err := rt.RoundTrip(req); err == nil || srv.Hits() != 0 {
+		t.Fatalf("RoundTrip = %v after %d requests, want the error and none sent", err, srv.Hits())
 	}
 	if _, err := NewClient(fast, IdempotentIf(nil)); err == nil {
 		t.Fatal("NewClient accepted a nil rule")
@@ -277,15 +278,15 @@ func TestIdempotentIfNil(t *testing.T) {
 // as NewTransport does by default. (Its policy is Google's, made fast for
 // the test with WithPolicy.)
 func TestZeroTransportGoogleReadOnly(t *testing.T) {
-	srv := newScript(t, status(500, "oops"), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(500, "oops"), testkit.Status(200, "ok"))
 	ctx := WithPolicy(context.Background(), fast)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1beta/models/m:countTokens", strings.NewReader("{}"))
 	resp, err := (&http.Client{Transport: &Transport{}}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body := readAll(t, resp); resp.StatusCode != 200 || body != "ok" || srv.hits.Load() != 2 {
-		t.Fatalf("%d %q after %d requests, want 200 after 2", resp.StatusCode, body, srv.hits.Load())
+	if body := readAll(t, resp); resp.StatusCode != 200 || body != "ok" || srv.Hits() != 2 {
+		t.Fatalf("%d %q after %d requests, want 200 after 2", resp.StatusCode, body, srv.Hits())
 	}
 }
 
@@ -298,7 +299,7 @@ func TestZeroTransportGoogleReadOnly(t *testing.T) {
 func TestRefusalRetried(t *testing.T) {
 	const retryInfo = `{"error": {"code": 503, "status": "UNAVAILABLE", "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0s"}]}}`
 	past := "Wed, 21 Oct 2015 07:28:00 GMT"
-	ok := status(200, "ok")
+	ok := testkit.Status(200, "ok")
 	boom := errors.New("GetBody failed")
 	tests := []struct {
 		name    string
@@ -312,29 +313,29 @@ func TestRefusalRetried(t *testing.T) {
 		code    int   // the status the caller gets
 		skip    error // what the give-up matches, nil if none
 	}{
-		{name: "429", method: "POST", first: status(429, "quota"), hits: 2, code: 200},
-		{name: "429 with Retry-After", method: "POST", first: status(429, "quota", "Retry-After", "0"), hits: 2, code: 200},
-		{name: "429 to a PATCH", method: "PATCH", first: status(429, "quota"), hits: 2, code: 200},
-		{name: "429 to a custom method", method: "PURGE", first: status(429, "quota"), hits: 2, code: 200},
-		{name: "503 with Retry-After", method: "POST", first: status(503, "busy", "Retry-After", "0"), hits: 2, code: 200},
-		{name: "503 with a past Retry-After date", method: "POST", first: status(503, "busy", "Retry-After", past), hits: 2, code: 200},
-		{name: "503 with RetryInfo", method: "POST", first: status(503, retryInfo, "Content-Type", "application/json"), hits: 2, code: 200},
+		{name: "429", method: "POST", first: testkit.Status(429, "quota"), hits: 2, code: 200},
+		{name: "429 with Retry-After", method: "POST", first: testkit.Status(429, "quota", "Retry-After", "0"), hits: 2, code: 200},
+		{name: "429 to a PATCH", method: "PATCH", first: testkit.Status(429, "quota"), hits: 2, code: 200},
+		{name: "429 to a custom method", method: "PURGE", first: testkit.Status(429, "quota"), hits: 2, code: 200},
+		{name: "503 with Retry-After", method: "POST", first: testkit.Status(503, "busy", "Retry-After", "0"), hits: 2, code: 200},
+		{name: "503 with a past Retry-After date", method: "POST", first: testkit.Status(503, "busy", "Retry-After", past), hits: 2, code: 200},
+		{name: "503 with RetryInfo", method: "POST", first: testkit.Status(503, retryInfo, "Content-Type", "application/json"), hits: 2, code: 200},
 
-		{name: "503 without a hint", method: "POST", first: status(503, "busy"), hits: 1, code: 503, skip: ErrNotIdempotent},
-		{name: "503 with a malformed Retry-After", method: "POST", first: status(503, "busy", "Retry-After", "soon"), hits: 1, code: 503, skip: ErrNotIdempotent},
-		{name: "503 with RetryInfo in an HTML body", method: "POST", first: status(503, retryInfo, "Content-Type", "text/html"), hits: 1, code: 503, skip: ErrNotIdempotent},
-		{name: "500 with Retry-After", method: "POST", first: status(500, "oops", "Retry-After", "0"), hits: 1, code: 500, skip: ErrNotIdempotent},
-		{name: "502 with Retry-After", method: "POST", first: status(502, "bad gateway", "Retry-After", "0"), hits: 1, code: 502, skip: ErrNotIdempotent},
-		{name: "504 with Retry-After", method: "POST", first: status(504, "timeout", "Retry-After", "0"), hits: 1, code: 504, skip: ErrNotIdempotent},
-		{name: "408 with Retry-After", method: "POST", first: status(408, "timeout", "Retry-After", "0"), hits: 1, code: 408, skip: ErrNotIdempotent},
+		{name: "503 without a hint", method: "POST", first: testkit.Status(503, "busy"), hits: 1, code: 503, skip: ErrNotIdempotent},
+		{name: "503 with a malformed Retry-After", method: "POST", first: testkit.Status(503, "busy", "Retry-After", "soon"), hits: 1, code: 503, skip: ErrNotIdempotent},
+		{name: "503 with RetryInfo in an HTML body", method: "POST", first: testkit.Status(503, retryInfo, "Content-Type", "text/html"), hits: 1, code: 503, skip: ErrNotIdempotent},
+		{name: "500 with Retry-After", method: "POST", first: testkit.Status(500, "oops", "Retry-After", "0"), hits: 1, code: 500, skip: ErrNotIdempotent},
+		{name: "502 with Retry-After", method: "POST", first: testkit.Status(502, "bad gateway", "Retry-After", "0"), hits: 1, code: 502, skip: ErrNotIdempotent},
+		{name: "504 with Retry-After", method: "POST", first: testkit.Status(504, "timeout", "Retry-After", "0"), hits: 1, code: 504, skip: ErrNotIdempotent},
+		{name: "408 with Retry-After", method: "POST", first: testkit.Status(408, "timeout", "Retry-After", "0"), hits: 1, code: 408, skip: ErrNotIdempotent},
 
-		{name: "429, NotIdempotent", method: "POST", ctx: NotIdempotent, first: status(429, "quota"), hits: 1, code: 429, skip: ErrNotIdempotent},
-		{name: "503 with Retry-After, NotIdempotent", method: "POST", ctx: NotIdempotent, first: status(503, "busy", "Retry-After", "0"), hits: 1, code: 503, skip: ErrNotIdempotent},
-		{name: "429 to a GET, NotIdempotent", method: "GET", ctx: NotIdempotent, first: status(429, "quota"), hits: 1, code: 429, skip: ErrNotIdempotent},
-		{name: "429, a body sent that cannot be sent again", method: "POST", opaque: true, first: status(429, "quota"), hits: 1, code: 429, skip: ErrBodyNotReplayable},
-		{name: "429, GetBody fails", method: "POST", getBody: func() (io.ReadCloser, error) { return nil, boom }, first: status(429, "quota"), hits: 1, code: 429, skip: ErrBodyNotReplayable},
-		{name: "429, not one of the policy's codes", method: "POST", codes: []int{503}, first: status(429, "quota"), hits: 1, code: 429},
-		{name: "429 every time: the attempts are used up", method: "POST", first: status(429, "quota"), hits: 3, code: 429},
+		{name: "429, NotIdempotent", method: "POST", ctx: NotIdempotent, first: testkit.Status(429, "quota"), hits: 1, code: 429, skip: ErrNotIdempotent},
+		{name: "503 with Retry-After, NotIdempotent", method: "POST", ctx: NotIdempotent, first: testkit.Status(503, "busy", "Retry-After", "0"), hits: 1, code: 503, skip: ErrNotIdempotent},
+		{name: "429 to a GET, NotIdempotent", method: "GET", ctx: NotIdempotent, first: testkit.Status(429, "quota"), hits: 1, code: 429, skip: ErrNotIdempotent},
+		{name: "429, a body sent that cannot be sent again", method: "POST", opaque: true, first: testkit.Status(429, "quota"), hits: 1, code: 429, skip: ErrBodyNotReplayable},
+		{name: "429, GetBody fails", method: "POST", getBody: func() (io.ReadCloser, error) { return nil, boom }, first: testkit.Status(429, "quota"), hits: 1, code: 429, skip: ErrBodyNotReplayable},
+		{name: "429, not one of the policy's codes", method: "POST", codes: []int{503}, first: testkit.Status(429, "quota"), hits: 1, code: 429},
+		{name: "429 every time: the attempts are used up", method: "POST", first: testkit.Status(429, "quota"), hits: 3, code: 429},
 	}
 	const payload = "payload"
 	for _, tt := range tests {
@@ -343,10 +344,10 @@ func TestRefusalRetried(t *testing.T) {
 			if tt.name == "429 every time: the attempts are used up" {
 				second = tt.first
 			}
-			srv := newScript(t, tt.first, second)
-			var ev events
+			srv := testkit.NewScript(t, tt.first, second)
+			ev := newEvents()
 			p := fast
-			p.Attempts, p.StatusCodes, p.Observer = 3, tt.codes, ev.observe
+			p.Attempts, p.StatusCodes, p.Observer = 3, tt.codes, ev.Observe
 			ctx := context.Background()
 			if tt.ctx != nil {
 				ctx = tt.ctx(ctx)
@@ -364,15 +365,15 @@ func TestRefusalRetried(t *testing.T) {
 				t.Fatal(err)
 			}
 			readAll(t, resp)
-			if got := srv.hits.Load(); got != tt.hits || resp.StatusCode != tt.code {
+			if got := srv.Hits(); got != tt.hits || resp.StatusCode != tt.code {
 				t.Fatalf("%d after %d requests, want %d after %d", resp.StatusCode, got, tt.code, tt.hits)
 			}
-			for i, s := range srv.requests() {
+			for i, s := range srv.Requests() {
 				if s.Method != tt.method || s.Body != payload {
 					t.Errorf("attempt %d: %s with body %q, want %s %q", i+1, s.Method, s.Body, tt.method, payload)
 				}
 			}
-			e := ev.last()
+			e := ev.Last()
 			switch {
 			case tt.skip != nil:
 				if e.Kind != retry.EventGiveUp || !errors.Is(e.Err, tt.skip) {
@@ -383,7 +384,7 @@ func TestRefusalRetried(t *testing.T) {
 			}
 			if tt.hits > 1 {
 				var ae *AttemptError
-				r := ev.byKind(retry.EventRetry)
+				r := ev.Of(retry.EventRetry)
 				if len(r) == 0 || !errors.As(r[0].Err, &ae) || ae.Method != tt.method || ae.Class != ClassStatus {
 					t.Errorf("retry events %+v: want the first one with the AttemptError of the %s", r, tt.method)
 				}
@@ -447,7 +448,7 @@ func BenchmarkGoogleReadOnly(b *testing.B) {
 // a POST refused with a 429 is sent again whatever its path.
 func TestRulesConcurrent(t *testing.T) {
 	var hits sync.Map // path -> *atomic.Int32
-	srv := newScript(t, func(w http.ResponseWriter, r *http.Request) {
+	srv := testkit.NewScript(t, func(w http.ResponseWriter, r *http.Request) {
 		v, _ := hits.LoadOrStore(r.URL.Path, new(atomic.Int32))
 		n := v.(*atomic.Int32).Add(1)
 		switch {

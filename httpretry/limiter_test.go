@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // recLimiter is a retry.Limiter that admits everything and records the
@@ -48,7 +49,7 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 	}{
 		{
 			name:     "503 to a POST without a key",
-			handlers: []func(http.ResponseWriter, *http.Request){status(503, "busy")},
+			handlers: []func(http.ResponseWriter, *http.Request){testkit.Status(503, "busy")},
 			req: func(url string) *http.Request {
 				r, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("x"))
 				return r
@@ -57,7 +58,7 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 		},
 		{
 			name:     "429 to a body that cannot be replayed",
-			handlers: []func(http.ResponseWriter, *http.Request){status(429, "slow down")},
+			handlers: []func(http.ResponseWriter, *http.Request){testkit.Status(429, "slow down")},
 			req: func(url string) *http.Request {
 				r, _ := http.NewRequest(http.MethodPut, url, opaqueBody{strings.NewReader("0123456789")})
 				return r
@@ -76,7 +77,7 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 		},
 		{
 			name:     "GetBody fails after a 503",
-			handlers: []func(http.ResponseWriter, *http.Request){status(503, "busy")},
+			handlers: []func(http.ResponseWriter, *http.Request){testkit.Status(503, "busy")},
 			req: func(url string) *http.Request {
 				r, _ := http.NewRequest(http.MethodPut, url, strings.NewReader("x"))
 				r.GetBody = func() (io.ReadCloser, error) { return nil, boom }
@@ -88,7 +89,7 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 		},
 		{
 			name:     "a 200 is a success",
-			handlers: []func(http.ResponseWriter, *http.Request){status(200, "ok")},
+			handlers: []func(http.ResponseWriter, *http.Request){testkit.Status(200, "ok")},
 			req: func(url string) *http.Request {
 				r, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("x"))
 				return r
@@ -97,7 +98,7 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 		},
 		{
 			name:     "a 400 to a POST is not an overload",
-			handlers: []func(http.ResponseWriter, *http.Request){status(400, "bad")},
+			handlers: []func(http.ResponseWriter, *http.Request){testkit.Status(400, "bad")},
 			req: func(url string) *http.Request {
 				r, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("x"))
 				return r
@@ -111,11 +112,11 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 			for _, h := range tt.handlers {
 				hs = append(hs, h)
 			}
-			srv := newScript(t, hs...)
+			srv := testkit.NewScript(t, hs...)
 			var thr, bud recLimiter
-			var ev events
+			ev := newEvents()
 			p := fast
-			p.Throttle, p.Budget, p.Observer = &thr, &bud, ev.observe
+			p.Throttle, p.Budget, p.Observer = &thr, &bud, ev.Observe
 			resp, err := NewTransport(srv.Client().Transport, p, tt.opts...).RoundTrip(tt.req(srv.URL))
 			if err == nil {
 				resp.Body.Close()
@@ -127,7 +128,7 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 				t.Errorf("budget recorded %v, want %v", got, tt.want)
 			}
 			if tt.skip != nil {
-				if e := ev.last(); e.Kind != retry.EventGiveUp || !errors.Is(e.Err, tt.skip) || e.Reason != retry.ReasonPermanent {
+				if e := ev.Last(); e.Kind != retry.EventGiveUp || !errors.Is(e.Err, tt.skip) || e.Reason != retry.ReasonPermanent {
 					t.Errorf("last event %+v, want a give-up matching %v", e, tt.skip)
 				}
 			}
@@ -140,7 +141,7 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 // leave an AdaptiveThrottle rejecting most requests and a TokenBucket empty,
 // as forty failures would.
 func TestFortyPOSTsAnswered503(t *testing.T) {
-	srv := newScript(t, status(503, "busy"))
+	srv := testkit.NewScript(t, testkit.Status(503, "busy"))
 	post := func(rt http.RoundTripper) error {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, srv.URL, strings.NewReader(`{"q":1}`))
 		resp, err := rt.RoundTrip(req)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 func TestRedact(t *testing.T) {
@@ -90,7 +91,7 @@ func TestRedactHeader(t *testing.T) {
 // TestLogRedacted: the log records carry the HTTP details and no secret,
 // for statuses, transport errors and give-ups.
 func TestLogRedacted(t *testing.T) {
-	srv := newScript(t, status(503, "busy"), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(200, "ok"))
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	rt := NewTransport(srv.Client().Transport, fast, WithLogger(logger))
@@ -112,7 +113,7 @@ func TestLogRedacted(t *testing.T) {
 	}
 	send("GET", secret(srv.URL))  // a 503, retried, then 200
 	send("POST", secret(srv.URL)) // 200 (the script repeats its last answer): no record
-	srv2 := newScript(t, status(500, "oops"))
+	srv2 := testkit.NewScript(t, testkit.Status(500, "oops"))
 	send("POST", secret(srv2.URL))     // not idempotent: give-up
 	send("GET", secret(refusedURL(t))) // refused: 4 retries, then give-up
 
@@ -141,7 +142,7 @@ func TestDefaultLogDebug(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	defer slog.SetDefault(old)
-	srv := newScript(t, status(503, "busy"), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(200, "ok"))
 	readAll(t, get(t, NewTransport(srv.Client().Transport, fast), srv.URL+"/x?key=SECRET"))
 	if out := buf.String(); !strings.Contains(out, `level=DEBUG msg="httpretry: retry" method=GET`) || strings.Contains(out, "SECRET") {
 		t.Fatalf("log:\n%s", out)
@@ -171,7 +172,7 @@ func TestAttemptErrorMessage(t *testing.T) {
 func TestNoGoroutineLeak(t *testing.T) {
 	before := chaos.SnapshotGoroutines()
 	func() {
-		srv := newScript(t, status(503, strings.Repeat("x", 100<<10)), hijackClose(""), status(200, "ok"))
+		srv := testkit.NewScript(t, testkit.Status(503, strings.Repeat("x", 100<<10)), hijackClose(""), testkit.Status(200, "ok"))
 		tr := &http.Transport{}
 		defer tr.CloseIdleConnections()
 		p := fast
@@ -305,4 +306,93 @@ func FuzzRedact(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRedactTextCredentials: credentials a server may quote in its error
+// text, outside any URL, are hidden by RedactText; the words around them
+// and text that only looks alike are kept.
+func TestRedactTextCredentials(t *testing.T) {
+	const key = "AIzaSyA0123456789abcdefghijklmnopq_-XYZ" // the shape of a real key: 39 characters
+	tests := []struct{ in, want string }{
+		{"API key " + key + " not valid", "API key REDACTED not valid"},
+		{"key AIzaSyTOPSECRET0123456789 expired", "key REDACTED expired"}, // shorter than a real key: hidden too
+		{"AIza is a prefix", "AIza is a prefix"},
+		{"token Bearer ya29.a0AfB_TOPSECRET-3== rejected", "token Bearer REDACTED rejected"},
+		{"got bearer eyJhbGciOi.eyJzdWIi.SflKxw", "got bearer REDACTED"},
+		{"x-goog-api-key: TOPSECRET5 is not allowed", "x-goog-api-key: REDACTED is not allowed"},
+		{"X-Goog-Api-Key:TOPSECRET5", "X-Goog-Api-Key:REDACTED"},
+		{`{"x-goog-api-key": "TOPSECRET5", "a": 1}`, `{"x-goog-api-key": "REDACTED", "a": 1}`},
+		{"authorization: Bearer ya29.TOPSECRET3, then", "authorization: REDACTED, then"},
+		{"Authorization: Basic dXNlcjpwYXNz", "Authorization: REDACTED"},
+		{"Proxy-Authorization=TOPSECRET6 used", "Proxy-Authorization=REDACTED used"},
+		{"header x-api-key: K1; api-key: K2", "header x-api-key: REDACTED; api-key: REDACTED"},
+		{"Cookie: sid=S1; theme=S2\nnext line", "Cookie: REDACTED\nnext line"},
+		{"the authorization header is missing", "the authorization header is missing"},
+		{"a key: value pair", "a key: value pair"},
+		{"x-goog-api-key: REDACTED", "x-goog-api-key: REDACTED"}, // stable when applied twice
+	}
+	for _, tt := range tests {
+		got := RedactText(tt.in)
+		if got != tt.want {
+			t.Errorf("RedactText(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+		}
+		if again := RedactText(got); again != got {
+			t.Errorf("RedactText is not stable on %q: %q", got, again)
+		}
+	}
+	// A transport error's text, in an AttemptError's message.
+	u, _ := url.Parse("https://example.com/v1")
+	c := &call{req: &http.Request{Method: "GET", URL: u}, ep: -1}
+	msg := c.attemptError(u, 0, ClassOther, errors.New("proxy: x-goog-api-key: TOPSECRET1 refused")).Error()
+	if strings.Contains(msg, "TOPSECRET") || !strings.Contains(msg, "x-goog-api-key: REDACTED refused") {
+		t.Errorf("AttemptError message %q", msg)
+	}
+}
+
+// TestStreamErrorTextRedacted: a server's error event that quotes an API
+// key, a bearer token and credential headers (in its message and its
+// status): none of them reaches the AttemptError, the *retry.Error, the
+// Observer's events or the transport's log.
+func TestStreamErrorTextRedacted(t *testing.T) {
+	const (
+		key = "AIzaSyA0123456789abcdefghijklmnopq_-XYZ"
+		msg = "API key " + key + " and Bearer ya29.TOPSECRET3 and x-goog-api-key: TOPSECRET5 and authorization: Basic TOPSECRET6"
+	)
+	ev := `{"error":{"code":503,"status":"UNAVAILABLE Bearer TOPSECRET7","message":"` + msg + `",` +
+		`"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3600s"}]}}`
+	var texts []string
+	// A retry (the hint ignored), then a give-up (the hint past the deadline).
+	for _, p := range []retry.Policy{{Attempts: 2, MaxRetryAfter: retry.Zero, InitialDelay: retry.Zero, Jitter: retry.Zero}, {Deadline: time.Minute}} {
+		var (
+			evs = newEvents()
+			log strings.Builder
+		)
+		p.Observer = evs.Observe
+		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+			return streamReply(ctSSE, nil, sseOf(ev))(r)
+		}), p, WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+		req, _ := http.NewRequest(http.MethodGet, streamURL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if len(evs.Events()) == 0 || evs.Events()[0].Err == nil {
+			t.Fatalf("events %+v, want a retry or a give-up with the error first", evs.Events())
+		}
+		texts = append(texts, evs.Events()[0].Err.Error(), log.String())
+	}
+	if !strings.Contains(texts[0], "API key REDACTED and Bearer REDACTED and x-goog-api-key: REDACTED") {
+		t.Errorf("the message lost its words: %q", texts[0])
+	}
+	for _, s := range texts {
+		for _, secret := range []string{"AIzaSy", "TOPSECRET"} {
+			if strings.Contains(s, secret) {
+				t.Errorf("%q in %q", secret, s)
+			}
+		}
+	}
+	if !strings.Contains(texts[0], "API key REDACTED and Bearer REDACTED") {
+		t.Errorf("the message lost its words: %q", texts[0])
+	}
 }

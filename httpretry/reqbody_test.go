@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // TestMaxBufferedBodyMaxInt64: the largest limit buffers the body like any
@@ -89,12 +90,7 @@ func TestRequestBodyFailureIsClassBody(t *testing.T) {
 			case <-stop:
 			}
 		}))
-		if h2 {
-			srv.EnableHTTP2 = true
-			srv.StartTLS()
-		} else {
-			srv.Start()
-		}
+		testkit.Start(t, srv, h2)
 		for _, b := range bodies {
 			for _, all := range []bool{false, true} {
 				if h2 && b.h1 {
@@ -112,9 +108,9 @@ func TestRequestBodyFailureIsClassBody(t *testing.T) {
 					if all {
 						opts = append(opts, RetryAllErrors())
 					}
-					var ev events
+					ev := newEvents()
 					p := fast
-					p.Observer = ev.observe
+					p.Observer = ev.Observe
 					rt := NewTransport(srv.Client().Transport, p, opts...)
 					var gets atomic.Int32
 					req, _ := http.NewRequest(http.MethodPut, srv.URL+"/o?key=SECRET", b.body())
@@ -131,14 +127,13 @@ func TestRequestBodyFailureIsClassBody(t *testing.T) {
 					if ae.Class != ClassBody || (b.is != nil && !errors.Is(err, b.is)) || strings.Contains(err.Error(), "SECRET") {
 						t.Errorf("class %q, err %v; want %q matching %v", ae.Class, err, ClassBody, b.is)
 					}
-					if gets.Load() != 0 || len(ev.byKind(retry.EventRetry)) != 0 {
-						t.Errorf("GetBody called %d times, %d retries; want none", gets.Load(), len(ev.byKind(retry.EventRetry)))
+					if gets.Load() != 0 || len(ev.Of(retry.EventRetry)) != 0 {
+						t.Errorf("GetBody called %d times, %d retries; want none", gets.Load(), len(ev.Of(retry.EventRetry)))
 					}
 				})
 			}
 		}
 		close(stop)
-		srv.Close()
 	}
 }
 
@@ -148,9 +143,9 @@ func TestRequestBodyFailureIsClassBody(t *testing.T) {
 // retried.
 func TestRequestBodyClosedIsNotItsFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var ev events
+		ev := newEvents()
 		p := fast
-		p.Observer = ev.observe
+		p.Observer = ev.Observe
 		n := 0
 		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
 			n++
@@ -170,7 +165,7 @@ func TestRequestBodyClosedIsNotItsFailure(t *testing.T) {
 		}
 		resp.Body.Close()
 		var ae *AttemptError
-		if r := ev.byKind(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassReset {
+		if r := ev.Of(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassReset {
 			t.Fatalf("retries %+v, want one after a reset", r)
 		}
 	})
@@ -184,9 +179,9 @@ func TestGetBodyFailureKeepsTheAttemptError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		boom := errors.New("cannot reopen the file")
 		var calls []time.Time
-		var ev events
+		ev := newEvents()
 		rt := NewTransport(sequence(&calls, func(*http.Request) (*http.Response, error) { return nil, resetErr }),
-			retry.Policy{Observer: ev.observe})
+			retry.Policy{Observer: ev.Observe})
 		req, _ := http.NewRequest(http.MethodPut, "https://example.com/o", strings.NewReader("x"))
 		req.GetBody = func() (io.ReadCloser, error) { return nil, boom }
 		start := time.Now()
@@ -203,8 +198,8 @@ func TestGetBodyFailureKeepsTheAttemptError(t *testing.T) {
 				t.Errorf("err %v does not match %v", err, want)
 			}
 		}
-		if len(calls) != 1 || time.Since(start) != 0 || len(ev.byKind(retry.EventRetry)) != 0 {
-			t.Errorf("%d attempts, %v, %d retry events; want 1 attempt, no wait, no retry", len(calls), time.Since(start), len(ev.byKind(retry.EventRetry)))
+		if len(calls) != 1 || time.Since(start) != 0 || len(ev.Of(retry.EventRetry)) != 0 {
+			t.Errorf("%d attempts, %v, %d retry events; want 1 attempt, no wait, no retry", len(calls), time.Since(start), len(ev.Of(retry.EventRetry)))
 		}
 	})
 }
@@ -214,9 +209,9 @@ func TestGetBodyFailureKeepsTheAttemptError(t *testing.T) {
 func TestGetBodyNilBody(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var bodies []string
-		var ev events
+		ev := newEvents()
 		p := fast
-		p.Observer = ev.observe
+		p.Observer = ev.Observe
 		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
 			var b []byte
 			if r.Body != nil {
@@ -232,8 +227,8 @@ func TestGetBodyNilBody(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if len(bodies) != 1 || bodies[0] != "payload" || !errors.Is(ev.last().Err, ErrBodyNotReplayable) {
-			t.Fatalf("bodies sent %q, last event %+v; want the payload once, then a skipped retry", bodies, ev.last())
+		if len(bodies) != 1 || bodies[0] != "payload" || !errors.Is(ev.Last().Err, ErrBodyNotReplayable) {
+			t.Fatalf("bodies sent %q, last event %+v; want the payload once, then a skipped retry", bodies, ev.Last())
 		}
 	})
 }

@@ -135,9 +135,9 @@ func TestStalledPeekBoundedByAttemptTimeout(t *testing.T) {
 func TestStalledBodyAttemptCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, base := stallServer(t, chaos.StallStatus)
-		var ev events
+		ev := newEvents()
 		start := time.Now()
-		rt := NewTransport(base, retry.Policy{Attempts: 3, Jitter: retry.Zero, Observer: ev.observe})
+		rt := NewTransport(base, retry.Policy{Attempts: 3, Jitter: retry.Zero, Observer: ev.Observe})
 		req, _ := http.NewRequest(http.MethodGet, "http://chaos/x", nil)
 		req.Header.Set(chaos.HeaderID, "x")
 		resp, err := rt.RoundTrip(req)
@@ -149,7 +149,7 @@ func TestStalledBodyAttemptCount(t *testing.T) {
 		if took, want := time.Since(start), 2*maxBodyWait+3*time.Second; took != want || s.Hits("x") != 3 || resp.StatusCode != 503 {
 			t.Fatalf("took %v, %d attempts, status %d; want %v, 3, 503", took, s.Hits("x"), resp.StatusCode, want)
 		}
-		if e := ev.last(); e.Kind != retry.EventGiveUp || e.Attempt != 3 || e.Reason != retry.ReasonAttempts {
+		if e := ev.Last(); e.Kind != retry.EventGiveUp || e.Attempt != 3 || e.Reason != retry.ReasonAttempts {
 			t.Fatalf("last event %+v, want a give-up after 3 attempts", e)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // TestFirstEventScanner: where the first event of each stream format ends,
@@ -259,8 +261,8 @@ func TestStreamFirstEvent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
-				var ev events
-				p := retry.Policy{Jitter: retry.Zero, Observer: ev.observe}
+				ev := newEvents()
+				p := retry.Policy{Jitter: retry.Zero, Observer: ev.Observe}
 				rt := NewTransport(sequence(&calls, tt.first, streamReply(ctSSE, nil, good)), p)
 				req, _ := http.NewRequestWithContext(Idempotent(context.Background()), http.MethodPost, streamURL, strings.NewReader(`{"contents":[]}`))
 				resp, err := rt.RoundTrip(req)
@@ -276,7 +278,7 @@ func TestStreamFirstEvent(t *testing.T) {
 					t.Fatalf("%d attempts, want %d", len(calls), tt.hits)
 				}
 				if tt.hits < 2 {
-					if r := ev.byKind(retry.EventRetry); len(r) != 0 {
+					if r := ev.Of(retry.EventRetry); len(r) != 0 {
 						t.Fatalf("retries %+v, want none", r)
 					}
 					return
@@ -284,7 +286,7 @@ func TestStreamFirstEvent(t *testing.T) {
 				if w := calls[1].Sub(calls[0]); w != tt.wait {
 					t.Errorf("waited %v, want %v", w, tt.wait)
 				}
-				r := ev.byKind(retry.EventRetry)
+				r := ev.Of(retry.EventRetry)
 				var ae *AttemptError
 				if len(r) != 1 || !errors.As(r[0].Err, &ae) {
 					t.Fatalf("retry events %+v", r)
@@ -439,8 +441,8 @@ func TestStreamStallPastAttemptTimeout(t *testing.T) {
 				base := s.Transport(2)
 				defer s.Close()
 				defer base.CloseIdleConnections()
-				var ev events
-				rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: ev.observe}, WithAttemptTimeout(10*time.Second))
+				ev := newEvents()
+				rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: ev.Observe}, WithAttemptTimeout(10*time.Second))
 				req, _ := http.NewRequest(http.MethodGet, "http://chaos/v1/m:streamGenerateContent?alt=sse", nil)
 				req.Header.Set(chaos.HeaderID, "s")
 				req.Header.Set(chaos.HeaderStream, chaos.StreamSSE)
@@ -461,7 +463,7 @@ func TestStreamStallPastAttemptTimeout(t *testing.T) {
 					return
 				}
 				var ae *AttemptError
-				r := ev.byKind(retry.EventRetry)
+				r := ev.Of(retry.EventRetry)
 				if s.Hits("s") != 2 || took != 11*time.Second || len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout {
 					t.Fatalf("%d attempts in %v, retries %+v; want 2 in 11s after a timeout", s.Hits("s"), took, r)
 				}
@@ -476,9 +478,9 @@ func TestStreamStallPastAttemptTimeout(t *testing.T) {
 func TestStreamGiveUpReturnsTheStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls []time.Time
-		var ev events
+		ev := newEvents()
 		rt := NewTransport(sequence(&calls, streamReply(ctSSE, nil, sseOf(quota429))),
-			retry.Policy{Deadline: 10 * time.Second, Observer: ev.observe})
+			retry.Policy{Deadline: 10 * time.Second, Observer: ev.Observe})
 		req, _ := http.NewRequest(http.MethodGet, streamURL, nil)
 		resp, err := rt.RoundTrip(req)
 		if err != nil {
@@ -487,7 +489,7 @@ func TestStreamGiveUpReturnsTheStream(t *testing.T) {
 		if b := readAll(t, resp); b != sseOf(quota429) || len(calls) != 1 {
 			t.Fatalf("got %q after %d attempts", b, len(calls))
 		}
-		if e := ev.last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
+		if e := ev.Last(); e.Kind != retry.EventGiveUp || e.Reason != retry.ReasonDeadline {
 			t.Fatalf("last event %+v", e)
 		}
 	})
@@ -567,20 +569,20 @@ func TestStreamStallCustomTransport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		stalled := newBlockingBody()
 		var calls []time.Time
-		var ev events
+		ev := newEvents()
 		rt := NewTransport(sequence(&calls,
 			func(r *http.Request) (*http.Response, error) {
 				resp := response(r, 200, "", "Content-Type", ctSSE)
 				resp.Body, resp.ContentLength = stalled, -1
 				return resp, nil
 			},
-			streamReply(ctSSE, nil, sseOf(chunk1))), retry.Policy{Jitter: retry.Zero, Observer: ev.observe}, WithAttemptTimeout(5*time.Second))
+			streamReply(ctSSE, nil, sseOf(chunk1))), retry.Policy{Jitter: retry.Zero, Observer: ev.Observe}, WithAttemptTimeout(5*time.Second))
 		resp := get(t, rt, streamURL)
 		if b := readAll(t, resp); b != sseOf(chunk1) || len(calls) != 2 || calls[1].Sub(calls[0]) != 6*time.Second {
 			t.Fatalf("got %q after %d attempts", b, len(calls))
 		}
 		var ae *AttemptError
-		if r := ev.byKind(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout || stalled.n.Load() != 1 {
+		if r := ev.Of(retry.EventRetry); len(r) != 1 || !errors.As(r[0].Err, &ae) || ae.Class != ClassTimeout || stalled.n.Load() != 1 {
 			t.Fatalf("retries %+v, body closed %d times; want one timeout, closed once", r, stalled.n.Load())
 		}
 	})
@@ -720,13 +722,7 @@ func TestStreamEmptyAnswerLoopback(t *testing.T) {
 					w.(http.Flusher).Flush()
 				}
 			}))
-			if tc.h2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
-			defer srv.Close()
+			testkit.Start(t, srv, tc.h2)
 			rt := NewTransport(srv.Client().Transport, fast, WithAttemptTimeout(time.Minute))
 			resp := get(t, rt, srv.URL+"/v1/models/m:streamGenerateContent")
 			if b := readAll(t, resp); b != "" || hits.Load() != 1 || resp.StatusCode != 200 {
@@ -838,13 +834,13 @@ func TestStreamEOFIsNoTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
-				var ev events
+				ev := newEvents()
 				p := tc.p
-				p.Jitter, p.Observer = retry.Zero, ev.observe
+				p.Jitter, p.Observer = retry.Zero, ev.Observe
 				rt := NewTransport(sequence(&calls, streamReply(ctSSE, nil, ": only a comment\n\n"), streamReply(ctSSE, nil, sseOf(chunk1))), p, tc.opts...)
 				readAll(t, get(t, rt, streamURL))
 				var ae *AttemptError
-				r := ev.byKind(retry.EventRetry)
+				r := ev.Of(retry.EventRetry)
 				if len(r) != 1 || !errors.As(r[0].Err, &ae) {
 					t.Fatalf("retries %+v", r)
 				}
@@ -958,4 +954,132 @@ func TestStreamCallerDeadlineDuringPeek(t *testing.T) {
 			t.Fatalf("response %v, err %v after %d attempts, body closed %d times; want a deadline error after 1, closed once", resp != nil, err, len(calls), b.n.Load())
 		}
 	})
+}
+
+// errorEvent returns an SSE event of exactly n bytes, from its data line
+// to its blank line: a 503 error whose message pads it.
+func errorEvent(n int) string {
+	const head, tail = `data: {"error":{"code":503,"status":"UNAVAILABLE","message":"`, `"}}` + "\n\n"
+	return head + strings.Repeat("x", n-len(head)-len(tail)) + tail
+}
+
+// pings returns SSE keep-alive comment lines, at least n bytes of them.
+func pings(n int) string { return strings.Repeat(": ping\n", (n+6)/7) }
+
+// TestStreamPeekBounds: the 64 KiB bound of the first event counts the
+// event only, from its first data line: comments (keep-alive pings),
+// retry:, id: and event: fields, blank lines and a byte order mark before
+// it have a bound of their own (256 KiB). An event within both is looked
+// at (an error retried); one out of either is handed over byte for byte,
+// whatever the sizes of the reads.
+func TestStreamPeekBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ct      string
+		body    string
+		retried bool
+	}{
+		// Before the fix, everything read counted: all of these but the
+		// last three were handed over.
+		{"64 KiB of pings, then a small error event (review 3)", ctSSE, pings(64<<10) + errorEvent(100), true},
+		{"10 KiB of pings, then an error event of 64 KiB", ctSSE, pings(10<<10) + errorEvent(64<<10), true},
+		{"a BOM, retry:, id:, event:, then an error event of 64 KiB", ctSSE,
+			"\ufeffretry: 100\nid: 7\n\n: hello\n\nevent: error\n" + errorEvent(64<<10), true},
+		{"256 KiB of pings, then an error event of 64 KiB", ctSSE, pings(256<<10-7) + errorEvent(64<<10), true},
+		{"100 KiB of blank lines, then an NDJSON error line", ctNDJSON,
+			strings.Repeat("\n", 100<<10) + `{"error":{"code":503,"status":"UNAVAILABLE"}}` + "\n", true},
+		// Out of bounds: handed over.
+		{"an error event of 64 KiB + 1 after pings", ctSSE, pings(10<<10) + errorEvent(64<<10+1), false},
+		{"more than 256 KiB of pings, then an error event", ctSSE, pings(256<<10+8) + errorEvent(100), false},
+		{"one comment line of 400 KiB, then an error event", ctSSE, ":" + strings.Repeat("p", 400<<10) + "\n" + errorEvent(100), false},
+	} {
+		for _, chunk := range []int{1 << 20, 4096, 1000} {
+			t.Run(tc.name+"/reads of "+strconv.Itoa(chunk), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					var chunks []string
+					for b := tc.body; b != ""; b = b[min(chunk, len(b)):] {
+						chunks = append(chunks, b[:min(chunk, len(b))])
+					}
+					var calls []time.Time
+					rt := NewTransport(sequence(&calls, streamReply(tc.ct, nil, chunks...), streamReply(ctSSE, nil, sseOf(chunk1))), fast)
+					got := readAll(t, get(t, rt, streamURL))
+					if tc.retried {
+						if len(calls) != 2 || got != sseOf(chunk1) {
+							t.Fatalf("%d attempts, got %d bytes; want the error retried", len(calls), len(got))
+						}
+						return
+					}
+					if len(calls) != 1 || got != tc.body {
+						t.Fatalf("%d attempts, got %d bytes (%d sent, same: %v); want the first answer byte for byte", len(calls), len(got), len(tc.body), got == tc.body)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestStreamSubscriptionHandedOverAtOnce: a GET answered with a stream
+// that sends keep-alive comments long before its first event (a
+// subscription, quiet by design) is handed over with its headers at once,
+// and the caller reads each comment as it comes (its idle watchdog can
+// run); a streamed call (a POST, or a GET naming a streaming method) is
+// still held until its first event, the comments with it. Before the fix
+// every one of them was held until the first event (1.5 s here).
+func TestStreamSubscriptionHandedOverAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method string
+		url    string
+		ct     string
+		held   bool
+	}{
+		{"GET feed, SSE", http.MethodGet, "https://example.com/v1/events", ctSSE, false},
+		{"GET feed, NDJSON", http.MethodGet, "https://example.com/v1/events", ctNDJSON, false},
+		{"GET streamGenerateContent", http.MethodGet, streamURL, ctSSE, true},
+		{"POST", http.MethodPost, "https://example.com/v1/chat/completions", ctSSE, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pr, pw := io.Pipe()
+				rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+					resp := response(r, 200, "", "Content-Type", tc.ct, "X-Request-Id", "r1")
+					resp.Body, resp.ContentLength = pr, -1
+					return resp, nil
+				}), retry.Policy{})
+				ping, first := ": ping\n\n", sseOf(chunk1)
+				if tc.ct == ctNDJSON {
+					ping, first = "\n", chunk1+"\n"
+				}
+				go func() {
+					for range 15 { // every 100 ms, then the first event at 1.5 s
+						io.WriteString(pw, ping)
+						time.Sleep(100 * time.Millisecond)
+					}
+					io.WriteString(pw, first)
+					pw.Close()
+				}()
+				start := time.Now()
+				req, _ := http.NewRequestWithContext(Idempotent(context.Background()), tc.method, tc.url, nil)
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				at := time.Since(start)
+				if want := map[bool]time.Duration{false: 0, true: 1500 * time.Millisecond}[tc.held]; at != want || resp.Header.Get("X-Request-Id") != "r1" {
+					t.Fatalf("the response came after %v, want %v", at, want)
+				}
+				if !tc.held {
+					b := make([]byte, len(ping))
+					if _, err := io.ReadFull(resp.Body, b); err != nil || string(b) != ping || time.Since(start) != 0 {
+						t.Fatalf("first read %q (%v) at %v, want the first comment at once", b, err, time.Since(start))
+					}
+				}
+				rest, err := io.ReadAll(resp.Body)
+				if err != nil || !strings.HasSuffix(string(rest), first) || time.Since(start) != 1500*time.Millisecond {
+					t.Fatalf("read %q (%v) by %v", rest, err, time.Since(start))
+				}
+			})
+		})
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 func get(t *testing.T, rt http.RoundTripper, url string) *http.Response {
@@ -50,7 +51,7 @@ func TestStatusCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(http.StatusText(tt.code), func(t *testing.T) {
-			srv := newScript(t, status(tt.code, "first"), status(200, "second"))
+			srv := testkit.NewScript(t, testkit.Status(tt.code, "first"), testkit.Status(200, "second"))
 			resp := get(t, NewTransport(srv.Client().Transport, fast), srv.URL)
 			body := readAll(t, resp)
 			wantHits, wantCode, wantBody := int32(1), tt.code, "first"
@@ -60,7 +61,7 @@ func TestStatusCodes(t *testing.T) {
 			if tt.code == 204 || tt.code == 304 {
 				wantBody = ""
 			}
-			if got := srv.hits.Load(); got != wantHits {
+			if got := srv.Hits(); got != wantHits {
 				t.Errorf("server saw %d requests, want %d", got, wantHits)
 			}
 			if resp.StatusCode != wantCode || body != wantBody {
@@ -71,29 +72,29 @@ func TestStatusCodes(t *testing.T) {
 }
 
 func TestCustomStatusCodes(t *testing.T) {
-	srv := newScript(t, status(418, ""), status(503, "busy"))
+	srv := testkit.NewScript(t, testkit.Status(418, ""), testkit.Status(503, "busy"))
 	p := fast
 	p.StatusCodes = []int{418}
 	resp := get(t, NewTransport(srv.Client().Transport, p), srv.URL)
 	// 418 is retried; 503 is not in the list, so it is returned at once.
-	if body := readAll(t, resp); resp.StatusCode != 503 || body != "busy" || srv.hits.Load() != 2 {
-		t.Fatalf("got %d %q after %d requests, want 503 \"busy\" after 2", resp.StatusCode, body, srv.hits.Load())
+	if body := readAll(t, resp); resp.StatusCode != 503 || body != "busy" || srv.Hits() != 2 {
+		t.Fatalf("got %d %q after %d requests, want 503 \"busy\" after 2", resp.StatusCode, body, srv.Hits())
 	}
 }
 
 // TestGiveUpReturnsLastResponse: attempts used up on a retryable status
 // give the caller the last response, status and body intact, and no error.
 func TestGiveUpReturnsLastResponse(t *testing.T) {
-	srv := newScript(t, status(500, "one"), status(502, "two"), status(503, "three", "X-Attempt", "3"))
-	var ev events
+	srv := testkit.NewScript(t, testkit.Status(500, "one"), testkit.Status(502, "two"), testkit.Status(503, "three", "X-Attempt", "3"))
+	ev := newEvents()
 	p := fast
 	p.Attempts = 3
-	p.Observer = ev.observe
+	p.Observer = ev.Observe
 	resp := get(t, NewTransport(srv.Client().Transport, p), srv.URL)
 	if body := readAll(t, resp); resp.StatusCode != 503 || body != "three" || resp.Header.Get("X-Attempt") != "3" {
 		t.Fatalf("got %d %q %v, want the third response", resp.StatusCode, body, resp.Header)
 	}
-	last := ev.last()
+	last := ev.Last()
 	var ae *AttemptError
 	if last.Kind != retry.EventGiveUp || last.Reason != retry.ReasonAttempts || !errors.As(last.Err, &ae) || ae.Status != 503 {
 		t.Fatalf("last event = %+v, want a give-up on attempts with a 503 AttemptError", last)
@@ -104,14 +105,14 @@ func TestGiveUpReturnsLastResponse(t *testing.T) {
 // attempts share one TCP connection.
 func TestConnectionReuse(t *testing.T) {
 	big := strings.Repeat("x", 32<<10) // a body the transport must drain
-	srv := newScript(t, status(503, big), status(503, big), status(503, big), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(503, big), testkit.Status(503, big), testkit.Status(503, big), testkit.Status(200, "ok"))
 	p := fast
 	p.Attempts = 4
 	resp := get(t, NewTransport(srv.Client().Transport, p), srv.URL)
 	if body := readAll(t, resp); body != "ok" {
 		t.Fatalf("body %q", body)
 	}
-	if hits, conns := srv.hits.Load(), srv.conns.Load(); hits != 4 || conns != 1 {
+	if hits, conns := srv.Hits(), srv.Conns(); hits != 4 || conns != 1 {
 		t.Fatalf("%d requests over %d connections, want 4 over 1", hits, conns)
 	}
 }
@@ -134,16 +135,16 @@ func hijackClose(partial string) http.HandlerFunc {
 
 func TestResetMidHeader(t *testing.T) {
 	for _, partial := range []string{"", "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n"} {
-		srv := newScript(t, hijackClose(partial), status(200, "ok"))
-		var ev events
+		srv := testkit.NewScript(t, hijackClose(partial), testkit.Status(200, "ok"))
+		ev := newEvents()
 		p := fast
-		p.Observer = ev.observe
+		p.Observer = ev.Observe
 		resp := get(t, NewTransport(srv.Client().Transport, p), srv.URL)
-		if body := readAll(t, resp); body != "ok" || srv.hits.Load() != 2 {
-			t.Fatalf("partial %q: got %q after %d requests, want \"ok\" after 2", partial, body, srv.hits.Load())
+		if body := readAll(t, resp); body != "ok" || srv.Hits() != 2 {
+			t.Fatalf("partial %q: got %q after %d requests, want \"ok\" after 2", partial, body, srv.Hits())
 		}
 		var ae *AttemptError
-		retries := ev.byKind(retry.EventRetry)
+		retries := ev.Of(retry.EventRetry)
 		if len(retries) != 1 || !errors.As(retries[0].Err, &ae) || (ae.Class != ClassReset && ae.Class != ClassEOF) {
 			t.Fatalf("partial %q: retry events %+v, want one reset/eof", partial, retries)
 		}
@@ -154,25 +155,25 @@ func TestResetMidHeader(t *testing.T) {
 // caller; a reset while reading its body is not retried (nothing is
 // delivered twice).
 func TestResetMidBody(t *testing.T) {
-	srv := newScript(t, hijackClose("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nchunk-1"), status(200, "again"))
+	srv := testkit.NewScript(t, hijackClose("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nchunk-1"), testkit.Status(200, "again"))
 	resp := get(t, NewTransport(srv.Client().Transport, fast), srv.URL)
 	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err == nil || string(b) != "chunk-1" {
 		t.Fatalf("body %q, err %v: want chunk-1 then an error", b, err)
 	}
-	if srv.hits.Load() != 1 {
-		t.Fatalf("server saw %d requests, want 1", srv.hits.Load())
+	if srv.Hits() != 1 {
+		t.Fatalf("server saw %d requests, want 1", srv.Hits())
 	}
 }
 
 // TestRetryableStatusMidBody: a retryable response reset while drained does
 // not stop the next attempt.
 func TestRetryableStatusMidBody(t *testing.T) {
-	srv := newScript(t, hijackClose("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100\r\n\r\nbus"), status(200, "ok"))
+	srv := testkit.NewScript(t, hijackClose("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100\r\n\r\nbus"), testkit.Status(200, "ok"))
 	resp := get(t, NewTransport(srv.Client().Transport, fast), srv.URL)
-	if body := readAll(t, resp); body != "ok" || srv.hits.Load() != 2 {
-		t.Fatalf("got %q after %d requests", body, srv.hits.Load())
+	if body := readAll(t, resp); body != "ok" || srv.Hits() != 2 {
+		t.Fatalf("got %q after %d requests", body, srv.Hits())
 	}
 }
 
@@ -183,10 +184,10 @@ func TestRefusedIsRetriedForAnyMethod(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: connection refused
-	var ev events
+	ev := newEvents()
 	p := fast
 	p.Attempts = 3
-	p.Observer = ev.observe
+	p.Observer = ev.Observe
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/items?key=SECRET", strings.NewReader("payload"))
 	_, err = NewTransport(nil, p).RoundTrip(req)
 	var re *retry.Error
@@ -197,7 +198,7 @@ func TestRefusedIsRetriedForAnyMethod(t *testing.T) {
 	if strings.Contains(err.Error(), "SECRET") {
 		t.Fatalf("secret in error: %v", err)
 	}
-	if n := len(ev.byKind(retry.EventRetry)); n != 2 {
+	if n := len(ev.Of(retry.EventRetry)); n != 2 {
 		t.Fatalf("%d retry events, want 2", n)
 	}
 }
@@ -207,22 +208,22 @@ func TestRefusedIsRetriedForAnyMethod(t *testing.T) {
 // ErrNotIdempotent and holds the AttemptError, and the caller gets the
 // response.
 func TestPostNotIdempotent(t *testing.T) {
-	srv := newScript(t, status(503, "busy"), status(200, "ok"))
-	var ev events
+	srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(200, "ok"))
+	ev := newEvents()
 	p := fast
-	p.Observer = ev.observe
+	p.Observer = ev.Observe
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/items?key=SECRET", strings.NewReader("payload"))
 	resp, err := NewTransport(srv.Client().Transport, p).RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body := readAll(t, resp); resp.StatusCode != 503 || body != "busy" || srv.hits.Load() != 1 {
-		t.Fatalf("got %d %q after %d requests, want the 503 after 1", resp.StatusCode, body, srv.hits.Load())
+	if body := readAll(t, resp); resp.StatusCode != 503 || body != "busy" || srv.Hits() != 1 {
+		t.Fatalf("got %d %q after %d requests, want the 503 after 1", resp.StatusCode, body, srv.Hits())
 	}
-	if k := ev.kinds(); len(k) != 1 || k[0] != retry.EventGiveUp {
+	if k := ev.Kinds(); len(k) != 1 || k[0] != retry.EventGiveUp {
 		t.Fatalf("events %v, want one give-up", k)
 	}
-	e := ev.last()
+	e := ev.Last()
 	var ae *AttemptError
 	if !errors.Is(e.Err, ErrNotIdempotent) || !errors.As(e.Err, &ae) || e.Reason != retry.ReasonPermanent {
 		t.Fatalf("give-up event %+v: want ErrNotIdempotent and an AttemptError", e)
@@ -236,11 +237,11 @@ func TestPostNotIdempotent(t *testing.T) {
 }
 
 func TestPostNotIdempotentTransportError(t *testing.T) {
-	srv := newScript(t, hijackClose("HTTP/1.1 200 OK\r\n"), status(200, "ok"))
+	srv := testkit.NewScript(t, hijackClose("HTTP/1.1 200 OK\r\n"), testkit.Status(200, "ok"))
 	req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("payload"))
 	_, err := NewTransport(srv.Client().Transport, fast).RoundTrip(req)
-	if !errors.Is(err, ErrNotIdempotent) || srv.hits.Load() != 1 {
-		t.Fatalf("err = %v after %d requests, want ErrNotIdempotent after 1", err, srv.hits.Load())
+	if !errors.Is(err, ErrNotIdempotent) || srv.Hits() != 1 {
+		t.Fatalf("err = %v after %d requests, want ErrNotIdempotent after 1", err, srv.Hits())
 	}
 }
 
@@ -274,7 +275,7 @@ func TestIdempotentPost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newScript(t, status(503, "busy"), status(503, "busy"), status(200, "ok"))
+			srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(503, "busy"), testkit.Status(200, "ok"))
 			ctx := context.Background()
 			if tt.ctx != nil {
 				ctx = tt.ctx(ctx)
@@ -292,10 +293,10 @@ func TestIdempotentPost(t *testing.T) {
 			if tt.retried {
 				want = 3
 			}
-			if got := srv.hits.Load(); got != want {
+			if got := srv.Hits(); got != want {
 				t.Fatalf("server saw %d requests, want %d", got, want)
 			}
-			seen := srv.requests()
+			seen := srv.Requests()
 			key := seen[0].Header.Get("Idempotency-Key")
 			for i, s := range seen {
 				if s.Body != "payload" {
@@ -319,7 +320,7 @@ func TestIdempotentPost(t *testing.T) {
 }
 
 func TestAddedKeyDiffersPerRequest(t *testing.T) {
-	srv := newScript(t, status(200, ""))
+	srv := testkit.NewScript(t, testkit.Status(200, ""))
 	rt := NewTransport(srv.Client().Transport, fast, AddIdempotencyKey())
 	for range 2 {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
@@ -329,7 +330,7 @@ func TestAddedKeyDiffersPerRequest(t *testing.T) {
 		}
 		readAll(t, resp)
 	}
-	s := srv.requests()
+	s := srv.Requests()
 	if a, b := s[0].Header.Get("Idempotency-Key"), s[1].Header.Get("Idempotency-Key"); a == "" || a == b {
 		t.Fatalf("keys %q and %q: want two different keys", a, b)
 	}
@@ -360,10 +361,10 @@ func TestBodyReplay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := newScript(t, status(503, "busy"), status(503, "busy"), status(200, "ok"))
-			var ev events
+			srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(503, "busy"), testkit.Status(200, "ok"))
+			ev := newEvents()
 			p := fast
-			p.Observer = ev.observe
+			p.Observer = ev.Observe
 			var opts []Option
 			if tt.limit != 0 || tt.name == "never buffered" {
 				opts = append(opts, MaxBufferedBody(tt.limit))
@@ -383,10 +384,10 @@ func TestBodyReplay(t *testing.T) {
 				t.Fatal(err)
 			}
 			readAll(t, resp)
-			if srv.hits.Load() != tt.wantHits || resp.StatusCode != tt.wantCode {
-				t.Fatalf("got %d after %d requests, want %d after %d", resp.StatusCode, srv.hits.Load(), tt.wantCode, tt.wantHits)
+			if srv.Hits() != tt.wantHits || resp.StatusCode != tt.wantCode {
+				t.Fatalf("got %d after %d requests, want %d after %d", resp.StatusCode, srv.Hits(), tt.wantCode, tt.wantHits)
 			}
-			for i, s := range srv.requests() {
+			for i, s := range srv.Requests() {
 				if s.Body != payload {
 					t.Errorf("attempt %d: the server got %d bytes, want the %d of the payload", i+1, len(s.Body), len(payload))
 				}
@@ -395,7 +396,7 @@ func TestBodyReplay(t *testing.T) {
 				t.Errorf("the request body was closed %d times, want 1", n)
 			}
 			if tt.skipCause != nil {
-				e := ev.last()
+				e := ev.Last()
 				if e.Kind != retry.EventGiveUp || !errors.Is(e.Err, tt.skipCause) || errors.Is(e.Err, ErrNotIdempotent) {
 					t.Errorf("last event %+v: want a give-up matching %v", e, tt.skipCause)
 				}
@@ -405,10 +406,10 @@ func TestBodyReplay(t *testing.T) {
 }
 
 func TestGetBodyFails(t *testing.T) {
-	srv := newScript(t, status(503, "busy"), status(200, "ok"))
-	var ev events
+	srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(200, "ok"))
+	ev := newEvents()
 	p := fast
-	p.Observer = ev.observe
+	p.Observer = ev.Observe
 	req, _ := http.NewRequest(http.MethodPut, srv.URL, strings.NewReader("x"))
 	boom := errors.New("boom")
 	req.GetBody = func() (io.ReadCloser, error) { return nil, boom }
@@ -419,7 +420,7 @@ func TestGetBodyFails(t *testing.T) {
 	if body := readAll(t, resp); resp.StatusCode != 503 || body != "busy" {
 		t.Fatalf("got %d %q, want the first response", resp.StatusCode, body)
 	}
-	if e := ev.last(); !errors.Is(e.Err, ErrBodyNotReplayable) || !errors.Is(e.Err, boom) {
+	if e := ev.Last(); !errors.Is(e.Err, ErrBodyNotReplayable) || !errors.Is(e.Err, boom) {
 		t.Fatalf("last event %+v, want ErrBodyNotReplayable and the GetBody error", e)
 	}
 }
@@ -430,13 +431,13 @@ type failingBody struct {
 }
 
 func TestBodyReadErrorWhileBuffering(t *testing.T) {
-	srv := newScript(t, status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(200, "ok"))
 	boom := errors.New("disk on fire")
 	cc := &closeCounter{Reader: io.MultiReader(strings.NewReader("abc"), errReader{boom})}
 	req, _ := http.NewRequest(http.MethodPut, srv.URL+"?token=SECRET", cc)
 	_, err := NewTransport(srv.Client().Transport, fast).RoundTrip(req)
-	if !errors.Is(err, boom) || strings.Contains(err.Error(), "SECRET") || cc.closed.Load() != 1 || srv.hits.Load() != 0 {
-		t.Fatalf("err = %v, closed %d, hits %d", err, cc.closed.Load(), srv.hits.Load())
+	if !errors.Is(err, boom) || strings.Contains(err.Error(), "SECRET") || cc.closed.Load() != 1 || srv.Hits() != 0 {
+		t.Fatalf("err = %v, closed %d, hits %d", err, cc.closed.Load(), srv.Hits())
 	}
 }
 
@@ -445,7 +446,7 @@ type errReader struct{ err error }
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 func TestRequestNotModified(t *testing.T) {
-	srv := newScript(t, status(503, ""), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(503, ""), testkit.Status(200, "ok"))
 	p := fast
 	rt := NewTransport(srv.Client().Transport, p, AddIdempotencyKey(), WithAttemptTimeout(time.Minute),
 		WithEndpoints([]string{srv.URL}, time.Second))
@@ -459,15 +460,15 @@ func TestRequestNotModified(t *testing.T) {
 		t.Fatal(err)
 	}
 	readAll(t, resp)
-	if srv.hits.Load() != 2 {
-		t.Fatalf("%d requests", srv.hits.Load())
+	if srv.Hits() != 2 {
+		t.Fatalf("%d requests", srv.Hits())
 	}
 	if *req.URL != beforeURL || req.Host != before.Host || req.ContentLength != before.ContentLength ||
 		req.Body != before.Body || req.GetBody != nil || req.Context() != before.Context() || len(req.Header) != len(beforeHeader) ||
 		req.Header.Get("Authorization") != "Bearer t" || req.Header.Get("Idempotency-Key") != "" {
 		t.Fatalf("the caller's request changed: %+v", req)
 	}
-	for i, s := range srv.requests() {
+	for i, s := range srv.Requests() {
 		if s.Path != "/v1/x" || s.RawQuery != "a=1" || s.Header.Get("Authorization") != "Bearer t" || s.Body != "body" {
 			t.Errorf("attempt %d: %+v", i+1, s)
 		}
@@ -478,7 +479,7 @@ func TestPerRequestOverrideMerge(t *testing.T) {
 	base := fast
 	base.Attempts = 2
 	t.Run("attempts", func(t *testing.T) {
-		srv := newScript(t, status(503, ""))
+		srv := testkit.NewScript(t, testkit.Status(503, ""))
 		req, _ := http.NewRequestWithContext(WithPolicy(context.Background(), retry.Policy{Attempts: 4}), "GET", srv.URL, nil)
 		resp, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
 		if err != nil {
@@ -486,24 +487,24 @@ func TestPerRequestOverrideMerge(t *testing.T) {
 		}
 		readAll(t, resp)
 		// The override changes Attempts only: the zero waits stay.
-		if srv.hits.Load() != 4 {
-			t.Fatalf("%d requests, want 4", srv.hits.Load())
+		if srv.Hits() != 4 {
+			t.Fatalf("%d requests, want 4", srv.Hits())
 		}
 	})
 	t.Run("status codes", func(t *testing.T) {
-		srv := newScript(t, status(418, ""))
+		srv := testkit.NewScript(t, testkit.Status(418, ""))
 		req, _ := http.NewRequestWithContext(WithPolicy(context.Background(), retry.Policy{StatusCodes: []int{418}}), "GET", srv.URL, nil)
 		resp, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		readAll(t, resp)
-		if srv.hits.Load() != 2 { // the transport's Attempts: 2
-			t.Fatalf("%d requests, want 2", srv.hits.Load())
+		if srv.Hits() != 2 { // the transport's Attempts: 2
+			t.Fatalf("%d requests, want 2", srv.Hits())
 		}
 	})
 	t.Run("nested", func(t *testing.T) {
-		srv := newScript(t, status(418, ""))
+		srv := testkit.NewScript(t, testkit.Status(418, ""))
 		ctx := WithPolicy(context.Background(), retry.Policy{StatusCodes: []int{418}})
 		ctx = WithPolicy(ctx, retry.Policy{Attempts: 3})
 		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
@@ -512,18 +513,18 @@ func TestPerRequestOverrideMerge(t *testing.T) {
 			t.Fatal(err)
 		}
 		readAll(t, resp)
-		if srv.hits.Load() != 3 {
-			t.Fatalf("%d requests, want 3", srv.hits.Load())
+		if srv.Hits() != 3 {
+			t.Fatalf("%d requests, want 3", srv.Hits())
 		}
 	})
 	t.Run("invalid", func(t *testing.T) {
-		srv := newScript(t, status(200, ""))
+		srv := testkit.NewScript(t, testkit.Status(200, ""))
 		cc := &closeCounter{Reader: strings.NewReader("x")}
 		req, _ := http.NewRequestWithContext(WithPolicy(context.Background(), retry.Policy{Attempts: -1}), "PUT", srv.URL, cc)
 		_, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
 		var ve *retry.ValidationError
-		if !errors.As(err, &ve) || ve.Field != "Attempts" || srv.hits.Load() != 0 || cc.closed.Load() != 1 {
-			t.Fatalf("err = %v, hits %d, closed %d", err, srv.hits.Load(), cc.closed.Load())
+		if !errors.As(err, &ve) || ve.Field != "Attempts" || srv.Hits() != 0 || cc.closed.Load() != 1 {
+			t.Fatalf("err = %v, hits %d, closed %d", err, srv.Hits(), cc.closed.Load())
 		}
 	})
 }
@@ -563,7 +564,7 @@ func TestInvalidOptions(t *testing.T) {
 }
 
 func TestNewClient(t *testing.T) {
-	srv := newScript(t, status(503, ""), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(503, ""), testkit.Status(200, "ok"))
 	c, err := NewClient(fast)
 	if err != nil {
 		t.Fatal(err)
@@ -575,8 +576,8 @@ func TestNewClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body := readAll(t, resp); body != "ok" || srv.hits.Load() != 2 {
-		t.Fatalf("got %q after %d", body, srv.hits.Load())
+	if body := readAll(t, resp); body != "ok" || srv.Hits() != 2 {
+		t.Fatalf("got %q after %d", body, srv.Hits())
 	}
 	c.CloseIdleConnections()
 }
@@ -643,7 +644,7 @@ func TestNilResponseBody(t *testing.T) {
 }
 
 func TestZeroTransport(t *testing.T) {
-	srv := newScript(t, status(503, ""), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(503, ""), testkit.Status(200, "ok"))
 	p := fast
 	var rt http.RoundTripper = &Transport{policy: p}
 	req, _ := http.NewRequest("PUT", srv.URL, opaqueBody{strings.NewReader("body")})
@@ -651,8 +652,8 @@ func TestZeroTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body := readAll(t, resp); body != "ok" || srv.hits.Load() != 2 || srv.requests()[1].Body != "body" {
-		t.Fatalf("got %q after %d requests", body, srv.hits.Load())
+	if body := readAll(t, resp); body != "ok" || srv.Hits() != 2 || srv.Requests()[1].Body != "body" {
+		t.Fatalf("got %q after %d requests", body, srv.Hits())
 	}
 	rt.(*Transport).CloseIdleConnections()
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // echoUpgradeServer answers a request asking for "Upgrade: echo" with 101
@@ -230,7 +231,7 @@ type valueCtx struct {
 // == or != (the caller's context may be of an uncomparable type), on the
 // first attempt or on a retry.
 func TestUncomparableContext(t *testing.T) {
-	srv := newScript(t, status(503, "busy"), status(200, "ok"), status(503, "busy"), status(200, "ok"))
+	srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(200, "ok"), testkit.Status(503, "busy"), testkit.Status(200, "ok"))
 	for _, p := range []retry.Policy{fast, {AttemptTimeout: time.Minute}} {
 		ctx := valueCtx{Context: context.Background(), tags: []string{"a"}}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)

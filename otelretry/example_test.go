@@ -122,7 +122,7 @@ func ExampleNewFleetMetrics() {
 	// observe := func(e redisretry.Event) {
 	// 	fleet.Observe(otelretry.FleetEvent{Kind: e.Kind.String(), Limiter: e.Limiter, Key: e.Key, Wait: e.Wait, Units: e.Units})
 	// }
-	// quota, _ := redisretry.NewQuota(client, redisretry.QuotaConfig{Key: "gemini", Limit: limit, Observer: observe})
+	// quota, _ := redisretry.NewQuota(client, redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "gemini", Observer: observe}, Limit: limit})
 	fleet.Observe(otelretry.FleetEvent{Kind: otelretry.FleetRefill, Limiter: "quota", Key: "gemini", Units: 20})
 	fleet.Observe(otelretry.FleetEvent{Kind: otelretry.FleetQuotaWait, Limiter: "quota", Key: "gemini", Wait: 100 * time.Millisecond})
 	fleet.Observe(otelretry.FleetEvent{Kind: otelretry.FleetFallback, Limiter: "quota", Key: "gemini"})

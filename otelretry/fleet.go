@@ -65,7 +65,7 @@ const (
 //	observe := func(e redisretry.Event) {
 //		fleet.Observe(otelretry.FleetEvent{Kind: e.Kind.String(), Limiter: e.Limiter, Key: e.Key, Wait: e.Wait, Units: e.Units, Rate: e.Rate})
 //	}
-//	quota, _ := redisretry.NewQuota(client, redisretry.QuotaConfig{Key: key, Limit: limit, Observer: observe})
+//	quota, _ := redisretry.NewQuota(client, redisretry.QuotaConfig{Settings: redisretry.Settings{Key: key, Observer: observe}, Limit: limit})
 type FleetEvent struct {
 	Kind    string        // one of FleetFallback, FleetRecovered, ...: redisretry.EventKind.String()
 	Limiter string        // "quota", "budget" or "cooldown"

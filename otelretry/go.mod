@@ -3,7 +3,7 @@ module github.com/backoffkit/retry/otelretry
 go 1.26.0
 
 require (
-	github.com/backoffkit/retry v0.0.0-00010101000000-000000000000
+	github.com/backoffkit/retry v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -23,5 +23,3 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/backoffkit/retry => ../

@@ -8,12 +8,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
+	"github.com/backoffkit/retry/internal/testkit"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -38,24 +38,7 @@ func clientSpans(tm *telemetry) []tracetest.SpanStub {
 }
 
 func TestTransportResendCountWithHTTPRetry(t *testing.T) {
-	var (
-		mu      sync.Mutex
-		parents []string // traceparent of each request
-		hits    int
-	)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hits++
-		n := hits
-		parents = append(parents, r.Header.Get("Traceparent"))
-		mu.Unlock()
-		if n <= 2 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ok")
-	}))
-	defer srv.Close()
+	srv := testkit.NewScript(t, testkit.Status(http.StatusServiceUnavailable, ""), testkit.Status(http.StatusServiceUnavailable, ""), testkit.Status(http.StatusOK, "ok"))
 
 	tm := newTelemetry()
 	p := fastPolicy()
@@ -122,8 +105,8 @@ func TestTransportResendCountWithHTTPRetry(t *testing.T) {
 			t.Errorf("attempt %d: parent %v, want the call's span", i+1, s.Parent.SpanID())
 		}
 		// The attempt's own span context went out in its request.
-		if !strings.Contains(parents[i], s.SpanContext.SpanID().String()) {
-			t.Errorf("attempt %d: traceparent %q does not name span %v", i+1, parents[i], s.SpanContext.SpanID())
+		if parent := srv.Requests()[i].Header.Get("Traceparent"); !strings.Contains(parent, s.SpanContext.SpanID().String()) {
+			t.Errorf("attempt %d: traceparent %q does not name span %v", i+1, parent, s.SpanContext.SpanID())
 		}
 	}
 

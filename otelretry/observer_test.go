@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/testkit"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -21,15 +22,10 @@ import (
 var errTransient = errors.New("transient: 503 Service Unavailable")
 
 // recorder is an Observer that keeps the events it sees.
-type recorder struct {
-	mu     sync.Mutex
-	events []retry.Event
-}
+type recorder = testkit.Recorder[retry.Event, retry.EventKind]
 
-func (r *recorder) observe(_ context.Context, e retry.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
+func newRecorder() *recorder {
+	return testkit.NewRecorder(func(e retry.Event) retry.EventKind { return e.Kind })
 }
 
 func mustObserver(t *testing.T, tm *telemetry, opts ...Option) retry.Observer {
@@ -54,14 +50,14 @@ func oneSpan(t *testing.T, tm *telemetry) tracetest.SpanStub {
 func TestObserverSuccessAfterRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tm := newTelemetry()
-		rec := &recorder{}
+		rec := newRecorder()
 		p := retry.Policy{
 			Attempts:     5,
 			InitialDelay: 100 * time.Millisecond,
 			MaxDelay:     10 * time.Second,
 			Jitter:       50 * time.Millisecond,
 			Rand:         retry.NewRand(7),
-			Observer:     retry.Observers(rec.observe, mustObserver(t, tm)),
+			Observer:     retry.Observers(rec.Observe, mustObserver(t, tm)),
 		}
 		ctx, span := tm.tp.Tracer("test").Start(context.Background(), "call")
 		calls := 0
@@ -81,10 +77,10 @@ func TestObserverSuccessAfterRetries(t *testing.T) {
 		if err != nil || calls != 3 {
 			t.Fatalf("Run = %v after %d calls, want nil after 3", err, calls)
 		}
-		if len(rec.events) != 3 || rec.events[0].Kind != retry.EventRetry || rec.events[1].Kind != retry.EventRetry {
-			t.Fatalf("events = %+v", rec.events)
+		if len(rec.Events()) != 3 || rec.Events()[0].Kind != retry.EventRetry || rec.Events()[1].Kind != retry.EventRetry {
+			t.Fatalf("events = %+v", rec.Events())
 		}
-		w0, w1 := rec.events[0].Wait, rec.events[1].Wait
+		w0, w1 := rec.Events()[0].Wait, rec.Events()[1].Wait
 		if w1 < 3*time.Second {
 			t.Errorf("hinted wait %v < hint 3s", w1)
 		}
@@ -139,7 +135,7 @@ func TestObserverSuccessAfterRetries(t *testing.T) {
 			if got := a[AttrMaxAttempts].AsInt64(); got != 5 {
 				t.Errorf("event %d max_attempts %d", i, got)
 			}
-			if got, want := a[AttrWait].AsFloat64(), rec.events[i].Wait.Seconds(); got != want {
+			if got, want := a[AttrWait].AsFloat64(), rec.Events()[i].Wait.Seconds(); got != want {
 				t.Errorf("event %d wait %g, want %g", i, got, want)
 			}
 			if a["error.type"].AsString() == "" {

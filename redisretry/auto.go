@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -64,11 +63,19 @@ var autoUnit = Limit{Rate: 3_600_000_000, Period: time.Hour}
 // AutoQuotaConfig configures an [AutoQuota]. Key is required; every other
 // field's zero value is the documented default.
 type AutoQuotaConfig struct {
-	// Key names the fleet's shared capacity, e.g.
-	// "myproject:gemini-2.5-flash:global". Redis keys are "{Key}:rate"
-	// (the learnt rate), "{Key}:quota" and "{Key}:quota:members" (the
-	// schedule, as a Quota's: do not give a Quota the same Key).
-	Key string
+	// Settings are the fields every limiter has: Key (required; it names
+	// the fleet's shared capacity, e.g. "myproject:gemini-2.5-flash:global";
+	// the Redis keys are "{Key}:rate", the learnt rate, and "{Key}:quota"
+	// and "{Key}:quota:members", the schedule, as a Quota's: do not give a
+	// Quota the same Key), Timeout, ProbeInterval, OnFailure (FailLocal:
+	// the schedule decides at this process's share, and the rate is
+	// learnt by this process alone: AIMD, cut by Beta on its own 429s,
+	// grown linearly back over Recovery, from the fleet's last one),
+	// Logger, Observer (the schedule's events, Limiter "quota"; the
+	// learnt rate's, Limiter "rate": EventRate on every cut and every
+	// growth of 5 % or more, with Event.Rate; fallbacks and recoveries)
+	// and Now.
+	Settings
 
 	// Ceiling is the highest rate the fleet learns, and where it starts
 	// (before its first 429 the fleet knows nothing better), e.g.
@@ -118,30 +125,6 @@ type AutoQuotaConfig struct {
 	Slack     time.Duration
 	Lease     int64
 	FleetSize int
-
-	// Timeout, ProbeInterval and OnFailure are as in QuotaConfig: they
-	// bound each Redis call (0: 20 ms), space the probes of Redis after a
-	// failure (0: 1 s), and say how the schedule decides without Redis
-	// (FailLocal: at this process's share). Without Redis the rate is
-	// learnt by this process alone (AIMD: cut by Beta on its own 429s,
-	// grown linearly back over Recovery), from the fleet's last one.
-	Timeout       time.Duration
-	ProbeInterval time.Duration
-	OnFailure     FailureMode
-
-	// Logger receives one line per change of state, and one when the
-	// learnt rate moves by more than 20 % from the rate last logged. nil
-	// means slog.Default().
-	Logger *slog.Logger
-
-	// Observer receives the schedule's events (Limiter "quota"), the
-	// learnt rate's (Limiter "rate"): EventRate on every cut and every
-	// growth of 5 % or more, with Event.Rate; fallbacks and recoveries.
-	// nil means none.
-	Observer Observer
-
-	// Now returns the current time. nil means time.Now.
-	Now func() time.Time
 }
 
 // perSecondMicro returns l's rate in micro-requests per second, rounded
@@ -156,7 +139,7 @@ func perSecondMicro(l Limit) int64 {
 
 // Validate reports the first invalid field of c, naming it and its value.
 func (c AutoQuotaConfig) Validate() error {
-	if err := checkCommon("AutoQuotaConfig", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure); err != nil {
+	if err := c.Settings.validate("AutoQuotaConfig"); err != nil {
 		return err
 	}
 	bad := func(field string, v any, want string) error {
@@ -340,9 +323,7 @@ func newAutoQuotaOn(e env, c AutoQuotaConfig) (*AutoQuota, error) {
 	inner := e
 	inner.sim = nil // the harness gets the AutoQuota's core, not the schedule's
 	q, err := newQuotaOn(inner, QuotaConfig{
-		Key: c.Key, Limit: autoUnit, Lease: c.Lease, Slack: slack, FleetSize: c.FleetSize,
-		Timeout: c.Timeout, ProbeInterval: c.ProbeInterval, OnFailure: c.OnFailure,
-		Logger: c.Logger, Observer: c.Observer, Now: c.Now,
+		Settings: c.Settings, Limit: autoUnit, Lease: c.Lease, Slack: slack, FleetSize: c.FleetSize,
 	})
 	if err != nil {
 		return nil, err

@@ -19,33 +19,33 @@ import (
 var err429 = retry.After(&httpretry.AttemptError{Method: "POST", URL: "https://example.com/v1", Status: 429, Class: httpretry.ClassStatus}, time.Second)
 
 func TestAutoQuotaConfigValidate(t *testing.T) {
-	ok := AutoQuotaConfig{Key: "k"}
+	ok := AutoQuotaConfig{Settings: Settings{Key: "k"}}
 	for _, tc := range []struct {
 		name string
 		c    AutoQuotaConfig
 		want string // in the error; "" for none
 	}{
 		{"defaults", ok, ""},
-		{"a ceiling and a floor", AutoQuotaConfig{Key: "k", Ceiling: PerSecond(100), Floor: PerMinute(60)}, ""},
+		{"a ceiling and a floor", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: PerSecond(100), Floor: PerMinute(60)}, ""},
 		{"no key", AutoQuotaConfig{}, "AutoQuotaConfig.Key"},
-		{"zero ceiling rate", AutoQuotaConfig{Key: "k", Ceiling: Limit{Period: time.Second}}, "AutoQuotaConfig.Ceiling.Limit.Rate = 0"},
-		{"negative floor", AutoQuotaConfig{Key: "k", Floor: Limit{Rate: -1, Period: time.Second}}, "AutoQuotaConfig.Floor.Limit.Rate = -1"},
-		{"ceiling above a million a second", AutoQuotaConfig{Key: "k", Ceiling: PerSecond(2_000_000)}, "AutoQuotaConfig.Ceiling = 2000000/1s"},
-		{"floor below one an hour", AutoQuotaConfig{Key: "k", Floor: Limit{Rate: 1, Period: 2 * time.Hour}}, "AutoQuotaConfig.Floor = 1/2h0m0s"},
-		{"a burst", AutoQuotaConfig{Key: "k", Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 5}}, "AutoQuotaConfig.Ceiling = 10/1s, burst 5"},
-		{"ceiling below the floor", AutoQuotaConfig{Key: "k", Ceiling: PerSecond(5), Floor: PerSecond(10)}, "AutoQuotaConfig.Ceiling = 5/1s: must not be below the Floor (10/1s)"},
-		{"ceiling below the default floor", AutoQuotaConfig{Key: "k", Ceiling: PerMinute(30)}, "AutoQuotaConfig.Ceiling = 30/1m0s: must not be below the Floor (1/1s)"},
-		{"NaN beta", AutoQuotaConfig{Key: "k", Beta: math.NaN()}, "AutoQuotaConfig.Beta = NaN"},
-		{"beta 1", AutoQuotaConfig{Key: "k", Beta: 1}, "AutoQuotaConfig.Beta = 1"},
-		{"negative beta", AutoQuotaConfig{Key: "k", Beta: -0.5}, "AutoQuotaConfig.Beta = -0.5"},
-		{"negative recovery", AutoQuotaConfig{Key: "k", Recovery: -time.Second}, "AutoQuotaConfig.Recovery = -1s"},
-		{"tiny recovery", AutoQuotaConfig{Key: "k", Recovery: time.Millisecond}, "AutoQuotaConfig.Recovery = 1ms"},
-		{"negative sync", AutoQuotaConfig{Key: "k", Sync: -1}, "AutoQuotaConfig.Sync = -1ns"},
-		{"negative max wait", AutoQuotaConfig{Key: "k", MaxWait: -time.Second}, "AutoQuotaConfig.MaxWait = -1s"},
-		{"slack over a second", AutoQuotaConfig{Key: "k", Slack: 2 * time.Second}, "AutoQuotaConfig.Slack = 2s"},
-		{"negative lease", AutoQuotaConfig{Key: "k", Lease: -1}, "AutoQuotaConfig.Lease = -1"},
-		{"negative fleet", AutoQuotaConfig{Key: "k", FleetSize: -2}, "AutoQuotaConfig.FleetSize = -2"},
-		{"negative timeout", AutoQuotaConfig{Key: "k", Timeout: -time.Millisecond}, "AutoQuotaConfig.Timeout = -1ms"},
+		{"zero ceiling rate", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: Limit{Period: time.Second}}, "AutoQuotaConfig.Ceiling.Limit.Rate = 0"},
+		{"negative floor", AutoQuotaConfig{Settings: Settings{Key: "k"}, Floor: Limit{Rate: -1, Period: time.Second}}, "AutoQuotaConfig.Floor.Limit.Rate = -1"},
+		{"ceiling above a million a second", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: PerSecond(2_000_000)}, "AutoQuotaConfig.Ceiling = 2000000/1s"},
+		{"floor below one an hour", AutoQuotaConfig{Settings: Settings{Key: "k"}, Floor: Limit{Rate: 1, Period: 2 * time.Hour}}, "AutoQuotaConfig.Floor = 1/2h0m0s"},
+		{"a burst", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: Limit{Rate: 10, Period: time.Second, Burst: 5}}, "AutoQuotaConfig.Ceiling = 10/1s, burst 5"},
+		{"ceiling below the floor", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: PerSecond(5), Floor: PerSecond(10)}, "AutoQuotaConfig.Ceiling = 5/1s: must not be below the Floor (10/1s)"},
+		{"ceiling below the default floor", AutoQuotaConfig{Settings: Settings{Key: "k"}, Ceiling: PerMinute(30)}, "AutoQuotaConfig.Ceiling = 30/1m0s: must not be below the Floor (1/1s)"},
+		{"NaN beta", AutoQuotaConfig{Settings: Settings{Key: "k"}, Beta: math.NaN()}, "AutoQuotaConfig.Beta = NaN"},
+		{"beta 1", AutoQuotaConfig{Settings: Settings{Key: "k"}, Beta: 1}, "AutoQuotaConfig.Beta = 1"},
+		{"negative beta", AutoQuotaConfig{Settings: Settings{Key: "k"}, Beta: -0.5}, "AutoQuotaConfig.Beta = -0.5"},
+		{"negative recovery", AutoQuotaConfig{Settings: Settings{Key: "k"}, Recovery: -time.Second}, "AutoQuotaConfig.Recovery = -1s"},
+		{"tiny recovery", AutoQuotaConfig{Settings: Settings{Key: "k"}, Recovery: time.Millisecond}, "AutoQuotaConfig.Recovery = 1ms"},
+		{"negative sync", AutoQuotaConfig{Settings: Settings{Key: "k"}, Sync: -1}, "AutoQuotaConfig.Sync = -1ns"},
+		{"negative max wait", AutoQuotaConfig{Settings: Settings{Key: "k"}, MaxWait: -time.Second}, "AutoQuotaConfig.MaxWait = -1s"},
+		{"slack over a second", AutoQuotaConfig{Settings: Settings{Key: "k"}, Slack: 2 * time.Second}, "AutoQuotaConfig.Slack = 2s"},
+		{"negative lease", AutoQuotaConfig{Settings: Settings{Key: "k"}, Lease: -1}, "AutoQuotaConfig.Lease = -1"},
+		{"negative fleet", AutoQuotaConfig{Settings: Settings{Key: "k"}, FleetSize: -2}, "AutoQuotaConfig.FleetSize = -2"},
+		{"negative timeout", AutoQuotaConfig{Settings: Settings{Key: "k", Timeout: -time.Millisecond}}, "AutoQuotaConfig.Timeout = -1ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.c.Validate()
@@ -102,17 +102,38 @@ func fleetOf(t *testing.T, m *memBackend, n int, c AutoQuotaConfig) []*AutoQuota
 	return fleet
 }
 
-// attempt reserves an attempt on a and reports how it ended.
-func attempt(t *testing.T, a *AutoQuota, outcome error) time.Time {
+// reserve reserves an attempt on a and waits (virtual time) for its slot.
+func reserve(t *testing.T, a *AutoQuota) time.Time {
 	t.Helper()
-	now := time.Now()
-	s, err := a.Reserve(context.Background(), now, time.Time{})
+	s, err := a.Reserve(context.Background(), time.Now(), time.Time{})
 	if err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
-	time.Sleep(s.Sub(now))
+	time.Sleep(time.Until(s))
+	return s
+}
+
+// attempt reserves an attempt on a and reports how it ended.
+func attempt(t *testing.T, a *AutoQuota, outcome error) time.Time {
+	t.Helper()
+	s := reserve(t, a)
 	a.Record(outcome)
 	return s
+}
+
+// epochOf returns the number of cuts of the learnt rate at key in m, once
+// the goroutines of the bubble have run.
+func epochOf(m *memBackend, key string) int64 {
+	synctest.Wait()
+	st, _ := m.store.RateOf(key, time.Now())
+	return st.Epoch
+}
+
+// closeAll closes the fleet's AutoQuotas.
+func closeAll(fleet []*AutoQuota) {
+	for _, a := range fleet {
+		a.Close()
+	}
 }
 
 // The 429s of attempts paced at one rate cut it once for the whole fleet,
@@ -122,25 +143,19 @@ func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
-		var ev events
-		c := AutoQuotaConfig{Key: "fleet", Ceiling: PerSecond(100), Observer: ev.observe, Logger: slog.New(&logCounter{})}
+		ev := newEvents()
+		c := AutoQuotaConfig{Settings: Settings{Key: "fleet", Observer: ev.Record, Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(100)}
 		fleet := fleetOf(t, m, 3, c)
 		// Every process paces an attempt at the ceiling, then all three
 		// meet a 429.
 		for _, a := range fleet {
-			s, err := a.Reserve(context.Background(), time.Now(), time.Time{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(time.Until(s))
+			reserve(t, a)
 		}
 		for _, a := range fleet {
 			a.Record(err429)
 		}
-		synctest.Wait()
-		st, ok := m.store.RateOf("{fleet}:rate", time.Now())
-		if !ok || st.Epoch != 1 {
-			t.Fatalf("after three 429s of one epoch: epoch %d (%v), want one cut", st.Epoch, ok)
+		if e := epochOf(m, "{fleet}:rate"); e != 1 {
+			t.Fatalf("after three 429s of one epoch: epoch %d, want one cut", e)
 		}
 		time.Sleep(DefaultAutoSync) // the rate they know is stale: the next attempt reads it
 		for _, a := range fleet {
@@ -151,21 +166,18 @@ func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
 		}
 		// An attempt paced at 80 meets a 429: a second cut.
 		attempt(t, fleet[0], err429)
-		synctest.Wait()
-		if st, _ := m.store.RateOf("{fleet}:rate", time.Now()); st.Epoch != 2 {
-			t.Fatalf("epoch %d, want 2", st.Epoch)
+		if e := epochOf(m, "{fleet}:rate"); e != 2 {
+			t.Fatalf("epoch %d, want 2", e)
 		}
 		// 80 grown for the ~100 ms since the cut (the calls of that time
 		// said the rate was used), × 0.8.
 		if got := fleet[0].Rate(); got < 64 || got > 67 {
 			t.Fatalf("rate %v, want 64 to 67 (80, grown a little while used, × 0.8)", got)
 		}
-		if n := ev.count(EventRate); n < 2 {
+		if n := ev.Count(EventRate); n < 2 {
 			t.Fatalf("%d rate events, want one per cut at least", n)
 		}
-		for _, a := range fleet {
-			a.Close()
-		}
+		closeAll(fleet)
 		check()
 	})
 }
@@ -177,48 +189,37 @@ func TestAutoQuotaOutOfOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
-		c := AutoQuotaConfig{Key: "order", Ceiling: PerSecond(100), MaxWait: time.Minute, Logger: slog.New(&logCounter{})}
+		c := AutoQuotaConfig{Settings: Settings{Key: "order", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(100), MaxWait: time.Minute}
 		fleet := fleetOf(t, m, 2, c)
 		p, q := fleet[0], fleet[1]
-		reserve := func(a *AutoQuota) {
-			t.Helper()
-			s, err := a.Reserve(context.Background(), time.Now(), time.Time{})
-			if err != nil {
-				t.Fatal(err)
+		for _, step := range []struct {
+			what string
+			do   func()
+			want int64 // the epoch after it
+		}{
+			{"A, paced at the ceiling (epoch 0); the other process's 429", func() {
+				reserve(t, p)
+				attempt(t, q, err429)
+			}, 1},
+			{"B, paced at the cut rate (epoch 1), ends first; then A's 429, paced before the cut: no cut", func() {
+				time.Sleep(DefaultAutoSync)
+				reserve(t, p)
+				p.Record(nil)
+				p.Record(err429)
+			}, 1},
+			{"C's 429, paced at the cut rate: a cut", func() { attempt(t, p, err429) }, 2},
+			{"a Record with no attempt reserved: not reported", func() {
+				time.Sleep(DefaultAutoSync)
+				attempt(t, p, nil)
+				p.Record(err429)
+			}, 2},
+		} {
+			step.do()
+			if e := epochOf(m, "{order}:rate"); e != step.want {
+				t.Fatalf("%s: epoch %d, want %d", step.what, e, step.want)
 			}
-			time.Sleep(time.Until(s))
 		}
-		epoch := func() int64 {
-			synctest.Wait()
-			st, _ := m.store.RateOf("{order}:rate", time.Now())
-			return st.Epoch
-		}
-		reserve(p) // A, paced at the ceiling (epoch 0)
-		attempt(t, q, err429)
-		if e := epoch(); e != 1 {
-			t.Fatalf("epoch %d after the other process's 429, want 1", e)
-		}
-		time.Sleep(DefaultAutoSync)
-		reserve(p)       // B, paced at the cut rate (epoch 1)
-		p.Record(nil)    // B ends first
-		p.Record(err429) // then A, paced before the cut
-		if e := epoch(); e != 1 {
-			t.Fatalf("epoch %d: the 429 of an attempt paced before the cut cut again", e)
-		}
-		attempt(t, p, err429) // C, paced at the cut rate
-		if e := epoch(); e != 2 {
-			t.Fatalf("epoch %d: the 429 of an attempt paced after the cut did not cut", e)
-		}
-		// A Record with no attempt reserved is not reported.
-		time.Sleep(DefaultAutoSync)
-		attempt(t, p, nil)
-		p.Record(err429)
-		if e := epoch(); e != 2 {
-			t.Fatalf("epoch %d: a Record without a reservation cut", e)
-		}
-		for _, a := range fleet {
-			a.Close()
-		}
+		closeAll(fleet)
 		check()
 	})
 }
@@ -228,7 +229,7 @@ func TestAutoQuotaPacesTheFleetAtTheLearntRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
-		fleet := fleetOf(t, m, 2, AutoQuotaConfig{Key: "pace", Ceiling: PerSecond(50), MaxWait: time.Minute, Logger: slog.New(&logCounter{})})
+		fleet := fleetOf(t, m, 2, AutoQuotaConfig{Settings: Settings{Key: "pace", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(50), MaxWait: time.Minute})
 		start := time.Now()
 		var last time.Time
 		const n = 100
@@ -250,9 +251,7 @@ func TestAutoQuotaPacesTheFleetAtTheLearntRate(t *testing.T) {
 		if span := last.Sub(start); span != 1980*time.Millisecond {
 			t.Fatalf("100 attempts of two processes span %v, want 1.98s (50 a second, no slot lost)", span)
 		}
-		for _, a := range fleet {
-			a.Close()
-		}
+		closeAll(fleet)
 		check()
 	})
 }
@@ -261,7 +260,7 @@ func TestAutoQuotaPacesTheFleetAtTheLearntRate(t *testing.T) {
 func TestAutoQuotaSaturated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
-		a := fleetOf(t, newMem(), 1, AutoQuotaConfig{Key: "sat", Ceiling: PerSecond(10), MaxWait: 250 * time.Millisecond, Logger: slog.New(&logCounter{})})[0]
+		a := fleetOf(t, newMem(), 1, AutoQuotaConfig{Settings: Settings{Key: "sat", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(10), MaxWait: 250 * time.Millisecond})[0]
 		var refused int
 		for range 10 {
 			if _, err := a.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
@@ -287,7 +286,7 @@ func TestAutoQuotaWithoutRedis(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
 		logs := &logCounter{}
-		a := fleetOf(t, m, 1, AutoQuotaConfig{Key: "down", Ceiling: PerSecond(100), Floor: PerSecond(20), MaxWait: time.Minute, Logger: slog.New(logs)})[0]
+		a := fleetOf(t, m, 1, AutoQuotaConfig{Settings: Settings{Key: "down", Logger: slog.New(logs)}, Ceiling: PerSecond(100), Floor: PerSecond(20), MaxWait: time.Minute})[0]
 		attempt(t, a, nil)
 		m.setFail(errors.New("connection refused"))
 		time.Sleep(DefaultAutoSync)
@@ -335,7 +334,7 @@ func TestAutoQuotaShortLivedProcessesReport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
-		c := AutoQuotaConfig{Key: "short", Ceiling: PerSecond(10), Logger: slog.New(&logCounter{})}
+		c := AutoQuotaConfig{Settings: Settings{Key: "short", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(10)}
 		start := time.Now()
 		var wg sync.WaitGroup
 		admitted := 0
@@ -398,7 +397,7 @@ func TestAutoQuotaHoldsACutFromTheMeasure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
 		m := newMem()
-		a := fleetOf(t, m, 1, AutoQuotaConfig{Key: "hold", Ceiling: PerSecond(1000), Logger: slog.New(&logCounter{})})[0]
+		a := fleetOf(t, m, 1, AutoQuotaConfig{Settings: Settings{Key: "hold", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(1000)})[0]
 		// 10 a second for 2.5 s, far below the rate: the fleet measures it.
 		for range 25 {
 			attempt(t, a, nil)

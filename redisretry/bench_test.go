@@ -51,17 +51,17 @@ func benchLimiters(b *testing.B, quota Limit) []benchCase {
 	srv := startRedis(b)
 	c := srv.client(b)
 	key := testKey(b)
-	q, _ := NewQuota(c, QuotaConfig{Key: key + ":q", Limit: quota, Logger: discard})
-	bu, _ := NewBudget(c, BudgetConfig{Key: key + ":b", Logger: discard})
-	cd, _ := NewCooldown(c, CooldownConfig{Key: key + ":c", Logger: discard})
-	q2, _ := NewQuota(c, QuotaConfig{Key: key + ":q2", Limit: quota, Logger: discard})
+	q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: key + ":q", Logger: discard}, Limit: quota})
+	bu, _ := NewBudget(c, BudgetConfig{Settings: Settings{Key: key + ":b", Logger: discard}})
+	cd, _ := NewCooldown(c, CooldownConfig{Settings: Settings{Key: key + ":c", Logger: discard}})
+	q2, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: key + ":q2", Logger: discard}, Limit: quota})
 	// The quota's local equivalent: the same Quota deciding without Redis
 	// (none listens on port 1), a local GCRA pacer at the whole rate.
 	redis.SetLogger(quietRedis{})
 	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
-	lq, _ := NewQuota(down, QuotaConfig{Key: key + ":lq", Limit: quota, FleetSize: 1, Logger: discard})
-	bu2, _ := NewBudget(c, BudgetConfig{Key: key + ":b2", Logger: discard})
-	cd2, _ := NewCooldown(c, CooldownConfig{Key: key + ":c2", Logger: discard})
+	lq, _ := NewQuota(down, QuotaConfig{Settings: Settings{Key: key + ":lq", Logger: discard}, Limit: quota, FleetSize: 1})
+	bu2, _ := NewBudget(c, BudgetConfig{Settings: Settings{Key: key + ":b2", Logger: discard}})
+	cd2, _ := NewCooldown(c, CooldownConfig{Settings: Settings{Key: key + ":c2", Logger: discard}})
 	b.Cleanup(func() {
 		for _, x := range []interface{ Close() error }{q, bu, cd, q2, bu2, cd2, lq, down} {
 			x.Close()
@@ -278,7 +278,7 @@ func BenchmarkRefill(b *testing.B) {
 	c := srv.client(b)
 	// A Timeout of 1 s: the refill's cost is measured, not the bound (a
 	// loaded machine made a call miss 20 ms now and then).
-	q, _ := NewQuota(c, QuotaConfig{Key: testKey(b), Limit: PerSecond(1_000_000), Logger: discard, Timeout: time.Second})
+	q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: testKey(b), Logger: discard, Timeout: time.Second}, Limit: PerSecond(1_000_000)})
 	defer q.Close()
 	call := backend.Call{Script: backend.GCRA, Quota: q.keys,
 		GCRA: backend.GCRAArgs{Inc: 20, MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"slices"
 	"strconv"
@@ -30,13 +29,15 @@ const budgetSlots = 20
 // zero value is the documented default. Ratio, Window and MinPerSecond mean
 // what they mean in [retry.RatioBudgetConfig], for the whole fleet.
 type BudgetConfig struct {
-	// Key names the fleet's budget: every process that uses the same Key
-	// (and Redis) shares it, and must use the same Window, Ratio and
-	// MinPerSecond (a Budget that finds another configuration in Redis logs
-	// it once). Redis keys are "{Key}:budget:requests",
-	// "{Key}:budget:retries" and "{Key}:budget:config". It must not contain
-	// {, } or a control character.
-	Key string
+	// Settings are the fields every limiter has: Key (required; every
+	// process of the fleet must use the same Window, Ratio and
+	// MinPerSecond with it: a Budget that finds another configuration in
+	// Redis logs it once; the Redis keys are "{Key}:budget:requests",
+	// "{Key}:budget:retries" and "{Key}:budget:config"), Timeout,
+	// ProbeInterval, OnFailure (FailLocal: a retry.RatioBudget of this
+	// configuration decides), Logger, Observer (state changes and
+	// refills) and Now.
+	Settings
 
 	// Ratio is the number of retries the fleet may make per request made
 	// in the window. 0 means 0.2.
@@ -63,32 +64,11 @@ type BudgetConfig struct {
 	// FlushInterval is how often this process's requests are counted in
 	// Redis, in one batch. 0 means a slot (Window/20).
 	FlushInterval time.Duration
-
-	// Timeout bounds each Redis call. 0 means 20 ms.
-	Timeout time.Duration
-
-	// ProbeInterval is how often a Budget that fell back tries Redis again,
-	// with its next call (a first attempt or a retry). 0 means 1 s.
-	ProbeInterval time.Duration
-
-	// OnFailure says what to do while Redis is unavailable. The zero value
-	// is FailLocal: a retry.RatioBudget of this configuration decides.
-	OnFailure FailureMode
-
-	// Logger receives one line per change of state. nil means
-	// slog.Default().
-	Logger *slog.Logger
-
-	// Observer receives state changes and refills. nil means none.
-	Observer Observer
-
-	// Now returns the current time. nil means time.Now.
-	Now func() time.Time
 }
 
 // Validate reports the first invalid field of c, naming it and its value.
 func (c BudgetConfig) Validate() error {
-	if err := checkCommon("BudgetConfig", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure); err != nil {
+	if err := c.Settings.validate("BudgetConfig"); err != nil {
 		return err
 	}
 	if err := c.local().Validate(); err != nil {

@@ -26,7 +26,7 @@ func TestBudgetFleetRatio(t *testing.T) {
 		// retries more than 20 % of its requests.
 		leaks := noLeaks(t)
 		mem := newMem()
-		cfg := BudgetConfig{Key: "k", MinPerSecond: -1, Logger: discard}
+		cfg := BudgetConfig{Settings: Settings{Key: "k", Logger: discard}, MinPerSecond: -1}
 		var bs []*Budget
 		for range 3 {
 			b, err := newBudget(mem, cfg)
@@ -82,7 +82,7 @@ func TestBudgetFirstAttemptsNeverRefused(t *testing.T) {
 		mem := newMem()
 		mem.setFail(errTestDown)
 		for _, mode := range []FailureMode{FailLocal, FailOpen, FailClosed} {
-			b, _ := newBudget(mem, BudgetConfig{Key: "k", OnFailure: mode, Logger: discard})
+			b, _ := newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", OnFailure: mode, Logger: discard}})
 			for range 1000 {
 				if !b.Admit(false) {
 					t.Fatalf("%v: a first attempt was refused", mode)
@@ -105,7 +105,7 @@ func TestBudgetFailureModes(t *testing.T) {
 		} {
 			mem := newMem()
 			mem.setFail(errTestDown)
-			b, _ := newBudget(mem, BudgetConfig{Key: "k", OnFailure: tc.mode, MinPerSecond: -1, Logger: discard})
+			b, _ := newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", OnFailure: tc.mode, Logger: discard}, MinPerSecond: -1})
 			for range 100 {
 				b.Admit(false)
 			}
@@ -127,7 +127,7 @@ func TestBudgetGivesBackUnusedPermits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		// A floor of 10 per window of 1 s: 10 permits for the fleet.
-		cfg := BudgetConfig{Key: "k", Window: time.Second, MinPerSecond: 10, Lease: 8, Logger: discard}
+		cfg := BudgetConfig{Settings: Settings{Key: "k", Logger: discard}, Window: time.Second, MinPerSecond: 10, Lease: 8}
 		a, _ := newBudget(mem, cfg)
 		b, _ := newBudget(mem, cfg)
 		defer b.Close()
@@ -160,7 +160,7 @@ func TestBudgetCancel(t *testing.T) {
 		// them): Cancel gives the permits back, so process b can still use
 		// the fleet's 10.
 		mem := newMem()
-		cfg := BudgetConfig{Key: "k", Window: 10 * time.Second, MinPerSecond: 1, Logger: discard}
+		cfg := BudgetConfig{Settings: Settings{Key: "k", Logger: discard}, Window: 10 * time.Second, MinPerSecond: 1}
 		a, _ := newBudget(mem, cfg)
 		b, _ := newBudget(mem, cfg)
 		defer b.Close()
@@ -187,7 +187,7 @@ func TestBudgetCancelThroughTheLoop(t *testing.T) {
 		// the pacer (past the deadline): the loop cancels it, so the
 		// fleet's budget is not used up by retries never sent.
 		mem := newMem()
-		cfg := BudgetConfig{Key: "k", Window: 10 * time.Second, MinPerSecond: 1, Logger: discard}
+		cfg := BudgetConfig{Settings: Settings{Key: "k", Logger: discard}, Window: 10 * time.Second, MinPerSecond: 1}
 		bu, _ := newBudget(mem, cfg)
 		p := retry.Policy{Budget: bu, Pacer: &refuseRetries{}, Jitter: retry.Zero, InitialDelay: time.Millisecond}
 		for range 30 {
@@ -211,7 +211,7 @@ func TestBudgetCancelFirstAttempts(t *testing.T) {
 		// 100 requests admitted, 50 of them cancelled (never sent): the
 		// fleet counts 50, so 20 % of them are 10 retries.
 		mem := newMem()
-		cfg := BudgetConfig{Key: "k", MinPerSecond: -1, Logger: discard}
+		cfg := BudgetConfig{Settings: Settings{Key: "k", Logger: discard}, MinPerSecond: -1}
 		a, _ := newBudget(mem, cfg)
 		for range 100 {
 			a.Admit(false)
@@ -253,8 +253,8 @@ func TestBudgetRecoversWithoutRetries(t *testing.T) {
 		// intervals, and count its requests in the fleet's window again.
 		leaks := noLeaks(t)
 		mem := newMem()
-		ev := &events{}
-		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard, Observer: ev.observe})
+		ev := newEvents()
+		b, _ := newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", Logger: discard, Observer: ev.Record}})
 		mem.setFail(errTestDown)
 		b.Admit(false)
 		b.Admit(true) // the retry finds Redis down
@@ -277,7 +277,7 @@ func TestBudgetRecoversWithoutRetries(t *testing.T) {
 		if back < 0 || back > 2*DefaultProbeInterval {
 			t.Fatalf("back on Redis after %v of first attempts (-1: never), want within %v", back, 2*DefaultProbeInterval)
 		}
-		if n := ev.count(EventRecovered); n != 1 {
+		if n := ev.Count(EventRecovered); n != 1 {
 			t.Errorf("%d EventRecovered, want 1", n)
 		}
 		requests, _ := mem.store.Budget(backend.NewBudgetKeys("k"))
@@ -302,7 +302,7 @@ func TestBudgetWallClockStep(t *testing.T) {
 		// Redis said "exhausted" just before the step.
 		clock := &wallClock{}
 		mem := newMem()
-		b, _ := newBudget(mem, BudgetConfig{Key: "k", MinPerSecond: -1, Now: clock.now, Logger: discard})
+		b, _ := newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", Now: clock.now, Logger: discard}, MinPerSecond: -1})
 		defer b.Close()
 		if b.Admit(true) {
 			t.Fatal("a retry admitted with no request in the window and no floor")
@@ -372,7 +372,7 @@ func TestRedisBudgetRecoversWithoutRetries(t *testing.T) {
 			}
 			logs := &logCounter{}
 			// A 1 s Timeout: the outage, not a busy machine, is under test.
-			b, _ := NewBudget(c, BudgetConfig{Key: key, Timeout: time.Second, Logger: slog.New(logs)})
+			b, _ := NewBudget(c, BudgetConfig{Settings: Settings{Key: key, Timeout: time.Second, Logger: slog.New(logs)}})
 			defer b.Close()
 			for range 10 {
 				b.Admit(false)
@@ -454,7 +454,7 @@ func TestRedisBudgetRepairsForeignKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			logs := &logCounter{}
-			b, _ := NewBudget(c, BudgetConfig{Key: key, MinPerSecond: -1, Timeout: time.Second, Logger: slog.New(logs)})
+			b, _ := NewBudget(c, BudgetConfig{Settings: Settings{Key: key, Timeout: time.Second, Logger: slog.New(logs)}, MinPerSecond: -1})
 			defer b.Close()
 			for range 100 {
 				b.Admit(false)
@@ -499,8 +499,8 @@ func TestBudgetOtherConfigLogged(t *testing.T) {
 		mem := newMem()
 		logs := &textLog{}
 		l := slog.New(slog.NewTextHandler(logs, nil))
-		a, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: l})
-		b, _ := newBudget(mem, BudgetConfig{Key: "k", Window: time.Minute, Ratio: 0.1, MinPerSecond: 1, Logger: l})
+		a, _ := newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", Logger: l}})
+		b, _ := newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", Logger: l}, Window: time.Minute, Ratio: 0.1, MinPerSecond: 1})
 		defer a.Close()
 		defer b.Close()
 		for range 5 {
@@ -520,7 +520,7 @@ func TestBudgetOtherConfigLogged(t *testing.T) {
 				}
 			}
 		}
-		same, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: l})
+		same, _ := newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", Logger: l}})
 		defer same.Close()
 		a.Admit(true)
 		same.Admit(true)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -32,11 +31,13 @@ const (
 // CooldownConfig configures a [Cooldown]. Key is required; every other
 // field's zero value is the documented default.
 type CooldownConfig struct {
-	// Key names what the cooldown pauses, e.g. an endpoint and a model:
-	// "myproject:gemini-2.5-pro:us-central1". One Cooldown per key. The
-	// Redis key is "{Key}:cooldown". It must not contain {, } or a control
-	// character.
-	Key string
+	// Settings are the fields every limiter has: Key (required; it names
+	// what the cooldown pauses, e.g. an endpoint and a model; one
+	// Cooldown per key; the Redis key is "{Key}:cooldown"), Timeout,
+	// ProbeInterval, OnFailure (FailLocal: honour what this process
+	// knows), Logger, Observer (state changes, published hints and
+	// waits) and Now.
+	Settings
 
 	// Max caps a hint: a server asking for more gets Max, and so does what
 	// is read from Redis (another process may have a larger Max). Keep it
@@ -59,33 +60,11 @@ type CooldownConfig struct {
 	// Rand returns a uniform random number in [0, 1), safe for concurrent
 	// use. nil means math/rand/v2's Float64.
 	Rand func() float64
-
-	// Timeout bounds each Redis call. 0 means 20 ms.
-	Timeout time.Duration
-
-	// ProbeInterval is how often a Cooldown that fell back tries Redis
-	// again. 0 means 1 s.
-	ProbeInterval time.Duration
-
-	// OnFailure says what to do while Redis is unavailable. The zero value
-	// is FailLocal: honour what this process knows.
-	OnFailure FailureMode
-
-	// Logger receives one line per change of state. nil means
-	// slog.Default().
-	Logger *slog.Logger
-
-	// Observer receives state changes, published hints and waits. nil
-	// means none.
-	Observer Observer
-
-	// Now returns the current time. nil means time.Now.
-	Now func() time.Time
 }
 
 // Validate reports the first invalid field of c, naming it and its value.
 func (c CooldownConfig) Validate() error {
-	if err := checkCommon("CooldownConfig", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure); err != nil {
+	if err := c.Settings.validate("CooldownConfig"); err != nil {
 		return err
 	}
 	switch {

@@ -16,7 +16,7 @@ import (
 func TestCooldownSharedByTheFleet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		cfg := CooldownConfig{Key: "gemini", Jitter: -1, Logger: discard}
+		cfg := CooldownConfig{Settings: Settings{Key: "gemini", Logger: discard}, Jitter: -1}
 		a, _ := newCooldown(mem, cfg)
 		b, _ := newCooldown(mem, cfg)
 		defer a.Close()
@@ -60,13 +60,13 @@ func TestCooldownSharedByTheFleet(t *testing.T) {
 func TestCooldownWithRetryDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		d, _ := newCooldown(mem, CooldownConfig{Key: "m", Jitter: -1, Logger: discard})
+		d, _ := newCooldown(mem, CooldownConfig{Settings: Settings{Key: "m", Logger: discard}, Jitter: -1})
 		defer d.Close()
-		q, _ := newQuota(mem, QuotaConfig{Key: "m", Limit: PerSecond(100), Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "m", Logger: discard}, Limit: PerSecond(100)})
 		defer q.Close()
 		p := retry.Policy{Pacer: retry.Pacers(d, q), Jitter: retry.Zero, MaxRetryAfter: time.Second}
 		// Another process of the fleet was told to wait 30 s.
-		other, _ := newCooldown(mem, CooldownConfig{Key: "m", Logger: discard})
+		other, _ := newCooldown(mem, CooldownConfig{Settings: Settings{Key: "m", Logger: discard}})
 		defer other.Close()
 		other.Publish(t.Context(), 30*time.Second)
 		begin := time.Now()
@@ -82,7 +82,7 @@ func TestCooldownJitterSpreadsTheRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		u := 0.0
-		d, _ := newCooldown(mem, CooldownConfig{Key: "m", Jitter: 2 * time.Second, Rand: func() float64 { u += 0.25; return u }, Logger: discard})
+		d, _ := newCooldown(mem, CooldownConfig{Settings: Settings{Key: "m", Logger: discard}, Jitter: 2 * time.Second, Rand: func() float64 { u += 0.25; return u }})
 		defer d.Close()
 		d.Publish(t.Context(), 10*time.Second)
 		now := time.Now()
@@ -100,7 +100,7 @@ func TestCooldownReadIsCapped(t *testing.T) {
 	// (2^62 ms would overflow a time.Duration).
 	now := time.Now().UnixMilli()
 	for _, remaining := range []int64{10 * 60 * 1000, 1 << 62} {
-		d, _ := NewCooldown(lyingScripter{[]any{remaining, now}}, CooldownConfig{Key: "k", Jitter: -1, Logger: discard})
+		d, _ := NewCooldown(lyingScripter{[]any{remaining, now}}, CooldownConfig{Settings: Settings{Key: "k", Logger: discard}, Jitter: -1})
 		begin := time.Now()
 		s, err := d.Reserve(context.Background(), begin, begin.Add(2*time.Minute))
 		if err != nil || s.Sub(begin) < 59*time.Second || s.Sub(begin) > 61*time.Second {
@@ -111,7 +111,7 @@ func TestCooldownReadIsCapped(t *testing.T) {
 }
 
 func TestCooldownContextDone(t *testing.T) {
-	d, _ := NewCooldown(lyingScripter{[]any{int64(0), time.Now().UnixMilli()}}, CooldownConfig{Key: "k", Logger: discard})
+	d, _ := NewCooldown(lyingScripter{[]any{int64(0), time.Now().UnixMilli()}}, CooldownConfig{Settings: Settings{Key: "k", Logger: discard}})
 	defer d.Close()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("caller left"))
@@ -138,7 +138,7 @@ func TestCooldownWallClockStep(t *testing.T) {
 		}{{"no jitter", -1}, {"jitter 1s", time.Second}} {
 			clock := &wallClock{}
 			mem := newMem()
-			d, _ := newCooldown(mem, CooldownConfig{Key: "k", Jitter: tc.jitter, Rand: func() float64 { return 0.999 }, Now: clock.now, Logger: discard})
+			d, _ := newCooldown(mem, CooldownConfig{Settings: Settings{Key: "k", Now: clock.now, Logger: discard}, Jitter: tc.jitter, Rand: func() float64 { return 0.999 }})
 			d.Publish(t.Context(), 30*time.Second)
 			time.Sleep(2 * time.Second)
 			clock.step.Store(int64(-time.Hour))
@@ -187,7 +187,7 @@ func TestCooldownJitterBeforeDeadline(t *testing.T) {
 		} {
 			mem := newMem()
 			r := tc.rand
-			d, _ := newCooldown(mem, CooldownConfig{Key: "k", Jitter: time.Second, Rand: func() float64 { return r }, Logger: discard})
+			d, _ := newCooldown(mem, CooldownConfig{Settings: Settings{Key: "k", Logger: discard}, Jitter: time.Second, Rand: func() float64 { return r }})
 			d.Publish(t.Context(), tc.cooldown)
 			now := time.Now()
 			var deadline time.Time
@@ -238,7 +238,7 @@ func TestRedisCooldownRepairsForeignKeys(t *testing.T) {
 			if err := tc.spoil(backend.CooldownKey(key)); err != nil {
 				t.Fatal(err)
 			}
-			d, _ := NewCooldown(c, CooldownConfig{Key: key, Jitter: -1, Timeout: time.Second, Logger: discard})
+			d, _ := NewCooldown(c, CooldownConfig{Settings: Settings{Key: key, Timeout: time.Second, Logger: discard}, Jitter: -1})
 			defer d.Close()
 			now := time.Now()
 			s, err := d.Reserve(ctx, now, time.Time{})
@@ -270,7 +270,7 @@ func TestCooldownOverMeansNoWait(t *testing.T) {
 		// A cooldown that ended is no wait, even for a caller whose
 		// earliest is before its end: no jitter after it either (a jitter
 		// of up to 3 s after an end 1 s ago was a wait of up to 2 s).
-		d, _ := newCooldown(newMem(), CooldownConfig{Key: "k", Jitter: 3 * time.Second, Rand: func() float64 { return 0.999 }, Logger: discard})
+		d, _ := newCooldown(newMem(), CooldownConfig{Settings: Settings{Key: "k", Logger: discard}, Jitter: 3 * time.Second, Rand: func() float64 { return 0.999 }})
 		defer d.Close()
 		d.Publish(t.Context(), time.Second)
 		time.Sleep(2 * time.Second)

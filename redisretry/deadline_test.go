@@ -30,9 +30,9 @@ func newStalled(t *testing.T) *stalledLimiters {
 	mem := newMem()
 	s := &stalledLimiters{release: mem.setHang(), logs: &logCounter{}}
 	log := slog.New(s.logs)
-	s.q, _ = newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Timeout: stalledTimeout, Logger: log})
-	s.b, _ = newBudget(mem, BudgetConfig{Key: "k", Timeout: stalledTimeout, Logger: log})
-	s.d, _ = newCooldown(mem, CooldownConfig{Key: "k", Timeout: stalledTimeout, Logger: log})
+	s.q, _ = newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Timeout: stalledTimeout, Logger: log}, Limit: PerSecond(10)})
+	s.b, _ = newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", Timeout: stalledTimeout, Logger: log}})
+	s.d, _ = newCooldown(mem, CooldownConfig{Settings: Settings{Key: "k", Timeout: stalledTimeout, Logger: log}})
 	return s
 }
 
@@ -158,7 +158,7 @@ func TestStalledRedisEndsWithTheContext(t *testing.T) {
 func TestRoundTripDeadlineAlreadyPassed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		d, _ := newCooldown(mem, CooldownConfig{Key: "k", Logger: discard})
+		d, _ := newCooldown(mem, CooldownConfig{Settings: Settings{Key: "k", Logger: discard}})
 		defer d.Close()
 		_, err := d.Reserve(t.Context(), time.Now(), time.Now().Add(-time.Millisecond))
 		if !errors.Is(err, retry.ErrPastDeadline) || mem.calls.Load() != 0 || d.Stats().RoundTrips != 0 {
@@ -196,8 +196,8 @@ func TestStalledServerBoundedByDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _ := NewCooldown(client, CooldownConfig{Key: testKey(t), Timeout: stalledTimeout, Logger: discard})
-	q, _ := NewQuota(client, QuotaConfig{Key: testKey(t), Limit: PerSecond(10), Timeout: stalledTimeout, Logger: discard})
+	d, _ := NewCooldown(client, CooldownConfig{Settings: Settings{Key: testKey(t), Timeout: stalledTimeout, Logger: discard}})
+	q, _ := NewQuota(client, QuotaConfig{Settings: Settings{Key: testKey(t), Timeout: stalledTimeout, Logger: discard}, Limit: PerSecond(10)})
 
 	begin := time.Now()
 	deadline := begin.Add(200 * time.Millisecond)

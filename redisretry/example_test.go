@@ -22,17 +22,17 @@ func Example() {
 	}
 	defer client.Close()
 	key := "myproject:gemini-2.5-flash:us-central1"
-	quota, err := redisretry.NewQuota(client, redisretry.QuotaConfig{Key: key, Limit: redisretry.PerMinute(600)})
+	quota, err := redisretry.NewQuota(client, redisretry.QuotaConfig{Settings: redisretry.Settings{Key: key}, Limit: redisretry.PerMinute(600)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer quota.Close()
-	budget, err := redisretry.NewBudget(client, redisretry.BudgetConfig{Key: key})
+	budget, err := redisretry.NewBudget(client, redisretry.BudgetConfig{Settings: redisretry.Settings{Key: key}})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer budget.Close()
-	cooldown, err := redisretry.NewCooldown(client, redisretry.CooldownConfig{Key: key})
+	cooldown, err := redisretry.NewCooldown(client, redisretry.CooldownConfig{Settings: redisretry.Settings{Key: key}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func Example() {
 func ExampleQuota_Wait() {
 	client, _ := redisretry.NewClient("redis://127.0.0.1:6379/0")
 	defer client.Close()
-	quota, err := redisretry.NewQuota(client, redisretry.QuotaConfig{Key: "batch-job", Limit: redisretry.PerSecond(40)})
+	quota, err := redisretry.NewQuota(client, redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "batch-job"}, Limit: redisretry.PerSecond(40)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func ExampleQuota_Wait() {
 func ExampleWithCost() {
 	client, _ := redisretry.NewClient("redis://127.0.0.1:6379/0")
 	defer client.Close()
-	tpm, _ := redisretry.NewQuota(client, redisretry.QuotaConfig{Key: "tpm:gemini", Limit: redisretry.PerMinute(1_000_000)})
+	tpm, _ := redisretry.NewQuota(client, redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "tpm:gemini"}, Limit: redisretry.PerMinute(1_000_000)})
 	defer tpm.Close()
 	ctx := redisretry.WithCost(context.Background(), 2500) // e.g. from countTokens
 	err := retry.Run(ctx, retry.Policy{Pacer: tpm}, func(ctx context.Context) error {
@@ -85,7 +85,7 @@ func ExampleWithCost() {
 func ExampleCooldown_Record() {
 	client, _ := redisretry.NewClient("redis://127.0.0.1:6379/0")
 	defer client.Close()
-	cd, _ := redisretry.NewCooldown(client, redisretry.CooldownConfig{Key: "gemini"})
+	cd, _ := redisretry.NewCooldown(client, redisretry.CooldownConfig{Settings: redisretry.Settings{Key: "gemini"}})
 	defer cd.Close()
 	// The loop calls Record with every attempt's error; a 429 with
 	// Retry-After or RetryInfo carries the hint (httpretry attaches it).
@@ -131,7 +131,7 @@ func ExampleNewClientWith() {
 func ExampleBudget_AdmitContext() {
 	client, _ := redisretry.NewClient("redis://127.0.0.1:6379/0")
 	defer client.Close()
-	budget, err := redisretry.NewBudget(client, redisretry.BudgetConfig{Key: "batch-job", Timeout: time.Second})
+	budget, err := redisretry.NewBudget(client, redisretry.BudgetConfig{Settings: redisretry.Settings{Key: "batch-job", Timeout: time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -161,12 +161,12 @@ func ExampleNewAutoQuota() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	quota, err := redisretry.NewAutoQuota(client, redisretry.AutoQuotaConfig{Key: key, Ceiling: ceiling})
+	quota, err := redisretry.NewAutoQuota(client, redisretry.AutoQuotaConfig{Settings: redisretry.Settings{Key: key}, Ceiling: ceiling})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer quota.Close()
-	cooldown, err := redisretry.NewCooldown(client, redisretry.CooldownConfig{Key: key})
+	cooldown, err := redisretry.NewCooldown(client, redisretry.CooldownConfig{Settings: redisretry.Settings{Key: key}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -183,10 +183,10 @@ func ExampleNewAutoQuota() {
 // process starts, naming the field and its value.
 func ExampleAutoQuotaConfig_Validate() {
 	for _, c := range []redisretry.AutoQuotaConfig{
-		{Key: "k", Ceiling: redisretry.PerSecond(100)},
-		{Key: "k", Ceiling: redisretry.Limit{Rate: 0, Period: time.Second}},
-		{Key: "k", Ceiling: redisretry.PerSecond(5), Floor: redisretry.PerSecond(10)},
-		{Key: "k", Beta: 1.5},
+		{Settings: redisretry.Settings{Key: "k"}, Ceiling: redisretry.PerSecond(100)},
+		{Settings: redisretry.Settings{Key: "k"}, Ceiling: redisretry.Limit{Rate: 0, Period: time.Second}},
+		{Settings: redisretry.Settings{Key: "k"}, Ceiling: redisretry.PerSecond(5), Floor: redisretry.PerSecond(10)},
+		{Settings: redisretry.Settings{Key: "k"}, Beta: 1.5},
 	} {
 		fmt.Println(c.Validate())
 	}

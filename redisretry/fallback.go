@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
@@ -174,37 +171,6 @@ type common struct {
 	tr            backend.Transport
 	connect       time.Duration
 	base          time.Time // the clock's reading when the limiter was made
-}
-
-func checkCommon(config, key string, timeout, probe time.Duration, mode FailureMode) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("redisretry: invalid %s.Key = \"\": must name the fleet's shared state (e.g. the project and model)", config)
-	case containsAny(key, "{}"):
-		return fmt.Errorf("redisretry: invalid %s.Key = %q: must not contain { or } (every Redis key is {Key}:..., a Cluster hash tag)", config, key)
-	case strings.IndexFunc(key, unicode.IsControl) >= 0:
-		i := strings.IndexFunc(key, unicode.IsControl)
-		r, _ := utf8.DecodeRuneInString(key[i:])
-		return fmt.Errorf("redisretry: invalid %s.Key = %q: must not contain control characters (%U at byte %d): the keys would be unreadable in logs and redis-cli", config, key, r, i)
-	case timeout < 0:
-		return fmt.Errorf("redisretry: invalid %s.Timeout = %v: must not be negative (0 means %v)", config, timeout, DefaultTimeout)
-	case probe < 0:
-		return fmt.Errorf("redisretry: invalid %s.ProbeInterval = %v: must not be negative (0 means %v)", config, probe, DefaultProbeInterval)
-	case mode > FailClosed:
-		return fmt.Errorf("redisretry: invalid %s.OnFailure = %v: must be FailLocal, FailOpen or FailClosed", config, mode)
-	}
-	return nil
-}
-
-func containsAny(s, chars string) bool {
-	for _, r := range s {
-		for _, c := range chars {
-			if r == c {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func newCommon(limiter, key string, timeout, probe time.Duration, mode FailureMode, l *slog.Logger, o Observer, e env) common {

@@ -25,8 +25,8 @@ func TestQuotaFallbackAndRecovery(t *testing.T) {
 		leaks := noLeaks(t)
 		mem := newMem()
 		logs := &logCounter{}
-		ev := &events{}
-		cfg := QuotaConfig{Key: "k", Limit: PerSecond(100), Logger: slog.New(logs), Observer: ev.observe}
+		ev := newEvents()
+		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: slog.New(logs), Observer: ev.Record}, Limit: PerSecond(100)}
 		// Two processes, so each one's share is 50 per second.
 		other, _ := newQuota(mem, cfg)
 		if err := other.Wait(t.Context()); err != nil {
@@ -54,8 +54,8 @@ func TestQuotaFallbackAndRecovery(t *testing.T) {
 		if l := logs.lines(); len(l) != 1 || !strings.Contains(l[0], "unavailable") {
 			t.Fatalf("log lines %q, want one for the change", l)
 		}
-		if ev.count(EventFallback) != 1 {
-			t.Fatalf("%d fallback events", ev.count(EventFallback))
+		if ev.Count(EventFallback) != 1 {
+			t.Fatalf("%d fallback events", ev.Count(EventFallback))
 		}
 		calls := mem.calls.Load()
 
@@ -66,8 +66,8 @@ func TestQuotaFallbackAndRecovery(t *testing.T) {
 		if q.State() != StateRedis {
 			t.Fatalf("state %v after Redis came back", q.State())
 		}
-		if l := logs.lines(); len(l) != 2 || !strings.Contains(l[1], "available again") || ev.count(EventRecovered) != 1 {
-			t.Fatalf("log lines %q, %d recovered events", l, ev.count(EventRecovered))
+		if l := logs.lines(); len(l) != 2 || !strings.Contains(l[1], "available again") || ev.Count(EventRecovered) != 1 {
+			t.Fatalf("log lines %q, %d recovered events", l, ev.Count(EventRecovered))
 		}
 		// While down, Redis was probed about once per second, not per call.
 		if probes := mem.calls.Load() - calls; probes > 4 {
@@ -91,9 +91,9 @@ func TestCallsBoundedByTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		leaks := noLeaks(t)
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard})
-		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard})
-		d, _ := newCooldown(mem, CooldownConfig{Key: "k", Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(10)})
+		b, _ := newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", Logger: discard}})
+		d, _ := newCooldown(mem, CooldownConfig{Settings: Settings{Key: "k", Logger: discard}})
 		// Each reaches Redis once.
 		q.Reserve(t.Context(), time.Now(), time.Time{})
 		b.Admit(true)
@@ -133,8 +133,8 @@ func TestQuotaFailureModes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		mem.setFail(errTestDown)
-		open, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1), OnFailure: FailOpen, Logger: discard})
-		closed, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1), OnFailure: FailClosed, Logger: discard})
+		open, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", OnFailure: FailOpen, Logger: discard}, Limit: PerSecond(1)})
+		closed, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", OnFailure: FailClosed, Logger: discard}, Limit: PerSecond(1)})
 		now := time.Now()
 		for range 5 {
 			if s, err := open.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
@@ -169,41 +169,41 @@ func TestConfigValidation(t *testing.T) {
 		want string
 	}{
 		{q(QuotaConfig{Limit: ok}), "QuotaConfig.Key"},
-		{q(QuotaConfig{Key: "a{b}", Limit: ok}), "QuotaConfig.Key"},
-		{q(QuotaConfig{Key: "k"}), "QuotaConfig.Limit.Rate = 0"},
-		{q(QuotaConfig{Key: "k", Limit: Limit{Rate: -5, Period: time.Second}}), "Limit.Rate = -5"},
-		{q(QuotaConfig{Key: "k", Limit: Limit{Rate: 5}}), "Limit.Period = 0s"},
-		{q(QuotaConfig{Key: "k", Limit: Limit{Rate: 5, Period: time.Second, Burst: -1}}), "Limit.Burst = -1"},
-		{q(QuotaConfig{Key: "k", Limit: ok, Lease: -1}), "QuotaConfig.Lease = -1"},
-		{q(QuotaConfig{Key: "k", Limit: ok, FleetSize: -2}), "QuotaConfig.FleetSize = -2"},
-		{q(QuotaConfig{Key: "k", Limit: ok, Timeout: -time.Second}), "QuotaConfig.Timeout = -1s"},
-		{q(QuotaConfig{Key: "k", Limit: ok, OnFailure: 7}), "QuotaConfig.OnFailure"},
-		{q(QuotaConfig{Key: "k", Limit: ok, Slack: time.Second}), "QuotaConfig.Slack = 1s"},
-		{q(QuotaConfig{Key: "k", Limit: ok, ProbeInterval: -1}), "QuotaConfig.ProbeInterval = -1ns"},
-		{b(BudgetConfig{Key: "k", MinPerSecond: math.NaN()}), "MinPerSecond = NaN"},
-		{b(BudgetConfig{Key: "k", Ratio: math.Inf(1)}), "Ratio = +Inf"},
-		{b(BudgetConfig{Key: "k", FlushInterval: -time.Second}), "BudgetConfig.FlushInterval = -1s"},
-		{d(CooldownConfig{Key: "k", Max: time.Microsecond}), "CooldownConfig.Max = 1µs"},
-		{d(CooldownConfig{Key: "k", Timeout: -time.Second}), "CooldownConfig.Timeout = -1s"},
+		{q(QuotaConfig{Settings: Settings{Key: "a{b}"}, Limit: ok}), "QuotaConfig.Key"},
+		{q(QuotaConfig{Settings: Settings{Key: "k"}}), "QuotaConfig.Limit.Rate = 0"},
+		{q(QuotaConfig{Settings: Settings{Key: "k"}, Limit: Limit{Rate: -5, Period: time.Second}}), "Limit.Rate = -5"},
+		{q(QuotaConfig{Settings: Settings{Key: "k"}, Limit: Limit{Rate: 5}}), "Limit.Period = 0s"},
+		{q(QuotaConfig{Settings: Settings{Key: "k"}, Limit: Limit{Rate: 5, Period: time.Second, Burst: -1}}), "Limit.Burst = -1"},
+		{q(QuotaConfig{Settings: Settings{Key: "k"}, Limit: ok, Lease: -1}), "QuotaConfig.Lease = -1"},
+		{q(QuotaConfig{Settings: Settings{Key: "k"}, Limit: ok, FleetSize: -2}), "QuotaConfig.FleetSize = -2"},
+		{q(QuotaConfig{Settings: Settings{Key: "k", Timeout: -time.Second}, Limit: ok}), "QuotaConfig.Timeout = -1s"},
+		{q(QuotaConfig{Settings: Settings{Key: "k", OnFailure: 7}, Limit: ok}), "QuotaConfig.OnFailure"},
+		{q(QuotaConfig{Settings: Settings{Key: "k"}, Limit: ok, Slack: time.Second}), "QuotaConfig.Slack = 1s"},
+		{q(QuotaConfig{Settings: Settings{Key: "k", ProbeInterval: -1}, Limit: ok}), "QuotaConfig.ProbeInterval = -1ns"},
+		{b(BudgetConfig{Settings: Settings{Key: "k"}, MinPerSecond: math.NaN()}), "MinPerSecond = NaN"},
+		{b(BudgetConfig{Settings: Settings{Key: "k"}, Ratio: math.Inf(1)}), "Ratio = +Inf"},
+		{b(BudgetConfig{Settings: Settings{Key: "k"}, FlushInterval: -time.Second}), "BudgetConfig.FlushInterval = -1s"},
+		{d(CooldownConfig{Settings: Settings{Key: "k"}, Max: time.Microsecond}), "CooldownConfig.Max = 1µs"},
+		{d(CooldownConfig{Settings: Settings{Key: "k", Timeout: -time.Second}}), "CooldownConfig.Timeout = -1s"},
 		{b(BudgetConfig{}), "BudgetConfig.Key"},
-		{b(BudgetConfig{Key: "k", Window: time.Millisecond}), "Window = 1ms"},
-		{b(BudgetConfig{Key: "k", Ratio: -1}), "Ratio = -1"},
-		{b(BudgetConfig{Key: "k", Lease: -3}), "BudgetConfig.Lease = -3"},
+		{b(BudgetConfig{Settings: Settings{Key: "k"}, Window: time.Millisecond}), "Window = 1ms"},
+		{b(BudgetConfig{Settings: Settings{Key: "k"}, Ratio: -1}), "Ratio = -1"},
+		{b(BudgetConfig{Settings: Settings{Key: "k"}, Lease: -3}), "BudgetConfig.Lease = -3"},
 		{d(CooldownConfig{}), "CooldownConfig.Key"},
-		{d(CooldownConfig{Key: "k", Max: -time.Second}), "CooldownConfig.Max = -1s"},
-		{d(CooldownConfig{Key: "k", Cache: -time.Second}), "CooldownConfig.Cache = -1s"},
+		{d(CooldownConfig{Settings: Settings{Key: "k"}, Max: -time.Second}), "CooldownConfig.Max = -1s"},
+		{d(CooldownConfig{Settings: Settings{Key: "k"}, Cache: -time.Second}), "CooldownConfig.Cache = -1s"},
 	} {
 		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) || !strings.HasPrefix(tc.err.Error(), "redisretry: ") {
 			t.Errorf("error %v, want one naming %q", tc.err, tc.want)
 		}
 	}
-	if _, err := NewQuota(nil, QuotaConfig{Key: "k", Limit: ok}); err == nil {
+	if _, err := NewQuota(nil, QuotaConfig{Settings: Settings{Key: "k"}, Limit: ok}); err == nil {
 		t.Error("nil client accepted")
 	}
-	if _, err := NewBudget(nil, BudgetConfig{Key: "k"}); err == nil {
+	if _, err := NewBudget(nil, BudgetConfig{Settings: Settings{Key: "k"}}); err == nil {
 		t.Error("nil client accepted")
 	}
-	if _, err := NewCooldown(nil, CooldownConfig{Key: "k"}); err == nil {
+	if _, err := NewCooldown(nil, CooldownConfig{Settings: Settings{Key: "k"}}); err == nil {
 		t.Error("nil client accepted")
 	}
 }
@@ -281,7 +281,7 @@ func TestLimitValidate(t *testing.T) {
 		{Limit{Rate: 1e9 + 1, Period: time.Second}, "QuotaConfig.Limit.Rate = 1000000001: more than 1 per nanosecond"},
 		{Limit{Rate: 5, Period: time.Second, Burst: -1}, "QuotaConfig.Limit.Burst = -1: must not be negative"},
 	} {
-		_, err := newQuota(newMem(), QuotaConfig{Key: "k", Limit: tc.l})
+		_, err := newQuota(newMem(), QuotaConfig{Settings: Settings{Key: "k"}, Limit: tc.l})
 		switch {
 		case tc.err == "" && err != nil:
 			t.Errorf("%+v: %v, want valid", tc.l, err)
@@ -314,9 +314,9 @@ func TestKeyValidation(t *testing.T) {
 		{"esc\x1b[31m", "(U+001B at byte 3)"},
 	} {
 		errs := map[string]error{}
-		_, errs["QuotaConfig"] = newQuota(newMem(), QuotaConfig{Key: tc.key, Limit: PerSecond(1)})
-		_, errs["BudgetConfig"] = newBudget(newMem(), BudgetConfig{Key: tc.key})
-		_, errs["CooldownConfig"] = newCooldown(newMem(), CooldownConfig{Key: tc.key})
+		_, errs["QuotaConfig"] = newQuota(newMem(), QuotaConfig{Settings: Settings{Key: tc.key}, Limit: PerSecond(1)})
+		_, errs["BudgetConfig"] = newBudget(newMem(), BudgetConfig{Settings: Settings{Key: tc.key}})
+		_, errs["CooldownConfig"] = newCooldown(newMem(), CooldownConfig{Settings: Settings{Key: tc.key}})
 		for config, err := range errs {
 			switch {
 			case tc.err == "" && err != nil:
@@ -392,9 +392,9 @@ func TestCloseRacesCalls(t *testing.T) {
 		leaks := noLeaks(t)
 		mem := newMem()
 		mem.latency = func() (time.Duration, time.Duration) { return 2 * time.Millisecond, 3 * time.Millisecond }
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1000), Logger: discard})
-		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard})
-		d, _ := newCooldown(mem, CooldownConfig{Key: "k", Logger: discard, Cache: time.Millisecond})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(1000)})
+		b, _ := newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", Logger: discard}})
+		d, _ := newCooldown(mem, CooldownConfig{Settings: Settings{Key: "k", Logger: discard}, Cache: time.Millisecond})
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		var closedSeen atomic.Int64
@@ -549,7 +549,7 @@ func TestProbeAfterTheClockWentBack(t *testing.T) {
 		var back atomic.Int64
 		now := func() time.Time { return time.Now().Add(-time.Duration(back.Load())) }
 		mem := newMem()
-		b, _ := newBudget(mem, BudgetConfig{Key: "k", Logger: discard, Now: now})
+		b, _ := newBudget(mem, BudgetConfig{Settings: Settings{Key: "k", Logger: discard, Now: now}})
 		defer b.Close()
 		mem.setFail(errTestDown)
 		b.Admit(true) // the retry finds Redis down

@@ -119,11 +119,11 @@ func TestFleetChild(t *testing.T) {
 		// delivered late), which two -race runs side by side on 2 cores
 		// make up to tens of milliseconds; the default Slack would take
 		// 2 % of it (slots used up to 20 ms late).
-		q, err := NewQuota(c, QuotaConfig{Key: key, Limit: Limit{Rate: fleetQuota, Period: fleetWindow}, Slack: -1, Logger: discard, Timeout: childTimeout})
+		q, err := NewQuota(c, QuotaConfig{Settings: Settings{Key: key, Logger: discard, Timeout: childTimeout}, Limit: Limit{Rate: fleetQuota, Period: fleetWindow}, Slack: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := NewBudget(c, BudgetConfig{Key: key, Logger: discard, Timeout: childTimeout})
+		b, err := NewBudget(c, BudgetConfig{Settings: Settings{Key: key, Logger: discard, Timeout: childTimeout}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -535,9 +535,9 @@ func outage(t *testing.T, srv *redisServer, c redis.UniversalClient, breakIt, fi
 	const timeout = 100 * time.Millisecond
 	w := newWatch()
 	c.AddHook(w.hook())
-	q, _ := NewQuota(c, QuotaConfig{Key: key, Limit: PerSecond(2000), Logger: l, Timeout: timeout, Observer: w.observe})
-	b, _ := NewBudget(c, BudgetConfig{Key: key, Logger: l, Timeout: timeout, Observer: w.observe})
-	d, _ := NewCooldown(c, CooldownConfig{Key: key, Logger: l, Cache: 50 * time.Millisecond, Timeout: timeout, Observer: w.observe})
+	q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: key, Logger: l, Timeout: timeout, Observer: w.observe}, Limit: PerSecond(2000)})
+	b, _ := NewBudget(c, BudgetConfig{Settings: Settings{Key: key, Logger: l, Timeout: timeout, Observer: w.observe}})
+	d, _ := NewCooldown(c, CooldownConfig{Settings: Settings{Key: key, Logger: l, Timeout: timeout, Observer: w.observe}, Cache: 50 * time.Millisecond})
 	tm := &timing{}
 	p := retry.Policy{Pacer: tm.pacer(retry.Pacers(d, q)), Budget: tm.limiter(b)}
 	stop := make(chan struct{})
@@ -618,7 +618,7 @@ func TestRedisWrongPassword(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.addr(), Password: "wrong-secret"})
 	defer c.Close()
 	logs := &logCounter{}
-	q, _ := NewQuota(c, QuotaConfig{Key: testKey(t), Limit: PerSecond(1000), Logger: slog.New(logs)})
+	q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: testKey(t), Logger: slog.New(logs)}, Limit: PerSecond(1000)})
 	defer q.Close()
 	for range 50 {
 		if _, err := q.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
@@ -634,7 +634,7 @@ func TestRedisWrongPassword(t *testing.T) {
 	// A generous Timeout: the first call dials, authenticates and loads the
 	// script, which a loaded machine under -race does not always do within
 	// the default 20ms (1 failure in 60 runs beside two CPU burners).
-	q2, _ := NewQuota(good, QuotaConfig{Key: testKey(t), Limit: PerSecond(1000), Logger: slog.New(logs), Timeout: 2 * time.Second})
+	q2, _ := NewQuota(good, QuotaConfig{Settings: Settings{Key: testKey(t), Logger: slog.New(logs), Timeout: 2 * time.Second}, Limit: PerSecond(1000)})
 	defer q2.Close()
 	if _, err := q2.Reserve(context.Background(), time.Now(), time.Time{}); err != nil || q2.State() != StateRedis {
 		t.Fatal(err, q2.State())
@@ -662,9 +662,9 @@ func TestRedisFlushed(t *testing.T) {
 	c := srv.client(t)
 	key := testKey(t)
 	// A long timeout: the flush, not a busy machine, is under test.
-	q, _ := NewQuota(c, QuotaConfig{Key: key, Limit: PerSecond(200), Logger: discard, Timeout: time.Second})
-	b, _ := NewBudget(c, BudgetConfig{Key: key, Logger: discard, Timeout: time.Second})
-	d, _ := NewCooldown(c, CooldownConfig{Key: key, Logger: discard, Jitter: -1, Timeout: time.Second, Cache: 50 * time.Millisecond})
+	q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: key, Logger: discard, Timeout: time.Second}, Limit: PerSecond(200)})
+	b, _ := NewBudget(c, BudgetConfig{Settings: Settings{Key: key, Logger: discard, Timeout: time.Second}})
+	d, _ := NewCooldown(c, CooldownConfig{Settings: Settings{Key: key, Logger: discard, Timeout: time.Second}, Jitter: -1, Cache: 50 * time.Millisecond})
 	defer func() { q.Close(); b.Close(); d.Close() }()
 	w := newWatch()
 	c.AddHook(w.hook())
@@ -713,11 +713,11 @@ func TestRedisExtremeConfigs(t *testing.T) {
 	c := srv.client(t)
 	key := testKey(t)
 	ctx := context.Background()
-	b, _ := NewBudget(c, BudgetConfig{Key: key + ":b", MinPerSecond: 1e308, Ratio: 1e308, Window: 1000 * time.Hour, Timeout: time.Second, Logger: discard})
+	b, _ := NewBudget(c, BudgetConfig{Settings: Settings{Key: key + ":b", Timeout: time.Second, Logger: discard}, MinPerSecond: 1e308, Ratio: 1e308, Window: 1000 * time.Hour})
 	// The highest rate a Limit allows: 1 per nanosecond.
-	q, _ := NewQuota(c, QuotaConfig{Key: key + ":q", Limit: Limit{Rate: int64(time.Millisecond), Period: time.Millisecond, Burst: math.MaxInt64}, Lease: math.MaxInt64, Timeout: time.Second, Logger: discard})
-	slow, _ := NewQuota(c, QuotaConfig{Key: key + ":s", Limit: Limit{Rate: 1, Period: 100 * 365 * 24 * time.Hour}, Timeout: time.Second, Logger: discard})
-	d, _ := NewCooldown(c, CooldownConfig{Key: key + ":d", Max: math.MaxInt64, Timeout: time.Second, Logger: discard})
+	q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: key + ":q", Timeout: time.Second, Logger: discard}, Limit: Limit{Rate: int64(time.Millisecond), Period: time.Millisecond, Burst: math.MaxInt64}, Lease: math.MaxInt64})
+	slow, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: key + ":s", Timeout: time.Second, Logger: discard}, Limit: Limit{Rate: 1, Period: 100 * 365 * 24 * time.Hour}})
+	d, _ := NewCooldown(c, CooldownConfig{Settings: Settings{Key: key + ":d", Timeout: time.Second, Logger: discard}, Max: math.MaxInt64})
 	defer func() {
 		for _, x := range []interface{ Close() error }{b, q, slow, d} {
 			x.Close()
@@ -762,7 +762,7 @@ func TestQuotaAtABillionPerSecond(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	q, _ := NewQuota(c, QuotaConfig{Key: testKey(t), Limit: PerSecond(1_000_000_000), Logger: discard, Timeout: time.Second})
+	q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: testKey(t), Logger: discard, Timeout: time.Second}, Limit: PerSecond(1_000_000_000)})
 	const n = 40_000
 	var wg sync.WaitGroup
 	for range 8 {

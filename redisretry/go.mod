@@ -2,10 +2,8 @@ module github.com/backoffkit/retry/redisretry
 
 go 1.26.0
 
-replace github.com/backoffkit/retry => ../
-
 require (
-	github.com/backoffkit/retry v0.0.0-00010101000000-000000000000
+	github.com/backoffkit/retry v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 

@@ -29,7 +29,7 @@ func TestQuietProcessHoldsNoSlotAhead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerMinute(600)
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
 		defer q.Close()
 		for range 30 {
 			if err := q.Wait(t.Context()); err != nil {
@@ -53,7 +53,7 @@ func TestBusyProcessAmortises(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerSecond(2000)
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
 		defer q.Close()
 		const n = 5000
 		for range n {
@@ -81,7 +81,7 @@ func TestBlockAheadNeverPastTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerSecond(10)
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
 		defer q.Close()
 		var wg sync.WaitGroup
 		stop := time.Now().Add(20 * time.Second)
@@ -133,7 +133,7 @@ func TestLateReplyKeepsItsBlock(t *testing.T) {
 		arm := lateOnce(mem, 30*time.Millisecond)
 		l := PerSecond(10)
 		logs := &logCounter{}
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: slog.New(logs)})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: slog.New(logs)}, Limit: l})
 		defer q.Close()
 		// Connected: a first decision reached Redis (the next calls have
 		// the Timeout, not the dial's bound).
@@ -193,7 +193,7 @@ func TestLateRepliesEachPayTheDebt(t *testing.T) {
 		mem := newMem()
 		back := backDelay(mem)
 		l := PerSecond(10)
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Slack: -1, Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l, Slack: -1})
 		first, err := q.Reserve(t.Context(), time.Now(), time.Time{}) // connected
 		if err != nil {
 			t.Fatal(err)
@@ -253,7 +253,7 @@ func TestReplyInTimePaysTheDebtOfItsCallers(t *testing.T) {
 		mem := newMem()
 		back := backDelay(mem)
 		l := PerSecond(10)
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Slack: -1, Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l, Slack: -1})
 		first, err := q.Reserve(t.Context(), time.Now(), time.Time{}) // connected
 		if err != nil {
 			t.Fatal(err)
@@ -297,7 +297,7 @@ func TestDebtReservedWhenRedisAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerSecond(10)
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, FleetSize: 1, Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l, FleetSize: 1})
 		defer q.Close()
 		q.Wait(t.Context())
 		mem.setFail(errTestDown)
@@ -341,7 +341,7 @@ func TestFlushReservesTheGrantedStartsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerSecond(10)
-		a, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		a, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
 		defer a.Close()
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -366,7 +366,7 @@ func TestFlushReservesTheGrantedStartsAgain(t *testing.T) {
 			}
 		}
 		time.Sleep(time.Millisecond) // the debt's round trip
-		b, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		b, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
 		defer b.Close()
 		s, err := b.Reserve(t.Context(), time.Now(), time.Time{})
 		if err != nil || s.Before(last) {
@@ -384,7 +384,7 @@ func TestFirstCallWaitsForTheConnection(t *testing.T) {
 		mem := newMem()
 		mem.latency = func() (time.Duration, time.Duration) { return 15 * time.Millisecond, 15 * time.Millisecond }
 		logs := &logCounter{}
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: slog.New(logs)})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: slog.New(logs)}, Limit: PerSecond(10)})
 		defer q.Close()
 		if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
 			t.Fatal(err)
@@ -405,8 +405,8 @@ func TestColdCallsBoundedByTheDialTimeout(t *testing.T) {
 		leaks := noLeaks(t)
 		mem := newMem()
 		release := mem.setHang()
-		ev := &events{}
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(100), Logger: discard, Observer: ev.observe})
+		ev := newEvents()
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard, Observer: ev.Record}, Limit: PerSecond(100)})
 		begin := time.Now()
 		if _, err := q.Reserve(t.Context(), begin, begin.Add(300*time.Millisecond)); !errors.Is(err, retry.ErrPastDeadline) || time.Since(begin) != 300*time.Millisecond {
 			t.Fatalf("%v after %v: want the deadline (300ms) first", err, time.Since(begin))
@@ -424,14 +424,10 @@ func TestColdCallsBoundedByTheDialTimeout(t *testing.T) {
 		if n > 2*10+1 {
 			t.Fatalf("%d starts in 2 s alone: want a tenth of 100/s", n)
 		}
-		ev.mu.Lock()
 		var fb Event
-		for _, e := range ev.ev {
-			if e.Kind == EventFallback {
-				fb = e
-			}
+		if f := ev.Of(EventFallback); len(f) > 0 {
+			fb = f[len(f)-1]
 		}
-		ev.mu.Unlock()
 		if fb.FleetSize != DefaultColdFleetSize || !fb.Cold {
 			t.Fatalf("fallback event %+v: want the cold fleet size said", fb)
 		}
@@ -449,7 +445,7 @@ func TestExtremeRateAmortises(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerSecond(1_000_000_000)
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
 		defer q.Close()
 		const n = 100_000
 		var wg sync.WaitGroup

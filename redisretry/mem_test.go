@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
@@ -94,28 +95,9 @@ func (l *logCounter) lines() []string {
 }
 
 // events collects an Observer's events.
-type events struct {
-	mu sync.Mutex
-	ev []Event
-}
+type events = testkit.Recorder[Event, EventKind]
 
-func (e *events) observe(ev Event) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.ev = append(e.ev, ev)
-}
-
-func (e *events) count(k EventKind) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, ev := range e.ev {
-		if ev.Kind == k {
-			n++
-		}
-	}
-	return n
-}
+func newEvents() *events { return testkit.NewRecorder(func(e Event) EventKind { return e.Kind }) }
 
 // noLeaks, called first in a synctest bubble, returns a check to call once
 // every limiter is closed: it fails the test if a goroutine started since is

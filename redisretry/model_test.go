@@ -557,9 +557,9 @@ func TestLyingServerFallsBack(t *testing.T) {
 	logs := &logCounter{}
 	l := slog.New(logs)
 	liar := lyingScripter{[]any{"garbage"}}
-	q, _ := NewQuota(liar, QuotaConfig{Key: "k", Limit: PerSecond(1000), Logger: l})
-	b, _ := NewBudget(liar, BudgetConfig{Key: "k", Logger: l})
-	d, _ := NewCooldown(liar, CooldownConfig{Key: "k", Logger: l})
+	q, _ := NewQuota(liar, QuotaConfig{Settings: Settings{Key: "k", Logger: l}, Limit: PerSecond(1000)})
+	b, _ := NewBudget(liar, BudgetConfig{Settings: Settings{Key: "k", Logger: l}})
+	d, _ := NewCooldown(liar, CooldownConfig{Settings: Settings{Key: "k", Logger: l}})
 	for range 20 {
 		if _, err := q.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
 			t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -44,10 +43,12 @@ const beatEvery = time.Second
 // QuotaConfig configures a [Quota]. Key and Limit are required; every other
 // field's zero value is the documented default.
 type QuotaConfig struct {
-	// Key names the fleet's quota: every process that uses the same Key
-	// (and Redis) shares it, e.g. "myproject:gemini-2.5-pro:us-central1".
-	// Redis keys are "{Key}:quota" and "{Key}:quota:members".
-	Key string
+	// Settings are the fields every limiter has: Key (required; the
+	// quota's Redis keys are "{Key}:quota" and "{Key}:quota:members"),
+	// Timeout, ProbeInterval, OnFailure (FailLocal: pace at this
+	// process's share of the quota), Logger, Observer (state changes,
+	// refills and waits) and Now.
+	Settings
 
 	// Limit is the quota, e.g. PerMinute(600) or ParseLimit("600/1m").
 	// Every process of the fleet must give the same one: the schedule is
@@ -84,36 +85,11 @@ type QuotaConfig struct {
 	// may start while Redis is down, or when the fleet is larger than that
 	// (see docs/fleet.md).
 	FleetSize int
-
-	// Timeout bounds each Redis call once a connection is up: the longest
-	// a caller waits for Redis. 0 means 20 ms. On a client made by
-	// [NewClient] or [NewClientWith], the calls before one is answered are
-	// bounded by the client's DialTimeout instead, if longer (the dial and
-	// the TLS handshake of a fresh process).
-	Timeout time.Duration
-
-	// ProbeInterval is how often a Quota that fell back tries Redis
-	// again. 0 means 1 s.
-	ProbeInterval time.Duration
-
-	// OnFailure says what to do while Redis is unavailable. The zero value
-	// is FailLocal.
-	OnFailure FailureMode
-
-	// Logger receives one line per change of state. nil means
-	// slog.Default().
-	Logger *slog.Logger
-
-	// Observer receives state changes, refills and waits. nil means none.
-	Observer Observer
-
-	// Now returns the current time. nil means time.Now.
-	Now func() time.Time
 }
 
 // Validate reports the first invalid field of c, naming it and its value.
 func (c QuotaConfig) Validate() error {
-	if err := checkCommon("QuotaConfig", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure); err != nil {
+	if err := c.Settings.validate("QuotaConfig"); err != nil {
 		return err
 	}
 	if err := c.Limit.validate("QuotaConfig"); err != nil {

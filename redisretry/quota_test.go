@@ -110,7 +110,7 @@ func TestQuotaFleetStaysUnderQuota(t *testing.T) {
 				leaks := noLeaks(t)
 				mem := newMem()
 				d := 20 * tc.limit.Period
-				starts, per, rts := runFleet(t, mem, QuotaConfig{Key: "k", Limit: tc.limit, Logger: discard}, tc.procs, tc.clients, d)
+				starts, per, rts := runFleet(t, mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: tc.limit}, tc.procs, tc.clients, d)
 				leaks() // every Quota is closed
 				quota := int(tc.limit.Rate)
 				// Any window of one Period: the quota, the burst, and Slack's
@@ -156,7 +156,7 @@ var discard = slog.New(slog.DiscardHandler)
 func TestQuotaDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1), Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(1)})
 		defer q.Close()
 		now := time.Now()
 		// The first slot is free now, the next one a second later.
@@ -190,7 +190,7 @@ func TestQuotaDeadline(t *testing.T) {
 func TestQuotaWaitCancelledGivesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(1), Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(1)})
 		defer q.Close()
 		if err := q.Wait(t.Context()); err != nil {
 			t.Fatal(err)
@@ -215,7 +215,7 @@ func TestQuotaCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// 6000 tokens per minute: a 1000-token request takes 10 s of it.
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerMinute(6000), Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerMinute(6000)})
 		defer q.Close()
 		ctx := WithCost(t.Context(), 1000)
 		begin := time.Now()
@@ -245,7 +245,7 @@ func TestQuotaAlternatingLosesNoSlot(t *testing.T) {
 				mem := newMem()
 				var fleet []*Quota
 				for range 2 { // 50 requests a second
-					q, err := newQuota(mem, QuotaConfig{Key: "alt", Limit: PerSecond(50 * cost), Logger: discard})
+					q, err := newQuota(mem, QuotaConfig{Settings: Settings{Key: "alt", Logger: discard}, Limit: PerSecond(50 * cost)})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -287,7 +287,7 @@ func TestQuotaWaitsForEarliest(t *testing.T) {
 		// of another call is not delayed by it, and the slot is counted
 		// when the attempt is sent.
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(10)})
 		defer q.Close()
 		now := time.Now()
 		done := make(chan time.Time)
@@ -331,9 +331,9 @@ func TestQuotaAfterCooldownIsPaced(t *testing.T) {
 		// pace, not all at once (their slots are taken when they are sent,
 		// not while they wait).
 		mem := newMem()
-		d, _ := newCooldown(mem, CooldownConfig{Key: "m", Jitter: -1, Logger: discard})
+		d, _ := newCooldown(mem, CooldownConfig{Settings: Settings{Key: "m", Logger: discard}, Jitter: -1})
 		defer d.Close()
-		q, _ := newQuota(mem, QuotaConfig{Key: "m", Limit: PerSecond(10), Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "m", Logger: discard}, Limit: PerSecond(10)})
 		defer q.Close()
 		d.Publish(t.Context(), 10*time.Second)
 		p := retry.Policy{Pacer: retry.Pacers(d, q)}
@@ -380,7 +380,7 @@ func TestQuotaAfterCooldownIsPaced(t *testing.T) {
 func TestQuotaWithRetryDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(2), Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(2)})
 		defer q.Close()
 		p := retry.Policy{Pacer: q, Jitter: retry.Zero, InitialDelay: 100 * time.Millisecond}
 		var starts []time.Duration
@@ -427,7 +427,7 @@ func TestQuotaFleetLateReplies(t *testing.T) {
 			return time.Duration(rng.IntN(100)) * time.Millisecond, time.Duration(rng.IntN(100)) * time.Millisecond
 		}
 		limit := PerSecond(40)
-		cfg := QuotaConfig{Key: "k", Limit: limit, Logger: discard, Timeout: 400 * time.Millisecond}
+		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, Timeout: 400 * time.Millisecond}, Limit: limit}
 		leaks := noLeaks(t)
 		starts, per, rts := runFleet(t, mem, cfg, 4, 8, 20*time.Second)
 		leaks() // every Quota is closed, no reply still on its way
@@ -450,7 +450,7 @@ func TestQuotaCloseGivesBackTheLease(t *testing.T) {
 		// not use go back to the fleet, so b's first slot follows a's last
 		// start, not a's lease. A second Close does nothing.
 		mem := newMem()
-		cfg := QuotaConfig{Key: "k", Limit: PerSecond(1000), Logger: discard}
+		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(1000)}
 		a, _ := newQuota(mem, cfg)
 		var last time.Time
 		for range 50 {
@@ -492,7 +492,7 @@ func TestQuotaCostBeyondTheQuota(t *testing.T) {
 		// worth of a 6000-per-minute schedule would hold up the fleet for
 		// a century).
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerMinute(6000), Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerMinute(6000)})
 		defer q.Close()
 		for _, n := range []int64{6001, 1 << 40, 1 << 62, math.MaxInt64} {
 			_, err := q.Reserve(WithCost(t.Context(), n), time.Now(), time.Time{})
@@ -562,7 +562,7 @@ func TestRedisQuotaRepairsForeignKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			logs := &logCounter{}
-			q, err := NewQuota(c, QuotaConfig{Key: key, Limit: PerSecond(1000), Lease: 1, Timeout: time.Second, Logger: slog.New(logs)})
+			q, err := NewQuota(c, QuotaConfig{Settings: Settings{Key: key, Timeout: time.Second, Logger: slog.New(logs)}, Limit: PerSecond(1000), Lease: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -608,8 +608,8 @@ func TestQuotaOtherLimitLogged(t *testing.T) {
 		mem := newMem()
 		logs := &textLog{}
 		l := slog.New(slog.NewTextHandler(logs, nil))
-		a, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(10), Lease: 1, Logger: l})
-		b, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerSecond(20), Lease: 1, Logger: l})
+		a, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: l}, Limit: PerSecond(10), Lease: 1})
+		b, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: l}, Limit: PerSecond(20), Lease: 1})
 		ctx := context.Background()
 		for range 5 {
 			for _, q := range []*Quota{a, b} {
@@ -642,7 +642,7 @@ func TestQuotaOtherLimitLogged(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		same, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: PerMinute(600), Lease: 1, Logger: l})
+		same, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: l}, Limit: PerMinute(600), Lease: 1})
 		for range 5 {
 			for _, q := range []*Quota{a, same} {
 				if err := q.Wait(ctx); err != nil {
@@ -685,7 +685,7 @@ func TestRefillsHeartbeatOncePerSecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := &beatCounter{memBackend: newMem()}
 		l := PerSecond(2000)
-		q, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
 		defer q.Close()
 		members := func() int64 {
 			q.mu.Lock()
@@ -713,7 +713,7 @@ func TestRefillsHeartbeatOncePerSecond(t *testing.T) {
 			t.Fatalf("members = %d alone, want 1", m)
 		}
 
-		q2, _ := newQuota(mem, QuotaConfig{Key: "k", Limit: l, Logger: discard})
+		q2, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
 		synctest.Wait() // its connecting call, a heartbeat
 		run(100*time.Millisecond, time.Millisecond)
 		if m := members(); m != 2 {

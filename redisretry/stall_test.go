@@ -61,9 +61,9 @@ func TestFleetAcrossARedisStall(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		q, _ := NewQuota(c, QuotaConfig{Key: key, Limit: PerSecond(rate), Logger: discard, Observer: obs})
-		b, _ := NewBudget(c, BudgetConfig{Key: key, Logger: discard, Observer: obs})
-		d, _ := NewCooldown(c, CooldownConfig{Key: key, Logger: discard, Observer: obs})
+		q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: key, Logger: discard, Observer: obs}, Limit: PerSecond(rate)})
+		b, _ := NewBudget(c, BudgetConfig{Settings: Settings{Key: key, Logger: discard, Observer: obs}})
+		d, _ := NewCooldown(c, CooldownConfig{Settings: Settings{Key: key, Logger: discard, Observer: obs}})
 		ps = append(ps, process{q, b, d})
 	}
 	ctx, cancel := context.WithCancel(t.Context())

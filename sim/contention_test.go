@@ -17,8 +17,14 @@ func contentionJSON(t *testing.T, cfg ContentionConfig) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return jsonOf(t, res)
+}
+
+// jsonOf returns rows as WriteJSON writes them.
+func jsonOf[T any](t *testing.T, rows []T) []byte {
+	t.Helper()
 	var buf bytes.Buffer
-	if err := WriteJSON(&buf, res); err != nil {
+	if err := WriteJSON(&buf, rows); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

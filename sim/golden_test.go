@@ -57,11 +57,8 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var buf bytes.Buffer
-			if err := WriteJSON(&buf, res); err != nil {
-				t.Fatal(err)
-			}
-			if err := WriteContentionReport(&buf, res); err != nil {
+			buf := bytes.NewBuffer(jsonOf(t, res))
+			if err := WriteContentionReport(buf, res); err != nil {
 				t.Fatal(err)
 			}
 			return buf.Bytes()
@@ -112,11 +109,8 @@ func overloadGolden(t *testing.T, c OverloadConfig) []byte {
 		res[i] = o.res
 		fmt.Fprintf(&digests, "digest %s %x\n", cfg.Strategies[i].Name, overloadDigest(o))
 	}
-	var buf bytes.Buffer
-	if err := WriteJSON(&buf, res); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteOverloadReport(&buf, c, res); err != nil {
+	buf := bytes.NewBuffer(jsonOf(t, res))
+	if err := WriteOverloadReport(buf, c, res); err != nil {
 		t.Fatal(err)
 	}
 	buf.Write(digests.Bytes())

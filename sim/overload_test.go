@@ -68,11 +68,7 @@ func TestOverloadDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var buf bytes.Buffer
-		if err := WriteJSON(&buf, res); err != nil {
-			t.Fatal(err)
-		}
-		outs = append(outs, buf.Bytes())
+		outs = append(outs, jsonOf(t, res))
 	}
 	if !bytes.Equal(outs[0], outs[1]) {
 		t.Fatalf("same seed, different JSON:\n%s\n%s", outs[0], outs[1])
@@ -84,9 +80,7 @@ func TestOverloadDeterministic(t *testing.T) {
 	}
 	c.Seed = 2
 	res, _ := RunOverload(c)
-	var buf bytes.Buffer
-	WriteJSON(&buf, res)
-	if bytes.Equal(buf.Bytes(), outs[0]) {
+	if bytes.Equal(jsonOf(t, res), outs[0]) {
 		t.Error("seeds 1 and 2 gave identical results")
 	}
 }

@@ -2,14 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +11,7 @@ import (
 
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/internal/redistest"
+	"github.com/backoffkit/retry/internal/testkit"
 	"github.com/backoffkit/retry/redisretry"
 )
 
@@ -26,80 +19,12 @@ import (
 // redis-server with --tls-port and certificates made here with crypto/x509
 // (issue 26).
 
-// testPKI is a CA and what it signed, as PEM files.
-type testPKI struct {
-	ca                   string // the CA's certificate
-	serverCert, serverKy string
-	clientCert, clientKy string
-}
-
-func newTestPKI(t *testing.T) testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	write := func(name, kind string, der []byte) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	caKey := key()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "retry CLI test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := testPKI{ca: write("ca.crt", "CERTIFICATE", caDER)}
-	sign := func(name string, serial int64, usage x509.ExtKeyUsage, ips []net.IP) (string, string) {
-		k := key()
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: ips,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return write(name+".crt", "CERTIFICATE", der), write(name+".key", "EC PRIVATE KEY", kb)
-	}
-	p.serverCert, p.serverKy = sign("server", 2, x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
-	p.clientCert, p.clientKy = sign("client", 3, x509.ExtKeyUsageClientAuth, nil)
-	return p
-}
-
 // startTLSRedis starts a redis-server that listens with TLS only, asking
 // clients for a certificate if clientAuth, and returns its rediss:// URL.
-func startTLSRedis(t *testing.T, p testPKI, clientAuth bool) string {
+func startTLSRedis(t *testing.T, p testkit.PKI, clientAuth bool) string {
 	t.Helper()
 	port := redistest.FreePort(t)
-	auth := "no"
-	if clientAuth {
-		auth = "yes"
-	}
-	startRedis(t, "--port", "0", "--tls-port", strconv.Itoa(port),
-		"--tls-cert-file", p.serverCert, "--tls-key-file", p.serverKy, "--tls-ca-cert-file", p.ca,
-		"--tls-auth-clients", auth)
+	startRedis(t, p.RedisTLSArgs(port, clientAuth)...)
 	return "rediss://127.0.0.1:" + strconv.Itoa(port) + "/0"
 }
 
@@ -110,9 +35,9 @@ func startTLSRedis(t *testing.T, p testPKI, clientAuth bool) string {
 const tlsDial = "5s"
 
 // fleetKeys returns the keys of the fleet name in the TLS Redis at url.
-func fleetKeys(t *testing.T, url string, p testPKI, name string) []string {
+func fleetKeys(t *testing.T, url string, p testkit.PKI, name string) []string {
 	t.Helper()
-	c, err := redisretry.NewClientWith(redisretry.ClientConfig{URL: url, CAFile: p.ca, CertFile: p.clientCert, KeyFile: p.clientKy, DialTimeout: 10 * time.Second})
+	c, err := redisretry.NewClientWith(redisretry.ClientConfig{URL: url, CAFile: p.CA, CertFile: p.ClientCert, KeyFile: p.ClientKey, DialTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,11 +54,11 @@ func TestFleetTLSFreshProcesses(t *testing.T) {
 	// TLS handshake and decided alone. 10 fresh processes in a row, each
 	// with the CA given by --redis-ca, reach Redis: no "unavailable" line,
 	// and the fleet's keys are in Redis.
-	p := newTestPKI(t)
+	p := testkit.NewPKI(t)
 	url := startTLSRedis(t, p, false)
 	name := fleetName(t)
 	for i := range 10 {
-		r := runRetry(t, "", nil, "--redis", url, "--redis-ca", p.ca, "--redis-dial-timeout", tlsDial,
+		r := runRetry(t, "", nil, "--redis", url, "--redis-ca", p.CA, "--redis-dial-timeout", tlsDial,
 			"--fleet", name, "--quota", "100/1s", "--attempts", "1", "--", "true")
 		if r.code != 0 || strings.Contains(r.stderr, "unavailable") {
 			t.Errorf("process %d: exit %d, stderr:\n%s", i+1, r.code, r.stderr)
@@ -146,11 +71,11 @@ func TestFleetTLSFreshProcesses(t *testing.T) {
 
 func TestFleetTLSConfigFile(t *testing.T) {
 	// The same settings from --config: redis_ca, redis_dial_timeout.
-	p := newTestPKI(t)
+	p := testkit.NewPKI(t)
 	url := startTLSRedis(t, p, false)
 	name := fleetName(t)
 	cfg := filepath.Join(t.TempDir(), "retry.json")
-	body := `{"redis": "` + url + `", "fleet": "` + name + `", "quota": "100/1s", "redis_ca": "` + p.ca + `", "redis_dial_timeout": "` + tlsDial + `"}`
+	body := `{"redis": "` + url + `", "fleet": "` + name + `", "quota": "100/1s", "redis_ca": "` + p.CA + `", "redis_dial_timeout": "` + tlsDial + `"}`
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +92,9 @@ func TestFleetTLSWrongCA(t *testing.T) {
 	// A CA that did not sign the server's certificate: one line naming the
 	// certificate's problem, not "did not answer within 20ms"; the command
 	// runs all the same.
-	p, other := newTestPKI(t), newTestPKI(t)
+	p, other := testkit.NewPKI(t), testkit.NewPKI(t)
 	url := startTLSRedis(t, p, false)
-	r := runRetry(t, "", nil, "--redis", url, "--redis-ca", other.ca, "--redis-dial-timeout", tlsDial,
+	r := runRetry(t, "", nil, "--redis", url, "--redis-ca", other.CA, "--redis-dial-timeout", tlsDial,
 		"--fleet", fleetName(t), "--quota", "100/1s", "--attempts", "1", "--", "true")
 	got := lines(r.stderr, "Redis")
 	if r.code != 0 || len(got) != 1 || !strings.Contains(got[0], "unavailable (tls: failed to verify certificate: x509: certificate signed by unknown authority") {
@@ -184,10 +109,10 @@ func TestFleetTLSClientCertificate(t *testing.T) {
 	// A server that asks for a client certificate (--tls-auth-clients yes):
 	// reached with --redis-cert and --redis-key; without them, one line
 	// with the handshake's refusal, not a timeout.
-	p := newTestPKI(t)
+	p := testkit.NewPKI(t)
 	url := startTLSRedis(t, p, true)
 	name := fleetName(t)
-	r := runRetry(t, "", nil, "--redis", url, "--redis-ca", p.ca, "--redis-cert", p.clientCert, "--redis-key", p.clientKy,
+	r := runRetry(t, "", nil, "--redis", url, "--redis-ca", p.CA, "--redis-cert", p.ClientCert, "--redis-key", p.ClientKey,
 		"--redis-dial-timeout", tlsDial, "--fleet", name, "--quota", "100/1s", "--attempts", "1", "--", "true")
 	if r.code != 0 || strings.Contains(r.stderr, "unavailable") {
 		t.Errorf("with a client certificate: exit %d, stderr:\n%s", r.code, r.stderr)
@@ -195,7 +120,7 @@ func TestFleetTLSClientCertificate(t *testing.T) {
 	if keys := fleetKeys(t, url, p, name); len(keys) == 0 {
 		t.Errorf("no key of fleet %s in Redis", name)
 	}
-	r = runRetry(t, "", nil, "--redis", url, "--redis-ca", p.ca, "--redis-dial-timeout", tlsDial,
+	r = runRetry(t, "", nil, "--redis", url, "--redis-ca", p.CA, "--redis-dial-timeout", tlsDial,
 		"--fleet", fleetName(t), "--quota", "100/1s", "--attempts", "1", "--", "true")
 	got := lines(r.stderr, "Redis")
 	if r.code != 0 || len(got) != 1 || !strings.Contains(got[0], "unavailable") || strings.Contains(got[0], "did not answer") {
@@ -206,7 +131,7 @@ func TestFleetTLSClientCertificate(t *testing.T) {
 func TestFleetTLSBadFlags(t *testing.T) {
 	// Bad TLS settings are usage errors naming the flag or the key, before
 	// anything runs.
-	p := newTestPKI(t)
+	p := testkit.NewPKI(t)
 	dir := t.TempDir()
 	notPEM := filepath.Join(dir, "not.pem")
 	os.WriteFile(notPEM, []byte("hello"), 0o600)
@@ -217,10 +142,10 @@ func TestFleetTLSBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--redis", "rediss://127.0.0.1:1/0", "--fleet", "f", "--redis-ca", notPEM}, "invalid --redis-ca = \"" + notPEM + "\": it holds no PEM certificate"},
-		{[]string{"--redis", "redis://127.0.0.1:1/0", "--fleet", "f", "--redis-ca", p.ca}, "invalid --redis-ca = \"" + p.ca + "\": the URL redis://127.0.0.1:1/0 does not use TLS (rediss://)"},
-		{[]string{"--redis", "rediss://u:s3cret@127.0.0.1:1/0", "--fleet", "f", "--redis-cert", p.clientCert}, "--redis-key = \"\": give both"},
+		{[]string{"--redis", "redis://127.0.0.1:1/0", "--fleet", "f", "--redis-ca", p.CA}, "invalid --redis-ca = \"" + p.CA + "\": the URL redis://127.0.0.1:1/0 does not use TLS (rediss://)"},
+		{[]string{"--redis", "rediss://u:s3cret@127.0.0.1:1/0", "--fleet", "f", "--redis-cert", p.ClientCert}, "--redis-key = \"\": give both"},
 		{[]string{"--redis", "rediss://127.0.0.1:1/0", "--fleet", "f", "--redis-dial-timeout", "-1s"}, "--redis-dial-timeout: duration \"-1s\" must not be negative"},
-		{[]string{"--redis-ca", p.ca}, "--redis-ca needs --redis URL"},
+		{[]string{"--redis-ca", p.CA}, "--redis-ca needs --redis URL"},
 		{[]string{"--redis-dial-timeout", "1s"}, "--redis-dial-timeout needs --redis URL"},
 		{[]string{"--config", cfg}, "redis_ca = \"" + filepath.Join(dir, "missing.pem") + "\": open"},
 	} {
@@ -236,11 +161,11 @@ func TestFleetTLSSSLCertFile(t *testing.T) {
 	// the dial bound in the URL (dial_timeout). Before issue 26's fix, 5 of
 	// 5 fresh processes said "unavailable (Redis did not answer within
 	// 20ms)": the CLI's client dropped the dial bound.
-	p := newTestPKI(t)
+	p := testkit.NewPKI(t)
 	url := startTLSRedis(t, p, false) + "?dial_timeout=" + tlsDial
 	name := fleetName(t)
 	for i := range 5 {
-		r := runRetry(t, "", []string{"SSL_CERT_FILE=" + p.ca}, "--redis", url, "--fleet", name, "--quota", "100/1s", "--attempts", "1", "--", "true")
+		r := runRetry(t, "", []string{"SSL_CERT_FILE=" + p.CA}, "--redis", url, "--fleet", name, "--quota", "100/1s", "--attempts", "1", "--", "true")
 		if r.code != 0 || strings.Contains(r.stderr, "unavailable") {
 			t.Errorf("process %d: exit %d, stderr:\n%s", i+1, r.code, r.stderr)
 		}

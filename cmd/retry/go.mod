@@ -2,16 +2,11 @@ module github.com/backoffkit/retry/cmd/retry
 
 go 1.26.0
 
-replace (
-	github.com/backoffkit/retry => ../../
-	github.com/backoffkit/retry/redisretry => ../../redisretry
-)
-
 require (
-	github.com/backoffkit/retry v0.0.0-00010101000000-000000000000
-	github.com/backoffkit/retry/redisretry v0.0.0-00010101000000-000000000000
+	github.com/backoffkit/retry v0.1.0
+	github.com/backoffkit/retry/redisretry v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
-	golang.org/x/sys v0.48.0
+	golang.org/x/sys v0.49.0
 )
 
 require (

@@ -19,21 +19,17 @@ import (
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 	"google.golang.org/genai"
 )
 
 const wantText = "Hello from the fake Gemini."
 
 // recorder is a retry.Observer that keeps the events it sees.
-type recorder struct {
-	mu     sync.Mutex
-	events []retry.Event
-}
+type recorder = testkit.Recorder[retry.Event, retry.EventKind]
 
-func (r *recorder) observe(_ context.Context, e retry.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
+func newRecorder() *recorder {
+	return testkit.NewRecorder(func(e retry.Event) retry.EventKind { return e.Kind })
 }
 
 // captureLogs sends slog.Default and the standard logger to a buffer for
@@ -132,10 +128,10 @@ func TestGenerateContentHonoursHints(t *testing.T) {
 
 	var logs syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	rec := &recorder{}
+	rec := newRecorder()
 	p := demoPolicy()
 	p.Rand = retry.NewRand(1)
-	p.Observer = rec.observe
+	p.Observer = rec.Observe
 	hc, err := httpretry.NewClient(p, httpretry.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
@@ -153,11 +149,11 @@ func TestGenerateContentHonoursHints(t *testing.T) {
 	}
 	checkHits(t, fake.Hits(), 429, 503, 200)
 
-	if len(rec.events) != 3 || rec.events[2].Kind != retry.EventSuccess || rec.events[2].Attempt != 3 {
-		t.Fatalf("events = %+v, want two retries and a success at attempt 3", rec.events)
+	if len(rec.Events()) != 3 || rec.Events()[2].Kind != retry.EventSuccess || rec.Events()[2].Attempt != 3 {
+		t.Fatalf("events = %+v, want two retries and a success at attempt 3", rec.Events())
 	}
-	checkHintedRetry(t, rec.events[0], 429, 300*time.Millisecond, httpretry.HintRetryInfo)
-	checkHintedRetry(t, rec.events[1], 503, time.Second, httpretry.HintRetryAfter)
+	checkHintedRetry(t, rec.Events()[0], 429, 300*time.Millisecond, httpretry.HintRetryInfo)
+	checkHintedRetry(t, rec.Events()[1], 503, time.Second, httpretry.HintRetryAfter)
 
 	// The log shows each retry, with the hint, and no secret.
 	recs := records(t, logs.String())
@@ -193,10 +189,10 @@ func TestGoogleDefaultsVirtualTime(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		fake := newFakeGemini(reply{status: 429, body: string(body25)}, reply503, replyOK)
-		rec := &recorder{}
+		rec := newRecorder()
 		p := retry.Google()
 		p.Rand = retry.NewRand(2)
-		p.Observer = rec.observe
+		p.Observer = rec.Observe
 		hc := &http.Client{Transport: httpretry.NewTransport(handlerTransport{fake}, p)}
 
 		ctx := context.Background()
@@ -211,20 +207,20 @@ func TestGoogleDefaultsVirtualTime(t *testing.T) {
 			t.Fatalf("generate = %q, %v", text, err)
 		}
 		checkHits(t, fake.Hits(), 429, 503, 200)
-		if len(rec.events) != 3 {
-			t.Fatalf("events = %+v", rec.events)
+		if len(rec.Events()) != 3 {
+			t.Fatalf("events = %+v", rec.Events())
 		}
-		checkHintedRetry(t, rec.events[0], 429, 25*time.Second, httpretry.HintRetryInfo)
-		checkHintedRetry(t, rec.events[1], 503, time.Second, httpretry.HintRetryAfter)
+		checkHintedRetry(t, rec.Events()[0], 429, 25*time.Second, httpretry.HintRetryInfo)
+		checkHintedRetry(t, rec.Events()[1], 503, time.Second, httpretry.HintRetryAfter)
 		// The hint is a floor plus jitter (at most 1 s); the second wait is
 		// the backoff's 2 s + jitter, above the 1 s hint.
-		if w := rec.events[0].Wait; w >= 26*time.Second {
+		if w := rec.Events()[0].Wait; w >= 26*time.Second {
 			t.Errorf("first wait %v, want [25s, 26s)", w)
 		}
-		if w := rec.events[1].Wait; w < 2*time.Second || w >= 3*time.Second {
+		if w := rec.Events()[1].Wait; w < 2*time.Second || w >= 3*time.Second {
 			t.Errorf("second wait %v, want the backoff [2s, 3s)", w)
 		}
-		if want := rec.events[0].Wait + rec.events[1].Wait; elapsed != want {
+		if want := rec.Events()[0].Wait + rec.Events()[1].Wait; elapsed != want {
 			t.Errorf("virtual time spent %v, want the waits %v", elapsed, want)
 		}
 	})
@@ -316,8 +312,8 @@ func TestREADMESetupRetriesUnmarkedCalls(t *testing.T) {
 			srv := httptest.NewServer(fake)
 			defer srv.Close()
 			var logs syncBuffer
-			rec := &recorder{}
-			p := retry.Policy{Attempts: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxRetryAfter: time.Second, Jitter: retry.Zero, Observer: rec.observe}
+			rec := newRecorder()
+			p := retry.Policy{Attempts: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxRetryAfter: time.Second, Jitter: retry.Zero, Observer: rec.Observe}
 			hc, err := httpretry.NewClient(p, append(tt.opts, httpretry.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))...)
 			if err != nil {
 				t.Fatal(err)
@@ -344,7 +340,7 @@ func TestREADMESetupRetriesUnmarkedCalls(t *testing.T) {
 			if err != nil || resp.Text() != wantText {
 				t.Fatalf("GenerateContent = %v", err)
 			}
-			if r := rec.events[0]; r.Kind != retry.EventRetry || r.Wait < tt.minWait || took < tt.minWait {
+			if r := rec.Events()[0]; r.Kind != retry.EventRetry || r.Wait < tt.minWait || took < tt.minWait {
 				t.Errorf("first event %+v, took %v: want a retry after at least the hint %v", r, took, tt.minWait)
 			}
 		})

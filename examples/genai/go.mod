@@ -3,7 +3,7 @@ module github.com/backoffkit/retry/examples/genai
 go 1.26.0
 
 require (
-	github.com/backoffkit/retry v0.0.0-00010101000000-000000000000
+	github.com/backoffkit/retry v0.1.0
 	google.golang.org/genai v1.77.0
 )
 

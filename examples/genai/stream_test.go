@@ -122,10 +122,10 @@ func TestGenerateContentStreamRetriedBeforeFirstEvent(t *testing.T) {
 	quota := streamOf(body25(t))
 	synctest.Test(t, func(t *testing.T) {
 		fake := newFakeGemini(quota, streamReset, streamOK)
-		rec := &recorder{}
+		rec := newRecorder()
 		p := retry.Google()
 		p.Rand = retry.NewRand(3)
-		p.Observer = rec.observe
+		p.Observer = rec.Observe
 		c, logs := pipeClient(t, fake, p)
 
 		start := time.Now()
@@ -136,28 +136,28 @@ func TestGenerateContentStreamRetriedBeforeFirstEvent(t *testing.T) {
 		}
 		checkStreamHits(t, fake, 1, 0, len(chunks))
 
-		if len(rec.events) != 3 || rec.events[2].Kind != retry.EventSuccess || rec.events[2].Attempt != 3 {
-			t.Fatalf("events = %+v, want two retries and a success at attempt 3", rec.events)
+		if len(rec.Events()) != 3 || rec.Events()[2].Kind != retry.EventSuccess || rec.Events()[2].Attempt != 3 {
+			t.Fatalf("events = %+v, want two retries and a success at attempt 3", rec.Events())
 		}
 		// 1: the first event is the 429: retried after its RetryInfo.
-		checkHintedRetry(t, rec.events[0], http.StatusTooManyRequests, 25*time.Second, httpretry.HintRetryInfo)
-		if ae := attemptError(t, rec.events[0]); ae.Class != httpretry.ClassStreamError {
+		checkHintedRetry(t, rec.Events()[0], http.StatusTooManyRequests, 25*time.Second, httpretry.HintRetryInfo)
+		if ae := attemptError(t, rec.Events()[0]); ae.Class != httpretry.ClassStreamError {
 			t.Errorf("attempt 1: class %q, want %q", ae.Class, httpretry.ClassStreamError)
 		}
-		if w := rec.events[0].Wait; w >= 26*time.Second {
+		if w := rec.Events()[0].Wait; w >= 26*time.Second {
 			t.Errorf("first wait %v, want the hint plus jitter, [25s, 26s)", w)
 		}
 		// 2: the body ended before its first event: retried after the
 		// backoff (2 s + jitter), no hint.
-		ae := attemptError(t, rec.events[1])
-		if ae.Class != httpretry.ClassEOF || ae.Status != 0 || ae.HintSource != "" || rec.events[1].Hint != 0 {
+		ae := attemptError(t, rec.Events()[1])
+		if ae.Class != httpretry.ClassEOF || ae.Status != 0 || ae.HintSource != "" || rec.Events()[1].Hint != 0 {
 			t.Errorf("attempt 2: class %q status %d hint %v (%q), want %q with no status and no hint",
-				ae.Class, ae.Status, rec.events[1].Hint, ae.HintSource, httpretry.ClassEOF)
+				ae.Class, ae.Status, rec.Events()[1].Hint, ae.HintSource, httpretry.ClassEOF)
 		}
-		if w := rec.events[1].Wait; w < 2*time.Second || w >= 3*time.Second {
+		if w := rec.Events()[1].Wait; w < 2*time.Second || w >= 3*time.Second {
 			t.Errorf("second wait %v, want the backoff [2s, 3s)", w)
 		}
-		if want := rec.events[0].Wait + rec.events[1].Wait; elapsed != want {
+		if want := rec.Events()[0].Wait + rec.Events()[1].Wait; elapsed != want {
 			t.Errorf("virtual time spent %v, want the waits %v", elapsed, want)
 		}
 
@@ -204,9 +204,9 @@ func TestGenerateContentStreamNotRetriedAfterFirstEvent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fake := newFakeGemini(tt.script, streamOK)
-				rec := &recorder{}
+				rec := newRecorder()
 				p := retry.Google()
-				p.Observer = rec.observe
+				p.Observer = rec.Observe
 				c, logs := pipeClient(t, fake, p)
 
 				start := time.Now()
@@ -220,8 +220,8 @@ func TestGenerateContentStreamNotRetriedAfterFirstEvent(t *testing.T) {
 					t.Errorf("err = %v (an APIError: %v), want an APIError: %v", err, isAPI, tt.api)
 				}
 				checkStreamHits(t, fake, tt.events)
-				if len(rec.events) != 1 || rec.events[0].Kind != retry.EventSuccess || rec.events[0].Attempt != 1 {
-					t.Errorf("events = %+v, want one success at attempt 1 (the stream was handed over)", rec.events)
+				if len(rec.Events()) != 1 || rec.Events()[0].Kind != retry.EventSuccess || rec.Events()[0].Attempt != 1 {
+					t.Errorf("events = %+v, want one success at attempt 1 (the stream was handed over)", rec.Events())
 				}
 				if d := time.Since(start); d != 0 {
 					t.Errorf("took %v of virtual time, want no wait", d)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -235,7 +236,7 @@ func TestHTTP2GoAwayAndStreamReset(t *testing.T) {
 			synctest.Wait() // let the GOAWAY reach the client
 			conns = append(conns, s.Stats().Conns)
 		}
-		if want := []int{1, 1, 1, 1, 2}; !equalInts(conns, want) {
+		if want := []int{1, 1, 1, 1, 2}; !slices.Equal(conns, want) {
 			t.Fatalf("connections after each request = %v, want %v (stream reset keeps the connection, GOAWAY ends it)", conns, want)
 		}
 		tr.CloseIdleConnections()
@@ -243,18 +244,6 @@ func TestHTTP2GoAwayAndStreamReset(t *testing.T) {
 			t.Fatalf("%d connections still open: %v", n, err)
 		}
 	})
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestDedupeReplaysStoredResponse(t *testing.T) {

@@ -97,7 +97,7 @@ var limitersOnly = Server{Grace: 10}
 func sparseFleet(procs int, gap time.Duration, lease int64) Config {
 	return Config{
 		Name: fmt.Sprintf("lease %d", lease), Processes: procs, Duration: 10 * time.Minute, Seed: 1,
-		Quota:  &redisretry.QuotaConfig{Key: "sparse", Limit: redisretry.PerMinute(600), Lease: lease},
+		Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "sparse"}, Limit: redisretry.PerMinute(600), Lease: lease},
 		Demand: Demand{Callers: 1, Shape: Jittered, Think: gap, Deadline: 30 * time.Second},
 		Server: limitersOnly,
 	}
@@ -109,7 +109,7 @@ func sparseFleet(procs int, gap time.Duration, lease int64) Config {
 func saturatedFleet(procs, callers int, d time.Duration, lease int64, faults ...Fault) Config {
 	return Config{
 		Name: fmt.Sprintf("lease %d", lease), Processes: procs, Duration: d, Seed: 1,
-		Quota:  &redisretry.QuotaConfig{Key: "saturated", Limit: redisretry.PerMinute(600), Lease: lease},
+		Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "saturated"}, Limit: redisretry.PerMinute(600), Lease: lease},
 		Demand: Demand{Callers: callers, Deadline: 30 * time.Second, Pause: time.Second},
 		Server: limitersOnly,
 		Faults: faults,
@@ -121,7 +121,7 @@ func saturatedFleet(procs, callers int, d time.Duration, lease int64, faults ...
 func healthyFleet(load float64) Config {
 	return Config{
 		Name: fmt.Sprintf("%.0f %%", load*100), Processes: 1000, Duration: 10 * time.Minute, Warmup: time.Minute, Seed: 1,
-		Quota:  &redisretry.QuotaConfig{Key: "healthy", Limit: redisretry.PerMinute(6000)},
+		Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "healthy"}, Limit: redisretry.PerMinute(6000)},
 		Demand: Demand{Rate: load * 100 / 1000, Deadline: 30 * time.Second},
 	}
 }
@@ -251,7 +251,7 @@ func TestFinding3FlushOvershootLasts(t *testing.T) {
 func lateFleet(k int) Config {
 	c := Config{
 		Name: fmt.Sprintf("%d of 8 late", k), Processes: 8, Duration: 10 * time.Second, Seed: 1,
-		Quota:  &redisretry.QuotaConfig{Key: "late", Limit: redisretry.PerSecond(40)},
+		Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "late"}, Limit: redisretry.PerSecond(40)},
 		Demand: Demand{Callers: 4},
 		Server: limitersOnly,
 	}
@@ -281,7 +281,7 @@ func TestFinding4LateRepliesOverAdmit(t *testing.T) {
 	}
 	part := Config{
 		Processes: 4, Duration: 15 * time.Second, Seed: 1,
-		Quota:  &redisretry.QuotaConfig{Key: "part", Limit: redisretry.PerSecond(40)},
+		Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "part"}, Limit: redisretry.PerSecond(40)},
 		Demand: Demand{Callers: 4},
 		Server: limitersOnly,
 		Faults: []Fault{{Kind: Partition, At: 3 * time.Second, For: 3 * time.Second, Procs: 3}},
@@ -311,8 +311,8 @@ func TestFinding5BudgetRecoversWithoutRetries(t *testing.T) {
 	// unreachable (2 s to 4 s); then 10 s of first attempts only.
 	c := Config{
 		Processes: 1, Duration: 14 * time.Second, Seed: 1,
-		Quota:  &redisretry.QuotaConfig{Key: "budget", Limit: redisretry.PerSecond(1000)},
-		Budget: &redisretry.BudgetConfig{Key: "budget"},
+		Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "budget"}, Limit: redisretry.PerSecond(1000)},
+		Budget: &redisretry.BudgetConfig{Settings: redisretry.Settings{Key: "budget"}},
 		Demand: Demand{Shape: Constant, Rate: 20},
 		Faults: []Fault{
 			{Kind: Overload, At: 2 * time.Second, For: 30 * time.Millisecond},
@@ -341,8 +341,8 @@ func TestFinding6CooldownSurvivesAWallClockStep(t *testing.T) {
 	// process's clock is set back an hour.
 	c := Config{
 		Processes: 1, Duration: 40 * time.Second, Seed: 1,
-		Quota:    &redisretry.QuotaConfig{Key: "step", Limit: redisretry.PerSecond(100)},
-		Cooldown: &redisretry.CooldownConfig{Key: "step"},
+		Quota:    &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "step"}, Limit: redisretry.PerSecond(100)},
+		Cooldown: &redisretry.CooldownConfig{Settings: redisretry.Settings{Key: "step"}},
 		Demand:   Demand{Shape: Constant, Rate: 2},
 		Faults: []Fault{
 			{Kind: Overload, At: time.Second, For: time.Second, Delay: 30 * time.Second},
@@ -367,7 +367,7 @@ func TestFinding7ColdStartPacesAtTheWholeQuota(t *testing.T) {
 	cold := func(f Fault, fleet int) Config {
 		return Config{
 			Processes: 8, Duration: 5 * time.Second, Seed: 1,
-			Quota:  &redisretry.QuotaConfig{Key: "cold", Limit: redisretry.PerSecond(10), FleetSize: fleet},
+			Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "cold"}, Limit: redisretry.PerSecond(10), FleetSize: fleet},
 			Demand: Demand{Callers: 2, Together: true},
 			Server: limitersOnly,
 			Faults: []Fault{f},
@@ -416,7 +416,7 @@ func TestStallAcrossTheFleet(t *testing.T) {
 	for _, stall := range []time.Duration{50 * time.Millisecond, 1500 * time.Millisecond, 5 * time.Second} {
 		c := Config{
 			Name: "stall", Processes: 4, Duration: 15 * time.Second, Seed: 1,
-			Quota:  &redisretry.QuotaConfig{Key: "stall", Limit: redisretry.PerSecond(40)},
+			Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "stall"}, Limit: redisretry.PerSecond(40)},
 			Demand: Demand{Callers: 8},
 			Server: limitersOnly,
 			Faults: []Fault{{Kind: Stall, At: 3 * time.Second, For: stall}},
@@ -459,7 +459,7 @@ func TestStarvedProcessLateReplies(t *testing.T) {
 	} {
 		c := Config{
 			Processes: tc.procs, Duration: 15 * time.Second, Seed: 1,
-			Quota:  &redisretry.QuotaConfig{Key: "starved", Limit: redisretry.PerSecond(40)},
+			Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "starved"}, Limit: redisretry.PerSecond(40)},
 			Demand: Demand{Callers: 32 / tc.procs},
 			Server: limitersOnly,
 			Faults: tc.faults,
@@ -499,7 +499,7 @@ func TestQuotaSurvivesAWallClockStep(t *testing.T) {
 	cfg := func(step time.Duration, at time.Duration) Config {
 		c := Config{
 			Processes: procs, Duration: time.Minute, Seed: 1,
-			Quota:  &redisretry.QuotaConfig{Key: "step", Limit: redisretry.PerSecond(40)},
+			Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "step"}, Limit: redisretry.PerSecond(40)},
 			Demand: Demand{Callers: callers, Deadline: 30 * time.Second},
 			Server: limitersOnly,
 			Faults: []Fault{{Kind: Partition, At: 10 * time.Second, For: 20 * time.Second, Procs: procs}},

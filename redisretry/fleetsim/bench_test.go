@@ -14,9 +14,9 @@ import (
 func tenThousand() Config {
 	return Config{
 		Name: "10,000", Processes: 10_000, Duration: 10 * time.Minute, Warmup: time.Minute, Seed: 1,
-		Quota:    &redisretry.QuotaConfig{Key: "scale", Limit: redisretry.PerMinute(60_000)},
-		Budget:   &redisretry.BudgetConfig{Key: "scale"},
-		Cooldown: &redisretry.CooldownConfig{Key: "scale"},
+		Quota:    &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "scale"}, Limit: redisretry.PerMinute(60_000)},
+		Budget:   &redisretry.BudgetConfig{Settings: redisretry.Settings{Key: "scale"}},
+		Cooldown: &redisretry.CooldownConfig{Settings: redisretry.Settings{Key: "scale"}},
 		Demand:   Demand{Rate: 0.1, Deadline: 30 * time.Second},
 	}
 }

@@ -20,12 +20,12 @@ func TestBudgetFloorQuietFleet(t *testing.T) {
 	for _, fleet := range []bool{true, false} {
 		c := Config{
 			Processes: 200, Duration: 70 * time.Second, Warmup: 10 * time.Second, Seed: 1,
-			Quota:  &redisretry.QuotaConfig{Key: "floor", Limit: redisretry.PerSecond(100_000)},
+			Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "floor"}, Limit: redisretry.PerSecond(100_000)},
 			Demand: Demand{Rate: 0.05},
 			Faults: []Fault{{Kind: Overload, At: 10 * time.Second, For: time.Minute}},
 		}
 		if fleet {
-			c.Budget = &redisretry.BudgetConfig{Key: "floor"}
+			c.Budget = &redisretry.BudgetConfig{Settings: redisretry.Settings{Key: "floor"}}
 		}
 		r := run(t, c)
 		retries[fleet] = r.Attempts - r.Admitted

@@ -22,7 +22,7 @@ func Example() {
 			Processes: 200,
 			Duration:  10 * time.Minute,
 			Seed:      1,
-			Quota:     &redisretry.QuotaConfig{Key: "myproject:gemini", Limit: redisretry.PerMinute(600), Lease: lease},
+			Quota:     &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "myproject:gemini"}, Limit: redisretry.PerMinute(600), Lease: lease},
 			Demand:    fleetsim.Demand{Callers: 1, Shape: fleetsim.Jittered, Think: 40 * time.Second, Deadline: 30 * time.Second},
 		})
 		if err != nil {

@@ -17,9 +17,9 @@ import (
 func faulty(seed uint64) Config {
 	return Config{
 		Name: "faulty", Processes: 30, Duration: time.Minute, Warmup: 5 * time.Second, Seed: seed, Skew: 5 * time.Millisecond,
-		Quota:    &redisretry.QuotaConfig{Key: "k", Limit: redisretry.PerSecond(20)},
-		Budget:   &redisretry.BudgetConfig{Key: "k"},
-		Cooldown: &redisretry.CooldownConfig{Key: "k"},
+		Quota:    &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "k"}, Limit: redisretry.PerSecond(20)},
+		Budget:   &redisretry.BudgetConfig{Settings: redisretry.Settings{Key: "k"}},
+		Cooldown: &redisretry.CooldownConfig{Settings: redisretry.Settings{Key: "k"}},
 		Demand:   Demand{Rate: 1, Deadline: 10 * time.Second},
 		Faults: []Fault{
 			{Kind: SlowReplies, At: 3 * time.Second, For: time.Second, Procs: 5, Delay: 30 * time.Millisecond},
@@ -72,7 +72,7 @@ func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	ok := func() Config {
 		return Config{Processes: 2, Duration: time.Second,
-			Quota: &redisretry.QuotaConfig{Key: "k", Limit: redisretry.PerSecond(1)}, Demand: Demand{Rate: 1}}
+			Quota: &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "k"}, Limit: redisretry.PerSecond(1)}, Demand: Demand{Rate: 1}}
 	}
 	if err := ok().Validate(); err != nil {
 		t.Fatalf("a valid config: %v", err)
@@ -88,7 +88,9 @@ func TestConfigValidation(t *testing.T) {
 		{func(c *Config) { c.Quota = nil }, "Config.Quota = nil"},
 		{func(c *Config) { c.Quota.Key = "" }, "QuotaConfig.Key"},
 		{func(c *Config) { c.Budget = &redisretry.BudgetConfig{} }, "BudgetConfig.Key"},
-		{func(c *Config) { c.Cooldown = &redisretry.CooldownConfig{Key: "k", Max: -1} }, "CooldownConfig.Max"},
+		{func(c *Config) {
+			c.Cooldown = &redisretry.CooldownConfig{Settings: redisretry.Settings{Key: "k"}, Max: -1}
+		}, "CooldownConfig.Max"},
 		{func(c *Config) { c.Policy.Deadline = time.Second }, "Config.Policy.Deadline = 1s"},
 		{func(c *Config) { c.Policy.Attempts = -1 }, "Attempts"},
 		{func(c *Config) { c.Demand.Rate = 0 }, "Config.Demand.Rate = 0"},
@@ -121,7 +123,7 @@ func TestKilledProcessNeverOverAdmits(t *testing.T) {
 	// held").
 	c := Config{
 		Processes: 10, Duration: 20 * time.Second, Seed: 3,
-		Quota:  &redisretry.QuotaConfig{Key: "k", Limit: redisretry.PerSecond(10)},
+		Quota:  &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: "k"}, Limit: redisretry.PerSecond(10)},
 		Demand: Demand{Callers: 2},
 		Server: Server{Grace: 10},
 		Faults: []Fault{{Kind: Kill, At: 10 * time.Second, Procs: 3}},

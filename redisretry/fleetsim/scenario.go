@@ -48,11 +48,11 @@ func StepScenario(p Pacing, seed uint64) Config {
 	const key = "myproject:gemini:global"
 	switch p {
 	case PaceAuto:
-		c.Auto = &redisretry.AutoQuotaConfig{Key: key}
+		c.Auto = &redisretry.AutoQuotaConfig{Settings: redisretry.Settings{Key: key}}
 	case PaceAdaptive:
 		c.Adaptive = true
 	case PaceQuota:
-		c.Quota = &redisretry.QuotaConfig{Key: key, Limit: redisretry.PerSecond(100)}
+		c.Quota = &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: key}, Limit: redisretry.PerSecond(100)}
 	}
 	return c
 }

@@ -491,9 +491,9 @@ func OpenFleet(s FleetSpec, d time.Duration, log *EventLog) (*Fleet, error) {
 // call's bound.
 func (f *Fleet) configs(timeout time.Duration) (redisretry.BudgetConfig, redisretry.CooldownConfig, redisretry.QuotaConfig) {
 	s, obs := f.spec, f.obs.Event
-	return redisretry.BudgetConfig{Key: s.Name, Timeout: timeout, Logger: f.Quiet, Observer: obs},
-		redisretry.CooldownConfig{Key: s.Name, Timeout: timeout, Logger: f.Quiet, Observer: obs},
-		redisretry.QuotaConfig{Key: s.Name, Limit: s.quota, Lease: FleetQuotaLease, FleetSize: s.size, Timeout: timeout, Logger: f.Quiet, Observer: obs}
+	return redisretry.BudgetConfig{Settings: redisretry.Settings{Key: s.Name, Timeout: timeout, Logger: f.Quiet, Observer: obs}},
+		redisretry.CooldownConfig{Settings: redisretry.Settings{Key: s.Name, Timeout: timeout, Logger: f.Quiet, Observer: obs}},
+		redisretry.QuotaConfig{Settings: redisretry.Settings{Key: s.Name, Timeout: timeout, Logger: f.Quiet, Observer: obs}, Limit: s.quota, Lease: FleetQuotaLease, FleetSize: s.size}
 }
 
 // autoConfig is the AutoQuota of --quota auto[:MAX] with timeout as each
@@ -503,7 +503,7 @@ func (f *Fleet) configs(timeout time.Duration) (redisretry.BudgetConfig, redisre
 // one slot per process, and a process refused at once would only exit 1 to
 // a loop that starts it again.
 func (s FleetSpec) autoConfig(timeout time.Duration, logger *slog.Logger, obs redisretry.Observer) redisretry.AutoQuotaConfig {
-	return redisretry.AutoQuotaConfig{Key: s.Name, Ceiling: s.quota, Lease: FleetQuotaLease, FleetSize: s.size, MaxWait: time.Minute, Timeout: timeout, Logger: logger, Observer: obs}
+	return redisretry.AutoQuotaConfig{Settings: redisretry.Settings{Key: s.Name, Timeout: timeout, Logger: logger, Observer: obs}, Ceiling: s.quota, Lease: FleetQuotaLease, FleetSize: s.size, MaxWait: time.Minute}
 }
 
 // RedisTimeout is each Redis call's bound for a run whose loop has the

@@ -42,28 +42,28 @@ func fleetSimConfig(strategy string, base fleetsim.Config, quota redisretry.Limi
 	c := base
 	c.Name = strategy
 	capacity := []fleetsim.Step{{At: 0, PerSecond: float64(quota.Rate) / quota.Period.Seconds()}}
-	q := &redisretry.QuotaConfig{Key: fleetSimKey, Limit: quota, Lease: policy.FleetQuotaLease}
+	q := &redisretry.QuotaConfig{Settings: redisretry.Settings{Key: fleetSimKey}, Limit: quota, Lease: policy.FleetQuotaLease}
 	switch strategy {
 	case "local":
 		c.Server.Capacity = capacity
 	case "fleet-budget":
 		c.Server.Capacity = capacity
-		c.Budget = &redisretry.BudgetConfig{Key: fleetSimKey}
+		c.Budget = &redisretry.BudgetConfig{Settings: redisretry.Settings{Key: fleetSimKey}}
 	case "fleet-cooldown":
 		c.Server.Capacity = capacity
-		c.Cooldown = &redisretry.CooldownConfig{Key: fleetSimKey}
+		c.Cooldown = &redisretry.CooldownConfig{Settings: redisretry.Settings{Key: fleetSimKey}}
 	case "fleet-quota":
 		c.Quota = q
 	case "fleet":
 		c.Quota = q
-		c.Budget = &redisretry.BudgetConfig{Key: fleetSimKey}
-		c.Cooldown = &redisretry.CooldownConfig{Key: fleetSimKey}
+		c.Budget = &redisretry.BudgetConfig{Settings: redisretry.Settings{Key: fleetSimKey}}
+		c.Cooldown = &redisretry.CooldownConfig{Settings: redisretry.Settings{Key: fleetSimKey}}
 	case "adaptive":
 		c.Server.Capacity = capacity
 		c.Adaptive = true
 	case "auto":
 		c.Server.Capacity = capacity
-		c.Auto = &redisretry.AutoQuotaConfig{Key: fleetSimKey}
+		c.Auto = &redisretry.AutoQuotaConfig{Settings: redisretry.Settings{Key: fleetSimKey}}
 	default:
 		var known []string
 		for _, s := range fleetStrategies {

@@ -1,0 +1,10 @@
+// Package testkit holds what the tests of several modules set up alike: a
+// recorder of the events an observer receives ([Recorder]), a scripted
+// loopback HTTP server ([Script]), and a test certificate authority with a
+// server and a client certificate ([NewPKI]). A real redis-server is
+// started by the sibling package internal/redistest.
+//
+// It is imported only from tests. It depends on the standard library only
+// and not on package retry, so that retry's own (internal) tests can use it
+// too: the recorder is generic over the event type.
+package testkit
