@@ -279,15 +279,16 @@ type AutoQuota struct {
 	congested func(error) bool
 
 	mu        sync.Mutex
-	rate      int64     // µreq/s paced at now
-	epoch     int64     // cuts known (the fleet's, or this process's without Redis)
-	serverNow int64     // the server's time of the reply the rate came from (µs): replies are taken in its order
-	syncedAt  time.Time // when that reply came
-	syncing   bool      // a read is in flight
-	waiters   []func()  // attempts waiting for it
-	used      bool      // held back since the last call (sent with it)
-	sent      int64     // attempts started since the last call
-	reported  int64     // the last epoch whose 429 this process reported
+	rate      int64         // µreq/s paced at now
+	epoch     int64         // cuts known (the fleet's, or this process's without Redis)
+	serverNow int64         // the server's time of the reply the rate came from (µs): replies are taken in its order
+	syncedAt  time.Time     // when that reply came
+	syncing   bool          // a read is in flight
+	waiters   []func()      // attempts waiting for it
+	used      bool          // held back since the last call (sent with it)
+	held      time.Duration // how long, in all: the waits for slots, MaxWait for a refusal
+	sent      int64         // attempts started since the last call
+	reported  int64         // the last epoch whose 429 this process reported
 	pending   []epochCount
 	// Without Redis: this process's AIMD.
 	localUsed bool
@@ -474,11 +475,13 @@ func (a *AutoQuota) reserved(epoch int64, earliest, t time.Time, err error) {
 	if err != nil {
 		if errors.Is(err, retry.ErrPastDeadline) || errors.Is(err, ErrSaturated) {
 			a.used, a.localUsed = true, true
+			a.held += a.maxWait // it would have waited longer
 		}
 		return
 	}
 	if t.After(earliest) {
 		a.used, a.localUsed = true, true
+		a.held += t.Sub(earliest)
 	}
 	a.sent++
 	n := len(a.pending)
@@ -545,10 +548,10 @@ func (a *AutoQuota) callLocked(epoch int64) backend.Call {
 	args := a.args
 	args.Epoch = epoch
 	if a.used {
-		args.Used = 1
+		args.Used = max(us(a.held), 1)
 	}
 	args.Sent = a.sent
-	a.used, a.sent = false, 0
+	a.used, a.held, a.sent = false, 0, 0
 	return backend.Call{Script: backend.Rate, RateKey: a.key, RateArgs: args}
 }
 

@@ -41,6 +41,10 @@ func rateArgs(epoch, used, sent int64) backend.RateArgs {
 
 const perS = 1_000_000 // µreq/s of one request per second
 
+// held is a caller held back 10 s by the rate since its last call: the
+// growth cases count the time since the state's At.
+const held = 10_000_000
+
 var rateCases = []rateCase{
 	{name: "no key: the ceiling", noKey: true, a: rateArgs(-1, 0, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Rate == 10_000*perS && r.Epoch == 0 && !r.Cut }},
@@ -48,9 +52,22 @@ var rateCases = []rateCase{
 		wantOK: func(r backend.RateReply) bool { return r.Rate == 7_000*perS && r.Epoch == 1 && r.Cut }},
 	{name: "at the last cut", st: backend.RateState{Epoch: 3, Wmax: 100 * perS}, agoAt: time.Millisecond, a: rateArgs(-1, 0, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Rate == 70*perS && r.Epoch == 3 }},
-	{name: "used: it grows", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, agoAt: 500 * time.Millisecond, a: rateArgs(-1, 1, 5),
+	{name: "used: it grows", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, agoAt: 500 * time.Millisecond, a: rateArgs(-1, held, 5),
 		wantOK: func(r backend.RateReply) bool { return r.Rate > 70*perS && r.Rate < 100*perS }},
 	{name: "not used: it does not grow", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, agoAt: 500 * time.Millisecond, a: rateArgs(-1, 0, 5),
+		wantOK: func(r backend.RateReply) bool {
+			return r.Rate == backend.RateCurve(100*perS, 1_000_000, 3_000_000, 700000)
+		}},
+	{name: "used: by the time the caller was held back", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, agoAt: 500 * time.Millisecond, a: rateArgs(-1, 200_000, 0),
+		wantOK: func(r backend.RateReply) bool {
+			return r.Rate == backend.RateCurve(100*perS, 1_200_000, 3_000_000, 700000)
+		}},
+	{name: "used: at most the time since the last call that said so", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, agoAt: 100 * time.Millisecond, a: rateArgs(-1, 800_000, 0),
+		wantOK: func(r backend.RateReply) bool {
+			return r.Rate >= backend.RateCurve(100*perS, 1_100_000, 3_000_000, 700000) &&
+				r.Rate < backend.RateCurve(100*perS, 1_300_000, 3_000_000, 700000)
+		}},
+	{name: "during a hold it does not grow", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, holdIn: time.Second, agoAt: 500 * time.Millisecond, a: rateArgs(-1, held, 0),
 		wantOK: func(r backend.RateReply) bool {
 			return r.Rate == backend.RateCurve(100*perS, 1_000_000, 3_000_000, 700000)
 		}},
@@ -58,13 +75,13 @@ var rateCases = []rateCase{
 		wantOK: func(r backend.RateReply) bool { // At is kept (the states are compared)
 			return r.Rate == backend.RateCurve(100*perS, 1_000_000, 3_000_000, 700000)
 		}},
-	{name: "a long silence grows a window at most", st: backend.RateState{Epoch: 1, Wmax: 100 * perS}, agoAt: time.Minute, a: rateArgs(-1, 1, 0),
+	{name: "a long silence grows a window at most", st: backend.RateState{Epoch: 1, Wmax: 100 * perS}, agoAt: time.Minute, a: rateArgs(-1, held, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Rate < 100*perS }},
-	{name: "past the recovery: above where it was cut", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 6_000_000}, agoAt: 100 * time.Millisecond, a: rateArgs(-1, 1, 0),
+	{name: "past the recovery: above where it was cut", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 6_000_000}, agoAt: 100 * time.Millisecond, a: rateArgs(-1, held, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Rate > 130*perS }},
 	{name: "past the recovery: doubling every recovery", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 7_500_000}, agoAt: 0, a: rateArgs(-1, 0, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Rate == 300*perS }}, // 1.5 recoveries past: 2 × 1.5
-	{name: "long used: the ceiling bounds it", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 500_000_000}, agoAt: time.Millisecond, a: rateArgs(-1, 1, 0),
+	{name: "long used: the ceiling bounds it", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 500_000_000}, agoAt: time.Millisecond, a: rateArgs(-1, held, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Rate == 10_000*perS }},
 	{name: "the floor bounds a cut", st: backend.RateState{Epoch: 9, Wmax: 1 * perS}, agoAt: time.Second, a: rateArgs(9, 0, 1),
 		wantOK: func(r backend.RateReply) bool { return r.Rate == perS && r.Cut && r.Epoch == 10 }},
@@ -92,7 +109,7 @@ var rateCases = []rateCase{
 		wantOK: func(r backend.RateReply) bool { return !r.Cut && r.Epoch == 4 }},
 	{name: "nor of an epoch it does not know", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000}, agoAt: 10 * time.Millisecond, a: rateArgs(7, 1, 1),
 		wantOK: func(r backend.RateReply) bool { return !r.Cut && r.Epoch == 4 }},
-	{name: "a window measured", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, N: 119}, agoAt: 5 * time.Millisecond, agoNT: 1200 * time.Millisecond, a: rateArgs(-1, 1, 1),
+	{name: "a window measured", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, N: 119}, agoAt: 5 * time.Millisecond, agoNT: 1200 * time.Millisecond, a: rateArgs(-1, held, 1),
 		wantOK: func(r backend.RateReply) bool { return r.Meas > 99*perS && r.Meas < 101*perS }},
 	{name: "a cut from the measured rate, below half the learnt one", st: backend.RateState{Epoch: 1, Wmax: 2_000 * perS, Grown: 3_000_000, N: 149}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 1, 1),
 		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate > 69*perS && r.Rate < 71*perS }},
@@ -102,13 +119,13 @@ var rateCases = []rateCase{
 		}},
 	{name: "no cut from the measure of a window the rate was used in", st: backend.RateState{Epoch: 1, Wmax: 2_000 * perS, Grown: 3_000_000, N: 149, UG: 800_000}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 1, 1),
 		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate > 1_400*perS && r.Rate < 1_410*perS }},
-	{name: "the share of a window used is kept", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, UG: 300_000}, agoAt: 200 * time.Millisecond, agoNT: 1000 * time.Millisecond, a: rateArgs(-1, 1, 0),
+	{name: "the share of a window used is kept", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, UG: 300_000}, agoAt: 200 * time.Millisecond, agoNT: 1000 * time.Millisecond, a: rateArgs(-1, held, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Meas == 0 }}, // the window ends: UW 500,000 (the states are compared)
-	{name: "a hash of before ug and uw", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, old: true, agoAt: 500 * time.Millisecond, a: rateArgs(-1, 1, 5),
+	{name: "a hash of before ug and uw", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, old: true, agoAt: 500 * time.Millisecond, a: rateArgs(-1, held, 5),
 		wantOK: func(r backend.RateReply) bool { return r.Epoch == 3 && r.Rate > 80*perS && r.Rate < 100*perS }},
-	{name: "a measure under way is kept", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, N: 40, Meas: 55 * perS}, agoAt: 5 * time.Millisecond, agoNT: 400 * time.Millisecond, a: rateArgs(-1, 1, 2),
+	{name: "a measure under way is kept", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, N: 40, Meas: 55 * perS}, agoAt: 5 * time.Millisecond, agoNT: 400 * time.Millisecond, a: rateArgs(-1, held, 2),
 		wantOK: func(r backend.RateReply) bool { return r.Meas == 55*perS }},
-	{name: "the clock went back", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 1_000_000, N: 10}, agoAt: -time.Hour, agoNT: -time.Hour, a: rateArgs(-1, 1, 1),
+	{name: "the clock went back", st: backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 1_000_000, N: 10}, agoAt: -time.Hour, agoNT: -time.Hour, a: rateArgs(-1, held, 1),
 		wantOK: func(r backend.RateReply) bool {
 			return r.Rate == backend.RateCurve(100*perS, 1_000_000, 3_000_000, 700000)
 		}},
@@ -194,5 +211,20 @@ func TestRateScriptMatchesModel(t *testing.T) {
 				t.Fatalf("reply %+v: not what the case expects", r)
 			}
 		})
+	}
+}
+
+// After a cut the rate grows from the cut: the time before it, though no
+// call said the rate was used since, is not counted.
+func TestRateGrowsFromTheCut(t *testing.T) {
+	const now = int64(10_000_000_000)
+	st := backend.RateState{Epoch: 2, Wmax: 100 * perS, Grown: 3_000_000, At: now - 2_000_000, NT: now - 500_000}
+	cut, r := backend.RateCall(&st, now, rateArgs(2, 0, 1))
+	if !r.Cut || cut.At != now {
+		t.Fatalf("cut %v, At %d: want a cut and At = now (%d)", r.Cut, cut.At, now)
+	}
+	grown, _ := backend.RateCall(&cut, now+100_000, rateArgs(-1, held, 0))
+	if grown.Grown != 100_000 {
+		t.Fatalf("grown %d µs 100 ms after the cut, want 100,000 (from the cut, not from At before it)", grown.Grown)
 	}
 }

@@ -104,7 +104,8 @@ func (s *steppedServer) shares() (share429, goodput float64) {
 // The fleet learns the rate from the 429s: the share of the attempts
 // answered 429 is at most 0.75 × the control's, the same loops with
 // per-process backoff only (about 20 %), and the goodput is at least 65 %
-// of the capacity. No process gives up saturated: each waits for its turn.
+// of the capacity. A process whose turn is more than MaxWait (250 ms) away
+// gives up saturated (exit 1), and its loop starts the next.
 func TestFleetAutoQuotaFollowsTheCapacity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("48 s of real processes")
@@ -157,11 +158,8 @@ func TestFleetAutoQuotaFollowsTheCapacity(t *testing.T) {
 		}
 		wg.Wait()
 		share429, goodput := s.shares()
-		t.Logf("%s: %d processes, %d attempts in %v: %.1f %% answered 429, %d answered 200 = %.1f %% of the capacity (%.0f)",
-			name, processes, s.ok+s.n429, s.end, 100*share429, s.ok, 100*goodput, s.capacity())
-		if saturated > 0 {
-			t.Errorf("%s: %d processes gave up saturated; each should wait for its turn", name, saturated)
-		}
+		t.Logf("%s: %d processes (%d gave up saturated), %d attempts in %v: %.1f %% answered 429, %d answered 200 = %.1f %% of the capacity (%.0f)",
+			name, processes, saturated, s.ok+s.n429, s.end, 100*share429, s.ok, 100*goodput, s.capacity())
 		return s
 	}
 	auto := run("--quota auto", []string{"--redis", redis.url(), "--fleet", fleetName(t), "--quota", "auto", "--redis-timeout", "1s"})

@@ -75,11 +75,11 @@ func ExampleStepScenario() {
 	fleetsim.WriteSteps(os.Stdout, rs...)
 	// Output:
 	// pacing       step  cap/s     429  settled goodput/s    of cap  converged
-	// auto           0s    100   2.7 %    1.0 %      95.3    95.3 %         2s
-	// auto          60s     40   5.4 %    1.5 %      39.0    97.6 %         8s
-	// auto         120s    100   1.0 %    0.9 %      96.1    96.1 %         3s
-	// auto          all          2.5 %                              14024 att.
-	// auto               13029 calls refused saturated
+	// auto           0s    100   1.7 %    0.9 %      96.7    96.7 %         5s
+	// auto          60s     40   5.9 %    1.5 %      38.7    96.7 %         6s
+	// auto         120s    100   1.1 %    1.0 %      96.3    96.3 %         7s
+	// auto          all          2.2 %                              13875 att.
+	// auto               13149 calls refused saturated
 	// quota          0s    100   0.0 %    0.0 %     100.0   100.0 %         0s
 	// quota         60s     40  59.7 %   59.6 %      40.4   101.0 %      never
 	// quota        120s    100   0.0 %    0.0 %     100.0   100.0 %         0s

@@ -18,8 +18,9 @@
 --          measured over the window before the last, µreq/s; absent: 0)
 -- ARGV[1]  epoch: the epoch under which the caller paced an attempt that met
 --          congestion; -1 for none (a read)
--- ARGV[2]  used: 1 if the caller was held back by the rate since its last
---          call (the rate grows only then), else 0
+-- ARGV[2]  used: µs the rate held the caller's attempts back since its
+--          last call (their waits; MaxWait for one refused), at least 1, or 0
+--          if it did not (the rate grows only then, by that much at most)
 -- ARGV[3]  sent: attempts the caller started since its last call
 -- ARGV[4]  beta: the factor of a cut, in millionths (700000: x0.7)
 -- ARGV[5]  recovery: µs the rate, used all the while, takes to climb back to
@@ -98,18 +99,25 @@ if epoch == nil then
   epoch, wmax, grown, at, n, nt, meas, ug, uw, hold, mp = 0, ceil, rec, now, 0, now, 0, 0, 0, 0, 0
 end
 
--- Growth, while used: the time since the last call that said so (or the
--- last cut), at most a window. Calls that do not say so (a process that was
--- not held back, or one reading the rate before its first attempt) leave it
--- running: many processes call in turn, and the rate is used while any of
--- them is held back; a fleet that went quiet grows a window at most.
-if used == 1 then
+-- Growth, while used: the time the caller was held back, at most the time
+-- since the last call that said so (or the last cut) and a window. Calls
+-- that do not say so (a process that was not held back, or one reading the
+-- rate before its first attempt) take nothing away: many processes call in
+-- turn, and the rate is used while any of them is held back; a fleet that
+-- went quiet grows a window at most. During a hold the rate does not grow:
+-- the server said it is full.
+if used > 0 then
   if now > at then
     local d = now - at
+    if d > used then
+      d = used
+    end
     if d > window then
       d = window
     end
-    grown = grown + d
+    if now >= hold then
+      grown = grown + d
+    end
     ug = ug + d
   end
   at = now

@@ -21,13 +21,14 @@ type RateArgs struct {
 	// for none (a read). Only a report of the current epoch cuts: one cut
 	// per reaction of the fleet, not one per process that saw it.
 	Epoch int64
-	// Used is 1 if the process was held back by the rate since its last
-	// call (an attempt waited for the schedule or was refused at its
-	// deadline), else 0. The rate grows only while it is used: by the time
-	// since the last call that said so (or the last cut), at most a window,
-	// so that the calls of processes that were not held back (or that read
-	// the rate before their first attempt) take nothing away while others
-	// are held back.
+	// Used is how long (µs, at least 1) the rate held the process's
+	// attempts back since its last call (their waits for slots; MaxWait for
+	// one refused), 0 if it did not. The rate grows only while it is used:
+	// by that time, at most the time since the last call that said so (or
+	// the last cut) and a window, so that processes held back at once count
+	// the time once, the calls of processes that were not held back take
+	// nothing away, and a rate that held back a few clustered attempts is
+	// not counted as used all the while.
 	Used int64
 	// Sent is the attempts the process started since its last call, for
 	// the fleet's send rate.
@@ -118,13 +119,17 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	} else {
 		s = *st
 	}
-	// Growth, while used: the time since the last call that said so (or
-	// the last cut), at most a window: a fleet that went quiet grows a
-	// window at most for its silence.
-	if a.Used == 1 {
+	// Growth, while used: the time the caller was held back, at most the
+	// time since the last call that said so (or the last cut) and a window
+	// (a fleet that went quiet grows a window at most for its silence).
+	// During a hold the rate does not grow: the server said it is full.
+	if a.Used > 0 {
 		if now > s.At {
-			s.Grown += min(now-s.At, RateWindow)
-			s.UG += min(now-s.At, RateWindow)
+			d := min(now-s.At, a.Used, RateWindow)
+			if now >= s.Hold {
+				s.Grown += d
+			}
+			s.UG += d
 		}
 		s.At = now
 	}

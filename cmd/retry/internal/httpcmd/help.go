@@ -183,7 +183,8 @@ OPTIONS
                              (needs --fleet); auto or auto:MAX (e.g.
                              auto:600/1m): a rate the fleet learns from its
                              429s, from MAX (default 10000/1s) down; an
-                             attempt waits for its turn up to a minute
+                             attempt whose turn is more than 250ms away
+                             gives up (saturated, exit 1)
     --fleet-size N           the processes sharing --quota: while Redis is
                              unavailable each paces at RATE/N (default the
                              processes counted in Redis, 10 before any was)

@@ -497,13 +497,9 @@ func (f *Fleet) configs(timeout time.Duration) (redisretry.BudgetConfig, redisre
 }
 
 // autoConfig is the AutoQuota of --quota auto[:MAX] with timeout as each
-// Redis call's bound. An attempt waits for its slot up to a minute (the
-// library's longest MaxWait, within --deadline) rather than 250 ms: a
-// process of the command is one caller, so the fleet's queue holds at most
-// one slot per process, and a process refused at once would only exit 1 to
-// a loop that starts it again.
+// Redis call's bound.
 func (s FleetSpec) autoConfig(timeout time.Duration, logger *slog.Logger, obs redisretry.Observer) redisretry.AutoQuotaConfig {
-	return redisretry.AutoQuotaConfig{Settings: redisretry.Settings{Key: s.Name, Timeout: timeout, Logger: logger, Observer: obs}, Ceiling: s.quota, Lease: FleetQuotaLease, FleetSize: s.size, MaxWait: time.Minute}
+	return redisretry.AutoQuotaConfig{Settings: redisretry.Settings{Key: s.Name, Timeout: timeout, Logger: logger, Observer: obs}, Ceiling: s.quota, Lease: FleetQuotaLease, FleetSize: s.size}
 }
 
 // RedisTimeout is each Redis call's bound for a run whose loop has the
