@@ -4,7 +4,7 @@
 # up in CI. The committed seed corpora (testdata/fuzz/) also run with plain
 # `go test`; this script searches beyond them.
 #
-#   FUZZTIME      time per target (default 10s; any -fuzztime value, e.g. 30s or 5000x)
+#   FUZZTIME      time per target (default 5s; any -fuzztime value, e.g. 30s or 5000x)
 #   FUZZPARALLEL  fuzzing workers per target (default 2)
 #   FUZZMATCH     only targets whose name matches this regexp (default: all)
 #
@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOWORK="$PWD/go.work"
-fuzztime=${FUZZTIME:-10s}
+fuzztime=${FUZZTIME:-5s}
 parallel=${FUZZPARALLEL:-2}
 match=${FUZZMATCH:-.}
 
