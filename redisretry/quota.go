@@ -20,7 +20,9 @@ import (
 )
 
 // DefaultQuotaLease is the most requests' worth of the schedule a Quota
-// takes per Redis round trip, used when QuotaConfig.Lease is 0.
+// takes ahead of need per Redis round trip, used when QuotaConfig.Lease is
+// 0 (four times it while the process asks for at most a quarter of the
+// quota: see QuotaConfig.Lease).
 const DefaultQuotaLease = 20
 
 // DefaultColdFleetSize is the fleet's size a Quota assumes while it has never
@@ -62,8 +64,11 @@ type QuotaConfig struct {
 	// process will use before they expire (its own rate of requests over
 	// the Slack), or while it alone reserves on the schedule; a quiet
 	// process takes one slot per request, one round trip each (see
-	// docs/fleet.md). 0 means 20. At a rate above a million per second a
-	// block holds at least a microsecond's worth of the schedule.
+	// docs/fleet.md). 0 means 20, and up to 80 while this process asks
+	// for at most a quarter of the quota (a round trip then serves up to
+	// 80 requests: a quarter of the Redis work per request); a Lease set
+	// here is the most at any demand. At a rate above a million per second
+	// a block holds at least a microsecond's worth of the schedule.
 	Lease int64
 
 	// Slack is how late a leased slot may still be used: a slot this
@@ -169,6 +174,7 @@ type Quota struct {
 	keys     backend.QuotaKeys
 	limit    Limit
 	lease    int64 // most requests' worth ahead of need per round trip
+	leaseMax int64 // the most while the demand is far below the share (leaseLocked)
 	slack    time.Duration
 	fleet    int
 	member   string
@@ -291,8 +297,9 @@ func newQuotaOn(e env, c QuotaConfig) (*Quota, error) {
 	e.clock = q.steady // everything the Quota holds is on its steady time
 	q.g.common = newCommon("quota", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
 	q.g.share = q.shareInfo
+	q.leaseMax = q.lease
 	if q.lease == 0 {
-		q.lease = DefaultQuotaLease
+		q.lease, q.leaseMax = DefaultQuotaLease, leaseGrowth*DefaultQuotaLease
 	}
 	switch {
 	case q.slack == 0:
