@@ -191,24 +191,28 @@ func (q *Quota) aheadLocked(now time.Time) int64 {
 }
 
 // leaseGrowth is how many times DefaultQuotaLease a Quota with the default
-// Lease may hold ahead of need while its demand is far below its share of
-// the quota (see leaseLocked).
+// Lease may hold ahead of need while its demand is far below the quota (see
+// leaseLocked).
 const leaseGrowth = 4
 
 // leaseLocked returns the most requests' worth this process holds ahead of
 // need, for a demand of m units within the horizon where the quota allows
 // all units (its rate over the horizon): QuotaConfig.Lease; with the
-// default Lease, leaseGrowth times it while the fleet was counted in Redis
-// and m is at most 1/leaseGrowth of all. What it holds is still no more
-// than it will use before the slots expire, nor more than its share of the
-// horizon (aheadLocked): the larger block only spreads a round trip over
-// more requests of a process that asks for much less than the quota (one
-// round trip per 80 requests instead of 20: a quarter of the Redis work).
+// default Lease, once the fleet was counted in Redis, that many times
+// all/m, up to leaseGrowth times (at a demand of a quarter of the quota or
+// less). What it holds is still no more than it will use before the slots
+// expire, nor more than its share of the horizon (aheadLocked): the larger
+// block only spreads a round trip over more requests of a process that asks
+// for less than the quota (one round trip per 80 requests instead of 20: a
+// quarter of the Redis work per request).
 func (q *Quota) leaseLocked(m, all float64) int64 {
-	if q.leaseMax > q.lease && q.members > 0 && m*leaseGrowth <= all {
+	switch {
+	case q.leaseMax <= q.lease || q.members == 0:
+		return q.lease
+	case m*leaseGrowth <= all:
 		return q.leaseMax
 	}
-	return q.lease
+	return max(q.lease, int64(float64(q.lease)*all/m))
 }
 
 // aheadDueLocked reports whether a block ahead of need is due: the lease

@@ -469,10 +469,10 @@ func TestExtremeRateAmortises(t *testing.T) {
 func TestLeaseGrowsFarBelowTheQuota(t *testing.T) {
 	// A process alone at 10,000 requests a second (issue 25 item 3): with
 	// the default Lease, under a quota of a million a second (its demand a
-	// fiftieth of it), a round trip takes up to 80 requests' worth ahead of
-	// need, not 20; under a quota of 20,000 a second (half of it) it stays
-	// at 20, and so does an explicit Lease of 20. In every case the slots
-	// reserved are those used, within 10 %.
+	// hundredth of it), a round trip takes up to 80 requests' worth ahead
+	// of need, not 20; under 20,000 a second (its demand half of it), 40;
+	// under 11,000 a second, 22; an explicit Lease of 20 stays 20 at any
+	// demand. In every case the slots reserved are those used, within 10 %.
 	for _, tc := range []struct {
 		name    string
 		rate    int64
@@ -482,7 +482,8 @@ func TestLeaseGrowsFarBelowTheQuota(t *testing.T) {
 	}{
 		{"1M/s, default Lease", 1_000_000, 0, 60, 81},
 		{"1M/s, Lease 20", 1_000_000, 20, 15, 21},
-		{"20,000/s, default Lease", 20_000, 0, 15, 21},
+		{"20,000/s, default Lease", 20_000, 0, 30, 41},
+		{"11,000/s, default Lease", 11_000, 0, 15, 23},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 
 // DefaultQuotaLease is the most requests' worth of the schedule a Quota
 // takes ahead of need per Redis round trip, used when QuotaConfig.Lease is
-// 0 (four times it while the process asks for at most a quarter of the
-// quota: see QuotaConfig.Lease).
+// 0 (up to four times it while the process asks for less than the quota:
+// see QuotaConfig.Lease).
 const DefaultQuotaLease = 20
 
 // DefaultColdFleetSize is the fleet's size a Quota assumes while it has never
@@ -64,10 +64,11 @@ type QuotaConfig struct {
 	// process will use before they expire (its own rate of requests over
 	// the Slack), or while it alone reserves on the schedule; a quiet
 	// process takes one slot per request, one round trip each (see
-	// docs/fleet.md). 0 means 20, and up to 80 while this process asks
-	// for at most a quarter of the quota (a round trip then serves up to
-	// 80 requests: a quarter of the Redis work per request); a Lease set
-	// here is the most at any demand. At a rate above a million per second
+	// docs/fleet.md). 0 means 20, growing as this process's demand falls
+	// below the quota: 20 times the quota over the demand, up to 80 at a
+	// quarter of the quota or less (a round trip then serves up to 80
+	// requests: a quarter of the Redis work per request). A Lease set here
+	// is the most at any demand. At a rate above a million per second
 	// a block holds at least a microsecond's worth of the schedule.
 	Lease int64
 
