@@ -62,9 +62,10 @@ func newClient(tb testing.TB, srv *redistest.Server) *redis.Client {
 	return c
 }
 
-// newOurs is redisretry.Quota with its defaults (Lease 20, burst 1), but a
-// Timeout of 1 s: the Redis path is measured, not a loaded machine's late
-// replies (decisions made without Redis are reported as local/op).
+// newOurs is redisretry.Quota with its defaults (Lease 0: 20, growing to 80
+// far below the quota; burst 1), but a Timeout of 1 s: the Redis path is
+// measured, not a loaded machine's late replies (decisions made without
+// Redis are reported as local/op).
 func newOurs(tb testing.TB, srv *redistest.Server, rate int64) (admitter, func() int64) {
 	q, err := redisretry.NewQuota(newClient(tb, srv), redisretry.QuotaConfig{
 		Settings: redisretry.Settings{Key: fmt.Sprintf("bench:ours:%d", rate), Timeout: time.Second}, Limit: redisretry.PerSecond(rate),
