@@ -133,7 +133,8 @@ func (c QuotaConfig) Validate() error {
 // taken only if its first slot starts before the latest of their deadlines
 // once its reply is back: in a congested schedule every caller waits in one
 // fleet-wide queue, in the order it asked. A block holds slots ahead of need
-// (up to QuotaConfig.Lease) only as many as this process will use before
+// (up to QuotaConfig.Lease; by default 20, growing to 80 as this process's
+// demand falls below the quota) only as many as this process will use before
 // they expire: what its own measured rate of requests fills within the
 // Slack, at most its share of the Slack's worth of the quota (over the
 // processes counted in Redis), never starting past the longest deadline of
