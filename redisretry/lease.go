@@ -168,8 +168,8 @@ func (q *Quota) leftLocked(now time.Time) int64 {
 // apart than the horizon holds none. While it is the only member and alone
 // reserves on the schedule (its blocks follow each other), it holds more:
 // its growth, doubling with each such block. Both at most Lease requests'
-// worth (more with the default Lease while the demand is far below the
-// share: see leaseLocked) and the quota's Rate, in whole requests (of the
+// worth (more with the default Lease as the demand falls below the quota:
+// see leaseLocked) and the quota's Rate, in whole requests (of the
 // most units a recent request took): a request takes its units from one
 // block.
 func (q *Quota) aheadLocked(now time.Time) int64 {
@@ -191,8 +191,8 @@ func (q *Quota) aheadLocked(now time.Time) int64 {
 }
 
 // leaseGrowth is how many times DefaultQuotaLease a Quota with the default
-// Lease may hold ahead of need while its demand is far below the quota (see
-// leaseLocked).
+// Lease may hold ahead of need when its demand is far below the quota (a
+// quarter of it or less; see leaseLocked).
 const leaseGrowth = 4
 
 // leaseLocked returns the most requests' worth this process holds ahead of

@@ -176,7 +176,7 @@ type Quota struct {
 	keys     backend.QuotaKeys
 	limit    Limit
 	lease    int64 // most requests' worth ahead of need per round trip
-	leaseMax int64 // the most while the demand is far below the share (leaseLocked)
+	leaseMax int64 // the most as the demand falls below the quota (leaseLocked)
 	slack    time.Duration
 	fleet    int
 	member   string
