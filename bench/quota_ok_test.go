@@ -42,3 +42,21 @@ func TestQuotaPeers(t *testing.T) {
 		t.Errorf("one redis_rate decision counted as %d commands, want 4 (EVALSHA, TIME, GET, SET)", n)
 	}
 }
+
+// TestParseRedisStats checks what the benchmark reads of INFO: the calls of
+// every command but INFO, the CPU time, and the scripts' time from the usec
+// of EVAL and EVALSHA only (the commands they call have their own lines,
+// inside that time).
+func TestParseRedisStats(t *testing.T) {
+	info := "# Commandstats\r\n" +
+		"cmdstat_evalsha:calls=10,usec=200,usec_per_call=20.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_eval:calls=1,usec=50,usec_per_call=50.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hset:calls=10,usec=30,usec_per_call=3.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=7,usec=700,usec_per_call=100.00,rejected_calls=0,failed_calls=0\r\n" +
+		"# CPU\r\nused_cpu_sys:0.250000\r\nused_cpu_user:1.500000\r\n"
+	got := parseRedisStats(info)
+	want := redisStats{commands: 21, cpu: 1750 * time.Millisecond, scripts: 250 * time.Microsecond}
+	if got != want {
+		t.Errorf("parseRedisStats = %+v, want %+v", got, want)
+	}
+}

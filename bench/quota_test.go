@@ -62,9 +62,10 @@ func newClient(tb testing.TB, srv *redistest.Server) *redis.Client {
 	return c
 }
 
-// newOurs is redisretry.Quota with its defaults (Lease 20, burst 1), but a
-// Timeout of 1 s: the Redis path is measured, not a loaded machine's late
-// replies (decisions made without Redis are reported as local/op).
+// newOurs is redisretry.Quota with its defaults (Lease 0: 20, growing to 80
+// far below the quota; burst 1), but a Timeout of 1 s: the Redis path is
+// measured, not a loaded machine's late replies (decisions made without
+// Redis are reported as local/op).
 func newOurs(tb testing.TB, srv *redistest.Server, rate int64) (admitter, func() int64) {
 	q, err := redisretry.NewQuota(newClient(tb, srv), redisretry.QuotaConfig{
 		Settings: redisretry.Settings{Key: fmt.Sprintf("bench:ours:%d", rate), Timeout: time.Second}, Limit: redisretry.PerSecond(rate),
@@ -103,6 +104,7 @@ func newRedisRate(tb testing.TB, srv *redistest.Server, rate int64) (admitter, f
 type redisStats struct {
 	commands int64         // commands run (inside scripts too), INFO itself excepted
 	cpu      time.Duration // used_cpu_sys + used_cpu_user
+	scripts  time.Duration // the time Redis spent running the scripts (EVAL, EVALSHA: their usec)
 }
 
 func readRedisStats(tb testing.TB, c *redis.Client) redisStats {
@@ -114,7 +116,9 @@ func readRedisStats(tb testing.TB, c *redis.Client) redisStats {
 }
 
 // parseRedisStats reads the commands' calls ("cmdstat_NAME:calls=N,...")
-// and the CPU time ("used_cpu_sys:S.ssssss") of an INFO reply.
+// and the CPU time ("used_cpu_sys:S.ssssss") of an INFO reply, and the time
+// spent in the scripts ("cmdstat_evalsha:calls=N,usec=U,..."): the commands
+// the scripts call are counted on their own lines too, inside that time.
 func parseRedisStats(info string) redisStats {
 	var s redisStats
 	sc := bufio.NewScanner(strings.NewReader(info))
@@ -123,9 +127,15 @@ func parseRedisStats(info string) redisStats {
 		switch {
 		case !ok:
 		case strings.HasPrefix(k, "cmdstat_") && k != "cmdstat_info":
-			calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+			calls, rest, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
 			n, _ := strconv.ParseInt(calls, 10, 64)
 			s.commands += n
+			switch k {
+			case "cmdstat_eval", "cmdstat_evalsha", "cmdstat_eval_ro", "cmdstat_evalsha_ro":
+				usec, _, _ := strings.Cut(strings.TrimPrefix(rest, "usec="), ",")
+				u, _ := strconv.ParseInt(usec, 10, 64)
+				s.scripts += time.Duration(u) * time.Microsecond
+			}
 		case k == "used_cpu_sys" || k == "used_cpu_user":
 			f, _ := strconv.ParseFloat(v, 64)
 			s.cpu += time.Duration(f * float64(time.Second))
@@ -163,11 +173,11 @@ func admitN(admit admitter, n int) error {
 
 // quotaTotals add up one library's runs: admitted requests, wall time,
 // this process's CPU time, Redis's commands and CPU time.
-type quotaTotals struct{ n, ns, cpu, commands, redisCPU float64 }
+type quotaTotals struct{ n, ns, cpu, commands, redisCPU, scripts float64 }
 
 // per returns the totals per admitted request.
 func (t quotaTotals) per() quotaTotals {
-	return quotaTotals{1, t.ns / t.n, t.cpu / t.n, t.commands / t.n, t.redisCPU / t.n}
+	return quotaTotals{1, t.ns / t.n, t.cpu / t.n, t.commands / t.n, t.redisCPU / t.n, t.scripts / t.n}
 }
 
 // BenchmarkFleetQuota compares redisretry's Quota with redis_rate on one
@@ -176,8 +186,11 @@ func (t quotaTotals) per() quotaTotals {
 // saturation, the pacing: 1/rate), cpu-ns/op this process's CPU time (the
 // client's cost), redis-cmds/op the commands Redis ran (INFO commandstats,
 // those inside the scripts included) and redis-cpu-ns/op the server's CPU
-// time (INFO cpu). local/op counts our decisions made without Redis (0
-// unless a reply took over 1 s). lib=ratio reports redis_rate's figures
+// time (INFO cpu), redis-script-ns/op the time Redis spent running the
+// scripts (INFO commandstats' usec of EVAL and EVALSHA: the commands, not
+// the network; a busy machine inflates it less). local/op counts our
+// decisions made without Redis (0 unless a reply took over 1 s).
+// lib=ratio reports redis_rate's figures
 // divided by ours, over every run of both at that quota so far in this
 // process (-count runs included): how many times cheaper ours is. Run it
 // with
@@ -200,6 +213,7 @@ func BenchmarkFleetQuota(b *testing.B) {
 					run := quotaRun(b, admit, local, stats)
 					tot.n, tot.ns, tot.cpu = tot.n+run.n, tot.ns+run.ns, tot.cpu+run.cpu
 					tot.commands, tot.redisCPU = tot.commands+run.commands, tot.redisCPU+run.redisCPU
+					tot.scripts += run.scripts
 				})
 			}
 			ours, theirs := totals["ours"], totals["redis_rate"]
@@ -213,6 +227,7 @@ func BenchmarkFleetQuota(b *testing.B) {
 				b.ReportMetric(t.cpu/o.cpu, "cpu-ratio")
 				b.ReportMetric(t.commands/o.commands, "redis-cmds-ratio")
 				b.ReportMetric(t.redisCPU/o.redisCPU, "redis-cpu-ratio")
+				b.ReportMetric(t.scripts/o.scripts, "redis-script-ratio")
 			})
 		})
 	}
@@ -237,11 +252,13 @@ func quotaRun(b *testing.B, admit admitter, local func() int64, stats *redis.Cli
 		cpu:      float64(cpu.Nanoseconds()),
 		commands: float64(r1.commands - r0.commands),
 		redisCPU: float64((r1.cpu - r0.cpu).Nanoseconds()),
+		scripts:  float64((r1.scripts - r0.scripts).Nanoseconds()),
 	}
 	per := run.per()
 	b.ReportMetric(per.cpu, "cpu-ns/op")
 	b.ReportMetric(per.commands, "redis-cmds/op")
 	b.ReportMetric(per.redisCPU, "redis-cpu-ns/op")
+	b.ReportMetric(per.scripts, "redis-script-ns/op")
 	b.ReportMetric(float64(l1-l0)/run.n, "local/op")
 	return run
 }

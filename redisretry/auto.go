@@ -121,7 +121,9 @@ type AutoQuotaConfig struct {
 
 	// Slack, Lease and FleetSize are the schedule's, as in QuotaConfig.
 	// Slack 0 means 20 ms (DefaultAutoSlack; negative: none, at most 1 s);
-	// Lease 0 means 20 requests; FleetSize 0 means counted in Redis.
+	// Lease 0 means 20 requests, growing to 80 as this process's demand
+	// falls below the learnt rate (as in QuotaConfig); FleetSize 0 means
+	// counted in Redis.
 	Slack     time.Duration
 	Lease     int64
 	FleetSize int

@@ -465,3 +465,50 @@ func TestExtremeRateAmortises(t *testing.T) {
 		}
 	})
 }
+
+func TestLeaseGrowsFarBelowTheQuota(t *testing.T) {
+	// A process alone at 10,000 requests a second (issue 25 item 3): with
+	// the default Lease, under a quota of a million a second (its demand a
+	// hundredth of it), a round trip takes up to 80 requests' worth ahead
+	// of need, not 20; under 20,000 a second (its demand half of it), 40;
+	// under 11,000 a second, 22; an explicit Lease of 20 stays 20 at any
+	// demand. In every case the slots reserved are those used, within 10 %.
+	for _, tc := range []struct {
+		name    string
+		rate    int64
+		lease   int64
+		minPerR float64 // requests per round trip, at least
+		maxPerR float64 // and at most
+	}{
+		{"1M/s, default Lease", 1_000_000, 0, 60, 81},
+		{"1M/s, Lease 20", 1_000_000, 20, 15, 21},
+		{"20,000/s, default Lease", 20_000, 0, 30, 41},
+		{"11,000/s, default Lease", 11_000, 0, 15, 23},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := newMem()
+				l := PerSecond(tc.rate)
+				q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l, Lease: tc.lease})
+				defer q.Close()
+				const n = 8000
+				for range n {
+					if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+						t.Fatal(err)
+					}
+					time.Sleep(100 * time.Microsecond)
+				}
+				rts := q.Stats().RoundTrips - 1 // the first connects
+				perR := float64(n) / float64(rts)
+				slots := reservedSlots(mem, l)
+				t.Logf("%d requests: %d round trips (%.1f requests each), %.0f slots reserved", n, rts, perR, slots)
+				if perR < tc.minPerR || perR > tc.maxPerR {
+					t.Errorf("%.1f requests per round trip, want %v to %v", perR, tc.minPerR, tc.maxPerR)
+				}
+				if slots > n*1.1 {
+					t.Errorf("%.0f slots reserved for %d requests, want at most 10 %% more", slots, n)
+				}
+			})
+		})
+	}
+}

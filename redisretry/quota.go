@@ -20,7 +20,9 @@ import (
 )
 
 // DefaultQuotaLease is the most requests' worth of the schedule a Quota
-// takes per Redis round trip, used when QuotaConfig.Lease is 0.
+// takes ahead of need per Redis round trip, used when QuotaConfig.Lease is
+// 0 (up to four times it while the process asks for less than the quota:
+// see QuotaConfig.Lease).
 const DefaultQuotaLease = 20
 
 // DefaultColdFleetSize is the fleet's size a Quota assumes while it has never
@@ -62,8 +64,12 @@ type QuotaConfig struct {
 	// process will use before they expire (its own rate of requests over
 	// the Slack), or while it alone reserves on the schedule; a quiet
 	// process takes one slot per request, one round trip each (see
-	// docs/fleet.md). 0 means 20. At a rate above a million per second a
-	// block holds at least a microsecond's worth of the schedule.
+	// docs/fleet.md). 0 means 20, growing as this process's demand falls
+	// below the quota: 20 times the quota over the demand, up to 80 at a
+	// quarter of the quota or less (a round trip then serves up to 80
+	// requests: a quarter of the Redis work per request). A Lease set here
+	// is the most at any demand. At a rate above a million per second
+	// a block holds at least a microsecond's worth of the schedule.
 	Lease int64
 
 	// Slack is how late a leased slot may still be used: a slot this
@@ -127,7 +133,8 @@ func (c QuotaConfig) Validate() error {
 // taken only if its first slot starts before the latest of their deadlines
 // once its reply is back: in a congested schedule every caller waits in one
 // fleet-wide queue, in the order it asked. A block holds slots ahead of need
-// (up to QuotaConfig.Lease) only as many as this process will use before
+// (up to QuotaConfig.Lease; by default 20, growing to 80 as this process's
+// demand falls below the quota) only as many as this process will use before
 // they expire: what its own measured rate of requests fills within the
 // Slack, at most its share of the Slack's worth of the quota (over the
 // processes counted in Redis), never starting past the longest deadline of
@@ -169,6 +176,7 @@ type Quota struct {
 	keys     backend.QuotaKeys
 	limit    Limit
 	lease    int64 // most requests' worth ahead of need per round trip
+	leaseMax int64 // the most as the demand falls below the quota (leaseLocked)
 	slack    time.Duration
 	fleet    int
 	member   string
@@ -291,8 +299,9 @@ func newQuotaOn(e env, c QuotaConfig) (*Quota, error) {
 	e.clock = q.steady // everything the Quota holds is on its steady time
 	q.g.common = newCommon("quota", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
 	q.g.share = q.shareInfo
+	q.leaseMax = q.lease
 	if q.lease == 0 {
-		q.lease = DefaultQuotaLease
+		q.lease, q.leaseMax = DefaultQuotaLease, leaseGrowth*DefaultQuotaLease
 	}
 	switch {
 	case q.slack == 0:

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
@@ -544,21 +546,34 @@ func TestRedisQuotaRepairsForeignKeys(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name  string
-		spoil func(k backend.QuotaKeys) error
+		spoil func(c redis.Cmdable, k backend.QuotaKeys)
 	}{
-		{"the schedule is a string", func(k backend.QuotaKeys) error { return c.Set(ctx, k.TAT, "x", 0).Err() }},
-		{"the schedule is a list", func(k backend.QuotaKeys) error { return c.RPush(ctx, k.TAT, "a").Err() }},
-		{"the members are a string", func(k backend.QuotaKeys) error { return c.Set(ctx, k.Members, "x", 0).Err() }},
-		{"the members are a hash", func(k backend.QuotaKeys) error { return c.HSet(ctx, k.Members, "a", "b").Err() }},
-		{"a tat that is no number", func(k backend.QuotaKeys) error { return c.HSet(ctx, k.TAT, "tat", "x").Err() }},
-		{"a tat beyond 2^53", func(k backend.QuotaKeys) error { return c.HSet(ctx, k.TAT, "tat", "1e300").Err() }},
-		{"a negative at", func(k backend.QuotaKeys) error { return c.HSet(ctx, k.TAT, "tat", "1", "at", "-5").Err() }},
-		{"a fractional tat", func(k backend.QuotaKeys) error { return c.HSet(ctx, k.TAT, "tat", "1.5").Err() }},
+		{"the schedule is a string", func(c redis.Cmdable, k backend.QuotaKeys) { c.Set(ctx, k.TAT, "x", 0) }},
+		{"the schedule is a list", func(c redis.Cmdable, k backend.QuotaKeys) { c.RPush(ctx, k.TAT, "a") }},
+		{"the members are a string", func(c redis.Cmdable, k backend.QuotaKeys) { c.Set(ctx, k.Members, "x", 0) }},
+		{"the members are a hash", func(c redis.Cmdable, k backend.QuotaKeys) { c.HSet(ctx, k.Members, "a", "b") }},
+		{"a tat that is no number", func(c redis.Cmdable, k backend.QuotaKeys) { c.HSet(ctx, k.TAT, "tat", "x") }},
+		{"a tat beyond 2^53", func(c redis.Cmdable, k backend.QuotaKeys) { c.HSet(ctx, k.TAT, "tat", "1e300") }},
+		{"a negative at", func(c redis.Cmdable, k backend.QuotaKeys) { c.HSet(ctx, k.TAT, "tat", "1", "at", "-5") }},
+		{"a fractional tat", func(c redis.Cmdable, k backend.QuotaKeys) { c.HSet(ctx, k.TAT, "tat", "1.5") }},
 	} {
+		// spoil deletes the quota's keys and writes the foreign one in one
+		// transaction: a refill of the Quota still in flight (one ahead of
+		// need, sent by the last Reserve) runs before or after it, never
+		// between the two (it would write the members as a sorted set, and
+		// the HSET of a hash onto it would fail with WRONGTYPE).
+		spoil := func(keys backend.QuotaKeys) error {
+			_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				p.Del(ctx, keys.TAT, keys.Members)
+				tc.spoil(p, keys)
+				return nil
+			})
+			return err
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			key := testKey(t)
 			keys := backend.NewQuotaKeys(key)
-			if err := tc.spoil(keys); err != nil {
+			if err := spoil(keys); err != nil {
 				t.Fatal(err)
 			}
 			logs := &logCounter{}
@@ -583,9 +598,9 @@ func TestRedisQuotaRepairsForeignKeys(t *testing.T) {
 				t.Fatalf("%s is a %s after the calls, want a zset", keys.Members, typ)
 			}
 			// The lease given back onto a key spoilt meanwhile: gcra_return.lua
-			// deletes it rather than failing.
-			c.Del(ctx, keys.TAT, keys.Members)
-			if err := tc.spoil(keys); err != nil {
+			// deletes it rather than failing (and a refill in flight,
+			// gcra.lua, repairs it).
+			if err := spoil(keys); err != nil {
 				t.Fatal(err)
 			}
 			if err := q.Close(); err != nil {
