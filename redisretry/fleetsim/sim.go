@@ -163,17 +163,18 @@ func (s *sim) run() {
 	for b := range s.binCap {
 		s.q.push(int64(b)*int64(c.Bin), nil, func() { s.sampleBin(b) })
 	}
-	for len(s.q.h) > 0 {
-		e := s.q.pop()
-		if e.at > s.end {
+	for s.q.Len() > 0 {
+		next := s.q.Pop()
+		if next.At > s.end {
 			break
 		}
+		e := next.P
 		f := e.f
 		if f == nil || (e.p != nil && e.p.dead) {
 			continue
 		}
 		e.f = nil
-		s.now = e.at
+		s.now = next.At
 		s.events++
 		f()
 	}
