@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/backoffkit/retry/internal/textwrap"
 )
 
 // WriteContentionReport writes the contention table, a legend of its
@@ -231,7 +233,7 @@ func throttleNotes(cfg OverloadConfig, rows []OverloadResult) []string {
 		}
 	}
 	if late {
-		notes = append(notes, wrap("why: the SRE throttle counts the requests it rejects as requests, so after a total outage"+
+		notes = append(notes, textwrap.Lines("why: the SRE throttle counts the requests it rejects as requests, so after a total outage"+
 			" p = (requests - K·accepts)/(requests + 1) stays near or above 1 - 1/K (0.5 for K = 2) until its window"+
 			" (2 min by default) has rolled past the outage; a shorter window alone does not help (the rejections keep p up)."+
 			" ThrottleConfig{SentOnly: true, Window: 10 * time.Second} (adaptive-throttle-sent-10s) counts only the requests sent"+
@@ -274,28 +276,6 @@ func throttleCaption(cfg OverloadConfig, rows []OverloadResult) string {
 			" rolled past the outage; counting only the requests sent (SentOnly) with a short window forgets the outage within that window."
 	}
 	return s
-}
-
-// wrap breaks s into lines of at most width bytes at spaces; the lines
-// after the first start with indent.
-func wrap(s string, width int, indent string) []string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = w
-		case len(line)+1+len(w) > width:
-			lines = append(lines, line)
-			line = indent + w
-		default:
-			line += " " + w
-		}
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
 }
 
 func findRow(rows []OverloadResult, name string) (OverloadResult, bool) {
