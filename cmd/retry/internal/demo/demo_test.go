@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // checkWidth fails if a line of out is wider than 80 columns.
@@ -115,7 +115,7 @@ func TestDemoSynchronized(t *testing.T) {
 // The header comes first, before the run (the user reads it while waiting):
 // it is on stdout before the first progress line on stderr.
 func TestDemoHeaderFirst(t *testing.T) {
-	var errb syncBuffer
+	var errb testkit.Buffer
 	out := &firstWrite{other: &errb}
 	// 1.2 s of arrivals, held by the stall until 2 s: progress lines at 1 s
 	// and 2 s, while the header must already be out.
@@ -147,34 +147,10 @@ func TestHerdConclusionWithoutStall(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
-
 // firstWrite records how much had been written to other when it was first
 // written to.
 type firstWrite struct {
-	other       *syncBuffer
+	other       *testkit.Buffer
 	buf         bytes.Buffer
 	wrote       bool
 	otherBefore int
