@@ -388,23 +388,16 @@ func (p *Policy) validate() error {
 	if p.Attempts < 0 {
 		return &ValidationError{"Attempts", p.Attempts, "must be at least 1 (0 means the default, 5)"}
 	}
-	if err := checkDur("InitialDelay", p.InitialDelay); err != nil {
-		return err
-	}
-	if err := checkDur("MaxDelay", p.MaxDelay); err != nil {
-		return err
-	}
-	if err := checkDur("Jitter", p.Jitter); err != nil {
-		return err
-	}
-	if err := checkDur("Deadline", p.Deadline); err != nil {
-		return err
-	}
-	if err := checkDur("AttemptTimeout", p.AttemptTimeout); err != nil {
-		return err
-	}
-	if err := checkDur("MaxRetryAfter", p.MaxRetryAfter); err != nil {
-		return err
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"InitialDelay", p.InitialDelay}, {"MaxDelay", p.MaxDelay}, {"Jitter", p.Jitter},
+		{"Deadline", p.Deadline}, {"AttemptTimeout", p.AttemptTimeout}, {"MaxRetryAfter", p.MaxRetryAfter},
+	} {
+		if err := checkDur(d.field, d.v); err != nil {
+			return err
+		}
 	}
 	if e := p.ExpBase; math.IsNaN(e) || math.IsInf(e, 0) || (e != 0 && e < 1) {
 		return &ValidationError{"ExpBase", e, "must be a finite number >= 1 (0 means the default, 2)"}
