@@ -189,9 +189,9 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.Func("seed", "seed `N` of the server's faults, the clients and the jitter (default 1)", func(s string) error {
-		n, err := strconv.ParseUint(s, 10, 64)
+		n, err := cli.ParseSeed(s)
 		if err != nil {
-			return errors.New("not a non-negative whole number")
+			return err
 		}
 		cfg.seed = n
 		return nil
