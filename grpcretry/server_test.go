@@ -105,6 +105,14 @@ func (s *testServer) count(method string) int {
 	return s.attempts[method]
 }
 
+// wantAttempts marks t failed unless the server saw want attempts of method.
+func (s *testServer) wantAttempts(t testing.TB, method string, want int) {
+	t.Helper()
+	if got := s.count(method); got != want {
+		t.Errorf("server saw %d attempts, want %d", got, want)
+	}
+}
+
 func (s *testServer) prev(method string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
