@@ -193,6 +193,19 @@ func waits(rec *recorder) []time.Duration {
 	return w
 }
 
+// wantTimeoutRetry marks t failed unless the call was retried once, for
+// DEADLINE_EXCEEDED, and ended 1.1 s of virtual time after start: an
+// attempt timeout of 1 s, then testPolicy's wait.
+func wantTimeoutRetry(t testing.TB, rec *recorder, start time.Time) {
+	t.Helper()
+	if r := rec.Of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
+		t.Errorf("retry events = %+v, want one for DEADLINE_EXCEEDED", r)
+	}
+	if got := time.Since(start); got != time.Second+100*time.Millisecond {
+		t.Errorf("virtual time %v, want 1.1s (timeout + wait)", got)
+	}
+}
+
 // testPolicy waits 100 ms, 200 ms, 400 ms, ... without jitter (the tests run
 // in synctest bubbles: virtual time).
 func testPolicy(rec *recorder) retry.Policy {

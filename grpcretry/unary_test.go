@@ -420,12 +420,7 @@ func TestUnaryAttemptTimeoutRetried(t *testing.T) {
 			t.Fatalf("Check: %v, want success on the second attempt", err)
 		}
 		s.wantAttempts(t, checkMethod, 2)
-		if r := rec.Of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
-			t.Errorf("retry events = %+v, want one for DEADLINE_EXCEEDED", r)
-		}
-		if got := time.Since(start); got != time.Second+100*time.Millisecond {
-			t.Errorf("virtual time %v, want 1.1s (timeout + wait)", got)
-		}
+		wantTimeoutRetry(t, rec, start)
 	})
 }
 
