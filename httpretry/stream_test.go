@@ -672,17 +672,8 @@ func TestStreamEmptyAnswer(t *testing.T) {
 		{"json, chunked, white space", ctJSON, func(r *http.Response) { r.Body, r.ContentLength = io.NopCloser(strings.NewReader("\r\n")), -1 }},
 		{"sse, Content-Length 0 (http.NoBody)", ctSSE, func(r *http.Response) { r.Body, r.ContentLength = http.NoBody, 0 }},
 	}
-	policies := []struct {
-		name string
-		p    retry.Policy
-		opts []Option
-	}{
-		{"no timeout", retry.Policy{}, nil},
-		{"WithAttemptTimeout", retry.Policy{}, []Option{WithAttemptTimeout(10 * time.Second)}},
-		{"Policy.Deadline", retry.Policy{Deadline: time.Minute}, nil},
-	}
 	for _, b := range bodies {
-		for _, pc := range policies {
+		for _, pc := range timeoutPolicies {
 			t.Run(b.name+"/"+pc.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					var calls []time.Time
@@ -814,20 +805,24 @@ func TestJSONPeekedOnlyForStreams(t *testing.T) {
 	}
 }
 
+// timeoutPolicies are the ways an attempt can have a timeout, and none: the
+// transport must tell a stream's end from a timeout under each.
+var timeoutPolicies = []struct {
+	name string
+	p    retry.Policy
+	opts []Option
+}{
+	{"no timeout", retry.Policy{}, nil},
+	{"WithAttemptTimeout", retry.Policy{}, []Option{WithAttemptTimeout(10 * time.Second)}},
+	{"Policy.Deadline", retry.Policy{Deadline: time.Minute}, nil},
+}
+
 // TestStreamEOFIsNoTimeout: a stream that ends before its first event is
 // retried as an EOF, not as a timeout, also when an attempt timeout or a
 // deadline is set (the transport ends the attempt's context itself when a
 // body reaches its end: that is no timeout).
 func TestStreamEOFIsNoTimeout(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		p    retry.Policy
-		opts []Option
-	}{
-		{"no timeout", retry.Policy{}, nil},
-		{"WithAttemptTimeout", retry.Policy{}, []Option{WithAttemptTimeout(10 * time.Second)}},
-		{"Policy.Deadline", retry.Policy{Deadline: time.Minute}, nil},
-	} {
+	for _, tc := range timeoutPolicies {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
