@@ -276,14 +276,7 @@ func TestIdempotentPost(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(503, "busy"), testkit.Status(200, "ok"))
-			ctx := context.Background()
-			if tt.ctx != nil {
-				ctx = tt.ctx(ctx)
-			}
-			req, _ := http.NewRequestWithContext(ctx, tt.method, srv.URL, strings.NewReader("payload"))
-			if tt.key != "" {
-				req.Header.Set("Idempotency-Key", tt.key)
-			}
+			req := payloadRequest(tt.ctx, tt.method, srv.URL, tt.key)
 			resp, err := NewTransport(srv.Client().Transport, fast, tt.opts...).RoundTrip(req)
 			if err != nil {
 				t.Fatal(err)
