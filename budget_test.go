@@ -20,6 +20,20 @@ func (c *limClock) Now() time.Time {
 }
 func (c *limClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
+// concurrently calls f n times on each of g goroutines and waits for them
+// all.
+func concurrently(g, n int, f func()) {
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			for range n {
+				f()
+			}
+		})
+	}
+	wg.Wait()
+}
+
 var errLimTransient = errors.New("503 transient")
 
 // noWait retries at once: the budgets, not the waits, are under test.
@@ -74,27 +88,16 @@ func TestTokenBucketAdmitTakesNoToken(t *testing.T) {
 func TestTokenBucketConcurrent(t *testing.T) {
 	b := retry.NewTokenBucket(10, 0.1)
 	const G, N = 8, 50
-	var wg sync.WaitGroup
-	for range G {
-		wg.Go(func() {
-			for range N {
-				b.Admit(true)
-				b.Record(false)
-			}
-		})
-	}
-	wg.Wait()
+	concurrently(G, N, func() {
+		b.Admit(true)
+		b.Record(false)
+	})
 	if b.Tokens() != 0 {
 		t.Fatalf("tokens = %v after %d failures, want 0", b.Tokens(), G*N)
 	}
-	for range G {
-		wg.Go(func() {
-			for range 10 {
-				b.Record(true)
-			}
-		})
-	}
-	wg.Wait()
+	concurrently(G, 10, func() {
+		b.Record(true)
+	})
 	// 80 successes of 0.1: exactly 8 tokens, no update lost.
 	if b.Tokens() != 8 {
 		t.Fatalf("tokens = %v after %d successes, want 8", b.Tokens(), G*10)
@@ -212,27 +215,16 @@ func TestRatioBudgetConcurrentNeverOverAdmits(t *testing.T) {
 	var clk limClock
 	b := retry.NewRatioBudget(retry.RatioBudgetConfig{Ratio: 0.25, MinPerSecond: 0.5, Now: clk.Now})
 	const G = 8
-	var wg sync.WaitGroup
-	for range G {
-		wg.Go(func() {
-			for range 100 {
-				b.Admit(false)
-			}
-		})
-	}
-	wg.Wait()
+	concurrently(G, 100, func() {
+		b.Admit(false)
+	})
 	const limit = 0.25 * G * 100 // 200 > the floor of 0.5·10
 	var admitted atomic.Int64
-	for range G {
-		wg.Go(func() {
-			for range 100 {
-				if b.Admit(true) {
-					admitted.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	concurrently(G, 100, func() {
+		if b.Admit(true) {
+			admitted.Add(1)
+		}
+	})
 	if admitted.Load() > limit {
 		t.Fatalf("admitted %d concurrent retries, limit %d", admitted.Load(), int(limit))
 	}

@@ -276,42 +276,23 @@ func (p Policy) RetriesStatus(code int) bool {
 // switches p back to the documented formula (the zero Shape sets nothing).
 func (p Policy) Merge(override Policy) Policy {
 	p, override = p.unresolved(), override.unresolved()
-	if override.Attempts != 0 {
-		p.Attempts = override.Attempts
-	}
-	mergeDur(&p.InitialDelay, override.InitialDelay)
-	mergeDur(&p.MaxDelay, override.MaxDelay)
-	if override.ExpBase != 0 {
-		p.ExpBase = override.ExpBase
-	}
-	mergeDur(&p.Jitter, override.Jitter)
-	mergeDur(&p.Deadline, override.Deadline)
-	mergeDur(&p.AttemptTimeout, override.AttemptTimeout)
-	mergeDur(&p.MaxRetryAfter, override.MaxRetryAfter)
-	if override.Shape != 0 {
-		p.Shape = override.Shape
-	}
-	if override.StatusCodes != nil {
-		p.StatusCodes = override.StatusCodes
-	}
-	if override.Retryable != nil {
-		p.Retryable = override.Retryable
-	}
-	if override.Observer != nil {
-		p.Observer = override.Observer
-	}
-	if override.Budget != nil {
-		p.Budget = override.Budget
-	}
-	if override.Throttle != nil {
-		p.Throttle = override.Throttle
-	}
-	if override.Rand != nil {
-		p.Rand = override.Rand
-	}
-	if override.Pacer != nil {
-		p.Pacer = override.Pacer
-	}
+	o := override
+	mergeSet(&p.Attempts, o.Attempts)
+	mergeSet(&p.InitialDelay, o.InitialDelay)
+	mergeSet(&p.MaxDelay, o.MaxDelay)
+	mergeSet(&p.ExpBase, o.ExpBase)
+	mergeSet(&p.Jitter, o.Jitter)
+	mergeSet(&p.Deadline, o.Deadline)
+	mergeSet(&p.AttemptTimeout, o.AttemptTimeout)
+	mergeSet(&p.MaxRetryAfter, o.MaxRetryAfter)
+	mergeSet(&p.Shape, o.Shape)
+	mergeIf(&p.StatusCodes, o.StatusCodes, o.StatusCodes != nil)
+	mergeIf(&p.Retryable, o.Retryable, o.Retryable != nil)
+	mergeIf(&p.Observer, o.Observer, o.Observer != nil)
+	mergeSet(&p.Budget, o.Budget)
+	mergeSet(&p.Throttle, o.Throttle)
+	mergeIf(&p.Rand, o.Rand, o.Rand != nil)
+	mergeSet(&p.Pacer, o.Pacer)
 	return p
 }
 
@@ -362,8 +343,17 @@ func (p *Policy) hinted(wait, hint time.Duration, u float64) time.Duration {
 	return max(wait, raised)
 }
 
-func mergeDur(dst *time.Duration, v time.Duration) {
-	if v != 0 {
+// mergeSet sets *dst to v when v is not T's zero value (a nil interface
+// for the limiters and the Pacer).
+func mergeSet[T comparable](dst *T, v T) {
+	var zero T
+	mergeIf(dst, v, v != zero)
+}
+
+// mergeIf sets *dst to v when set: for the fields (slices, funcs) that
+// cannot be compared with their zero value.
+func mergeIf[T any](dst *T, v T, set bool) {
+	if set {
 		*dst = v
 	}
 }
@@ -398,23 +388,16 @@ func (p *Policy) validate() error {
 	if p.Attempts < 0 {
 		return &ValidationError{"Attempts", p.Attempts, "must be at least 1 (0 means the default, 5)"}
 	}
-	if err := checkDur("InitialDelay", p.InitialDelay); err != nil {
-		return err
-	}
-	if err := checkDur("MaxDelay", p.MaxDelay); err != nil {
-		return err
-	}
-	if err := checkDur("Jitter", p.Jitter); err != nil {
-		return err
-	}
-	if err := checkDur("Deadline", p.Deadline); err != nil {
-		return err
-	}
-	if err := checkDur("AttemptTimeout", p.AttemptTimeout); err != nil {
-		return err
-	}
-	if err := checkDur("MaxRetryAfter", p.MaxRetryAfter); err != nil {
-		return err
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"InitialDelay", p.InitialDelay}, {"MaxDelay", p.MaxDelay}, {"Jitter", p.Jitter},
+		{"Deadline", p.Deadline}, {"AttemptTimeout", p.AttemptTimeout}, {"MaxRetryAfter", p.MaxRetryAfter},
+	} {
+		if err := checkDur(d.field, d.v); err != nil {
+			return err
+		}
 	}
 	if e := p.ExpBase; math.IsNaN(e) || math.IsInf(e, 0) || (e != 0 && e < 1) {
 		return &ValidationError{"ExpBase", e, "must be a finite number >= 1 (0 means the default, 2)"}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -139,27 +138,16 @@ func TestThrottleConcurrentCounts(t *testing.T) {
 	var clk limClock
 	th := retry.NewAdaptiveThrottle(retry.ThrottleConfig{Now: clk.Now})
 	const G, N = 8, 250
-	var wg sync.WaitGroup
-	for range G {
-		wg.Go(func() {
-			for range N {
-				th.Record(false)
-			}
-		})
-	}
-	wg.Wait()
+	concurrently(G, N, func() {
+		th.Record(false)
+	})
 	if got := th.RejectProbability(); got != 2000.0/2001 {
 		t.Fatalf("p = %v after %d concurrent requests, want 2000/2001: counts were lost", got, G*N)
 	}
-	for range G {
-		wg.Go(func() {
-			for range N / 5 {
-				th.Record(true)
-				th.Record(false)
-			}
-		})
-	}
-	wg.Wait()
+	concurrently(G, N/5, func() {
+		th.Record(true)
+		th.Record(false)
+	})
 	if got := th.RejectProbability(); got != (2800.0-2*400)/2801 {
 		t.Fatalf("p = %v after 400 accepts and 400 more failures, want 2000/2801", got)
 	}

@@ -92,10 +92,7 @@ type Option func(*config)
 // [DefaultCodes]. HTTP errors are classified by the policy's StatusCodes
 // instead.
 func WithCodes(c ...codes.Code) Option {
-	c = slices.Clone(c)
-	if c == nil {
-		c = []codes.Code{}
-	}
+	c = append([]codes.Code{}, c...) // a copy, never nil: no code means none
 	return func(cfg *config) { cfg.codes = c }
 }
 

@@ -49,10 +49,7 @@ type Option func(*config)
 // [DefaultCodes]. WithCodes() with no code retries no status code (only
 // attempts cut short by Policy.AttemptTimeout are then retried).
 func WithCodes(c ...codes.Code) Option {
-	c = slices.Clone(c)
-	if c == nil {
-		c = []codes.Code{}
-	}
+	c = append([]codes.Code{}, c...) // a copy, never nil: no code means none
 	return func(cfg *config) { cfg.codes = c }
 }
 

@@ -105,6 +105,14 @@ func (s *testServer) count(method string) int {
 	return s.attempts[method]
 }
 
+// wantAttempts marks t failed unless the server saw want attempts of method.
+func (s *testServer) wantAttempts(t testing.TB, method string, want int) {
+	t.Helper()
+	if got := s.count(method); got != want {
+		t.Errorf("server saw %d attempts, want %d", got, want)
+	}
+}
+
 func (s *testServer) prev(method string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,6 +191,19 @@ func waits(rec *recorder) []time.Duration {
 		w = append(w, e.Wait)
 	}
 	return w
+}
+
+// wantTimeoutRetry marks t failed unless the call was retried once, for
+// DEADLINE_EXCEEDED, and ended 1.1 s of virtual time after start: an
+// attempt timeout of 1 s, then testPolicy's wait.
+func wantTimeoutRetry(t testing.TB, rec *recorder, start time.Time) {
+	t.Helper()
+	if r := rec.Of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
+		t.Errorf("retry events = %+v, want one for DEADLINE_EXCEEDED", r)
+	}
+	if got := time.Since(start); got != time.Second+100*time.Millisecond {
+		t.Errorf("virtual time %v, want 1.1s (timeout + wait)", got)
+	}
 }
 
 // testPolicy waits 100 ms, 200 ms, 400 ms, ... without jitter (the tests run

@@ -65,9 +65,7 @@ func TestStreamRetriedBeforeFirstMessage(t *testing.T) {
 		if want := []healthpb.HealthCheckResponse_ServingStatus{0, 1, 2}; !slices.Equal(got, want) {
 			t.Errorf("received %v, want %v", got, want)
 		}
-		if n := s.count(listMethod); n != 3 {
-			t.Errorf("server saw %d attempts, want 3", n)
-		}
+		s.wantAttempts(t, listMethod, 3)
 		// The interceptor fails the first two attempts before the handler
 		// reads the request; the third gets the buffered request.
 		if want := []string{"replayed"}; !slices.Equal(s.requests, want) {
@@ -124,9 +122,7 @@ func TestStreamNotRetriedAfterFirstMessage(t *testing.T) {
 		if errors.As(err, &re) {
 			t.Errorf("error after the first message came through the retry loop: %v", err)
 		}
-		if n := s.count(listMethod); n != 1 {
-			t.Errorf("server saw %d attempts, want 1", n)
-		}
+		s.wantAttempts(t, listMethod, 1)
 		if n := len(rec.Of(retry.EventRetry)); n != 0 {
 			t.Errorf("%d retry events, want 0", n)
 		}
@@ -168,9 +164,7 @@ func TestStreamFirstRecvOutcomes(t *testing.T) {
 				if err == nil && len(got) != tt.items {
 					t.Errorf("received %d messages, want %d", len(got), tt.items)
 				}
-				if n := s.count(listMethod); n != tt.attempts {
-					t.Errorf("server saw %d attempts, want %d", n, tt.attempts)
-				}
+				s.wantAttempts(t, listMethod, tt.attempts)
 			})
 		})
 	}
@@ -230,9 +224,7 @@ func TestStreamHeaderEndsWindow(t *testing.T) {
 		if status.Code(err) != codes.Unavailable {
 			t.Errorf("RecvMsg = %v, want UNAVAILABLE (no retry once Header was called)", err)
 		}
-		if n := s.count(listMethod); n != 1 {
-			t.Errorf("server saw %d attempts, want 1", n)
-		}
+		s.wantAttempts(t, listMethod, 1)
 		if cs.Trailer() == nil {
 			t.Error("Trailer() = nil after the stream ended")
 		}
@@ -275,9 +267,7 @@ func TestStreamBidiNotRetriedOnceOpen(t *testing.T) {
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("RecvMsg = %v, want UNAVAILABLE", err)
 		}
-		if n := s.count(chatMethod); n != 1 {
-			t.Errorf("server saw %d attempts, want 1", n)
-		}
+		s.wantAttempts(t, chatMethod, 1)
 	})
 }
 
@@ -312,9 +302,7 @@ func TestStreamBidiCreationRetried(t *testing.T) {
 		if err := cs.RecvMsg(new(healthpb.HealthCheckRequest)); err != io.EOF {
 			t.Errorf("RecvMsg at the end = %v, want io.EOF", err)
 		}
-		if n := s.count(chatMethod); n != 1 {
-			t.Errorf("server saw %d attempts, want 1", n)
-		}
+		s.wantAttempts(t, chatMethod, 1)
 	})
 }
 
@@ -346,9 +334,7 @@ func TestStreamCallPolicy(t *testing.T) {
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("err = %v, want UNAVAILABLE", err)
 		}
-		if n := s.count(listMethod); n != 2 {
-			t.Errorf("server saw %d attempts, want 2", n)
-		}
+		s.wantAttempts(t, listMethod, 2)
 	})
 }
 
@@ -435,15 +421,8 @@ func testStreamAttemptTimeout(t *testing.T, headersFirst bool) {
 		if err != nil || len(got) != 2 {
 			t.Fatalf("List = %v, %v; want 2 messages from the second attempt", got, err)
 		}
-		if n := s.count(listMethod); n != 2 {
-			t.Errorf("server saw %d attempts, want 2", n)
-		}
-		if r := rec.Of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
-			t.Errorf("retry events = %+v, want one for DEADLINE_EXCEEDED", r)
-		}
-		if got := time.Since(start); got != time.Second+100*time.Millisecond {
-			t.Errorf("virtual time %v, want 1.1s (timeout + wait)", got)
-		}
+		s.wantAttempts(t, listMethod, 2)
+		wantTimeoutRetry(t, rec, start)
 	})
 }
 
@@ -496,9 +475,7 @@ func TestStreamCommittedOutlivesAttemptBounds(t *testing.T) {
 		if got := time.Since(start); got != 10*time.Second {
 			t.Errorf("stream took %v, want 10s (two pauses)", got)
 		}
-		if n := s.count(listMethod); n != 1 {
-			t.Errorf("server saw %d attempts, want 1", n)
-		}
+		s.wantAttempts(t, listMethod, 1)
 	})
 }
 
@@ -578,9 +555,7 @@ func TestStreamResourceExhaustedRetryInfoFirst(t *testing.T) {
 				if d := time.Since(start); d < 3*time.Second || d != r[0].Wait {
 					t.Errorf("virtual time %v, want the wait %v (>= the 3s hint)", d, r[0].Wait)
 				}
-				if n := s.count(listMethod); n != 2 {
-					t.Errorf("server saw %d attempts, want 2", n)
-				}
+				s.wantAttempts(t, listMethod, 2)
 			})
 		})
 	}
@@ -609,9 +584,7 @@ func TestStreamResourceExhaustedAfterFirstMessageNotRetried(t *testing.T) {
 		if errors.As(err, &re) {
 			t.Errorf("the error after the first message came through the retry loop: %v", err)
 		}
-		if n := s.count(listMethod); n != 1 {
-			t.Errorf("server saw %d attempts, want 1", n)
-		}
+		s.wantAttempts(t, listMethod, 1)
 		if r, g := rec.Of(retry.EventRetry), rec.Of(retry.EventGiveUp); len(r)+len(g) != 0 || time.Since(start) != 0 {
 			t.Errorf("retry events %+v, give-ups %+v after %v; want none, at once", r, g, time.Since(start))
 		}

@@ -43,9 +43,7 @@ func TestUnaryRetriesDefaultCodes(t *testing.T) {
 				if err := check(t.Context(), cc); err != nil {
 					t.Fatalf("Check: %v, want success on the third attempt", err)
 				}
-				if got := s.count(checkMethod); got != 3 {
-					t.Errorf("server saw %d attempts, want 3", got)
-				}
+				s.wantAttempts(t, checkMethod, 3)
 				want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}
 				if got := waits(rec); !slices.Equal(got, want) {
 					t.Errorf("waits = %v, want %v", got, want)
@@ -83,9 +81,7 @@ func TestUnaryOtherCodesNotRetried(t *testing.T) {
 				if status.Code(err) != code {
 					t.Fatalf("Check: %v, want code %v", err, code)
 				}
-				if got := s.count(checkMethod); got != 1 {
-					t.Errorf("server saw %d attempts, want 1", got)
-				}
+				s.wantAttempts(t, checkMethod, 1)
 				var re *retry.Error
 				if errors.As(err, &re) {
 					t.Errorf("a non-retryable error came back wrapped: %v", err)
@@ -117,9 +113,7 @@ func TestUnaryWithCodes(t *testing.T) {
 				s.fail = failN(checkMethod, 1, tt.code)
 				cc := unaryClient(t, s, testPolicy(newRecorder()), grpcretry.WithCodes(codes.Internal))
 				_ = check(t.Context(), cc)
-				if got := s.count(checkMethod); got != tt.attempts {
-					t.Errorf("server saw %d attempts, want %d", got, tt.attempts)
-				}
+				s.wantAttempts(t, checkMethod, tt.attempts)
 			})
 		})
 	}
@@ -289,9 +283,7 @@ func TestUnaryPushback(t *testing.T) {
 				cc := unaryClient(t, s, testPolicy(rec))
 
 				err := check(t.Context(), cc)
-				if got := s.count(checkMethod); got != tt.wantTries {
-					t.Errorf("server saw %d attempts, want %d", got, tt.wantTries)
-				}
+				s.wantAttempts(t, checkMethod, tt.wantTries)
 				if tt.wantStopped {
 					if !errors.Is(err, grpcretry.ErrPushback) || status.Code(err) != codes.Unavailable {
 						t.Errorf("err = %v, want ErrPushback with the UNAVAILABLE status", err)
@@ -325,9 +317,7 @@ func TestUnaryNonIdempotentNotRetriedOnceSent(t *testing.T) {
 			cc := unaryClient(t, s, testPolicy(rec), opt)
 
 			err := check(t.Context(), cc)
-			if got := s.count(checkMethod); got != 1 {
-				t.Errorf("server saw %d attempts, want 1", got)
-			}
+			s.wantAttempts(t, checkMethod, 1)
 			if !errors.Is(err, grpcretry.ErrNotIdempotent) {
 				t.Errorf("err = %v, want one matching ErrNotIdempotent", err)
 			}
@@ -354,9 +344,7 @@ func TestUnaryNonIdempotentRetriedWhenNeverSent(t *testing.T) {
 		if err := check(t.Context(), cc); err != nil {
 			t.Fatalf("Check: %v, want success once the server is reachable", err)
 		}
-		if got := s.count(checkMethod); got != 1 {
-			t.Errorf("server saw %d attempts, want 1", got)
-		}
+		s.wantAttempts(t, checkMethod, 1)
 		r := rec.Of(retry.EventRetry)
 		if len(r) == 0 {
 			t.Fatal("no retry: the refused connection should have been retried")
@@ -385,9 +373,7 @@ func TestUnaryServerUnreachable(t *testing.T) {
 		if status.Code(err) != codes.Unavailable {
 			t.Errorf("code = %v, want UNAVAILABLE", status.Code(err))
 		}
-		if got := s.count(checkMethod); got != 0 {
-			t.Errorf("server saw %d attempts, want 0", got)
-		}
+		s.wantAttempts(t, checkMethod, 0)
 	})
 }
 
@@ -408,9 +394,7 @@ func TestUnaryCallPolicy(t *testing.T) {
 				s.fail = failN(checkMethod, 10, codes.Unavailable)
 				cc := unaryClient(t, s, testPolicy(newRecorder()))
 				_ = check(t.Context(), cc, tt.opts...)
-				if got := s.count(checkMethod); got != tt.attempts {
-					t.Errorf("server saw %d attempts, want %d", got, tt.attempts)
-				}
+				s.wantAttempts(t, checkMethod, tt.attempts)
 			})
 		})
 	}
@@ -435,15 +419,8 @@ func TestUnaryAttemptTimeoutRetried(t *testing.T) {
 		if err := check(t.Context(), cc); err != nil {
 			t.Fatalf("Check: %v, want success on the second attempt", err)
 		}
-		if got := s.count(checkMethod); got != 2 {
-			t.Errorf("server saw %d attempts, want 2", got)
-		}
-		if r := rec.Of(retry.EventRetry); len(r) != 1 || status.Code(r[0].Err) != codes.DeadlineExceeded {
-			t.Errorf("retry events = %+v, want one for DEADLINE_EXCEEDED", r)
-		}
-		if got := time.Since(start); got != time.Second+100*time.Millisecond {
-			t.Errorf("virtual time %v, want 1.1s (timeout + wait)", got)
-		}
+		s.wantAttempts(t, checkMethod, 2)
+		wantTimeoutRetry(t, rec, start)
 	})
 }
 
@@ -456,9 +433,7 @@ func TestUnaryInvalidPolicy(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Field != "MaxDelay" {
 			t.Fatalf("err = %v, want a *retry.ValidationError naming MaxDelay", err)
 		}
-		if got := s.count(checkMethod); got != 0 {
-			t.Errorf("server saw %d attempts, want 0", got)
-		}
+		s.wantAttempts(t, checkMethod, 0)
 	})
 }
 
@@ -481,9 +456,7 @@ func TestUnaryCallerCancelStopsWaiting(t *testing.T) {
 		if got := time.Since(start); got != 3*time.Second {
 			t.Errorf("returned after %v, want 3s (when the caller cancelled)", got)
 		}
-		if got := s.count(checkMethod); got != 1 {
-			t.Errorf("server saw %d attempts, want 1", got)
-		}
+		s.wantAttempts(t, checkMethod, 1)
 	})
 }
 

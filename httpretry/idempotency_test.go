@@ -18,6 +18,21 @@ import (
 	"github.com/backoffkit/retry/internal/testkit"
 )
 
+// payloadRequest returns a request of method to url with the body
+// "payload", its context made by ctx (nil: context.Background()) and the
+// Idempotency-Key key (none if "").
+func payloadRequest(ctx func(context.Context) context.Context, method, url, key string) *http.Request {
+	c := context.Background()
+	if ctx != nil {
+		c = ctx(c)
+	}
+	req, _ := http.NewRequestWithContext(c, method, url, strings.NewReader("payload"))
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	return req
+}
+
 // TestGoogleReadOnly: which requests Google's rule takes for idempotent.
 func TestGoogleReadOnly(t *testing.T) {
 	const (
@@ -179,14 +194,7 @@ func TestIdempotencyPrecedence(t *testing.T) {
 			ev := newEvents()
 			p := p
 			p.Observer = ev.Observe
-			ctx := context.Background()
-			if tt.ctx != nil {
-				ctx = tt.ctx(ctx)
-			}
-			req, _ := http.NewRequestWithContext(ctx, tt.method, srv.URL+tt.path, strings.NewReader("payload"))
-			if tt.key != "" {
-				req.Header.Set("Idempotency-Key", tt.key)
-			}
+			req := payloadRequest(tt.ctx, tt.method, srv.URL+tt.path, tt.key)
 			rt := NewTransport(srv.Client().Transport, p, tt.opts...)
 			if err := rt.Err(); err != nil {
 				t.Fatal(err)

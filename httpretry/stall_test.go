@@ -81,12 +81,7 @@ func TestStalledRetryableBodyDoesNotHoldTheRetry(t *testing.T) {
 				defer base.CloseIdleConnections()
 				at := &attemptTimes{start: time.Now()}
 				rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: at.observe})
-				req, _ := http.NewRequest(http.MethodGet, "http://chaos/x", nil)
-				req.Header.Set(chaos.HeaderID, "x")
-				resp, err := rt.RoundTrip(req)
-				if err != nil {
-					t.Fatal(err)
-				}
+				resp := getX(t, rt)
 				if _, err := chaos.ReadChecked(resp); err != nil || resp.StatusCode != 200 {
 					t.Fatalf("status %d, body error %v", resp.StatusCode, err)
 				}
@@ -109,6 +104,19 @@ func TestStalledRetryableBodyDoesNotHoldTheRetry(t *testing.T) {
 	}
 }
 
+// getX sends GET http://chaos/x, of request ID "x", through rt; an error
+// fails t.
+func getX(t *testing.T, rt http.RoundTripper) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://chaos/x", nil)
+	req.Header.Set(chaos.HeaderID, "x")
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // TestStalledPeekBoundedByAttemptTimeout: the peek never waits past the
 // attempt's own deadline, even when that is shorter than maxBodyWait.
 func TestStalledPeekBoundedByAttemptTimeout(t *testing.T) {
@@ -116,12 +124,7 @@ func TestStalledPeekBoundedByAttemptTimeout(t *testing.T) {
 		s, base := stallServer(t, chaos.StallStatus, chaos.None)
 		start := time.Now()
 		rt := NewTransport(base, retry.Policy{Jitter: retry.Zero}, WithAttemptTimeout(300*time.Millisecond))
-		req, _ := http.NewRequest(http.MethodGet, "http://chaos/x", nil)
-		req.Header.Set(chaos.HeaderID, "x")
-		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := getX(t, rt)
 		resp.Body.Close()
 		if took, want := time.Since(start), 300*time.Millisecond+time.Second; took != want || s.Hits("x") != 2 {
 			t.Fatalf("took %v, %d attempts; want %v and 2", took, s.Hits("x"), want)
@@ -138,12 +141,7 @@ func TestStalledBodyAttemptCount(t *testing.T) {
 		ev := newEvents()
 		start := time.Now()
 		rt := NewTransport(base, retry.Policy{Attempts: 3, Jitter: retry.Zero, Observer: ev.Observe})
-		req, _ := http.NewRequest(http.MethodGet, "http://chaos/x", nil)
-		req.Header.Set(chaos.HeaderID, "x")
-		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp := getX(t, rt)
 		resp.Body.Close()
 		// Two bounded peeks, waits of 1 s and 2 s; the last answer is not peeked.
 		if took, want := time.Since(start), 2*maxBodyWait+3*time.Second; took != want || s.Hits("x") != 3 || resp.StatusCode != 503 {

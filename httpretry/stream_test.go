@@ -380,17 +380,24 @@ func TestStreamNotPeeked(t *testing.T) {
 	})
 }
 
+// pipeTransport returns a transport (of retry.Policy{} and opts) whose base
+// answers 200 with the header kv and, of unknown length, the body written
+// to pw. Every attempt shares the one body.
+func pipeTransport(kv []string, opts ...Option) (*Transport, *io.PipeWriter) {
+	pr, pw := io.Pipe()
+	return NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
+		resp := response(r, 200, "", kv...)
+		resp.Body, resp.ContentLength = pr, -1
+		return resp, nil
+	}), retry.Policy{}, opts...), pw
+}
+
 // TestStreamNoAddedLatency: the caller gets the response, and can read the
 // first event, as soon as the first event is complete, not later; the rest
 // of the stream flows as it comes.
 func TestStreamNoAddedLatency(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pr, pw := io.Pipe()
-		rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
-			resp := response(r, 200, "", "Content-Type", ctSSE)
-			resp.Body, resp.ContentLength = pr, -1
-			return resp, nil
-		}), retry.Policy{})
+		rt, pw := pipeTransport([]string{"Content-Type", ctSSE})
 		go func() {
 			time.Sleep(2 * time.Second) // the model thinks
 			io.WriteString(pw, "data: "+chunk1[:20])
@@ -627,12 +634,7 @@ func TestStreamHandedOverAtOnce(t *testing.T) {
 		"\ufeffdata: {\"a\":1}\r\r",
 	} {
 		synctest.Test(t, func(t *testing.T) {
-			pr, pw := io.Pipe()
-			rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
-				resp := response(r, 200, "", "Content-Type", ctSSE)
-				resp.Body, resp.ContentLength = pr, -1
-				return resp, nil
-			}), retry.Policy{})
+			rt, pw := pipeTransport([]string{"Content-Type", ctSSE})
 			go func() {
 				io.WriteString(pw, first)
 				time.Sleep(10 * time.Second)
@@ -670,17 +672,8 @@ func TestStreamEmptyAnswer(t *testing.T) {
 		{"json, chunked, white space", ctJSON, func(r *http.Response) { r.Body, r.ContentLength = io.NopCloser(strings.NewReader("\r\n")), -1 }},
 		{"sse, Content-Length 0 (http.NoBody)", ctSSE, func(r *http.Response) { r.Body, r.ContentLength = http.NoBody, 0 }},
 	}
-	policies := []struct {
-		name string
-		p    retry.Policy
-		opts []Option
-	}{
-		{"no timeout", retry.Policy{}, nil},
-		{"WithAttemptTimeout", retry.Policy{}, []Option{WithAttemptTimeout(10 * time.Second)}},
-		{"Policy.Deadline", retry.Policy{Deadline: time.Minute}, nil},
-	}
 	for _, b := range bodies {
-		for _, pc := range policies {
+		for _, pc := range timeoutPolicies {
 			t.Run(b.name+"/"+pc.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					var calls []time.Time
@@ -776,12 +769,7 @@ func TestJSONPeekedOnlyForStreams(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				pr, pw := io.Pipe()
-				rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
-					resp := response(r, 200, "", "Content-Type", tc.ct)
-					resp.Body, resp.ContentLength = pr, -1
-					return resp, nil
-				}), retry.Policy{}, tc.opts...)
+				rt, pw := pipeTransport([]string{"Content-Type", tc.ct}, tc.opts...)
 				body := map[string]string{ctJSON: `[{"a":1}]`, ctSSE: sseOf(`{"a":1}`), ctNDJSON: "{\"a\":1}\n"}[tc.ct]
 				go func() {
 					time.Sleep(time.Second) // the body comes after its headers
@@ -817,20 +805,24 @@ func TestJSONPeekedOnlyForStreams(t *testing.T) {
 	}
 }
 
+// timeoutPolicies are the ways an attempt can have a timeout, and none: the
+// transport must tell a stream's end from a timeout under each.
+var timeoutPolicies = []struct {
+	name string
+	p    retry.Policy
+	opts []Option
+}{
+	{"no timeout", retry.Policy{}, nil},
+	{"WithAttemptTimeout", retry.Policy{}, []Option{WithAttemptTimeout(10 * time.Second)}},
+	{"Policy.Deadline", retry.Policy{Deadline: time.Minute}, nil},
+}
+
 // TestStreamEOFIsNoTimeout: a stream that ends before its first event is
 // retried as an EOF, not as a timeout, also when an attempt timeout or a
 // deadline is set (the transport ends the attempt's context itself when a
 // body reaches its end: that is no timeout).
 func TestStreamEOFIsNoTimeout(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		p    retry.Policy
-		opts []Option
-	}{
-		{"no timeout", retry.Policy{}, nil},
-		{"WithAttemptTimeout", retry.Policy{}, []Option{WithAttemptTimeout(10 * time.Second)}},
-		{"Policy.Deadline", retry.Policy{Deadline: time.Minute}, nil},
-	} {
+	for _, tc := range timeoutPolicies {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls []time.Time
@@ -1040,12 +1032,7 @@ func TestStreamSubscriptionHandedOverAtOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				pr, pw := io.Pipe()
-				rt := NewTransport(rtFunc(func(r *http.Request) (*http.Response, error) {
-					resp := response(r, 200, "", "Content-Type", tc.ct, "X-Request-Id", "r1")
-					resp.Body, resp.ContentLength = pr, -1
-					return resp, nil
-				}), retry.Policy{})
+				rt, pw := pipeTransport([]string{"Content-Type", tc.ct, "X-Request-Id", "r1"})
 				ping, first := ": ping\n\n", sseOf(chunk1)
 				if tc.ct == ctNDJSON {
 					ping, first = "\n", chunk1+"\n"

@@ -276,14 +276,7 @@ func TestIdempotentPost(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(503, "busy"), testkit.Status(200, "ok"))
-			ctx := context.Background()
-			if tt.ctx != nil {
-				ctx = tt.ctx(ctx)
-			}
-			req, _ := http.NewRequestWithContext(ctx, tt.method, srv.URL, strings.NewReader("payload"))
-			if tt.key != "" {
-				req.Header.Set("Idempotency-Key", tt.key)
-			}
+			req := payloadRequest(tt.ctx, tt.method, srv.URL, tt.key)
 			resp, err := NewTransport(srv.Client().Transport, fast, tt.opts...).RoundTrip(req)
 			if err != nil {
 				t.Fatal(err)
@@ -478,45 +471,34 @@ func TestRequestNotModified(t *testing.T) {
 func TestPerRequestOverrideMerge(t *testing.T) {
 	base := fast
 	base.Attempts = 2
-	t.Run("attempts", func(t *testing.T) {
-		srv := testkit.NewScript(t, testkit.Status(503, ""))
-		req, _ := http.NewRequestWithContext(WithPolicy(context.Background(), retry.Policy{Attempts: 4}), "GET", srv.URL, nil)
-		resp, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, resp)
+	for _, tc := range []struct {
+		name      string
+		status    int
+		overrides []retry.Policy // WithPolicy, in this order
+		want      int            // requests
+	}{
 		// The override changes Attempts only: the zero waits stay.
-		if srv.Hits() != 4 {
-			t.Fatalf("%d requests, want 4", srv.Hits())
-		}
-	})
-	t.Run("status codes", func(t *testing.T) {
-		srv := testkit.NewScript(t, testkit.Status(418, ""))
-		req, _ := http.NewRequestWithContext(WithPolicy(context.Background(), retry.Policy{StatusCodes: []int{418}}), "GET", srv.URL, nil)
-		resp, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, resp)
-		if srv.Hits() != 2 { // the transport's Attempts: 2
-			t.Fatalf("%d requests, want 2", srv.Hits())
-		}
-	})
-	t.Run("nested", func(t *testing.T) {
-		srv := testkit.NewScript(t, testkit.Status(418, ""))
-		ctx := WithPolicy(context.Background(), retry.Policy{StatusCodes: []int{418}})
-		ctx = WithPolicy(ctx, retry.Policy{Attempts: 3})
-		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
-		resp, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		readAll(t, resp)
-		if srv.Hits() != 3 {
-			t.Fatalf("%d requests, want 3", srv.Hits())
-		}
-	})
+		{"attempts", 503, []retry.Policy{{Attempts: 4}}, 4},
+		{"status codes", 418, []retry.Policy{{StatusCodes: []int{418}}}, 2}, // the transport's Attempts: 2
+		{"nested", 418, []retry.Policy{{StatusCodes: []int{418}}, {Attempts: 3}}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testkit.NewScript(t, testkit.Status(tc.status, ""))
+			ctx := context.Background()
+			for _, o := range tc.overrides {
+				ctx = WithPolicy(ctx, o)
+			}
+			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+			resp, err := NewTransport(srv.Client().Transport, base).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAll(t, resp)
+			if srv.Hits() != int32(tc.want) {
+				t.Fatalf("%d requests, want %d", srv.Hits(), tc.want)
+			}
+		})
+	}
 	t.Run("invalid", func(t *testing.T) {
 		srv := testkit.NewScript(t, testkit.Status(200, ""))
 		cc := &closeCounter{Reader: strings.NewReader("x")}

@@ -137,14 +137,8 @@ func (s scriptRunner) gcra(ctx context.Context, k backend.QuotaKeys, a backend.G
 	if err != nil {
 		return backend.GCRAReply{}, err
 	}
-	// Six integers and a string.
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 7 {
-		return backend.GCRAReply{}, unexpected("gcra.lua", v)
-	}
-	other, ok := arr[6].(string)
-	n, ok2 := ints(arr[:6], 6)
-	if !ok || !ok2 {
+	n, other, ok := intsAndText(v, 6)
+	if !ok {
 		return backend.GCRAReply{}, unexpected("gcra.lua", v)
 	}
 	r := backend.GCRAReply{OK: n[0] == 1, Wait: n[1], From: n[2], To: n[3], Now: n[4], Members: n[5], Other: other}
@@ -189,14 +183,8 @@ func (s scriptRunner) budget(ctx context.Context, k backend.BudgetKeys, a backen
 	if err != nil {
 		return backend.BudgetReply{}, err
 	}
-	// Five integers and a string.
-	arr, ok := v.([]any)
-	if !ok || len(arr) != 6 {
-		return backend.BudgetReply{}, unexpected("budget.lua", v)
-	}
-	other, ok := arr[5].(string)
-	n, ok2 := ints(arr[:5], 5)
-	if !ok || !ok2 || n[0] < 0 || n[0] > a.Want || n[2] < 0 || n[3] < 0 || n[4] <= 0 || n[1] != n[4]/a.SlotMS {
+	n, other, ok := intsAndText(v, 5)
+	if !ok || n[0] < 0 || n[0] > a.Want || n[2] < 0 || n[3] < 0 || n[4] <= 0 || n[1] != n[4]/a.SlotMS {
 		return backend.BudgetReply{}, unexpected("budget.lua", v)
 	}
 	return backend.BudgetReply{Granted: n[0], Epoch: n[1], Requests: n[2], Retries: n[3], Now: n[4], Other: other}, nil
@@ -243,6 +231,22 @@ func ints(v any, n int) ([]int64, bool) {
 		}
 	}
 	return out, true
+}
+
+// intsAndText checks that v is an array of n integers and then a string
+// (the limit or configuration the keys were last written with: the replies'
+// Other), and returns them.
+func intsAndText(v any, n int) ([]int64, string, bool) {
+	a, ok := v.([]any)
+	if !ok || len(a) != n+1 {
+		return nil, "", false
+	}
+	text, ok := a[n].(string)
+	if !ok {
+		return nil, "", false
+	}
+	out, ok := ints(a[:n], n)
+	return out, text, ok
 }
 
 // unexpected is the error for a reply of the wrong shape (style rule 4).

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -15,6 +14,7 @@ import (
 	"github.com/backoffkit/retry"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/backoffkit/retry/internal/testkit"
 	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
@@ -531,19 +531,8 @@ func TestBudgetOtherConfigLogged(t *testing.T) {
 }
 
 // textLog keeps the lines of a slog.TextHandler, every attribute included.
-type textLog struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *textLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type textLog struct{ testkit.Buffer }
 
 func (l *textLog) lines() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSuffix(l.buf.String(), "\n"), "\n")
+	return strings.Split(strings.TrimSuffix(l.String(), "\n"), "\n")
 }

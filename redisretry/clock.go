@@ -176,10 +176,7 @@ func (s *steadyClock) in(t time.Time) time.Time {
 	if t.IsZero() {
 		return t
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.readLocked()
-	return t.Add(s.off)
+	return t.Add(s.offset())
 }
 
 // out returns the reading of a steady time t (zero stays zero), by the steps
@@ -188,8 +185,13 @@ func (s *steadyClock) out(t time.Time) time.Time {
 	if t.IsZero() {
 		return t
 	}
+	return t.Add(-s.offset())
+}
+
+// offset returns what the steps seen up to now add to a reading.
+func (s *steadyClock) offset() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.readLocked()
-	return t.Add(-s.off)
+	return s.off
 }

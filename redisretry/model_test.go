@@ -89,10 +89,16 @@ func serverMicros(t *testing.T, c *redis.Client) int64 {
 	return tm.UnixMicro()
 }
 
+// scriptsOnRedis starts a redis-server for t and returns a client of it and
+// the scripts' runner on that client.
+func scriptsOnRedis(t *testing.T) (*redis.Client, scriptRunner) {
+	t.Helper()
+	c := startRedis(t).client(t)
+	return c, scriptRunner{c}
+}
+
 func TestGCRAScriptMatchesModel(t *testing.T) {
-	srv := startRedis(t)
-	c := srv.client(t)
-	be := scriptRunner{c}
+	c, be := scriptsOnRedis(t)
 	for _, tc := range gcraCases {
 		t.Run(tc.name, func(t *testing.T) {
 			keys := backend.NewQuotaKeys(testKey(t))
@@ -214,9 +220,7 @@ var memberCases = []struct {
 }
 
 func TestGCRAMembersMatchStore(t *testing.T) {
-	srv := startRedis(t)
-	c := srv.client(t)
-	be := scriptRunner{c}
+	c, be := scriptsOnRedis(t)
 	ctx := context.Background()
 	for _, tc := range memberCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -252,9 +256,7 @@ func TestGCRAMembersMatchStore(t *testing.T) {
 // A count that is not one (another program's, a hand's) is not taken: the
 // lazy call is a heartbeat and writes the count again.
 func TestGCRALazyRepairsCount(t *testing.T) {
-	srv := startRedis(t)
-	c := srv.client(t)
-	be := scriptRunner{c}
+	c, be := scriptsOnRedis(t)
 	ctx := context.Background()
 	for _, bad := range []string{"x", "-1", "1.5", "1e300", ""} {
 		t.Run(strconv.Quote(bad), func(t *testing.T) {
@@ -304,9 +306,7 @@ var budgetCases = []budgetCase{
 }
 
 func TestBudgetScriptMatchesModel(t *testing.T) {
-	srv := startRedis(t)
-	c := srv.client(t)
-	be := scriptRunner{c}
+	c, be := scriptsOnRedis(t)
 	const slot = 500 * time.Millisecond
 	for _, tc := range budgetCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -394,9 +394,7 @@ var cooldownCases = []cooldownCase{
 }
 
 func TestCooldownScriptMatchesModel(t *testing.T) {
-	srv := startRedis(t)
-	c := srv.client(t)
-	be := scriptRunner{c}
+	c, be := scriptsOnRedis(t)
 	for _, tc := range cooldownCases {
 		t.Run(tc.name, func(t *testing.T) {
 			key := backend.CooldownKey(testKey(t))

@@ -142,9 +142,7 @@ var rateCases = []rateCase{
 }
 
 func TestRateScriptMatchesModel(t *testing.T) {
-	srv := startRedis(t)
-	c := srv.client(t)
-	be := scriptRunner{c}
+	c, be := scriptsOnRedis(t)
 	ctx := context.Background()
 	for _, tc := range rateCases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/backoffkit/retry/internal/textwrap"
 )
 
 // WriteContentionReport writes the contention table, a legend of its
@@ -212,26 +214,14 @@ func recoveryText(s float64) string {
 // its reject probability went after the outage (measured), and, when one of
 // them recovered late, why.
 func throttleNotes(cfg OverloadConfig, rows []OverloadResult) []string {
-	if cfg.Outage == 0 {
-		return nil
-	}
-	base, hasBase := findRow(rows, "none")
+	throttles, late := throttleRecoveries(cfg, rows)
 	var notes []string
-	late := false
-	for _, r := range rows {
-		if r.RejectP == nil {
-			continue
-		}
-		endBin := min(int((cfg.OutageStart+cfg.Outage)/cfg.Bin), len(r.RejectP)-1)
-		pOut, pEnd := r.RejectP[endBin], r.RejectP[len(r.RejectP)-1]
+	for _, r := range throttles {
 		notes = append(notes, fmt.Sprintf("note: %s rejected requests locally with p = %.2f when the outage ended and %.2f at the end; it %s.",
-			r.Strategy, pOut, pEnd, recoveryText(r.RecoveryS)))
-		if r.RecoveryS < 0 || (hasBase && r.RecoveryS > base.RecoveryS+5) {
-			late = true
-		}
+			r.Strategy, r.pOut, r.RejectP[len(r.RejectP)-1], recoveryText(r.RecoveryS)))
 	}
 	if late {
-		notes = append(notes, wrap("why: the SRE throttle counts the requests it rejects as requests, so after a total outage"+
+		notes = append(notes, textwrap.Lines("why: the SRE throttle counts the requests it rejects as requests, so after a total outage"+
 			" p = (requests - K·accepts)/(requests + 1) stays near or above 1 - 1/K (0.5 for K = 2) until its window"+
 			" (2 min by default) has rolled past the outage; a shorter window alone does not help (the rejections keep p up)."+
 			" ThrottleConfig{SentOnly: true, Window: 10 * time.Second} (adaptive-throttle-sent-10s) counts only the requests sent"+
@@ -245,25 +235,14 @@ func throttleNotes(cfg OverloadConfig, rows []OverloadResult) []string {
 // why, in two sentences (throttleNotes says the same at length, under the
 // table).
 func throttleCaption(cfg OverloadConfig, rows []OverloadResult) string {
-	if cfg.Outage == 0 {
-		return ""
-	}
-	base, hasBase := findRow(rows, "none")
+	throttles, late := throttleRecoveries(cfg, rows)
 	var each []string
-	late := false
-	for _, r := range rows {
-		if r.RejectP == nil {
-			continue
-		}
-		endBin := min(int((cfg.OutageStart+cfg.Outage)/cfg.Bin), len(r.RejectP)-1)
+	for _, r := range throttles {
 		rec := "never"
 		if r.RecoveryS >= 0 {
 			rec = fmt.Sprintf("%.1f s", r.RecoveryS)
 		}
-		each = append(each, fmt.Sprintf("%s %.2f, %s", r.Strategy, r.RejectP[endBin], rec))
-		if r.RecoveryS < 0 || (hasBase && r.RecoveryS > base.RecoveryS+5) {
-			late = true
-		}
+		each = append(each, fmt.Sprintf("%s %.2f, %s", r.Strategy, r.pOut, rec))
 	}
 	if len(each) == 0 {
 		return ""
@@ -276,26 +255,32 @@ func throttleCaption(cfg OverloadConfig, rows []OverloadResult) string {
 	return s
 }
 
-// wrap breaks s into lines of at most width bytes at spaces; the lines
-// after the first start with indent.
-func wrap(s string, width int, indent string) []string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = w
-		case len(line)+1+len(w) > width:
-			lines = append(lines, line)
-			line = indent + w
-		default:
-			line += " " + w
+// throttleRecovery is a strategy with an adaptive throttle and its reject
+// probability when the outage ended.
+type throttleRecovery struct {
+	OverloadResult
+	pOut float64
+}
+
+// throttleRecoveries returns the rows with an adaptive throttle (none without
+// an outage), and whether one of them recovered late: never, or more than
+// 5 s after the strategy without retries.
+func throttleRecoveries(cfg OverloadConfig, rows []OverloadResult) (throttles []throttleRecovery, late bool) {
+	if cfg.Outage == 0 {
+		return nil, false
+	}
+	base, hasBase := findRow(rows, "none")
+	for _, r := range rows {
+		if r.RejectP == nil {
+			continue
+		}
+		endBin := min(int((cfg.OutageStart+cfg.Outage)/cfg.Bin), len(r.RejectP)-1)
+		throttles = append(throttles, throttleRecovery{r, r.RejectP[endBin]})
+		if r.RecoveryS < 0 || (hasBase && r.RecoveryS > base.RecoveryS+5) {
+			late = true
 		}
 	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
+	return throttles, late
 }
 
 func findRow(rows []OverloadResult, name string) (OverloadResult, bool) {

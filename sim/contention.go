@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/backoffkit/retry/internal/eventq"
 )
 
 // Defaults of the contention experiment, those of the AWS Architecture Blog
@@ -200,6 +202,14 @@ func sortByDesc(idx []int, key func(int) int) {
 	}
 }
 
+// event is what the contention model's queue holds of an event: who and arg
+// as kind says.
+type event struct {
+	who  int32
+	arg  int32
+	kind uint8
+}
+
 // Event kinds of the contention model.
 const (
 	cRead       uint8 = iota // a read arrives at the server
@@ -210,7 +220,7 @@ const (
 
 // contentionWorker holds the reusable state of one goroutine.
 type contentionWorker struct {
-	q     queue
+	q     eventq.Queue[event]
 	src   *source
 	fails []int32
 	prev  []time.Duration
@@ -259,25 +269,26 @@ func (w *contentionWorker) run(s *Strategy, n int, netMean, netSD time.Duration,
 	src := w.src
 	src.seed(seedA, seedB)
 	q := &w.q
-	q.reset()
+	q.Reset()
 	w.fails = resize(w.fails, n)
 	w.prev = resize(w.prev, n)
 	p := s.Policy
 	var st runStats
 	delay := func() int64 { return src.normal(netMean, netSD) }
 	for c := range n {
-		q.push(delay(), cRead, int32(c), 0)
+		q.Push(delay(), event{int32(c), 0, cRead})
 	}
 	var version int32
-	for q.len() > 0 {
-		e := q.pop()
+	for q.Len() > 0 {
+		ev := q.Pop()
+		e, at := ev.P, ev.At
 		st.events++
-		st.end = e.at
+		st.end = at
 		switch e.kind {
 		case cRead:
-			q.push(e.at+delay(), cReadReply, e.who, version)
+			q.Push(at+delay(), event{e.who, version, cReadReply})
 		case cReadReply:
-			q.push(e.at+delay(), cWrite, e.who, e.arg)
+			q.Push(at+delay(), event{e.who, e.arg, cWrite})
 		case cWrite:
 			st.calls++
 			ok := int32(0)
@@ -286,7 +297,7 @@ func (w *contentionWorker) run(s *Strategy, n int, netMean, netSD time.Duration,
 				st.successes++
 				ok = 1
 			}
-			q.push(e.at+delay(), cWriteReply, e.who, ok)
+			q.Push(at+delay(), event{e.who, ok, cWriteReply})
 		case cWriteReply:
 			if e.arg == 1 {
 				st.done++
@@ -296,7 +307,7 @@ func (w *contentionWorker) run(s *Strategy, n int, netMean, netSD time.Duration,
 			w.fails[c]++
 			wait := p.Backoff(int(w.fails[c]), w.prev[c], src.float64())
 			w.prev[c] = wait
-			q.push(e.at+delay()+int64(wait), cRead, c, 0)
+			q.Push(at+delay()+int64(wait), event{c, 0, cRead})
 		}
 	}
 	st.version = int64(version)

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -71,7 +69,7 @@ func WriteContentionPlots(dir string, cfg ContentionConfig, rows []ContentionRes
 		cp.Series = append(cp.Series, *calls[n])
 		tp.Series = append(tp.Series, *times[n])
 	}
-	return writePlots(dir, map[string]*svgplot.Plot{"contention-calls.svg": cp, "contention-time.svg": tp}, []string{"contention-calls.svg", "contention-time.svg"})
+	return writePlots(dir, []svgplot.File{{Name: "contention-calls.svg", Plot: cp}, {Name: "contention-time.svg", Plot: tp}})
 }
 
 // upperFirst capitalises the first letter of s, for a caption.
@@ -80,25 +78,11 @@ func upperFirst(s string) string {
 	return string(unicode.ToUpper(r)) + s[n:]
 }
 
-func writePlots(dir string, plots map[string]*svgplot.Plot, order []string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	var paths []string
-	for _, name := range order {
-		path := filepath.Join(dir, name)
-		f, err := os.Create(path)
-		if err != nil {
-			return paths, err
-		}
-		err = plots[name].WriteSVG(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return paths, fmt.Errorf("sim: writing %s: %w", path, err)
-		}
-		paths = append(paths, path)
+// writePlots writes files into dir (see svgplot.WriteFiles).
+func writePlots(dir string, files []svgplot.File) ([]string, error) {
+	paths, err := svgplot.WriteFiles(dir, files)
+	if err != nil {
+		return paths, fmt.Errorf("sim: %w", err)
 	}
 	return paths, nil
 }
@@ -168,13 +152,11 @@ func WriteOverloadPlots(dir, suffix string, cfg OverloadConfig, rows []OverloadR
 		return base + ".svg"
 	}
 	lp, gp, tp := overloadPlots(cfg, rows)
-	files := []string{name("overload-load"), name("overload-ontime")}
-	plots := map[string]*svgplot.Plot{files[0]: lp, files[1]: gp}
+	files := []svgplot.File{{Name: name("overload-load"), Plot: lp}, {Name: name("overload-ontime"), Plot: gp}}
 	if len(tp.Series) > 0 {
-		files = append(files, name("overload-throttle"))
-		plots[files[2]] = tp
+		files = append(files, svgplot.File{Name: name("overload-throttle"), Plot: tp})
 	}
-	return writePlots(dir, plots, files)
+	return writePlots(dir, files)
 }
 
 // overloadPlots returns the plots of WriteOverloadPlots: the load, the

@@ -48,16 +48,8 @@ func ContentionStrategy(name string, base, maxDelay, jitter time.Duration) (Stra
 		p = retry.Policy{InitialDelay: retry.Zero, MaxDelay: retry.Zero, Jitter: retry.Zero, Shape: retry.ShapeNone}
 	case "expo":
 		p.Shape = retry.ShapeNone
-	case "google":
-		p.Shape = retry.ShapeGoogle
-	case "full":
-		p.Shape = retry.ShapeFull
-	case "equal":
-		p.Shape = retry.ShapeEqual
-	case "decorrelated":
-		p.Shape = retry.ShapeDecorrelated
-	case "jitter-at-cap":
-		p.Shape = retry.ShapeJitterAtCap
+	case "google", "full", "equal", "decorrelated", "jitter-at-cap":
+		p.Shape, _ = retry.ParseShape(name) // the strategy is named after its shape
 	default:
 		return Strategy{}, fmt.Errorf("sim: unknown contention strategy %q (want one of %s)", name, strings.Join(ContentionNames, ", "))
 	}

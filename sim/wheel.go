@@ -3,6 +3,8 @@ package sim
 import (
 	"math/bits"
 	"slices"
+
+	"github.com/backoffkit/retry/internal/eventq"
 )
 
 // Sizes of the two levels of a calendar.
@@ -72,8 +74,8 @@ type calendar[P any] struct {
 	fineSet [nFine / 64]uint64
 	coarse  []*chunk[P] // by period & (nCoarse-1), of the next periods
 	coarSet [nCoarse / 64]uint64
-	far     []entry[P] // a binary heap of the entries beyond
-	free    *chunk[P]  // chunks of emptied coarse buckets, for reuse
+	far     eventq.Heap[P] // the entries beyond
+	free    *chunk[P]      // chunks of emptied coarse buckets, for reuse
 }
 
 // chunkLen is the number of entries of a chunk.
@@ -236,7 +238,7 @@ func (c *calendar[P]) nextPeriod() {
 	} else if j := nextSet(c.coarSet[:], 0); j >= 0 && j < cur {
 		next = c.period + int64(nCoarse-cur+j)
 	} else {
-		next = (c.far[0].at >> c.shift) >> fineBits // only the heap has entries
+		next = (c.far.Peek().At >> c.shift) >> fineBits // only the heap has entries
 	}
 	c.period = next
 	c.slot = next << fineBits
@@ -258,8 +260,8 @@ func (c *calendar[P]) nextPeriod() {
 		c.coarse[i] = nil
 	}
 	// The entries of the heap that the coarse buckets now reach.
-	for len(c.far) > 0 {
-		p := (c.far[0].at >> c.shift) >> fineBits
+	for c.far.Len() > 0 {
+		p := (c.far.Peek().At >> c.shift) >> fineBits
 		if p-next >= nCoarse {
 			break
 		}
@@ -273,46 +275,12 @@ func (c *calendar[P]) nextPeriod() {
 }
 
 func (c *calendar[P]) pushFar(e entry[P]) {
-	c.far = append(c.far, e)
-	h := c.far
-	i := len(h) - 1
-	for i > 0 {
-		up := (i - 1) / 2
-		if !before(&e, &h[up]) {
-			break
-		}
-		h[i] = h[up]
-		i = up
-	}
-	h[i] = e
+	c.far.Push(eventq.Entry[P]{At: e.at, Seq: e.seq, P: e.p})
 }
 
 func (c *calendar[P]) popFar() entry[P] {
-	h := c.far
-	top := h[0]
-	n := len(h) - 1
-	e := h[n]
-	h = h[:n]
-	c.far = h
-	i := 0
-	for {
-		m := 2*i + 1
-		if m >= n {
-			break
-		}
-		if m+1 < n && before(&h[m+1], &h[m]) {
-			m++
-		}
-		if !before(&h[m], &e) {
-			break
-		}
-		h[i] = h[m]
-		i = m
-	}
-	if n > 0 {
-		h[i] = e
-	}
-	return top
+	e := c.far.Pop()
+	return entry[P]{at: e.At, seq: e.Seq, p: e.P}
 }
 
 // nextSet returns the index of the first set bit at or after i in set, or

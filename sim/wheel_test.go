@@ -4,9 +4,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/backoffkit/retry/internal/eventq"
 )
 
-// The calendar pops exactly what the heap pops, in the same order, for
+// The calendar pops exactly what the heap (eventq.Queue) pops, in the same order, for
 // every mix of pushes and pops: ties, events in the current slot, in the
 // past, in later periods, beyond the coarse buckets, after long idle gaps,
 // near the end of time, and for any slot width.
@@ -38,7 +40,7 @@ func TestCalendarMatchesQueue(t *testing.T) {
 				who, arg int32
 				kind     uint8
 			}
-			var q queue
+			var q eventq.Queue[payload]
 			c := newCalendar[payload](shift)
 			now := int64(0)
 			push := func(i int) {
@@ -47,17 +49,17 @@ func TestCalendarMatchesQueue(t *testing.T) {
 					at = 0
 				}
 				kind, who, arg := uint8(r.IntN(4)), int32(i), int32(r.IntN(1000))
-				q.push(at, kind, who, arg)
-				c.push(at, q.seq, payload{who, arg, kind})
+				q.Push(at, payload{who, arg, kind})
+				c.push(at, q.Seq(), payload{who, arg, kind})
 			}
 			pop := func() {
 				if r.IntN(2) == 0 { // a peek changes nothing
-					if p, want := c.peek(), q.h[0]; p.at != want.at || p.seq != want.seq {
+					if p, want := c.peek(), q.Peek(); p.at != want.At || p.seq != want.Seq {
 						t.Fatalf("%s, shift %d: peeked %+v, want %+v", m.name, shift, *p, want)
 					}
 				}
-				w, e := q.pop(), c.pop()
-				want := entry[payload]{w.at, w.seq, payload{w.who, w.arg, w.kind}}
+				w, e := q.Pop(), c.pop()
+				want := entry[payload]{w.At, w.Seq, w.P}
 				if *e != want {
 					t.Fatalf("%s, shift %d: popped %+v, want %+v", m.name, shift, *e, want)
 				}
@@ -65,19 +67,19 @@ func TestCalendarMatchesQueue(t *testing.T) {
 			}
 			for i := range 12_000 {
 				push(i)
-				for r.IntN(3) == 0 && q.len() > 0 {
+				for r.IntN(3) == 0 && q.Len() > 0 {
 					pop()
 				}
 				if r.IntN(5000) == 0 { // drain: the next push finds an empty calendar
-					for q.len() > 0 {
+					for q.Len() > 0 {
 						pop()
 					}
 				}
-				if c.len() != q.len() {
-					t.Fatalf("%s, shift %d: len %d, want %d", m.name, shift, c.len(), q.len())
+				if c.len() != q.Len() {
+					t.Fatalf("%s, shift %d: len %d, want %d", m.name, shift, c.len(), q.Len())
 				}
 			}
-			for q.len() > 0 {
+			for q.Len() > 0 {
 				pop()
 			}
 			if c.len() != 0 {

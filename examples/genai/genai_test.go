@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -34,9 +32,9 @@ func newRecorder() *recorder {
 
 // captureLogs sends slog.Default and the standard logger to a buffer for
 // the test, so that a secret logged by anyone (us or the SDK) is caught.
-func captureLogs(t *testing.T) *syncBuffer {
+func captureLogs(t *testing.T) *testkit.Buffer {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &testkit.Buffer{}
 	oldSlog, oldFlags, oldOut := slog.Default(), log.Flags(), log.Writer()
 	slog.SetDefault(slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	log.SetOutput(buf)
@@ -46,23 +44,6 @@ func captureLogs(t *testing.T) *syncBuffer {
 		log.SetFlags(oldFlags)
 	})
 	return buf
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // records parses JSON log lines.
@@ -126,7 +107,7 @@ func TestGenerateContentHonoursHints(t *testing.T) {
 	srv := httptest.NewServer(fake)
 	defer srv.Close()
 
-	var logs syncBuffer
+	var logs testkit.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	rec := newRecorder()
 	p := demoPolicy()
@@ -311,7 +292,7 @@ func TestREADMESetupRetriesUnmarkedCalls(t *testing.T) {
 			fake := newFakeGemini(tt.script...)
 			srv := httptest.NewServer(fake)
 			defer srv.Close()
-			var logs syncBuffer
+			var logs testkit.Buffer
 			rec := newRecorder()
 			p := retry.Policy{Attempts: 3, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxRetryAfter: time.Second, Jitter: retry.Zero, Observer: rec.Observe}
 			hc, err := httpretry.NewClient(p, append(tt.opts, httpretry.WithLogger(slog.New(slog.NewJSONHandler(&logs, nil))))...)
@@ -356,7 +337,7 @@ func TestREADMESetupRetriesUnmarkedCalls(t *testing.T) {
 func TestRun(t *testing.T) {
 	global := captureLogs(t)
 	before := chaos.SnapshotGoroutines()
-	var out, logs syncBuffer
+	var out, logs testkit.Buffer
 	if err := run(&out, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +368,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("the log lacks %q:\n%s", want, l)
 		}
 	}
-	checkNoKey(t, map[string]*syncBuffer{"transport log": &logs, "default loggers": global})
+	checkNoKey(t, map[string]*testkit.Buffer{"transport log": &logs, "default loggers": global})
 	if leaked := before.Leaked(2 * time.Second); len(leaked) > 0 {
 		t.Errorf("%d goroutines left behind:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}

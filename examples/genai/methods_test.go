@@ -13,6 +13,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
+	"github.com/backoffkit/retry/internal/testkit"
 	"google.golang.org/genai"
 )
 
@@ -173,7 +174,7 @@ func TestUnmarkedCallsRetried(t *testing.T) {
 				if elapsed != tt.elapsed {
 					t.Errorf("took %v of virtual time, want the waits, %v", elapsed, tt.elapsed)
 				}
-				checkNoKey(t, map[string]*syncBuffer{"transport log": logs, "default loggers": global})
+				checkNoKey(t, map[string]*testkit.Buffer{"transport log": logs, "default loggers": global})
 			})
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 	"google.golang.org/genai"
 )
 
@@ -30,7 +31,7 @@ const streamPath = "/v1beta/models/" + model + ":streamGenerateContent"
 // pipeClient returns a genai client of the Gemini API whose requests go
 // through pipeHTTPClient(t, h, p, opts...), and the buffer the transport
 // logs to (JSON). Call it inside a synctest bubble.
-func pipeClient(t *testing.T, h http.Handler, p retry.Policy, opts ...httpretry.Option) (*genai.Client, *syncBuffer) {
+func pipeClient(t *testing.T, h http.Handler, p retry.Policy, opts ...httpretry.Option) (*genai.Client, *testkit.Buffer) {
 	t.Helper()
 	hc, logs := pipeHTTPClient(t, h, p, opts...)
 	c, err := newClient(context.Background(), "http://gemini.test", hc, nil)
@@ -44,7 +45,7 @@ func pipeClient(t *testing.T, h http.Handler, p retry.Policy, opts ...httpretry.
 // but over a net/http Transport connected in memory to h, and the buffer
 // the transport logs to (JSON). Call it inside a synctest bubble; the
 // server and connections are closed by t.Cleanup.
-func pipeHTTPClient(t *testing.T, h http.Handler, p retry.Policy, opts ...httpretry.Option) (*http.Client, *syncBuffer) {
+func pipeHTTPClient(t *testing.T, h http.Handler, p retry.Policy, opts ...httpretry.Option) (*http.Client, *testkit.Buffer) {
 	t.Helper()
 	ln := chaos.NewPipeListener()
 	srv := &http.Server{Handler: h}
@@ -54,7 +55,7 @@ func pipeHTTPClient(t *testing.T, h http.Handler, p retry.Policy, opts ...httpre
 		srv.Close()
 		base.CloseIdleConnections()
 	})
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	opts = append(opts, httpretry.WithLogger(slogJSON(logs)))
 	rt := httpretry.NewTransport(base, p, opts...)
 	if err := rt.Err(); err != nil {
@@ -90,7 +91,7 @@ func checkStreamHits(t *testing.T, fake *fakeGemini, events ...int) {
 }
 
 // checkNoKey asserts that the API key appears in none of the logs.
-func checkNoKey(t *testing.T, logs map[string]*syncBuffer) {
+func checkNoKey(t *testing.T, logs map[string]*testkit.Buffer) {
 	t.Helper()
 	for name, b := range logs {
 		if s := b.String(); strings.Contains(s, demoAPIKey) {
@@ -173,7 +174,7 @@ func TestGenerateContentStreamRetriedBeforeFirstEvent(t *testing.T) {
 		if r := recs[1]; r["class"] != httpretry.ClassEOF || r["hint"] != nil {
 			t.Errorf("second log record = %v, want an EOF without a hint", r)
 		}
-		checkNoKey(t, map[string]*syncBuffer{"transport log": logs, "default loggers": global})
+		checkNoKey(t, map[string]*testkit.Buffer{"transport log": logs, "default loggers": global})
 	})
 }
 
@@ -229,7 +230,7 @@ func TestGenerateContentStreamNotRetriedAfterFirstEvent(t *testing.T) {
 				if logs.String() != "" {
 					t.Errorf("the transport logged a retry:\n%s", logs.String())
 				}
-				checkNoKey(t, map[string]*syncBuffer{"transport log": logs, "default loggers": global})
+				checkNoKey(t, map[string]*testkit.Buffer{"transport log": logs, "default loggers": global})
 			})
 		})
 	}
@@ -337,7 +338,7 @@ func TestGenerateContentStreamEdges(t *testing.T) {
 				if elapsed != tt.elapsed {
 					t.Errorf("took %v of virtual time, want %v", elapsed, tt.elapsed)
 				}
-				checkNoKey(t, map[string]*syncBuffer{"transport log": logs, "default loggers": global})
+				checkNoKey(t, map[string]*testkit.Buffer{"transport log": logs, "default loggers": global})
 			})
 		})
 	}

@@ -573,28 +573,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, id string, idx in
 	if fault != None {
 		hd.Set(HeaderFault, fault.String())
 	}
-	rc := http.NewResponseController(w)
-	switch fault {
-	case ResetBeforeResponse:
-		s.abort(w, r)
+	if s.breakResponse(w, r, fault, body[:size/2], nil) {
 		return
-	case ResetAfterHeaders:
-		w.WriteHeader(http.StatusOK)
-		rc.Flush()
-		s.abort(w, r)
-		return
-	case ResetMidBody, StallBody:
-		w.WriteHeader(http.StatusOK)
-		w.Write(body[:size/2])
-		rc.Flush()
-		if fault == StallBody {
-			s.stall(r.Context())
-		}
-		s.abort(w, r)
-		return
-	case GoAway:
-		hd.Set("Connection", "close")
 	}
+	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(body); err == nil && rc.Flush() == nil {
 		s.note(id, idx, func(a *Attempt, _ *Record) { a.Status = http.StatusOK })
@@ -711,6 +693,36 @@ func (s *Server) slowRead(r *http.Request) {
 
 // abort cuts the connection: a TCP reset over HTTP/1.1 (the connection is
 // hijacked and closed with SO_LINGER 0), a stream reset over HTTP/2.
+// breakResponse applies the faults that break a body and a stream alike:
+// it resets the connection before the headers or after them, or writes half
+// (calling sent once half has reached the client) and then stalls
+// (StallBody) or resets; on GoAway it marks the answer the connection's last.
+// It reports whether the response is over.
+func (s *Server) breakResponse(w http.ResponseWriter, r *http.Request, fault Fault, half []byte, sent func()) bool {
+	rc := http.NewResponseController(w)
+	switch fault {
+	case ResetBeforeResponse:
+	case ResetAfterHeaders:
+		w.WriteHeader(http.StatusOK)
+		rc.Flush()
+	case ResetMidBody, StallBody:
+		w.WriteHeader(http.StatusOK)
+		if _, err := w.Write(half); err == nil && rc.Flush() == nil && sent != nil {
+			sent()
+		}
+		if fault == StallBody {
+			s.stall(r.Context())
+		}
+	case GoAway:
+		w.Header().Set("Connection", "close")
+		return false
+	default:
+		return false
+	}
+	s.abort(w, r)
+	return true
+}
+
 func (s *Server) abort(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor >= 2 {
 		panic(http.ErrAbortHandler)

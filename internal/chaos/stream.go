@@ -141,38 +141,21 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, id string, 
 	}
 	chunks := FrameEvents(format, payloads)
 	streamHeaders(w, format, chunks, n, fault)
-	rc := http.NewResponseController(w)
-	switch fault {
-	case ResetBeforeResponse:
-		s.abort(w, r)
-		return
-	case ResetAfterHeaders:
-		w.WriteHeader(http.StatusOK)
-		rc.Flush()
-		s.abort(w, r)
-		return
-	case ResetMidBody, StallBody:
-		all := bytes.Join(chunks, nil)
-		w.WriteHeader(http.StatusOK)
-		_, err := w.Write(all[:len(all)/2])
-		if err == nil && rc.Flush() == nil {
-			whole, n := 0, 0
-			for _, c := range chunks {
-				if n += len(c); n > len(all)/2 {
-					break
-				}
-				whole++
+	all := bytes.Join(chunks, nil)
+	sent := func() { // half the stream: the events whole in it
+		whole, n := 0, 0
+		for _, c := range chunks {
+			if n += len(c); n > len(all)/2 {
+				break
 			}
-			s.note(id, idx, func(a *Attempt, _ *Record) { a.Status, a.Events = http.StatusOK, whole })
+			whole++
 		}
-		if fault == StallBody {
-			s.stall(r.Context())
-		}
-		s.abort(w, r)
-		return
-	case GoAway:
-		w.Header().Set("Connection", "close")
+		s.note(id, idx, func(a *Attempt, _ *Record) { a.Status, a.Events = http.StatusOK, whole })
 	}
+	if s.breakResponse(w, r, fault, all[:len(all)/2], sent) {
+		return
+	}
+	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
 	if rc.Flush() != nil {
 		return

@@ -19,6 +19,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/backoffkit/retry/internal/textwrap"
 )
 
 // Series is one line of a plot. X and Y must have the same length.
@@ -116,7 +118,7 @@ func (p *Plot) WriteSVG(w io.Writer) error {
 	if width < marginLeft+right+50 {
 		return fmt.Errorf("svgplot: %d×%d is too small for the legend", width, height)
 	}
-	caption := wrapText(p.Caption, int(float64(width-2*20)/charWidth))
+	caption := textwrap.Lines(p.Caption, int(float64(width-2*20)/charWidth), "")
 	plotHeight := height
 	height += len(caption) * captionLine
 	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
@@ -322,27 +324,6 @@ func markerSVG(kind string, x, y float64) string {
 		return `<polyline class="marker" stroke-dasharray="none" points="` + num(x-r) + "," + num(y-r) + " " + num(x+r) + "," + num(y+r) +
 			`"/><polyline class="marker" stroke-dasharray="none" points="` + num(x-r) + "," + num(y+r) + " " + num(x+r) + "," + num(y-r) + `"/>`
 	}
-}
-
-// wrapText breaks s into lines of at most width characters at spaces.
-func wrapText(s string, width int) []string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = w
-		case len([]rune(line))+1+len([]rune(w)) > width:
-			lines = append(lines, line)
-			line = w
-		default:
-			line += " " + w
-		}
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

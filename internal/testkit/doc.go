@@ -1,7 +1,8 @@
 // Package testkit holds what the tests of several modules set up alike: a
 // recorder of the events an observer receives ([Recorder]), a scripted
-// loopback HTTP server ([Script]), and a test certificate authority with a
-// server and a client certificate ([NewPKI]). A real redis-server is
+// loopback HTTP server ([Script]), a test certificate authority with a
+// server and a client certificate ([NewPKI]), and a buffer that goroutines
+// may write to while a test reads it ([Buffer]). A real redis-server is
 // started by the sibling package internal/redistest.
 //
 // It is imported only from tests. It depends on the standard library only

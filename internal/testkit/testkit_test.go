@@ -123,3 +123,23 @@ func TestPKI(t *testing.T) {
 		t.Errorf("RedisTLSArgs(clientAuth false) = %q", args)
 	}
 }
+
+// Buffer takes writes from many goroutines while it is read (the race
+// detector checks it) and loses none.
+func TestBuffer(t *testing.T) {
+	var b Buffer
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				b.Write([]byte("ab"))
+				_ = b.Len()
+				_ = b.String()
+			}
+		})
+	}
+	wg.Wait()
+	if b.Len() != 8*100*2 || b.String() != strings.Repeat("ab", 800) {
+		t.Errorf("Len %d, String %q...; want 1600 bytes of \"ab\"", b.Len(), b.String()[:min(10, b.Len())])
+	}
+}

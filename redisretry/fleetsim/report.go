@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/backoffkit/retry/internal/svgplot"
@@ -150,34 +148,13 @@ func WritePlots(dir string, rs ...*Result) ([]string, error) {
 		ref = svgplot.Series{Name: "capacity", X: capX, Y: capY, Reference: true}
 	}
 	load.Series = append(load.Series, ref)
-	plots := []struct {
-		name string
-		p    *svgplot.Plot
-	}{{PlotLoad, load}, {PlotRejects, rej}, {PlotAhead, ahead}}
+	plots := []svgplot.File{{Name: PlotLoad, Plot: load}, {Name: PlotRejects, Plot: rej}, {Name: PlotAhead, Plot: ahead}}
 	if learnt := ratePlot(rs, ref); learnt != nil {
-		plots = append(plots, struct {
-			name string
-			p    *svgplot.Plot
-		}{PlotRate, learnt})
+		plots = append(plots, svgplot.File{Name: PlotRate, Plot: learnt})
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	var paths []string
-	for _, f := range plots {
-		path := filepath.Join(dir, f.name)
-		out, err := os.Create(path)
-		if err != nil {
-			return paths, err
-		}
-		err = f.p.WriteSVG(out)
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return paths, fmt.Errorf("fleetsim: writing %s: %w", path, err)
-		}
-		paths = append(paths, path)
+	paths, err := svgplot.WriteFiles(dir, plots)
+	if err != nil {
+		return paths, fmt.Errorf("fleetsim: %w", err)
 	}
 	return paths, nil
 }

@@ -105,19 +105,13 @@ func newSim(c Config) (*sim, error) {
 		switch {
 		case c.Quota != nil:
 			qc := *c.Quota
-			if qc.Logger == nil {
-				qc.Logger = logger
-			}
-			qc.Observer = s.observer(qc.Observer)
+			s.wire(&qc.Settings, logger)
 			if p.q, err = redisretry.NewQuota(p, qc); err != nil {
 				return nil, err
 			}
 		case c.Auto != nil:
 			ac := *c.Auto
-			if ac.Logger == nil {
-				ac.Logger = logger
-			}
-			ac.Observer = s.observer(ac.Observer)
+			s.wire(&ac.Settings, logger)
 			if p.a, err = redisretry.NewAutoQuota(p, ac); err != nil {
 				return nil, err
 			}
@@ -126,20 +120,14 @@ func newSim(c Config) (*sim, error) {
 		}
 		if c.Budget != nil {
 			bc := *c.Budget
-			if bc.Logger == nil {
-				bc.Logger = logger
-			}
-			bc.Observer = s.observer(bc.Observer)
+			s.wire(&bc.Settings, logger)
 			if p.b, err = redisretry.NewBudget(p, bc); err != nil {
 				return nil, err
 			}
 		}
 		if c.Cooldown != nil {
 			cc := *c.Cooldown
-			if cc.Logger == nil {
-				cc.Logger = logger
-			}
-			cc.Observer = s.observer(cc.Observer)
+			s.wire(&cc.Settings, logger)
 			if p.d, err = redisretry.NewCooldown(p, cc); err != nil {
 				return nil, err
 			}
@@ -163,17 +151,18 @@ func (s *sim) run() {
 	for b := range s.binCap {
 		s.q.push(int64(b)*int64(c.Bin), nil, func() { s.sampleBin(b) })
 	}
-	for len(s.q.h) > 0 {
-		e := s.q.pop()
-		if e.at > s.end {
+	for s.q.Len() > 0 {
+		next := s.q.Pop()
+		if next.At > s.end {
 			break
 		}
+		e := next.P
 		f := e.f
 		if f == nil || (e.p != nil && e.p.dead) {
 			continue
 		}
 		e.f = nil
-		s.now = e.at
+		s.now = next.At
 		s.events++
 		f()
 	}
@@ -342,6 +331,15 @@ func (s *sim) count(c backend.Call) {
 	case backend.Rate:
 		s.rts.Rate++
 	}
+}
+
+// wire gives a limiter's settings the run's logger, unless they name one,
+// and the run's observer around their own.
+func (s *sim) wire(st *redisretry.Settings, logger *slog.Logger) {
+	if st.Logger == nil {
+		st.Logger = logger
+	}
+	st.Observer = s.observer(st.Observer)
 }
 
 // observer returns an Observer that records what the Result reports,

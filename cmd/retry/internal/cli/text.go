@@ -5,9 +5,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/backoffkit/retry/httpretry"
+	"github.com/backoffkit/retry/internal/textwrap"
 )
 
 // OneLine keeps an error message on one line.
@@ -16,24 +16,9 @@ func OneLine(s string) string {
 }
 
 // Wrap breaks s into lines of at most width characters, the second and later
-// lines indented by indent.
+// lines indented by indent (which does not count towards width).
 func Wrap(s string, width int, indent string) string {
-	var b strings.Builder
-	line := 0
-	for i, word := range strings.Fields(s) {
-		if i > 0 {
-			if line+1+utf8.RuneCountInString(word) > width {
-				b.WriteString("\n" + indent)
-				line = 0
-			} else {
-				b.WriteByte(' ')
-				line++
-			}
-		}
-		b.WriteString(word)
-		line += utf8.RuneCountInString(word)
-	}
-	return b.String()
+	return strings.Join(textwrap.Lines(s, width, ""), "\n"+indent)
 }
 
 // Names splits a comma-separated list.

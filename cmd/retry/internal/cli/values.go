@@ -158,6 +158,16 @@ func ParseExitCodes(s string) ([]int, error) {
 	return codes, nil
 }
 
+// ParseSeed parses the value of a --seed flag: a whole number from 0 to
+// 2^64-1.
+func ParseSeed(s string) (uint64, error) {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, errors.New("not a non-negative whole number")
+	}
+	return n, nil
+}
+
 // ContainsInt reports whether list holds n.
 func ContainsInt(list []int, n int) bool {
 	for _, v := range list {

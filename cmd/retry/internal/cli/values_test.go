@@ -98,3 +98,27 @@ func TestParseCodes(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSeed(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"42", 42, true},
+		{"18446744073709551615", 1<<64 - 1, true},
+		{"18446744073709551616", 0, false},
+		{"-1", 0, false},
+		{"1.5", 0, false},
+		{"", 0, false},
+	} {
+		got, err := ParseSeed(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("ParseSeed(%q) = %d, %v; want %d, ok %v", c.in, got, err, c.want, c.ok)
+		}
+		if err != nil && err.Error() != "not a non-negative whole number" {
+			t.Errorf("ParseSeed(%q): error %q", c.in, err)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/cli"
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
+	"github.com/backoffkit/retry/internal/textwrap"
 )
 
 // demoUsage is the text of retry demo --help before the flags; it fits 80
@@ -46,7 +47,7 @@ failure:
 
 `)
 	para := func(s string) {
-		for _, l := range wrapWords(s, 78) {
+		for _, l := range textwrap.Lines(s, 78, "") {
 			b.WriteString(l + "\n")
 		}
 		b.WriteString("\n")
@@ -188,9 +189,9 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	fs.Func("seed", "seed `N` of the server's faults, the clients and the jitter (default 1)", func(s string) error {
-		n, err := strconv.ParseUint(s, 10, 64)
+		n, err := cli.ParseSeed(s)
 		if err != nil {
-			return errors.New("not a non-negative whole number")
+			return err
 		}
 		cfg.seed = n
 		return nil
@@ -641,14 +642,14 @@ func randomHeader(w io.Writer, cfg demoConfig) {
 		len(cfg.strategies), cfg.clients, cfg.duration, cfg.seed, 100*cfg.failRate)
 	text += fmt.Sprintf("Faults: 503; 429 with Retry-After: 1; 429 with RetryInfo 0.2s; connection reset; slow (%v, then 200). ", slowDelay)
 	text += seedText
-	for _, l := range wrapWords(text, 79) {
+	for _, l := range textwrap.Lines(text, 79, "") {
 		fmt.Fprintln(w, l)
 	}
 	delays := "Delays: " + delaysText(cfg.scale)
 	if b := budgetText(cfg.strategies, cfg.scale); b != "" {
 		delays += ". " + b
 	}
-	for _, l := range wrapWords(delays, 79) {
+	for _, l := range textwrap.Lines(delays, 79, "") {
 		fmt.Fprintln(w, l)
 	}
 	fmt.Fprintln(w)
@@ -674,7 +675,7 @@ func randomReport(sum Summary) demoReport {
 		"served: requests the server saw (its load), more than attempts when net/http itself replays a GET " +
 		"whose reused keep-alive connection was reset, before httpretry sees any error; " +
 		"hinted: waits set by a Retry-After or RetryInfo."
-	return demoReport{table: splitLines(table.String()), legend: wrapWords(legend, 79), conclusion: sum.Conclusion}
+	return demoReport{table: splitLines(table.String()), legend: textwrap.Lines(legend, 79, ""), conclusion: sum.Conclusion}
 }
 
 // demoReport is what the demo prints once it has run: the chart (of a
@@ -697,7 +698,7 @@ func (r demoReport) write(w io.Writer, rows int) {
 		head = append(append(head, r.chart...), "")
 	}
 	head = append(head, r.table...)
-	full := append(append(append(append(slices.Clone(head), ""), r.legend...), ""), wrapWords(r.conclusion, 79)...)
+	full := append(append(append(append(slices.Clone(head), ""), r.legend...), ""), textwrap.Lines(r.conclusion, 79, "")...)
 	if rows <= 0 || len(full) < rows {
 		fmt.Fprintln(w, strings.Join(full, "\n"))
 		return
@@ -706,12 +707,12 @@ func (r demoReport) write(w io.Writer, rows int) {
 	text := ""
 	for i, s := range sentences(r.conclusion) {
 		next := strings.TrimSpace(text + " " + s)
-		if i > 0 && len(wrapWords(next, 79)) > room {
+		if i > 0 && len(textwrap.Lines(next, 79, "")) > room {
 			break
 		}
 		text = next
 	}
-	compact := append(append(head, ""), wrapWords(text, 79)...)
+	compact := append(append(head, ""), textwrap.Lines(text, 79, "")...)
 	more := "legend and whole conclusion"
 	if text == strings.TrimSpace(r.conclusion) {
 		more = "legend"

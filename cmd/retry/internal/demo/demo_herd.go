@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/textwrap"
 )
 
 // The synchronized and quota scenarios: open-loop arrivals (requests start
@@ -501,28 +502,7 @@ func herdReport(sc scenario, sum Summary) demoReport {
 	} else {
 		legend += fmt.Sprintf("peak: the busiest %v at the server, in multiples of the quota's rate.", sc.bucket)
 	}
-	return demoReport{chart: splitLines(chart.String()), table: splitLines(table.String()), legend: wrapWords(legend, 79), conclusion: sum.Conclusion}
-}
-
-// wrapWords breaks s into lines of at most width characters at spaces.
-func wrapWords(s string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(s) {
-		switch {
-		case line == "":
-			line = word
-		case utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width:
-			lines = append(lines, line)
-			line = word
-		default:
-			line += " " + word
-		}
-	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
+	return demoReport{chart: splitLines(chart.String()), table: splitLines(table.String()), legend: textwrap.Lines(legend, 79, ""), conclusion: sum.Conclusion}
 }
 
 // seedText says what the seed makes repeat, and what it cannot.
@@ -536,7 +516,7 @@ func herdHeader(w io.Writer, cfg demoConfig, sc scenario) {
 	}
 	text := fmt.Sprintf("retry demo, %s: %s, %g requests/s each, %v, seed %d. %s",
 		sc.name, strategies, sc.rate, sc.duration, cfg.seed, seedText)
-	for _, l := range wrapWords(text, 79) {
+	for _, l := range textwrap.Lines(text, 79, "") {
 		fmt.Fprintln(w, l)
 	}
 	switch {
@@ -557,7 +537,7 @@ func herdHeader(w io.Writer, cfg demoConfig, sc scenario) {
 	if b := budgetText(cfg.strategies, cfg.scale); b != "" {
 		text += " " + b
 	}
-	for _, l := range wrapWords(text, 79) {
+	for _, l := range textwrap.Lines(text, 79, "") {
 		fmt.Fprintln(w, l)
 	}
 	fmt.Fprintln(w)

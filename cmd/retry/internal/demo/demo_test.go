@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/cmd/retry/internal/clitest"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // checkWidth fails if a line of out is wider than 80 columns.
@@ -41,13 +41,7 @@ func checkWidth(t *testing.T, out string) {
 func TestDemoSynchronized(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 2500 * time.Millisecond, strategies: demoDefaultStrategies["synchronized"]}
-		sc := scenarioSync(cfg.duration)
-		sc.transport = func(h http.Handler) http.RoundTripper { return clitest.MemTransport{Handler: h} }
-		cfg.scale = sc.scale
-		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sc, sum := runInProcess(t, &cfg, io.Discard)
 		var b strings.Builder
 		printHerdTable(&b, sc, sum)
 		out := b.String()
@@ -121,7 +115,7 @@ func TestDemoSynchronized(t *testing.T) {
 // The header comes first, before the run (the user reads it while waiting):
 // it is on stdout before the first progress line on stderr.
 func TestDemoHeaderFirst(t *testing.T) {
-	var errb syncBuffer
+	var errb testkit.Buffer
 	out := &firstWrite{other: &errb}
 	// 1.2 s of arrivals, held by the stall until 2 s: progress lines at 1 s
 	// and 2 s, while the header must already be out.
@@ -153,34 +147,10 @@ func TestHerdConclusionWithoutStall(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Len() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Len()
-}
-
 // firstWrite records how much had been written to other when it was first
 // written to.
 type firstWrite struct {
-	other       *syncBuffer
+	other       *testkit.Buffer
 	buf         bytes.Buffer
 	wrote       bool
 	otherBefore int
@@ -193,6 +163,25 @@ func (w *firstWrite) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
+// runInProcess runs cfg's scenario (synchronized or quota) with its servers
+// in process, so that inside a synctest bubble it runs on the virtual clock;
+// it sets cfg.scale as the command does, writes the progress to progress and
+// returns the scenario and the run's summary. An error fails t.
+func runInProcess(t *testing.T, cfg *demoConfig, progress io.Writer) (scenario, Summary) {
+	t.Helper()
+	sc := scenarioSync(cfg.duration)
+	if cfg.scenario == "quota" {
+		sc = scenarioQuota(cfg.duration)
+	}
+	sc.transport = func(h http.Handler) http.RoundTripper { return clitest.MemTransport{Handler: h} }
+	cfg.scale = sc.scale
+	sum, err := runHerd(context.Background(), *cfg, sc, progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc, sum
+}
+
 // The quota scenario: 429s with RetryInfo; honouring them is compared with
 // ignoring them, and the budget with none, in words computed from the run.
 func TestDemoQuota(t *testing.T) {
@@ -200,13 +189,7 @@ func TestDemoQuota(t *testing.T) {
 	// are exact whatever the machine's load.
 	synctest.Test(t, func(t *testing.T) {
 		cfg := demoConfig{scenario: "quota", seed: 1, duration: 2 * time.Second, strategies: demoDefaultStrategies["quota"]}
-		sc := scenarioQuota(cfg.duration)
-		sc.transport = func(h http.Handler) http.RoundTripper { return clitest.MemTransport{Handler: h} }
-		cfg.scale = sc.scale
-		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, sum := runInProcess(t, &cfg, io.Discard)
 		by := map[string]strategyStats{}
 		for _, s := range sum.Strategies {
 			by[s.Name] = s
@@ -610,13 +593,8 @@ func TestDemoHeaderBudget(t *testing.T) {
 func TestDemoProgressAfterDuration(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 1200 * time.Millisecond, strategies: []string{"none"}}
-		sc := scenarioSync(cfg.duration)
-		sc.transport = func(h http.Handler) http.RoundTripper { return clitest.MemTransport{Handler: h} }
-		cfg.scale = sc.scale
 		var progress bytes.Buffer
-		if _, err := runHerd(context.Background(), cfg, sc, &progress); err != nil {
-			t.Fatal(err)
-		}
+		runInProcess(t, &cfg, &progress)
 		lines := strings.Split(strings.TrimSpace(progress.String()), "\n")
 		finishing := 0
 		for _, l := range lines {
@@ -650,13 +628,7 @@ func TestDemoProgressAfterDuration(t *testing.T) {
 func TestDemoReportFitsTheTerminal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := demoConfig{scenario: "synchronized", seed: 1, duration: 5 * time.Second, strategies: demoDefaultStrategies["synchronized"]}
-		sc := scenarioSync(cfg.duration)
-		sc.transport = func(h http.Handler) http.RoundTripper { return clitest.MemTransport{Handler: h} }
-		cfg.scale = sc.scale
-		sum, err := runHerd(context.Background(), cfg, sc, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sc, sum := runInProcess(t, &cfg, io.Discard)
 		first := sentences(sum.Conclusion)[0]
 		for _, rows := range []int{0, 24, 40, 200} {
 			var b strings.Builder

@@ -93,13 +93,7 @@ func TestPolicyPrecedence(t *testing.T) {
 	os.WriteFile(cfg, []byte(`{"profile": "realtime", "attempts": 4, "jitter": 0}`), 0o644)
 	build := func(args ...string) retry.Policy {
 		t.Helper()
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		pf := AddFlags(fs, true)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		p, err := pf.Build()
+		p, err := buildPolicy(t, args...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -129,9 +129,9 @@ func AddFlags(fs *flag.FlagSet, http bool) *Flags {
 		return nil
 	})
 	fs.Func("seed", "seed `N` for the jitter (default: random)", func(s string) error {
-		n, err := strconv.ParseUint(s, 10, 64)
+		n, err := cli.ParseSeed(s)
 		if err != nil {
-			return errors.New("not a non-negative whole number")
+			return err
 		}
 		pf.seed = n
 		pf.set("seed", "seed")

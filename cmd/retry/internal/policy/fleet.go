@@ -345,30 +345,21 @@ func (pf *Flags) buildFleet(cfg Config) error {
 			return cli.Usagef("--redis: %v", err)
 		}
 	}
-	if _, ok := given["fleet"]; ok {
-		s.Name, from["fleet"] = ff.Name, "--fleet"
+	// A flag given wins over the file's key of the same name.
+	flag := func(name string, take func()) {
+		if _, ok := given[name]; ok {
+			take()
+			from[strings.ReplaceAll(name, "-", "_")] = "--" + name
+		}
 	}
-	if _, ok := given["quota"]; ok {
-		s.quota, s.auto, from["quota"] = ff.quota, ff.auto, "--quota"
-	}
-	if _, ok := given["redis-timeout"]; ok {
-		s.timeout, from["redis_timeout"] = ff.timeout, "--redis-timeout"
-	}
-	if _, ok := given["fleet-size"]; ok {
-		s.size, from["fleet_size"] = ff.size, "--fleet-size"
-	}
-	if _, ok := given["redis-dial-timeout"]; ok {
-		s.dial, from["redis_dial_timeout"] = ff.dial, "--redis-dial-timeout"
-	}
-	if _, ok := given["redis-ca"]; ok {
-		s.ca, from["redis_ca"] = ff.ca, "--redis-ca"
-	}
-	if _, ok := given["redis-cert"]; ok {
-		s.cert, from["redis_cert"] = ff.cert, "--redis-cert"
-	}
-	if _, ok := given["redis-key"]; ok {
-		s.key, from["redis_key"] = ff.key, "--redis-key"
-	}
+	flag("fleet", func() { s.Name = ff.Name })
+	flag("quota", func() { s.quota, s.auto = ff.quota, ff.auto })
+	flag("redis-timeout", func() { s.timeout = ff.timeout })
+	flag("fleet-size", func() { s.size = ff.size })
+	flag("redis-dial-timeout", func() { s.dial = ff.dial })
+	flag("redis-ca", func() { s.ca = ff.ca })
+	flag("redis-cert", func() { s.cert = ff.cert })
+	flag("redis-key", func() { s.key = ff.key })
 	switch {
 	case s.url == "" && s.Name != "":
 		return cli.Usagef("%s needs --redis URL (the Redis the processes share)", from["fleet"])

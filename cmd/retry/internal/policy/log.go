@@ -216,44 +216,30 @@ func (l *EventLog) ClosingError() string {
 
 // Note prints a line of retry's own (a hint, a warning): as text, or as a
 // JSON object {"event": kind, "message": msg}. Nothing with --quiet.
-func (l *EventLog) Note(kind, msg string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.Quiet || l.Silent {
-		return
-	}
-	if l.JSON {
-		l.encode(logRecord{Event: kind, Message: msg})
-		return
-	}
-	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
-}
+func (l *EventLog) Note(kind, msg string) { l.say(kind, msg, l.Quiet || l.Silent) }
 
 // fleetState prints a change of the fleet's coordination (Redis unavailable,
 // available again): as note does, but with --quiet and -sS too, and
 // hidden only by -s alone. It is no retry log: it says the fleet's limits
 // are no longer (or again) shared, which a script that asks for errors
 // (-fsS) needs to know, as curl's -S shows its errors.
-func (l *EventLog) fleetState(msg string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.Silent {
-		return
-	}
-	if l.JSON {
-		l.encode(logRecord{Event: "fleet", Message: msg})
-		return
-	}
-	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)
-}
+func (l *EventLog) fleetState(msg string) { l.say("fleet", msg, l.Silent) }
 
 // Warn prints a warning of retry's own, even with --quiet or -s (as
 // curl's warnings about -w): as text, or as {"event": "warning", ...}.
-func (l *EventLog) Warn(msg string) {
+func (l *EventLog) Warn(msg string) { l.say("warning", msg, false) }
+
+// say prints msg unless hide: as text ("retry: msg"), or as a JSON object
+// {"event": event, "message": msg}. (Quiet and Silent, which decide hide,
+// are set before the log is used.)
+func (l *EventLog) say(event, msg string, hide bool) {
+	if hide {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.JSON {
-		l.encode(logRecord{Event: "warning", Message: msg})
+		l.encode(logRecord{Event: event, Message: msg})
 		return
 	}
 	fmt.Fprintf(l.w, "%s: %s\n", l.prog, msg)

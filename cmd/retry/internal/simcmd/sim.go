@@ -350,6 +350,17 @@ func simFail(stderr io.Writer, prog string, err error) int {
 	return cli.ExitGaveUp
 }
 
+// wrote returns a function that says on stderr which files a plot writer
+// wrote (before its error, if any) and returns the error.
+func wrote(stderr io.Writer, prog string) func(paths []string, err error) error {
+	return func(paths []string, err error) error {
+		for _, p := range paths {
+			fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
+		}
+		return err
+	}
+}
+
 // reportWidth is the width the reports' prose is folded to: a terminal's
 // 80 columns. The tables are left as they are (see foldReport).
 const reportWidth = 80
@@ -460,11 +471,7 @@ func simContention(env simEnv, args []string, stdout, stderr io.Writer) int {
 		return simFail(stderr, prog, err)
 	}
 	if sf.plot != "" {
-		paths, err := sim.WriteContentionPlots(sf.plot, cfg, res)
-		for _, p := range paths {
-			fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
-		}
-		if err != nil {
+		if err := wrote(stderr, prog)(sim.WriteContentionPlots(sf.plot, cfg, res)); err != nil {
 			return simFail(stderr, prog, err)
 		}
 	}
@@ -544,11 +551,7 @@ func simOverload(env simEnv, args []string, stdout, stderr io.Writer) int {
 				suffix = strconv.Itoa(c.Clients)
 			}
 			k := len(cfg.Strategies)
-			paths, err := sim.WriteOverloadPlots(sf.plot, suffix, c, all[i*k:(i+1)*k])
-			for _, p := range paths {
-				fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
-			}
-			if err != nil {
+			if err := wrote(stderr, prog)(sim.WriteOverloadPlots(sf.plot, suffix, c, all[i*k:(i+1)*k])); err != nil {
 				return simFail(stderr, prog, err)
 			}
 		}

@@ -160,11 +160,7 @@ func simFleet(env simEnv, args []string, stdout, stderr io.Writer) int {
 			if len(results) > 1 {
 				dir = filepath.Join(sf.plot, "clients-"+strconv.Itoa(sf.clients[i]))
 			}
-			paths, err := fleetsim.WritePlots(dir, rs...)
-			for _, p := range paths {
-				fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
-			}
-			if err != nil {
+			if err := wrote(stderr, prog)(fleetsim.WritePlots(dir, rs...)); err != nil {
 				return simFail(stderr, prog, err)
 			}
 		}
@@ -218,11 +214,7 @@ func simFleetStep(env simEnv, sf simFlags, stdout, stderr io.Writer, prog string
 	}
 	pr.stop()
 	if sf.plot != "" {
-		paths, err := fleetsim.WritePlots(sf.plot, rs...)
-		for _, p := range paths {
-			fmt.Fprintf(stderr, "%s: wrote %s\n", prog, p)
-		}
-		if err != nil {
+		if err := wrote(stderr, prog)(fleetsim.WritePlots(sf.plot, rs...)); err != nil {
 			return simFail(stderr, prog, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package sim
+package eventq
 
 import (
 	"math/rand/v2"
@@ -9,22 +9,22 @@ import (
 // order of the pushes, interleaved with pops.
 func TestQueueOrder(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	var q queue
-	var last event
+	var q Queue[int32]
+	var last Entry[int32]
 	popped := 0
 	for i := range 20000 {
-		q.push(int64(r.IntN(500)), 0, int32(i), 0)
+		q.Push(int64(r.IntN(500)), int32(i))
 		if r.IntN(3) == 0 {
-			e := q.pop()
+			e := q.Pop()
 			popped++
 			_ = e
 		}
 	}
 	first := true
-	for q.len() > 0 {
-		e := q.pop()
+	for q.Len() > 0 {
+		e := q.Pop()
 		popped++
-		if !first && less(&e, &last) {
+		if !first && before(&e, &last) {
 			t.Fatalf("popped %+v after %+v", e, last)
 		}
 		first, last = false, e
@@ -33,13 +33,13 @@ func TestQueueOrder(t *testing.T) {
 		t.Errorf("popped %d events, pushed 20000", popped)
 	}
 	// Equal times come out in scheduling order.
-	q.reset()
+	q.Reset()
 	for i := range 10 {
-		q.push(7, 0, int32(i), 0)
+		q.Push(7, int32(i))
 	}
 	for i := range 10 {
-		if e := q.pop(); e.who != int32(i) {
-			t.Fatalf("tie %d: got who=%d", i, e.who)
+		if e := q.Pop(); e.P != int32(i) {
+			t.Fatalf("tie %d: got P=%d", i, e.P)
 		}
 	}
 }

@@ -1,0 +1,35 @@
+package testkit
+
+import (
+	"bytes"
+	"sync"
+)
+
+// Buffer is a bytes.Buffer that goroutines may write to and read from at
+// once: a log or an output that a test reads while the code under test
+// still writes. The zero value is an empty buffer.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what has been written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Len returns the number of bytes written so far.
+func (b *Buffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Len()
+}
