@@ -222,6 +222,16 @@ type guard struct {
 
 func (g *guard) healthy() bool { return State(g.state.Load()) == StateRedis }
 
+// withoutRedis counts a decision made without Redis and returns the mode
+// that decides it; a FailClosed refusal is counted too.
+func (g *guard) withoutRedis() FailureMode {
+	g.local.Add(1)
+	if g.mode == FailClosed {
+		g.refused.Add(1)
+	}
+	return g.mode
+}
+
 func (g *guard) stats() Stats {
 	return Stats{
 		State: State(g.state.Load()), Fallbacks: g.fallbacks.Load(), RoundTrips: g.roundTrips.Load(),
