@@ -203,34 +203,10 @@ func asAPIError(err error) (*apierror.APIError, bool) {
 }
 
 // googleAPIError returns the first *googleapi.Error in err's chain, or nil,
-// as errors.As would but without allocating.
+// as errors.As would; errors.AsType allocates no target.
 func googleAPIError(err error) *googleapi.Error {
-	ge, _ := find(err, func(e error) bool { _, ok := e.(*googleapi.Error); return ok }).(*googleapi.Error)
+	ge, _ := errors.AsType[*googleapi.Error](err)
 	return ge
-}
-
-// find walks err's chain (depth first, both Unwrap forms) without allocating
-// and returns the first error for which match is true, or nil.
-func find(err error, match func(error) bool) error {
-	for err != nil {
-		if match(err) {
-			return err
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if f := find(e, match); f != nil {
-					return f
-				}
-			}
-			return nil
-		default:
-			return nil
-		}
-	}
-	return nil
 }
 
 // retryable classifies err; ae is the APIError in or built from err, ge the
@@ -264,9 +240,27 @@ func (r *retryer) retryable(err error, ae *apierror.APIError, ge *googleapi.Erro
 // context.DeadlineExceeded with an Is method, and they are network timeouts
 // to retry.
 func contextDeadline(err error) bool {
-	// No panic: == panics only for two values of one uncomparable type, and
-	// the sentinel's type is comparable.
-	return find(err, func(e error) bool { return e == context.DeadlineExceeded }) != nil
+	for err != nil {
+		// No panic: == panics only for two values of one uncomparable
+		// type, and the sentinel's type is comparable.
+		if err == context.DeadlineExceeded {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if contextDeadline(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // transient reports whether err is a network failure worth retrying, by
