@@ -400,12 +400,7 @@ func TestCloseRacesCalls(t *testing.T) {
 		var closedSeen atomic.Int64
 		for i := range 12 {
 			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
+				for !isClosed(stop) {
 					var err error
 					switch i % 3 {
 					case 0:
