@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -115,18 +116,9 @@ type RatioBudgetConfig struct {
 }
 
 func (c RatioBudgetConfig) resolve() RatioBudgetConfig {
-	if c.Ratio == 0 {
-		c.Ratio = DefaultBudgetRatio
-	}
-	if c.Window == 0 {
-		c.Window = DefaultBudgetWindow
-	}
-	switch {
-	case c.MinPerSecond == 0:
-		c.MinPerSecond = DefaultBudgetMinPerSecond
-	case c.MinPerSecond < 0:
-		c.MinPerSecond = 0
-	}
+	c.Ratio = cmp.Or(c.Ratio, DefaultBudgetRatio)
+	c.Window = cmp.Or(c.Window, DefaultBudgetWindow)
+	c.MinPerSecond = max(cmp.Or(c.MinPerSecond, DefaultBudgetMinPerSecond), 0) // a negative MinPerSecond: none
 	return c
 }
 

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -110,12 +111,8 @@ func NewAdaptiveThrottle(c ThrottleConfig) *AdaptiveThrottle {
 	if err := c.Validate(); err != nil {
 		panic(err.Error())
 	}
-	if c.Window == 0 {
-		c.Window = DefaultThrottleWindow
-	}
-	if c.K == 0 {
-		c.K = DefaultThrottleK
-	}
+	c.Window = cmp.Or(c.Window, DefaultThrottleWindow)
+	c.K = cmp.Or(c.K, DefaultThrottleK)
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}

@@ -203,27 +203,10 @@ func asAPIError(err error) (*apierror.APIError, bool) {
 }
 
 // googleAPIError returns the first *googleapi.Error in err's chain, or nil,
-// as errors.As would but without allocating.
+// as errors.As would; errors.AsType allocates no target.
 func googleAPIError(err error) *googleapi.Error {
-	for err != nil {
-		if ge, ok := err.(*googleapi.Error); ok {
-			return ge
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if ge := googleAPIError(e); ge != nil {
-					return ge
-				}
-			}
-			return nil
-		default:
-			return nil
-		}
-	}
-	return nil
+	ge, _ := errors.AsType[*googleapi.Error](err)
+	return ge
 }
 
 // retryable classifies err; ae is the APIError in or built from err, ge the

@@ -141,6 +141,8 @@ func TestClassification(t *testing.T) {
 		{name: "apierror http 429, StatusCodes without 429", err: apiErr(httpErr(429, "", nil)), p: retry.Policy{StatusCodes: []int{503}}},
 		{name: "apierror http 503, StatusCodes 503", err: apiErr(httpErr(503, "", nil)), p: retry.Policy{StatusCodes: []int{503}}, want: true},
 		{name: "wrapped http 503", err: fmt.Errorf("calling: %w", httpErr(503, "", nil)), want: true},
+		{name: "joined http 503", err: errors.Join(errors.New("calling"), httpErr(503, "", nil)), want: true},
+		{name: "joined http 404", err: errors.Join(errors.New("calling"), httpErr(404, "", nil))},
 		// A generated client's error through gax.Invoke: the HTTP code
 		// decides, not gax's mapping (500 INTERNAL, 504 DEADLINE_EXCEEDED,
 		// 429 RESOURCE_EXHAUSTED, 408 ...).

@@ -168,6 +168,37 @@ func failN(method string, n int, code codes.Code) func(context.Context, string, 
 	}
 }
 
+// onFirst returns a fail function under which the first attempt of every
+// method ends with fail's error (fail may wait on the attempt's context);
+// later attempts go through.
+func onFirst(fail func(ctx context.Context) error) func(context.Context, string, int) error {
+	return func(ctx context.Context, _ string, attempt int) error {
+		if attempt == 1 {
+			return fail(ctx)
+		}
+		return nil
+	}
+}
+
+// hang waits until the client gives up on the attempt.
+func hang(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// headersThen sends the response headers (x-attempt: 1) first if
+// headersFirst, then ends the attempt as fail does.
+func headersThen(headersFirst bool, fail func(ctx context.Context) error) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if headersFirst {
+			if err := grpc.SendHeader(ctx, metadata.Pairs("x-attempt", "1")); err != nil {
+				return err
+			}
+		}
+		return fail(ctx)
+	}
+}
+
 // withRetryInfo returns a status error with a google.rpc.RetryInfo detail.
 func withRetryInfo(code codes.Code, d time.Duration) error {
 	st, err := status.New(code, "slow down").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})

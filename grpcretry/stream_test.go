@@ -396,18 +396,7 @@ func TestStreamAttemptTimeoutBeforeFirstMessage(t *testing.T) {
 func testStreamAttemptTimeout(t *testing.T, headersFirst bool) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
-		s.fail = func(ctx context.Context, m string, n int) error {
-			if n == 1 { // hang until the client gives up on this attempt
-				if headersFirst {
-					if err := grpc.SendHeader(ctx, metadata.Pairs("x-attempt", "1")); err != nil {
-						return err
-					}
-				}
-				<-ctx.Done()
-				return ctx.Err()
-			}
-			return nil
-		}
+		s.fail = onFirst(headersThen(headersFirst, hang)) // the first attempt hangs until the client gives up on it
 		s.items = 2
 		rec := newRecorder()
 		p := testPolicy(rec)
@@ -431,10 +420,7 @@ func testStreamAttemptTimeout(t *testing.T, headersFirst bool) {
 func TestStreamPolicyDeadlineBeforeFirstMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
-		s.fail = func(ctx context.Context, _ string, _ int) error {
-			<-ctx.Done()
-			return ctx.Err()
-		}
+		s.fail = func(ctx context.Context, _ string, _ int) error { return hang(ctx) }
 		rec := newRecorder()
 		p := testPolicy(rec)
 		p.Deadline = 2500 * time.Millisecond
@@ -528,17 +514,9 @@ func TestStreamResourceExhaustedRetryInfoFirst(t *testing.T) {
 		t.Run(map[bool]string{false: "trailers-only", true: "after headers"}[headersFirst], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newTestServer(t)
-				s.fail = func(ctx context.Context, _ string, n int) error {
-					if n > 1 {
-						return nil
-					}
-					if headersFirst {
-						if err := grpc.SendHeader(ctx, metadata.Pairs("x-attempt", "1")); err != nil {
-							return err
-						}
-					}
+				s.fail = onFirst(headersThen(headersFirst, func(context.Context) error {
 					return withRetryInfo(codes.ResourceExhausted, 3*time.Second)
-				}
+				}))
 				s.items = 2
 				rec := newRecorder()
 				cc := streamClient(t, s, testPolicy(rec))

@@ -172,12 +172,7 @@ func TestUnaryRetryInfoIsAFloor(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				s := newTestServer(t)
-				s.fail = func(_ context.Context, _ string, n int) error {
-					if n == 1 {
-						return withRetryInfo(codes.ResourceExhausted, tt.hint)
-					}
-					return nil
-				}
+				s.fail = onFirst(func(context.Context) error { return withRetryInfo(codes.ResourceExhausted, tt.hint) })
 				rec := newRecorder()
 				p := testPolicy(rec)
 				p.MaxRetryAfter = tt.maxRetryAfter
@@ -403,13 +398,7 @@ func TestUnaryCallPolicy(t *testing.T) {
 func TestUnaryAttemptTimeoutRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newTestServer(t)
-		s.fail = func(ctx context.Context, _ string, n int) error {
-			if n == 1 { // hang until the client gives up on this attempt
-				<-ctx.Done()
-				return ctx.Err()
-			}
-			return nil
-		}
+		s.fail = onFirst(hang) // the first attempt hangs until the client gives up on it
 		rec := newRecorder()
 		p := testPolicy(rec)
 		p.AttemptTimeout = time.Second

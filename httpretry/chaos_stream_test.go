@@ -9,12 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // TestChaosStreams sends a seeded mix of stream requests (SSE as Gemini's
@@ -37,11 +37,7 @@ import (
 //     RoundTrip error;
 //   - no goroutine is left (the bubble) and no connection stays open.
 func TestChaosStreams(t *testing.T) {
-	for _, h2 := range []bool{false, true} {
-		t.Run("http2="+strconv.FormatBool(h2), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { chaosStreams(t, h2, 600) })
-		})
-	}
+	testkit.InBubbleOverHTTP1And2(t, func(t *testing.T, h2 bool) { chaosStreams(t, h2, 600) })
 }
 
 func chaosStreams(t *testing.T, h2 bool, n int) {

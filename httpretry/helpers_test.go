@@ -1,10 +1,12 @@
 package httpretry
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"testing"
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/internal/testkit"
@@ -37,6 +39,19 @@ type events = testkit.Recorder[retry.Event, retry.EventKind]
 
 func newEvents() *events {
 	return testkit.NewRecorder(func(e retry.Event) retry.EventKind { return e.Kind })
+}
+
+// onlyRetry returns the one retry event ev recorded and its *AttemptError;
+// it fails the test if there was not exactly one, or it carried no
+// *AttemptError.
+func onlyRetry(t *testing.T, ev *events) (retry.Event, *AttemptError) {
+	t.Helper()
+	r := ev.Of(retry.EventRetry)
+	var ae *AttemptError
+	if len(r) != 1 || !errors.As(r[0].Err, &ae) {
+		t.Fatalf("retry events %+v", r)
+	}
+	return r[0], ae
 }
 
 // closeCounter is a request body that counts its Close calls.

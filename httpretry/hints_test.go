@@ -149,13 +149,9 @@ func TestHints(t *testing.T) {
 				if waited := calls[1].Sub(calls[0]); waited != tt.wantWait {
 					t.Errorf("waited %v between attempts, want %v", waited, tt.wantWait)
 				}
-				r := ev.Of(retry.EventRetry)
-				var ae *AttemptError
-				if len(r) != 1 || !errors.As(r[0].Err, &ae) {
-					t.Fatalf("retry events %+v", r)
-				}
-				if r[0].Wait != tt.wantWait || (r[0].Hint != tt.wantHint && tt.policy.MaxRetryAfter != retry.Zero) || ae.HintSource != tt.source {
-					t.Errorf("event wait %v hint %v source %q; want %v %v %q", r[0].Wait, r[0].Hint, ae.HintSource, tt.wantWait, tt.wantHint, tt.source)
+				e, ae := onlyRetry(t, ev)
+				if e.Wait != tt.wantWait || (e.Hint != tt.wantHint && tt.policy.MaxRetryAfter != retry.Zero) || ae.HintSource != tt.source {
+					t.Errorf("event wait %v hint %v source %q; want %v %v %q", e.Wait, e.Hint, ae.HintSource, tt.wantWait, tt.wantHint, tt.source)
 				}
 			})
 		})

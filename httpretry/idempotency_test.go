@@ -199,16 +199,9 @@ func TestIdempotencyPrecedence(t *testing.T) {
 			if err := rt.Err(); err != nil {
 				t.Fatal(err)
 			}
-			resp, err := rt.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := roundTrip(t, rt, req)
 			readAll(t, resp)
-			want := int32(1)
-			if tt.retried {
-				want = 3
-			}
-			if got := srv.Hits(); got != want || resp.StatusCode != 500 {
+			if got, want := srv.Hits(), wantHits(tt.retried); got != want || resp.StatusCode != 500 {
 				t.Fatalf("%d after %d requests, want the 500 after %d", resp.StatusCode, got, want)
 			}
 			for i, s := range srv.Requests() {

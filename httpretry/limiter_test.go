@@ -37,6 +37,12 @@ func (l *recLimiter) outcomes() []bool {
 // a retryable network failure) answered to a request the transport may not
 // repeat is recorded by the Budget and the Throttle as a failed attempt,
 // not as a success. The table covers every place a retry is skipped.
+// postX makes a POST of "x" to url, without an Idempotency-Key.
+func postX(url string) *http.Request {
+	r, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("x"))
+	return r
+}
+
 func TestUnretriedOverloadIsAFailure(t *testing.T) {
 	boom := errors.New("GetBody failed")
 	tests := []struct {
@@ -50,11 +56,8 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 		{
 			name:     "503 to a POST without a key",
 			handlers: []func(http.ResponseWriter, *http.Request){testkit.Status(503, "busy")},
-			req: func(url string) *http.Request {
-				r, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("x"))
-				return r
-			},
-			want: []bool{false}, skip: ErrNotIdempotent,
+			req:      postX,
+			want:     []bool{false}, skip: ErrNotIdempotent,
 		},
 		{
 			name:     "429 to a body that cannot be replayed",
@@ -69,11 +72,8 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 		{
 			name:     "reset of a POST without a key",
 			handlers: []func(http.ResponseWriter, *http.Request){hijackClose("")},
-			req: func(url string) *http.Request {
-				r, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("x"))
-				return r
-			},
-			want: []bool{false}, skip: ErrNotIdempotent,
+			req:      postX,
+			want:     []bool{false}, skip: ErrNotIdempotent,
 		},
 		{
 			name:     "GetBody fails after a 503",
@@ -90,20 +90,14 @@ func TestUnretriedOverloadIsAFailure(t *testing.T) {
 		{
 			name:     "a 200 is a success",
 			handlers: []func(http.ResponseWriter, *http.Request){testkit.Status(200, "ok")},
-			req: func(url string) *http.Request {
-				r, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("x"))
-				return r
-			},
-			want: []bool{true},
+			req:      postX,
+			want:     []bool{true},
 		},
 		{
 			name:     "a 400 to a POST is not an overload",
 			handlers: []func(http.ResponseWriter, *http.Request){testkit.Status(400, "bad")},
-			req: func(url string) *http.Request {
-				r, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("x"))
-				return r
-			},
-			want: []bool{true},
+			req:      postX,
+			want:     []bool{true},
 		},
 	}
 	for _, tt := range tests {

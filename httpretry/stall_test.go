@@ -16,6 +16,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // stallServer starts, in the current synctest bubble, a chaos server on a
@@ -61,47 +62,43 @@ func (a *attemptTimes) observe(_ context.Context, e retry.Event) {
 // maxBodyWait + 1 s and the attempt count is 2; the bubble checks that no
 // goroutine is left behind.
 func TestStalledRetryableBodyDoesNotHoldTheRetry(t *testing.T) {
-	for _, h2 := range []bool{false, true} {
-		t.Run("http2="+strconv.FormatBool(h2), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				s, err := chaos.Start(chaos.Config{
-					Listener: chaos.NewPipeListener(), StallMax: time.Hour, RetryAfter: 30 * time.Second, HTTP2: h2,
-					Decide: func(_ string, attempt int) chaos.Fault {
-						if attempt == 1 {
-							return chaos.StallStatus
-						}
-						return chaos.None
-					},
-				})
-				if err != nil {
-					t.Fatal(err)
+	testkit.InBubbleOverHTTP1And2(t, func(t *testing.T, h2 bool) {
+		s, err := chaos.Start(chaos.Config{
+			Listener: chaos.NewPipeListener(), StallMax: time.Hour, RetryAfter: 30 * time.Second, HTTP2: h2,
+			Decide: func(_ string, attempt int) chaos.Fault {
+				if attempt == 1 {
+					return chaos.StallStatus
 				}
-				base := s.Transport(4)
-				defer s.Close()
-				defer base.CloseIdleConnections()
-				at := &attemptTimes{start: time.Now()}
-				rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: at.observe})
-				resp := getX(t, rt)
-				if _, err := chaos.ReadChecked(resp); err != nil || resp.StatusCode != 200 {
-					t.Fatalf("status %d, body error %v", resp.StatusCode, err)
-				}
-				took := time.Since(at.start)
-				if want := maxBodyWait + time.Second; took != want || s.Hits("x") != 2 {
-					t.Fatalf("took %v and %d attempts; want %v (the peek bound and the 1 s backoff) and 2", took, s.Hits("x"), want)
-				}
-				var ae *AttemptError
-				if len(at.ev) != 2 || at.ev[0].Kind != retry.EventRetry || !errors.As(at.ev[0].Err, &ae) || ae.Status != 503 || ae.HintSource != "" {
-					t.Fatalf("events %+v: want a retry after the 503 (no hint: its body never came), then a success", at.ev)
-				}
-				if at.ev[1].Kind != retry.EventSuccess || at.ev[1].Attempt != 2 {
-					t.Fatalf("last event %+v, want success on attempt 2", at.ev[1])
-				}
-				if !h2 && s.Stats().Conns != 2 {
-					t.Errorf("%d connections over HTTP/1.1: the stalled one must be closed, not reused", s.Stats().Conns)
-				}
-			})
+				return chaos.None
+			},
 		})
-	}
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := s.Transport(4)
+		defer s.Close()
+		defer base.CloseIdleConnections()
+		at := &attemptTimes{start: time.Now()}
+		rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: at.observe})
+		resp := getX(t, rt)
+		if _, err := chaos.ReadChecked(resp); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("status %d, body error %v", resp.StatusCode, err)
+		}
+		took := time.Since(at.start)
+		if want := maxBodyWait + time.Second; took != want || s.Hits("x") != 2 {
+			t.Fatalf("took %v and %d attempts; want %v (the peek bound and the 1 s backoff) and 2", took, s.Hits("x"), want)
+		}
+		var ae *AttemptError
+		if len(at.ev) != 2 || at.ev[0].Kind != retry.EventRetry || !errors.As(at.ev[0].Err, &ae) || ae.Status != 503 || ae.HintSource != "" {
+			t.Fatalf("events %+v: want a retry after the 503 (no hint: its body never came), then a success", at.ev)
+		}
+		if at.ev[1].Kind != retry.EventSuccess || at.ev[1].Attempt != 2 {
+			t.Fatalf("last event %+v, want success on attempt 2", at.ev[1])
+		}
+		if !h2 && s.Stats().Conns != 2 {
+			t.Errorf("%d connections over HTTP/1.1: the stalled one must be closed, not reused", s.Stats().Conns)
+		}
+	})
 }
 
 // getX sends GET http://chaos/x, of request ID "x", through rt; an error

@@ -286,11 +286,7 @@ func TestStreamFirstEvent(t *testing.T) {
 				if w := calls[1].Sub(calls[0]); w != tt.wait {
 					t.Errorf("waited %v, want %v", w, tt.wait)
 				}
-				r := ev.Of(retry.EventRetry)
-				var ae *AttemptError
-				if len(r) != 1 || !errors.As(r[0].Err, &ae) {
-					t.Fatalf("retry events %+v", r)
-				}
+				_, ae := onlyRetry(t, ev)
 				if ae.Class != tt.class || ae.Status != tt.status || ae.HintSource != tt.hint {
 					t.Errorf("AttemptError class %q status %d hint %q, want %q %d %q", ae.Class, ae.Status, ae.HintSource, tt.class, tt.status, tt.hint)
 				}

@@ -22,11 +22,26 @@ func get(t *testing.T, rt http.RoundTripper, url string) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return roundTrip(t, rt, req)
+}
+
+// roundTrip sends req through rt; an error fails the test.
+func roundTrip(t *testing.T, rt http.RoundTripper, req *http.Request) *http.Response {
+	t.Helper()
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		t.Fatalf("RoundTrip: %v", err)
 	}
 	return resp
+}
+
+// wantHits is how many requests the server of the idempotency tables sees:
+// three (every attempt) if the request is retried, else one.
+func wantHits(retried bool) int32 {
+	if retried {
+		return 3
+	}
+	return 1
 }
 
 func readAll(t *testing.T, resp *http.Response) string {
@@ -277,16 +292,8 @@ func TestIdempotentPost(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := testkit.NewScript(t, testkit.Status(503, "busy"), testkit.Status(503, "busy"), testkit.Status(200, "ok"))
 			req := payloadRequest(tt.ctx, tt.method, srv.URL, tt.key)
-			resp, err := NewTransport(srv.Client().Transport, fast, tt.opts...).RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			readAll(t, resp)
-			want := int32(1)
-			if tt.retried {
-				want = 3
-			}
-			if got := srv.Hits(); got != want {
+			readAll(t, roundTrip(t, NewTransport(srv.Client().Transport, fast, tt.opts...), req))
+			if got, want := srv.Hits(), wantHits(tt.retried); got != want {
 				t.Fatalf("server saw %d requests, want %d", got, want)
 			}
 			seen := srv.Requests()

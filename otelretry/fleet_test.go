@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -144,35 +143,9 @@ func TestFleetMetricsConcurrent(t *testing.T) {
 	}
 }
 
-// failingFleetMeter also fails observable gauges.
-type failingFleetMeter struct{ failingMeter }
-
-func (m failingFleetMeter) Int64ObservableGauge(name string, opts ...metric.Int64ObservableGaugeOption) (metric.Int64ObservableGauge, error) {
-	if name == m.name {
-		return nil, errNoInstrument
-	}
-	return m.Meter.Int64ObservableGauge(name, opts...)
-}
-
-func (m failingFleetMeter) Float64ObservableGauge(name string, opts ...metric.Float64ObservableGaugeOption) (metric.Float64ObservableGauge, error) {
-	if name == m.name {
-		return nil, errNoInstrument
-	}
-	return m.Meter.Float64ObservableGauge(name, opts...)
-}
-
-type failingFleetProvider struct {
-	noop.MeterProvider
-	name string
-}
-
-func (p failingFleetProvider) Meter(string, ...metric.MeterOption) metric.Meter {
-	return failingFleetMeter{failingMeter{name: p.name}}
-}
-
 func TestNewFleetMetricsInstrumentError(t *testing.T) {
 	for _, name := range []string{MetricFleetFallback, MetricFleetFallbacks, MetricFleetRefills, MetricFleetRefillUnits, MetricFleetWait, MetricFleetHints, MetricFleetRate} {
-		f, err := NewFleetMetrics(failingFleetProvider{name: name})
+		f, err := NewFleetMetrics(failingProvider{name: name})
 		if f != nil || !errors.Is(err, errNoInstrument) || !strings.Contains(err.Error(), name) {
 			t.Errorf("failing %s: NewFleetMetrics = %v, %v; want an error naming it", name, f != nil, err)
 		}

@@ -421,7 +421,8 @@ func TestObserverConcurrent(t *testing.T) {
 	})
 }
 
-// failingMeter fails to create one instrument.
+// failingMeter fails to create one instrument, the one named name: a
+// counter, a histogram or an observable gauge.
 type failingMeter struct {
 	noop.Meter
 	name string
@@ -429,18 +430,29 @@ type failingMeter struct {
 
 var errNoInstrument = errors.New("instrument refused")
 
-func (m failingMeter) Int64Counter(name string, opts ...metric.Int64CounterOption) (metric.Int64Counter, error) {
-	if name == m.name {
-		return nil, errNoInstrument
+// refuse is create(name, opts...), unless name is failing: errNoInstrument.
+func refuse[I, O any](failing, name string, create func(string, ...O) (I, error), opts ...O) (I, error) {
+	if name == failing {
+		var none I
+		return none, errNoInstrument
 	}
-	return m.Meter.Int64Counter(name, opts...)
+	return create(name, opts...)
+}
+
+func (m failingMeter) Int64Counter(name string, opts ...metric.Int64CounterOption) (metric.Int64Counter, error) {
+	return refuse(m.name, name, m.Meter.Int64Counter, opts...)
 }
 
 func (m failingMeter) Float64Histogram(name string, opts ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
-	if name == m.name {
-		return nil, errNoInstrument
-	}
-	return m.Meter.Float64Histogram(name, opts...)
+	return refuse(m.name, name, m.Meter.Float64Histogram, opts...)
+}
+
+func (m failingMeter) Int64ObservableGauge(name string, opts ...metric.Int64ObservableGaugeOption) (metric.Int64ObservableGauge, error) {
+	return refuse(m.name, name, m.Meter.Int64ObservableGauge, opts...)
+}
+
+func (m failingMeter) Float64ObservableGauge(name string, opts ...metric.Float64ObservableGaugeOption) (metric.Float64ObservableGauge, error) {
+	return refuse(m.name, name, m.Meter.Float64ObservableGauge, opts...)
 }
 
 type failingProvider struct {

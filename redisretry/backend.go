@@ -37,6 +37,30 @@ type env struct {
 	connect time.Duration  // how long a connection may take to set up; 0: unknown (calls bounded by the Timeout)
 }
 
+// validator is a limiter's config.
+type validator interface{ Validate() error }
+
+// newOnClient is what the constructors (NewQuota, NewBudget, NewCooldown)
+// share: an error naming constructor if client is nil, else newOn on
+// client's env, whose clock reads now if the scripts run on client.
+func newOnClient[C validator, L any](constructor string, client redis.Scripter, now func() time.Time, c C, build func(env, C) L) (L, error) {
+	if client == nil {
+		var none L
+		return none, fmt.Errorf("redisretry: %s: nil client", constructor)
+	}
+	return newOn(envFor(client, now), c, build)
+}
+
+// newOn returns the limiter build makes on e from c, once c is valid, or
+// c's validation error.
+func newOn[C validator, L any](e env, c C, build func(env, C) L) (L, error) {
+	if err := c.Validate(); err != nil {
+		var none L
+		return none, err
+	}
+	return build(e, c), nil
+}
+
 // envFor returns the env of a limiter on client: the client's own if it
 // implements backend.Env (whose connections take up to DefaultDialTimeout to
 // set up), else the scripts run on client: a client made by NewClientWith

@@ -169,21 +169,18 @@ type permits struct {
 // or any redis.Scripter) configured by c. It makes no network call. It
 // returns c's validation error, or an error if client is nil.
 func NewBudget(client redis.Scripter, c BudgetConfig) (*Budget, error) {
-	if client == nil {
-		return nil, errors.New("redisretry: NewBudget: nil client")
-	}
-	return newBudgetOn(envFor(client, c.Now), c)
+	return newOnClient("NewBudget", client, c.Now, c, buildBudget)
 }
 
 // newBudget returns a Budget whose calls run on r (the tests' in-memory
 // Redis).
-func newBudget(r runner, c BudgetConfig) (*Budget, error) { return newBudgetOn(runnerEnv(r, c.Now), c) }
+func newBudget(r runner, c BudgetConfig) (*Budget, error) {
+	return newOn(runnerEnv(r, c.Now), c, buildBudget)
+}
 
-func newBudgetOn(e env, c BudgetConfig) (*Budget, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	local := retry.NewRatioBudget(c.local()) // validated above: no panic
+// buildBudget returns the Budget configured by c, a valid config, on e.
+func buildBudget(e env, c BudgetConfig) *Budget {
+	local := retry.NewRatioBudget(c.local()) // c is valid: no panic
 	c = c.resolve()
 	b := &Budget{
 		keys: backend.NewBudgetKeys(c.Key), local: local, lease: c.Lease, ttl: c.slot(), every: c.FlushInterval,
@@ -194,7 +191,7 @@ func newBudgetOn(e env, c BudgetConfig) (*Budget, error) {
 	b.base = b.g.now()
 	b.flushT.Store(int64(b.every))
 	e.attach(budgetCore{b})
-	return b, nil
+	return b
 }
 
 // budgetCore is the Budget's asynchronous core, for the fleet harness.
@@ -641,18 +638,16 @@ func (b *Budget) flushCall() backend.Call {
 }
 
 func (b *Budget) decideLocally() bool {
-	b.g.local.Add(1)
-	ok := true
-	switch b.g.mode {
+	switch b.g.withoutRedis() {
 	case FailLocal:
-		ok = b.local.Admit(true)
+		if !b.local.Admit(true) {
+			b.g.refused.Add(1)
+			return false
+		}
 	case FailClosed:
-		ok = false
+		return false
 	}
-	if !ok {
-		b.g.refused.Add(1)
-	}
-	return ok
+	return true
 }
 
 // flight is a Budget's Redis round trip in flight: done is closed when it

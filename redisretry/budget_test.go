@@ -142,12 +142,8 @@ func TestBudgetGivesBackUnusedPermits(t *testing.T) {
 		if err := a.Close(); err != nil {
 			t.Fatal(err)
 		}
-		n := 0
-		for b.Admit(true) {
-			n++
-		}
 		// 10 in the window, minus what a used (5).
-		if n != 5 {
+		if n := retriesLeft(b); n != 5 {
 			t.Fatalf("b got %d permits after a closed, want the 5 a did not use", n)
 		}
 	})
@@ -171,11 +167,7 @@ func TestBudgetCancel(t *testing.T) {
 			a.Cancel(true)
 		}
 		a.Close() // gives its lease back
-		n := 0
-		for b.Admit(true) {
-			n++
-		}
-		if n != 10 {
+		if n := retriesLeft(b); n != 10 {
 			t.Fatalf("b was admitted %d retries after a cancelled all of its own, want the fleet's 10", n)
 		}
 	})
@@ -196,14 +188,20 @@ func TestBudgetCancelThroughTheLoop(t *testing.T) {
 		bu.Close()
 		other, _ := newBudget(mem, cfg)
 		defer other.Close()
-		n := 0
-		for other.Admit(true) {
-			n++
-		}
-		if n != 10 {
+		if n := retriesLeft(other); n != 10 {
 			t.Fatalf("%d retries left for the fleet after 30 retries that were never sent, want all 10", n)
 		}
 	})
+}
+
+// retriesLeft admits retries on b until it refuses one, and returns how many
+// it admitted.
+func retriesLeft(b *Budget) int {
+	n := 0
+	for b.Admit(true) {
+		n++
+	}
+	return n
 }
 
 func TestBudgetCancelFirstAttempts(t *testing.T) {
@@ -222,11 +220,7 @@ func TestBudgetCancelFirstAttempts(t *testing.T) {
 		a.Close() // flushes
 		b, _ := newBudget(mem, cfg)
 		defer b.Close()
-		n := 0
-		for b.Admit(true) {
-			n++
-		}
-		if n != 10 {
+		if n := retriesLeft(b); n != 10 {
 			t.Fatalf("%d retries for 100 requests of which 50 were cancelled, want 10", n)
 		}
 	})

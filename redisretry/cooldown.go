@@ -1,8 +1,8 @@
 package redisretry
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -116,40 +116,28 @@ type Cooldown struct {
 // Ring or any redis.Scripter) configured by c. It makes no network call. It
 // returns c's validation error, or an error if client is nil.
 func NewCooldown(client redis.Scripter, c CooldownConfig) (*Cooldown, error) {
-	if client == nil {
-		return nil, errors.New("redisretry: NewCooldown: nil client")
-	}
-	return newCooldownOn(envFor(client, c.Now), c)
+	return newOnClient("NewCooldown", client, c.Now, c, buildCooldown)
 }
 
 // newCooldown returns a Cooldown whose calls run on r (the tests' in-memory
 // Redis).
 func newCooldown(r runner, c CooldownConfig) (*Cooldown, error) {
-	return newCooldownOn(runnerEnv(r, c.Now), c)
+	return newOn(runnerEnv(r, c.Now), c, buildCooldown)
 }
 
-func newCooldownOn(e env, c CooldownConfig) (*Cooldown, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
+// buildCooldown returns the Cooldown configured by c, a valid config, on e.
+func buildCooldown(e env, c CooldownConfig) *Cooldown {
+	d := &Cooldown{
+		key:    backend.CooldownKey(c.Key),
+		max:    min(cmp.Or(c.Max, DefaultCooldownMax), maxSchedule), // times stay far from overflowing
+		cache:  cmp.Or(c.Cache, DefaultCooldownCache),
+		jitter: max(cmp.Or(c.Jitter, DefaultCooldownJitter), 0), // a negative Jitter: none
+		rand:   c.Rand,
 	}
-	d := &Cooldown{key: backend.CooldownKey(c.Key), max: c.Max, cache: c.Cache, jitter: c.Jitter, rand: c.Rand}
 	d.g.common = newCommon("cooldown", c.Key, c.Timeout, c.ProbeInterval, c.OnFailure, c.Logger, c.Observer, e)
 	d.base = d.g.now()
 	d.until.Store(never)
 	d.fetched.Store(never)
-	if d.max == 0 {
-		d.max = DefaultCooldownMax
-	}
-	d.max = min(d.max, maxSchedule) // times stay far from overflowing
-	if d.cache == 0 {
-		d.cache = DefaultCooldownCache
-	}
-	switch {
-	case d.jitter == 0:
-		d.jitter = DefaultCooldownJitter
-	case d.jitter < 0:
-		d.jitter = 0
-	}
 	if d.rand == nil {
 		d.rand = e.rand
 	}
@@ -157,7 +145,7 @@ func newCooldownOn(e env, c CooldownConfig) (*Cooldown, error) {
 		d.rand = rand.Float64
 	}
 	e.attach(cooldownCore{d})
-	return d, nil
+	return d
 }
 
 // cooldownCore is the Cooldown's asynchronous core, for the fleet harness.
@@ -230,8 +218,7 @@ func (d *Cooldown) readDue() bool {
 type coolWait struct {
 	earliest, deadline time.Time
 	done               func(time.Time, error)
-	over               bool        // under Cooldown.mu: decided or cancelled
-	stop               func() bool // the deadline's timer, if it comes before the timeout
+	waitState          // under Cooldown.mu; the deadline's timer, if it comes before the timeout
 }
 
 // reserveAsync decides a Reserve and calls done with the outcome, once,
@@ -291,14 +278,7 @@ func (d *Cooldown) tooSlow() (time.Time, error) {
 func (d *Cooldown) finish(w *coolWait) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if w.over {
-		return false
-	}
-	w.over = true
-	if w.stop != nil {
-		w.stop()
-	}
-	return true
+	return w.end()
 }
 
 // cancel withdraws w (its caller's context ended): it reports whether it
@@ -312,12 +292,10 @@ func (d *Cooldown) decide(earliest, deadline time.Time) (time.Time, error) {
 		return time.Time{}, ErrClosed
 	case StateFallback:
 		d.g.probe(d.readCall, d.learnReply)
-		d.g.local.Add(1)
-		switch d.g.mode {
+		switch d.g.withoutRedis() {
 		case FailOpen:
 			return earliest, nil
 		case FailClosed:
-			d.g.refused.Add(1)
 			return time.Time{}, ErrUnavailable
 		}
 	}

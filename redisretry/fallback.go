@@ -43,14 +43,15 @@ const (
 	FailClosed
 )
 
-var failureModeNames = [...]string{"local", "open", "closed"}
-
 // String returns "local", "open" or "closed".
-func (m FailureMode) String() string {
-	if int(m) < len(failureModeNames) {
-		return failureModeNames[m]
+func (m FailureMode) String() string { return enumName(m, "FailureMode", "local", "open", "closed") }
+
+// enumName returns v's name, names[v], or "typ(v)" if it has none.
+func enumName[T ~uint8](v T, typ string, names ...string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("FailureMode(%d)", uint8(m))
+	return fmt.Sprintf("%s(%d)", typ, uint8(v))
 }
 
 // State is a limiter's health: whether it decides with Redis or on its own.
@@ -66,15 +67,8 @@ const (
 	StateClosed
 )
 
-var stateNames = [...]string{"redis", "fallback", "closed"}
-
 // String returns "redis", "fallback" or "closed".
-func (s State) String() string {
-	if int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return fmt.Sprintf("State(%d)", uint8(s))
-}
+func (s State) String() string { return enumName(s, "State", "redis", "fallback", "closed") }
 
 // ErrUnavailable is wrapped by the error a fail-closed quota or cooldown
 // returns while Redis is unavailable.
@@ -110,14 +104,9 @@ const (
 	EventRate
 )
 
-var eventNames = [...]string{"", "fallback", "recovered", "refill", "quota-wait", "cooldown-wait", "hint", "rate"}
-
 // String returns the kind's name ("fallback", "recovered", ...).
 func (k EventKind) String() string {
-	if int(k) < len(eventNames) && k != 0 {
-		return eventNames[k]
-	}
-	return fmt.Sprintf("EventKind(%d)", uint8(k))
+	return enumName(k, "EventKind", "", "fallback", "recovered", "refill", "quota-wait", "cooldown-wait", "hint", "rate")
 }
 
 // Event is what an [Observer] receives.
@@ -221,6 +210,16 @@ type guard struct {
 }
 
 func (g *guard) healthy() bool { return State(g.state.Load()) == StateRedis }
+
+// withoutRedis counts a decision made without Redis and returns the mode
+// that decides it; a FailClosed refusal is counted too.
+func (g *guard) withoutRedis() FailureMode {
+	g.local.Add(1)
+	if g.mode == FailClosed {
+		g.refused.Add(1)
+	}
+	return g.mode
+}
 
 func (g *guard) stats() Stats {
 	return Stats{

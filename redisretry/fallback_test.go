@@ -400,12 +400,7 @@ func TestCloseRacesCalls(t *testing.T) {
 		var closedSeen atomic.Int64
 		for i := range 12 {
 			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
+				for !isClosed(stop) {
 					var err error
 					switch i % 3 {
 					case 0:
@@ -569,4 +564,23 @@ func TestProbeAfterTheClockWentBack(t *testing.T) {
 		}
 		t.Fatalf("state %v 3 probe intervals after the clock went back 1h, want redis", b.State())
 	})
+}
+
+// TestEnumNames pins the names the logs and events carry, and the form of a
+// value with no name.
+func TestEnumNames(t *testing.T) {
+	for _, tc := range []struct {
+		v    fmt.Stringer
+		want string
+	}{
+		{FailLocal, "local"}, {FailOpen, "open"}, {FailClosed, "closed"}, {FailClosed + 1, "FailureMode(3)"},
+		{StateRedis, "redis"}, {StateFallback, "fallback"}, {StateClosed, "closed"}, {StateClosed + 1, "State(3)"},
+		{EventKind(0), "EventKind(0)"}, {EventFallback, "fallback"}, {EventRecovered, "recovered"},
+		{EventRefill, "refill"}, {EventQuotaWait, "quota-wait"}, {EventCooldownWait, "cooldown-wait"},
+		{EventHint, "hint"}, {EventRate, "rate"}, {EventRate + 1, "EventKind(8)"},
+	} {
+		if got := tc.v.String(); got != tc.want {
+			t.Errorf("%T %d: String() = %q, want %q", tc.v, tc.v, got, tc.want)
+		}
+	}
 }

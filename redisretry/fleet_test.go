@@ -410,6 +410,16 @@ func TestFleetProcesses(t *testing.T) {
 	}
 }
 
+// isClosed reports whether stop is closed, without waiting.
+func isClosed(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // runLoad runs clients goroutines calling retry.Run under p (a function that
 // succeeds) until stop is closed, and returns the number of failed calls.
 func runLoad(p retry.Policy, clients int, stop chan struct{}) func() int {
@@ -418,12 +428,7 @@ func runLoad(p retry.Policy, clients int, stop chan struct{}) func() int {
 	failed := 0
 	for range clients {
 		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !isClosed(stop) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				err := retry.Run(ctx, p, func(context.Context) error { return nil })
 				cancel()
@@ -446,12 +451,7 @@ func machineLateness(stop chan struct{}) func() time.Duration {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for !isClosed(stop) {
 			begin := time.Now()
 			time.Sleep(5 * time.Millisecond)
 			worst = max(worst, time.Since(begin)-5*time.Millisecond)

@@ -456,13 +456,7 @@ func (q *Quota) refilled(units, head int64, s sent, r backend.GCRAReply, err err
 	}
 	idle := q.idleLocked()
 	q.mu.Unlock()
-	for _, w := range served {
-		q.complete(w)
-	}
-	if granted {
-		q.g.refills.Add(1)
-		q.g.emit(Event{Kind: EventRefill, Units: units})
-	}
+	q.deliver(served, granted, units)
 	for _, f := range idle {
 		f()
 	}
@@ -502,6 +496,13 @@ func (q *Quota) landedLate(units, head int64, s sent, r backend.GCRAReply, err e
 	}
 	q.reconcileLocked(now)
 	q.mu.Unlock()
+	q.deliver(served, granted, units)
+}
+
+// deliver completes the callers a refill's reply served and, if its block
+// was granted, counts the refill of units and reports it. It runs after
+// q.mu is unlocked: completing runs the callers' done.
+func (q *Quota) deliver(served []*reservation, granted bool, units int64) {
 	for _, w := range served {
 		q.complete(w)
 	}
@@ -988,12 +989,10 @@ const maxOwed = 1024
 // and for a ProbeInterval after it the starts from the lease stay within
 // the share too.
 func (q *Quota) decideLocally(now time.Time, n int64, deadline time.Time, cause error) (time.Time, error) {
-	q.g.local.Add(1)
-	switch q.g.mode {
+	switch q.g.withoutRedis() {
 	case FailOpen:
 		return now, nil
 	case FailClosed:
-		q.g.refused.Add(1)
 		if cause == nil || cause == errSlow {
 			cause = q.g.cause()
 		}

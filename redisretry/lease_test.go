@@ -133,15 +133,8 @@ func TestLateReplyKeepsItsBlock(t *testing.T) {
 		arm := lateOnce(mem, 30*time.Millisecond)
 		l := PerSecond(10)
 		logs := &logCounter{}
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: slog.New(logs)}, Limit: l})
+		q := connectedQuota(t, mem, QuotaConfig{Settings: Settings{Key: "k", Logger: slog.New(logs)}, Limit: l})
 		defer q.Close()
-		// Connected: a first decision reached Redis (the next calls have
-		// the Timeout, not the dial's bound).
-		first, err := q.Reserve(t.Context(), time.Now(), time.Time{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Until(first.Add(time.Second)))
 		arm()
 		begin := time.Now()
 		s, err := q.Reserve(t.Context(), begin, time.Time{})
@@ -152,10 +145,7 @@ func TestLateReplyKeepsItsBlock(t *testing.T) {
 		if q.State() != StateRedis {
 			t.Fatalf("state %v after the late reply", q.State())
 		}
-		q.mu.Lock()
-		debt := q.debt
-		q.mu.Unlock()
-		if debt != 0 || reservedSlots(mem, l) != 2 {
+		if debt, _ := debtOf(q); debt != 0 || reservedSlots(mem, l) != 2 {
 			t.Fatalf("debt %d, %v slots reserved: want the late block to pay for the local start", debt, reservedSlots(mem, l))
 		}
 		s2, err := q.Reserve(t.Context(), time.Now(), time.Time{})
@@ -176,6 +166,83 @@ func backDelay(mem *memBackend) *atomic.Int64 {
 	return &d
 }
 
+// connectedQuota returns a Quota on mem configured by c, connected: its
+// first decision reached Redis (the next calls are bounded by the Timeout,
+// not the dial's), and the clock a second past that start (a free slot
+// now). It runs in a synctest bubble.
+func connectedQuota(t *testing.T, mem *memBackend, c QuotaConfig) *Quota {
+	t.Helper()
+	q, err := newQuota(mem, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := q.Reserve(t.Context(), time.Now(), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(first.Add(time.Second)))
+	return q
+}
+
+// reserveAtOnce has n callers reserve a start on q at once, now, and
+// returns their starts.
+func reserveAtOnce(t *testing.T, q *Quota, n int) []time.Time {
+	var mu sync.Mutex
+	var starts []time.Time
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			start, err := q.Reserve(t.Context(), time.Now(), time.Time{})
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			starts = append(starts, start)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return starts
+}
+
+// debtOf returns q's debt (units started without Redis, not reserved yet)
+// and how much of it is being reserved now.
+func debtOf(q *Quota) (debt, sending int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.debt, q.sending
+}
+
+// lateScene is the setting of the late-reply scenarios: a connected Quota
+// at l, 10/s (Slack -1), on mem, whose replies take back ns on their way
+// back.
+type lateScene struct {
+	mem  *memBackend
+	back *atomic.Int64
+	l    Limit
+	q    *Quota
+}
+
+// runLateScene runs scenario in a synctest bubble on a fresh lateScene;
+// scenario returns the starts its callers were given without Redis. The
+// next start must come after all of them (each took a slot of the schedule
+// of its own, paid by a block or by the debt), and nothing may leak.
+func runLateScene(t *testing.T, scenario func(t *testing.T, s lateScene) (local []time.Time)) {
+	synctest.Test(t, func(t *testing.T) {
+		check := noLeaks(t)
+		s := lateScene{mem: newMem(), l: PerSecond(10)}
+		s.back = backDelay(s.mem)
+		s.q = connectedQuota(t, s.mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: s.l, Slack: -1})
+		local := scenario(t, s)
+		next, err := s.q.Reserve(t.Context(), time.Now(), time.Time{})
+		if err != nil || slices.ContainsFunc(local, func(at time.Time) bool { return !next.After(at) }) {
+			t.Fatalf("next start %v (%v), the local ones at %v: want it after them", next, err, local)
+		}
+		s.q.Close()
+		check()
+	})
+}
+
 func TestLateRepliesEachPayTheDebt(t *testing.T) {
 	// Four callers queue at once, each for a block of its own (four
 	// refills in flight), and every reply comes 30 ms late (Timeout 20
@@ -188,55 +255,21 @@ func TestLateRepliesEachPayTheDebt(t *testing.T) {
 	// the slots of the starts already made, 4 local starts + 3 from the
 	// lease where the schedule held 4, and 3 slots more were reserved
 	// after them: the stall test's 53 starts in one second for 40.)
-	synctest.Test(t, func(t *testing.T) {
-		check := noLeaks(t)
-		mem := newMem()
-		back := backDelay(mem)
-		l := PerSecond(10)
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l, Slack: -1})
-		first, err := q.Reserve(t.Context(), time.Now(), time.Time{}) // connected
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Until(first.Add(time.Second)))
-		back.Store(int64(30 * time.Millisecond))
+	runLateScene(t, func(t *testing.T, s lateScene) []time.Time {
+		q := s.q
+		s.back.Store(int64(30 * time.Millisecond))
 		before := q.Stats().RoundTrips
-		var mu sync.Mutex
-		var starts []time.Time
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Go(func() {
-				s, err := q.Reserve(t.Context(), time.Now(), time.Time{})
-				if err != nil {
-					t.Error(err)
-				}
-				mu.Lock()
-				starts = append(starts, s)
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
+		starts := reserveAtOnce(t, q, 4)
 		if q.Stats().Local != 4 || q.Stats().RoundTrips-before != 4 {
 			t.Fatalf("%+v: want 4 refills in flight and 4 decisions without Redis", q.Stats())
 		}
-		back.Store(0)
+		s.back.Store(0)
 		time.Sleep(time.Second) // the late replies land; a probe, a reconcile if any
-		q.mu.Lock()
-		debt, sending := q.debt, q.sending
-		q.mu.Unlock()
-		if q.State() != StateRedis || debt != 0 || sending != 0 || reservedSlots(mem, l) != 5 {
+		if debt, sending := debtOf(q); q.State() != StateRedis || debt != 0 || sending != 0 || reservedSlots(s.mem, s.l) != 5 {
 			t.Fatalf("state %v, debt %d (%d being reserved), %v slots reserved: want the 4 late blocks to pay the 4 local starts, nothing more (5 with the first)",
-				q.State(), debt, sending, reservedSlots(mem, l))
+				q.State(), debt, sending, reservedSlots(s.mem, s.l))
 		}
-		// The next start is after the 4 local starts, each of them in a
-		// slot of the schedule of its own.
-		slices.SortFunc(starts, time.Time.Compare)
-		next, err := q.Reserve(t.Context(), time.Now(), time.Time{})
-		if err != nil || !next.After(starts[3]) {
-			t.Fatalf("next start %v (%v), the local ones at %v: want it after them", next, err, starts)
-		}
-		q.Close()
-		check()
+		return starts
 	})
 }
 
@@ -248,43 +281,26 @@ func TestReplyInTimePaysTheDebtOfItsCallers(t *testing.T) {
 	// that start instead of going to the lease, where the next request
 	// would start in the same place of the schedule. (The same when a
 	// caller stops waiting at its own time limit before the guard's.)
-	synctest.Test(t, func(t *testing.T) {
-		check := noLeaks(t)
-		mem := newMem()
-		back := backDelay(mem)
-		l := PerSecond(10)
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l, Slack: -1})
-		first, err := q.Reserve(t.Context(), time.Now(), time.Time{}) // connected
-		if err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Until(first.Add(time.Second)))
-		back.Store(int64(10 * time.Millisecond))
+	runLateScene(t, func(t *testing.T, s lateScene) []time.Time {
+		q := s.q
+		s.back.Store(int64(10 * time.Millisecond))
 		var starts [2]time.Time
 		var wg sync.WaitGroup
 		wg.Go(func() { starts[0], _ = q.Reserve(t.Context(), time.Now(), time.Time{}) })
 		synctest.Wait() // the first refill ran on the server; its reply is on its way
-		mem.setFail(errTestDown)
+		s.mem.setFail(errTestDown)
 		wg.Go(func() { starts[1], _ = q.Reserve(t.Context(), time.Now(), time.Time{}) })
 		synctest.Wait() // the second refill failed: both decided without Redis
-		mem.setFail(nil)
+		s.mem.setFail(nil)
 		wg.Wait()
 		if q.Stats().Local != 2 {
 			t.Fatalf("%+v: want both callers decided without Redis", q.Stats())
 		}
 		time.Sleep(time.Second) // the first reply lands; the rest of the debt is reserved
-		q.mu.Lock()
-		debt := q.debt
-		q.mu.Unlock()
-		if q.State() != StateRedis || debt != 0 || reservedSlots(mem, l) != 3 {
-			t.Fatalf("state %v, debt %d, %v slots reserved: want the block to pay one start and the debt the other (3 with the first)", q.State(), debt, reservedSlots(mem, l))
+		if debt, _ := debtOf(q); q.State() != StateRedis || debt != 0 || reservedSlots(s.mem, s.l) != 3 {
+			t.Fatalf("state %v, debt %d, %v slots reserved: want the block to pay one start and the debt the other (3 with the first)", q.State(), debt, reservedSlots(s.mem, s.l))
 		}
-		next, err := q.Reserve(t.Context(), time.Now(), time.Time{})
-		if err != nil || !next.After(starts[0]) || !next.After(starts[1]) {
-			t.Fatalf("next start %v (%v), the local ones at %v: want it after them", next, err, starts)
-		}
-		q.Close()
-		check()
+		return starts[:]
 	})
 }
 
@@ -317,9 +333,7 @@ func TestDebtReservedWhenRedisAnswers(t *testing.T) {
 			n++
 		}
 		time.Sleep(10 * time.Millisecond)
-		q.mu.Lock()
-		debt := q.debt
-		q.mu.Unlock()
+		debt, _ := debtOf(q)
 		owed := reservedSlots(mem, l) - before
 		tat, _ := mem.store.TAT(q.keys, time.Now())
 		t.Logf("%d requests, %d local, %.0f slots reserved as debt, schedule %v ahead", n, q.Stats().Local, owed, time.UnixMicro(tat).Sub(time.Now()))
@@ -343,21 +357,7 @@ func TestFlushReservesTheGrantedStartsAgain(t *testing.T) {
 		l := PerSecond(10)
 		a, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
 		defer a.Close()
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var last time.Time
-		for range 20 {
-			wg.Go(func() {
-				s, err := a.Reserve(t.Context(), time.Now(), time.Time{})
-				if err != nil {
-					t.Error(err)
-				}
-				mu.Lock()
-				last = later(last, s)
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
+		last := slices.MaxFunc(reserveAtOnce(t, a, 20), time.Time.Compare)
 		mem.store.Flush()
 		// a's next round trip (a's lease may hold a few slots more).
 		for rts := a.Stats().RoundTrips; a.Stats().RoundTrips == rts; {

@@ -261,12 +261,32 @@ type reservation struct {
 	shared   bool // it waited for the share's pacer (after a fallback)
 
 	// Under Quota.mu:
-	over       bool          // decided or cancelled: nothing else may decide it
-	stop       func() bool   // the timer it waits on (until earliest, or for a refill)
+	waitState                // the timer it waits on: until earliest, or for a refill
 	wait       time.Duration // how long it waits for a refill: the bound, or less (the deadline)
 	byDeadline bool          // the deadline ends that wait, before the bound
 	start      time.Time     // set by the refill that served it
 	err        error         // a slot past the deadline, or the refill's Redis error
+}
+
+// waitState is how a caller's wait for a limiter's decision ends, under the
+// limiter's mutex: over once decided or cancelled (nothing else may decide
+// it then), and the timer it waits on, if any.
+type waitState struct {
+	over bool
+	stop func() bool
+}
+
+// end marks the wait over and stops its timer, if it was not over: it
+// reports whether it was not.
+func (w *waitState) end() bool {
+	if w.over {
+		return false
+	}
+	w.over = true
+	if w.stop != nil {
+		w.stop()
+	}
+	return true
 }
 
 // NewQuota returns a Quota on client (a *redis.Client, ClusterClient, Ring or
@@ -276,20 +296,18 @@ type reservation struct {
 // the first decision finds a connection. It returns c's validation error, or
 // an error if client is nil.
 func NewQuota(client redis.Scripter, c QuotaConfig) (*Quota, error) {
-	if client == nil {
-		return nil, errors.New("redisretry: NewQuota: nil client")
-	}
-	return newQuotaOn(envFor(client, c.Now), c)
+	return newOnClient("NewQuota", client, c.Now, c, buildQuota)
 }
 
 // newQuota returns a Quota whose calls run on r (the tests' in-memory
 // Redis).
 func newQuota(r runner, c QuotaConfig) (*Quota, error) { return newQuotaOn(runnerEnv(r, c.Now), c) }
 
-func newQuotaOn(e env, c QuotaConfig) (*Quota, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
+// newQuotaOn returns a Quota configured by c on e, or c's validation error.
+func newQuotaOn(e env, c QuotaConfig) (*Quota, error) { return newOn(e, c, buildQuota) }
+
+// buildQuota returns the Quota configured by c, a valid config, on e.
+func buildQuota(e env, c QuotaConfig) *Quota {
 	q := &Quota{
 		env: e, keys: backend.NewQuotaKeys(c.Key), limit: c.Limit, lease: c.Lease,
 		slack: c.Slack, fleet: c.FleetSize, member: newMemberID(),
@@ -313,7 +331,7 @@ func newQuotaOn(e env, c QuotaConfig) (*Quota, error) {
 	q.tau = max(10*q.slack, time.Second)
 	e.attach(quotaCore{q})
 	q.warm()
-	return q, nil
+	return q
 }
 
 func newMemberID() string {
@@ -653,12 +671,8 @@ func (q *Quota) decide(r *reservation) {
 func (q *Quota) cancel(r *reservation) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if r.over {
+	if !r.end() {
 		return false
-	}
-	r.over = true
-	if r.stop != nil {
-		r.stop()
 	}
 	q.dequeueLocked(r)
 	return true

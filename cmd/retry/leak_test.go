@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -11,16 +10,14 @@ import (
 
 	"github.com/backoffkit/retry/cmd/retry/internal/proc"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // TestRunLeavesNoGoroutines runs each mode in-process and checks that the
 // goroutines it started (signal relay, attempt waiters, HTTP connections,
 // demo clients and servers) are gone once run returns.
 func TestRunLeavesNoGoroutines(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "busy", http.StatusServiceUnavailable)
-	}))
-	defer srv.Close()
+	srv := testkit.NewScript(t, testkit.Status(http.StatusServiceUnavailable, "busy"))
 	// os/signal starts one goroutine for good on the first Notify.
 	proc.NotifySignals(make(chan os.Signal, 1))()
 	before := chaos.SnapshotGoroutines()

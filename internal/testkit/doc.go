@@ -1,8 +1,9 @@
 // Package testkit holds what the tests of several modules set up alike: a
 // recorder of the events an observer receives ([Recorder]), a scripted
 // loopback HTTP server ([Script]), a test certificate authority with a
-// server and a client certificate ([NewPKI]), and a buffer that goroutines
-// may write to while a test reads it ([Buffer]). A real redis-server is
+// server and a client certificate ([NewPKI]), a buffer that goroutines
+// may write to while a test reads it ([Buffer]), and a run of a test body in
+// a synctest bubble over HTTP/1.1 and HTTP/2 ([InBubbleOverHTTP1And2]). A real redis-server is
 // started by the sibling package internal/redistest.
 //
 // It is imported only from tests. It depends on the standard library only

@@ -3,12 +3,14 @@ package testkit
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 type event struct {
@@ -141,5 +143,21 @@ func TestBuffer(t *testing.T) {
 	wg.Wait()
 	if b.Len() != 8*100*2 || b.String() != strings.Repeat("ab", 800) {
 		t.Errorf("Len %d, String %q...; want 1600 bytes of \"ab\"", b.Len(), b.String()[:min(10, b.Len())])
+	}
+}
+
+func TestInBubbleOverHTTP1And2(t *testing.T) {
+	var runs []string
+	InBubbleOverHTTP1And2(t, func(t *testing.T, h2 bool) {
+		start := time.Now()
+		time.Sleep(time.Hour) // virtual time: only in a bubble does it take exactly an hour, at once
+		if d := time.Since(start); d != time.Hour {
+			t.Errorf("slept %v: want exactly 1h of virtual time (a synctest bubble)", d)
+		}
+		runs = append(runs, fmt.Sprintf("%s h2=%v", t.Name(), h2))
+	})
+	want := []string{"TestInBubbleOverHTTP1And2/http2=false h2=false", "TestInBubbleOverHTTP1And2/http2=true h2=true"}
+	if !slices.Equal(runs, want) {
+		t.Errorf("runs %q, want %q", runs, want)
 	}
 }

@@ -168,6 +168,32 @@ func ParseSeed(s string) (uint64, error) {
 	return n, nil
 }
 
+// IntIn returns a flag.Func function that gives set a whole number from lo
+// to hi; any other value is the error want.
+func IntIn(lo, hi int, want string, set func(int)) func(string) error {
+	return func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < lo || n > hi {
+			return errors.New(want)
+		}
+		set(n)
+		return nil
+	}
+}
+
+// FloatIn returns a flag.Func function that gives set a number from lo to
+// hi (not NaN); any other value is the error want.
+func FloatIn(lo, hi float64, want string, set func(float64)) func(string) error {
+	return func(s string) error {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(f >= lo && f <= hi) {
+			return errors.New(want)
+		}
+		set(f)
+		return nil
+	}
+}
+
 // ContainsInt reports whether list holds n.
 func ContainsInt(list []int, n int) bool {
 	for _, v := range list {

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,14 +159,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		cfg.scenario = s
 		return nil
 	})
-	fs.Func("clients", "concurrent clients `N` per strategy, random scenario (default 16)", func(s string) error {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 512 {
-			return errors.New("want a whole number in 1-512")
-		}
-		cfg.clients = n
-		return nil
-	})
+	fs.Func("clients", "concurrent clients `N` per strategy, random scenario (default 16)",
+		cli.IntIn(1, 512, "want a whole number in 1-512", func(n int) { cfg.clients = n }))
 	fs.Func("duration", "how long new requests arrive (default 5s; random: 8s); `DURATION` like 5s", func(s string) error {
 		d, err := cli.ParseDuration(s)
 		if err != nil {
@@ -180,14 +173,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		durationSet = true
 		return nil
 	})
-	fs.Func("failure-rate", "fraction `F` of requests that fail, 0-1, random scenario (default 0.3)", func(s string) error {
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || !(f >= 0 && f <= 1) {
-			return errors.New("want a number from 0 to 1")
-		}
-		cfg.failRate = f
-		return nil
-	})
+	fs.Func("failure-rate", "fraction `F` of requests that fail, 0-1, random scenario (default 0.3)",
+		cli.FloatIn(0, 1, "want a number from 0 to 1", func(f float64) { cfg.failRate = f }))
 	fs.Func("seed", "seed `N` of the server's faults, the clients and the jitter (default 1)", func(s string) error {
 		n, err := cli.ParseSeed(s)
 		if err != nil {
@@ -196,14 +183,8 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		cfg.seed = n
 		return nil
 	})
-	fs.Func("time-scale", "divide the policies' durations by `K` (default 10 synchronized, 20 others)", func(s string) error {
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil || !(f >= 1 && f <= 1000) {
-			return errors.New("want a number from 1 to 1000")
-		}
-		cfg.scale = f
-		return nil
-	})
+	fs.Func("time-scale", "divide the policies' durations by `K` (default 10 synchronized, 20 others)",
+		cli.FloatIn(1, 1000, "want a number from 1 to 1000", func(f float64) { cfg.scale = f }))
 	fs.Func("strategies", "comma-separated `LIST` (default: the scenario's, see above)", func(s string) error {
 		var list []string
 		for _, name := range strings.Split(s, ",") {

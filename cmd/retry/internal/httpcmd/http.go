@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -111,14 +112,8 @@ func newHTTPFlags() *httpFlags {
 	boolean(&h.failBody, "exit 22 on an HTTP error, with the body", "fail-with-body")
 	boolean(&h.location, "follow redirects", "L", "location")
 	boolean(&h.trusted, "follow redirects and send the credentials to every host", "location-trusted")
-	fn("follow at most `N` redirects (default 50)", func(s string) error {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < -1 {
-			return errors.New("want a whole number (-1 for no limit)")
-		}
-		h.maxRedirs = n
-		return nil
-	}, "max-redirs")
+	fn("follow at most `N` redirects (default 50)",
+		cli.IntIn(-1, math.MaxInt, "want a whole number (-1 for no limit)", func(n int) { h.maxRedirs = n }), "max-redirs")
 	str(&h.writeOut, "print `FORMAT` after the transfer", "w", "write-out")
 	str(&h.dumpHeader, "write the response headers to `FILE`", "D", "dump-header")
 	fn("time limit of the connection; `DURATION`", func(s string) error {

@@ -23,12 +23,20 @@ func runSimArgs(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
-func TestSimContentionJSON(t *testing.T) {
-	args := []string{"contention", "--clients", "10:20:10", "--runs", "3", "--seed", "9", "--json"}
+// runSimOK runs sim with args, which must exit 0, and returns its standard
+// output.
+func runSimOK(t *testing.T, args ...string) string {
+	t.Helper()
 	code, out, errs := runSimArgs(args...)
 	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
+		t.Fatalf("%q: exit %d, stderr %q", args, code, errs)
 	}
+	return out
+}
+
+func TestSimContentionJSON(t *testing.T) {
+	args := []string{"contention", "--clients", "10:20:10", "--runs", "3", "--seed", "9", "--json"}
+	out := runSimOK(t, args...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 14 {
 		t.Fatalf("%d JSON lines, want 7 strategies × 2 sizes:\n%s", len(lines), out)
@@ -115,11 +123,8 @@ func checkSVG(t *testing.T, path string, wantSeries int) {
 
 func TestSimOverload(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errs := runSimArgs("overload", "--clients", "1000", "--hosts", "10", "--capacity", "500", "--queue", "50",
+	out := runSimOK(t, "overload", "--clients", "1000", "--hosts", "10", "--capacity", "500", "--queue", "50",
 		"--duration", "30s", "--outage-start", "5s", "--outage", "10s", "--strategies", "none,genai,ratio-budget", "--json", "--plot", dir)
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("%d lines, want 3:\n%s", len(lines), out)
@@ -222,11 +227,8 @@ func TestSimPlotCheckedFirst(t *testing.T) {
 
 // Without an outage nothing is amplified: the table says 1.00, not 0.00.
 func TestSimOverloadNoOutage(t *testing.T) {
-	code, out, errs := runSimArgs("overload", "--clients", "200", "--hosts", "2", "--capacity", "100", "--duration", "10s",
+	out := runSimOK(t, "overload", "--clients", "200", "--hosts", "2", "--capacity", "100", "--duration", "10s",
 		"--outage", "0", "--strategies", "none,genai")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
 	rows := 0
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
@@ -276,10 +278,7 @@ func TestSimOverloadReport(t *testing.T) {
 }
 
 func TestSimContentionReport(t *testing.T) {
-	code, out, errs := runSimArgs("contention", "--clients", "10:40:30", "--runs", "3")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
+	out := runSimOK(t, "contention", "--clients", "10:40:30", "--runs", "3")
 	checkProseFits(t, out)
 	for _, want := range []string{"calls_mean conditional writes per run", "Conclusion: at 40 clients ", "did the least work",
 		"backoff without jitter (expo) needed "} {
@@ -295,10 +294,7 @@ func TestSimFleet(t *testing.T) {
 	// server within its quota, the processes alone do not.
 	dir := t.TempDir()
 	args := []string{"fleet", "--processes", "4", "--clients", "5", "--think", "200ms", "--duration", "30s", "--quota", "60/10s", "--json", "--plot", dir}
-	code, out, errs := runSimArgs(args...)
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
+	out := runSimOK(t, args...)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != len(fleetStrategies) {
 		t.Fatalf("%d lines, want %d strategies:\n%s", len(lines), len(fleetStrategies), out)
@@ -331,10 +327,7 @@ func TestSimFleet(t *testing.T) {
 		t.Error("same flags printed different JSON")
 	}
 
-	code, out, errs = runSimArgs("fleet", "--processes", "3", "--clients", "2:4:2", "--duration", "20s", "--quota", "20/5s", "--strategies", "local,fleet")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
+	out = runSimOK(t, "fleet", "--processes", "3", "--clients", "2:4:2", "--duration", "20s", "--quota", "20/5s", "--strategies", "local,fleet")
 	for _, want := range []string{"3 processes × 2 callers (think 1s, deadline 30s), quota 20/5s", "3 processes × 4 callers", "the real redisretry limiters",
 		"answered 429", "seconds over quota+2%", "decided without Redis"} {
 		if !strings.Contains(flat(out), want) {
@@ -382,10 +375,7 @@ func TestSimTablesFit80Columns(t *testing.T) {
 		{"overload", "--clients", "200:400:200", "--hosts", "10", "--capacity", "500", "--queue", "50", "--duration", "10s", "--outage-start", "2s", "--outage", "2s"},
 		{"fleet", "--processes", "4", "--clients", "5", "--duration", "20s", "--quota", "60/10s"},
 	} {
-		code, out, errs := runSimArgs(args...)
-		if code != 0 {
-			t.Fatalf("%q: exit %d, stderr %q", args, code, errs)
-		}
+		out := runSimOK(t, args...)
 		for _, l := range strings.Split(out, "\n") {
 			if w := clitest.DisplayWidth(l); w > 80 {
 				t.Errorf("%q: a line of %d columns: %q", args, w, l)
@@ -413,10 +403,7 @@ func checkProseFits(t *testing.T, report string) {
 // TestSimFleetStep: retry sim fleet --scenario step runs issue 24's
 // comparison (fleetsim.StepScenario) and prints its table.
 func TestSimFleetStep(t *testing.T) {
-	code, out, errs := runSimArgs("fleet", "--scenario", "step", "--seed", "3")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
+	out := runSimOK(t, "fleet", "--scenario", "step", "--seed", "3")
 	// The command prints the library's own report of the same runs: the
 	// auto and quota rows of seed 3, as fleetsim.WriteSteps writes them.
 	for _, p := range []fleetsim.Pacing{fleetsim.PaceAuto, fleetsim.PaceQuota} {
@@ -437,7 +424,7 @@ func TestSimFleetStep(t *testing.T) {
 	if !strings.Contains(out, "seed 3:") {
 		t.Errorf("report does not name seed 3:\n%s", out)
 	}
-	code, out, errs = runSimArgs("fleet", "--scenario", "ramp")
+	code, out, errs := runSimArgs("fleet", "--scenario", "ramp")
 	if code != cli.ExitUsage || out != "" || !strings.Contains(errs, `--scenario "ramp": want step`) {
 		t.Errorf("--scenario ramp: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
@@ -520,10 +507,7 @@ func TestSimReportsFit80Columns(t *testing.T) {
 			"--outage-start", "5s", "--outage", "5s", "--strategies", "none,genai,adaptive-throttle"},
 		{"fleet", "--processes", "3", "--clients", "4", "--duration", "10s"},
 	} {
-		code, out, errs := runSimArgs(args...)
-		if code != 0 {
-			t.Fatalf("%q: exit %d, stderr %q", args, code, errs)
-		}
+		out := runSimOK(t, args...)
 		inTable := false
 		for _, l := range strings.Split(out, "\n") {
 			switch {
