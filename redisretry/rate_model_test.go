@@ -135,6 +135,8 @@ var rateCases = []rateCase{
 		}},
 	{name: "no cut from the measure of a window the rate was used in", st: backend.RateState{Epoch: 1, Wmax: 2_000 * perS, Grown: 3_000_000, N: 149, UG: 800_000}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 1, 1),
 		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate > 1_400*perS && r.Rate < 1_410*perS }},
+	{name: "the floor bounds a cut from the measure", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000, Meas: perS / 2}, agoAt: 10 * time.Millisecond, agoNT: 300 * time.Millisecond, a: reportHeld(4, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate == perS }, wantSt: func(st backend.RateState, _ int64) bool { return st.Wmax == perS }},
 	{name: "what ended is counted", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, K: 3, R: 1}, agoAt: 5 * time.Millisecond, agoNT: 400 * time.Millisecond, a: ended(5, 2),
 		wantOK: func(r backend.RateReply) bool { return !r.Cut }, wantSt: func(st backend.RateState, _ int64) bool { return st.K == 8 && st.R == 3 }},
 	{name: "negative counts of what ended count nothing", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, K: 3, R: 1}, agoAt: 5 * time.Millisecond, agoNT: 400 * time.Millisecond, a: ended(-5, -2),

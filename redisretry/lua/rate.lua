@@ -18,8 +18,8 @@
 --          measured over the window before the last, µreq/s; absent: 0);
 --          k and r (attempts served and rejected counted since nt; absent: 0)
 --          and ok (the served rate of the last window if it was flooded:
---          it lasted at most two windows and as many attempts were rejected
---          as served, at least one; µreq/s; else 0)
+--          it lasted at most two windows, served at least one attempt and
+--          rejected at least as many; µreq/s; else 0)
 -- ARGV[1]  epoch: the epoch under which the caller paced an attempt that met
 --          congestion; -1 for none (a read)
 -- ARGV[2]  used: µs the rate held the caller's attempts back since its
@@ -219,6 +219,9 @@ if report >= 0 and report == epoch and now >= hold then
   end
   if m > 0 and 2 * m < base and 2 * uw < 1000000 then
     base, fromMeas = m, true
+  end
+  if base < floor then
+    base = floor
   end
   wmax, grown, epoch, cut = base, 0, epoch + 1, 1
   at = now -- growth counts from the cut

@@ -75,7 +75,7 @@ type RateState struct {
 	MP    int64 // the send rate measured over the window before the last (µreq/s; 0: none)
 	K     int64 // attempts served (ended without a 429) counted since NT
 	R     int64 // attempts rejected (429) counted since NT
-	OK    int64 // the served rate of the last window if it was flooded: it lasted at most two RateWindows and as many attempts were rejected as served, at least one (µreq/s; else 0)
+	OK    int64 // the served rate of the last window if it was flooded: it lasted at most two RateWindows, served at least one attempt and rejected at least as many (µreq/s; else 0)
 }
 
 // RateReply is rate.lua's reply.
