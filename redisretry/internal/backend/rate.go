@@ -76,7 +76,14 @@ type RateState struct {
 	K     int64 // attempts served (ended without a 429) counted since NT
 	R     int64 // attempts rejected (429) counted since NT
 	OK    int64 // the served rate of the last window if it was flooded: it lasted at most two RateWindows, served at least one attempt and rejected at least as many (µreq/s; else 0)
+	KT    int64 // the NT that K, R and OK belong to: another NT (a window closed by a script that does not keep them) resets them
 }
+
+// maxCount bounds the counts of one call (Sent, Served, Rejected): the
+// script's numbers are doubles, exact to 2^53.
+const maxCount = 1 << 31
+
+func count(n int64) int64 { return max(min(n, maxCount), 0) }
 
 // RateReply is rate.lua's reply.
 type RateReply struct {
@@ -126,9 +133,12 @@ func RateCurve(wmax, grown, recovery, beta int64) int64 {
 func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	var s RateState
 	if st == nil {
-		s = RateState{Wmax: a.Ceiling, Grown: a.Recovery, At: now, NT: now}
+		s = RateState{Wmax: a.Ceiling, Grown: a.Recovery, At: now, NT: now, KT: now}
 	} else {
 		s = *st
+	}
+	if s.KT != s.NT {
+		s.K, s.R, s.OK, s.KT = 0, 0, 0, s.NT
 	}
 	// Growth, while used: the time the caller was held back, at most the
 	// time since the last call that said so (or the last cut) and a window
@@ -146,12 +156,12 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	}
 	s.Grown = min(s.Grown, 64*a.Recovery)
 	// The fleet's send rate, over windows of RateWindow.
-	s.N += a.Sent
-	s.K += max(a.Served, 0)
-	s.R += max(a.Rejected, 0)
+	s.N += count(a.Sent)
+	s.K += count(a.Served)
+	s.R += count(a.Rejected)
 	switch {
 	case now < s.NT:
-		s.N, s.NT, s.UG, s.K, s.R = 0, now, 0, 0, 0
+		s.N, s.NT, s.UG, s.K, s.R, s.OK = 0, now, 0, 0, 0, 0
 	case now-s.NT >= RateWindow:
 		s.MP = s.Meas
 		s.Meas = int64(math.Floor(float64(s.N) * 1e12 / float64(now-s.NT)))
@@ -162,6 +172,7 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 		}
 		s.N, s.NT, s.UG, s.K, s.R = 0, now, 0, 0, 0
 	}
+	s.KT = s.NT
 	clamp := func(r int64) int64 { return max(min(r, a.Ceiling), a.Floor) }
 	rate := clamp(RateCurve(s.Wmax, s.Grown, a.Recovery, a.Beta))
 	cut := false
@@ -185,12 +196,12 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 		s.Grown, s.At = 0, now // growth counts from the cut
 		rate = clamp(RateCurve(s.Wmax, 0, a.Recovery, a.Beta))
 		// A cut from the measure holds the next for the server's hint,
-		// unless the last window was flooded and the cut rate is still
-		// above twice what it served: the fleet is far above the capacity
-		// (hundreds of processes started at once), and the 429s to come
-		// say so.
+		// unless the last window was flooded, the cut is from its measure
+		// (not the window's before) and the cut rate is still above twice
+		// what it served: the fleet is far above the capacity (hundreds of
+		// processes started at once), and the 429s to come say so.
 		s.Hold = 0
-		if fromMeas && (s.OK == 0 || rate <= 2*s.OK) {
+		if fromMeas && (s.OK == 0 || s.Meas < s.MP || rate <= 2*s.OK) {
 			s.Hold = now + max(min(a.Hold, a.Recovery), 0)
 		}
 		s.Epoch++
