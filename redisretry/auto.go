@@ -290,6 +290,8 @@ type AutoQuota struct {
 	used      bool          // held back since the last call (sent with it)
 	held      time.Duration // how long, in all: the waits for slots, MaxWait for a refusal
 	sent      int64         // attempts started since the last call
+	served    int64         // attempts paced here that ended since the last call without a 429
+	rejected  int64         // and with one
 	reported  int64         // the last epoch whose 429 this process reported
 	pending   []epochCount
 	// Without Redis: this process's AIMD.
@@ -545,7 +547,8 @@ func (a *AutoQuota) freshen(then func()) {
 }
 
 // callLocked returns a call of rate.lua reporting a 429 of epoch (-1:
-// none) and what this process sent since its last call.
+// none), what this process sent since its last call and how those that
+// ended did (served, or answered 429).
 func (a *AutoQuota) callLocked(epoch int64) backend.Call {
 	args := a.args
 	args.Epoch = epoch
@@ -553,7 +556,8 @@ func (a *AutoQuota) callLocked(epoch int64) backend.Call {
 		args.Used = max(us(a.held), 1)
 	}
 	args.Sent = a.sent
-	a.used, a.held, a.sent = false, 0, 0
+	args.Served, args.Rejected = a.served, a.rejected
+	a.used, a.held, a.sent, a.served, a.rejected = false, 0, 0, 0, 0
 	return backend.Call{Script: backend.Rate, RateKey: a.key, RateArgs: args}
 }
 
@@ -618,6 +622,11 @@ func (a *AutoQuota) record(err error) {
 		}
 		p := &a.pending[i]
 		e = p.epoch
+		if congested {
+			a.rejected++
+		} else {
+			a.served++
+		}
 		if p.n--; p.n == 0 {
 			a.pending = append(a.pending[:i], a.pending[i+1:]...)
 		}
@@ -768,16 +777,17 @@ func (a *AutoQuota) State() State {
 }
 
 // Close closes the schedule (see [Quota.Close]), reports to the fleet what
-// this process sent and whether the rate held it back since its last call
-// (one Redis call, within the Timeout, when Redis is available and there is
-// something to report), and waits for the learnt rate's calls in flight.
-// Reserve then returns [ErrClosed]. Without that last report, a fleet of
-// short-lived processes (one attempt each, as a command run in a loop)
-// would never count what it sends: the rate would look unused, never grow,
-// and a cut would take it to what was measured, the Floor.
+// this process sent, how its attempts ended and whether the rate held it
+// back since its last call (one Redis call, within the Timeout, when Redis
+// is available and there is something to report), and waits for the
+// learnt rate's calls in flight. Reserve then returns [ErrClosed]. Without
+// that last report, a fleet of short-lived processes (one attempt each, as
+// a command run in a loop) would never count what it sends: the rate would
+// look unused, never grow, and a cut would take it to what was measured,
+// the Floor.
 func (a *AutoQuota) Close() error {
 	a.mu.Lock()
-	if a.g.healthy() && (a.sent > 0 || a.used) {
+	if a.g.healthy() && (a.sent > 0 || a.used || a.served > 0 || a.rejected > 0) {
 		c := a.callLocked(-1)
 		a.mu.Unlock()
 		a.g.send(c, func(backend.Reply, error) {})

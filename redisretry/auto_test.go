@@ -427,3 +427,61 @@ func TestAutoQuotaHoldsACutFromTheMeasure(t *testing.T) {
 		check()
 	})
 }
+
+// A fleet far above the capacity (hundreds of processes started at once:
+// the last second's attempts answered 429 as often as served) is not held
+// after a cut from its measured send rate when the cut rate stays above
+// twice what was served: the next 429 cuts again at once. The processes
+// report what ended, served or rejected, with their calls.
+func TestAutoQuotaDoesNotHoldAFloodedFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		check := noLeaks(t)
+		m := newMem()
+		fleet := fleetOf(t, m, 13, AutoQuotaConfig{Settings: Settings{Key: "flood", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(1000)})
+		// In one second: 13 attempts paced at the ceiling, 3 served and
+		// 10 answered 429. The first 429 cuts (from the rate: nothing
+		// measured yet), the others were paced before it and do not.
+		for _, a := range fleet {
+			reserve(t, a)
+		}
+		for i, a := range fleet {
+			if i < 3 {
+				a.Record(nil)
+			} else {
+				a.Record(err429)
+			}
+			synctest.Wait()
+		}
+		if e := epochOf(m, "{flood}:rate"); e != 1 {
+			t.Fatalf("epoch %d after a burst of 429s paced at the ceiling, want 1 (one cut)", e)
+		}
+		for _, a := range fleet[:3] { // their served attempts reach the state
+			a.Close()
+		}
+		time.Sleep(1100 * time.Millisecond)
+		// A 429 of the new epoch (its read first ends the window: 3
+		// served, 10 rejected, flooded): a cut from the measure (13 in
+		// 1.1 s, far below 800/s), to ~9.5/s, above twice the 2.7/s
+		// served: not held. The next 429, within the hint, cuts again.
+		b := fleet[3]
+		attempt(t, b, err429)
+		if e := epochOf(m, "{flood}:rate"); e != 2 {
+			t.Fatalf("epoch %d, want 2 (a cut from the measure)", e)
+		}
+		if st, _ := m.store.RateOf("{flood}:rate", time.Now()); st.OK < 2e6 || st.OK > 3e6 || st.Hold != 0 {
+			t.Fatalf("state %+v: want the window's served rate kept (3 in 1.1 s: flooded), no hold", st)
+		}
+		if r := b.Rate(); r < 9 || r > 10 {
+			t.Fatalf("rate %v after the cut, want 0.8 × the 11.8/s measured", r)
+		}
+		time.Sleep(200 * time.Millisecond)
+		attempt(t, fleet[4], err429)
+		if e := epochOf(m, "{flood}:rate"); e != 3 {
+			t.Fatalf("epoch %d after a 429 within the hint, want 3: a flooded fleet is not held", e)
+		}
+		for _, a := range fleet[3:] {
+			a.Close()
+		}
+		check()
+	})
+}

@@ -227,7 +227,7 @@ func (s scriptRunner) cooldown(ctx context.Context, key string, hintMS int64) (b
 }
 
 func (s scriptRunner) rate(ctx context.Context, key string, a backend.RateArgs) (backend.RateReply, error) {
-	v, err := rateScript.Run(ctx, s.c, []string{key}, a.Epoch, a.Used, a.Sent, a.Beta, a.Recovery, a.Floor, a.Ceiling, a.TTL, a.Hold).Result()
+	v, err := rateScript.Run(ctx, s.c, []string{key}, a.Epoch, a.Used, a.Sent, a.Beta, a.Recovery, a.Floor, a.Ceiling, a.TTL, a.Hold, a.Served, a.Rejected).Result()
 	if err != nil {
 		return backend.RateReply{}, err
 	}

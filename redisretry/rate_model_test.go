@@ -2,6 +2,7 @@ package redisretry
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -20,16 +21,35 @@ type rateCase struct {
 	agoNT  time.Duration     // how long before the call the current measure began
 	bad    string            // a field written with this value instead (not the rate's)
 	old    bool              // the hash is written without ug and uw (as before they were kept)
+	oldKT  bool              // the counts' KT is a window before NT (an older script closed the last window)
 	string bool              // the key holds a string
 	a      backend.RateArgs
-	wantOK func(r backend.RateReply) bool // what the case is about
-	holdIn time.Duration                  // the state's Hold from now (0: none)
+	wantOK func(r backend.RateReply) bool             // what the case is about
+	holdIn time.Duration                              // the state's Hold from now (0: none)
+	wantSt func(st backend.RateState, now int64) bool // if set, what the state kept must be (the server's and the model's are equal)
 }
 
 // reportHeld is a report of a 429 of epoch whose retry hint was hold.
 func reportHeld(epoch int64, hold time.Duration) backend.RateArgs {
 	a := rateArgs(epoch, 1, 1)
 	a.Hold = us(hold)
+	return a
+}
+
+// ended is a read that says attempts ended: served without a 429,
+// rejected with one.
+func ended(served, rejected int64) backend.RateArgs {
+	a := rateArgs(-1, held, 0)
+	a.Served, a.Rejected = served, rejected
+	return a
+}
+
+// reportEnded is a report of a 429 of epoch, hinted hold, by a caller
+// that sent one attempt since its last call and whose attempts ended as
+// said.
+func reportEnded(epoch, served, rejected int64, hold time.Duration) backend.RateArgs {
+	a := reportHeld(epoch, hold)
+	a.Served, a.Rejected = served, rejected
 	return a
 }
 
@@ -126,6 +146,45 @@ var rateCases = []rateCase{
 		}},
 	{name: "no cut from the measure of a window the rate was used in", st: backend.RateState{Epoch: 1, Wmax: 2_000 * perS, Grown: 3_000_000, N: 149, UG: 800_000}, agoAt: 5 * time.Millisecond, agoNT: 1500 * time.Millisecond, a: rateArgs(1, 1, 1),
 		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate > 1_400*perS && r.Rate < 1_410*perS }},
+	{name: "the floor bounds a cut from the measure", st: backend.RateState{Epoch: 4, Wmax: 200 * perS, Grown: 3_000_000, Meas: perS / 2}, agoAt: 10 * time.Millisecond, agoNT: 300 * time.Millisecond, a: reportHeld(4, 0),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate == perS }, wantSt: func(st backend.RateState, _ int64) bool { return st.Wmax == perS }},
+	{name: "what ended is counted", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, K: 3, R: 1}, agoAt: 5 * time.Millisecond, agoNT: 400 * time.Millisecond, a: ended(5, 2),
+		wantOK: func(r backend.RateReply) bool { return !r.Cut }, wantSt: func(st backend.RateState, _ int64) bool { return st.K == 8 && st.R == 3 }},
+	{name: "negative counts of what ended count nothing", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, K: 3, R: 1}, agoAt: 5 * time.Millisecond, agoNT: 400 * time.Millisecond, a: ended(-5, -2),
+		wantOK: func(r backend.RateReply) bool { return !r.Cut }, wantSt: func(st backend.RateState, _ int64) bool { return st.K == 3 && st.R == 1 }},
+	{name: "a flooded window: its served rate is kept", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, K: 59, R: 60}, agoAt: 5 * time.Millisecond, agoNT: 1200 * time.Millisecond, a: ended(1, 0),
+		wantOK: func(r backend.RateReply) bool { return !r.Cut }, wantSt: func(st backend.RateState, _ int64) bool {
+			return st.OK > 45*perS && st.OK <= 50*perS && st.K == 0 && st.R == 0 // 60 in 1.2 s (less the call's time to come: measureSlack)
+		}},
+	{name: "a window with fewer 429s than served is not flooded", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, K: 59, R: 58, OK: 30 * perS}, agoAt: 5 * time.Millisecond, agoNT: 1200 * time.Millisecond, a: ended(1, 0),
+		wantOK: func(r backend.RateReply) bool { return !r.Cut }, wantSt: func(st backend.RateState, now int64) bool { return st.OK == 0 && st.NT == now && st.K == 0 }},
+	{name: "a window of over two seconds is not flooded", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, K: 10, R: 60}, agoAt: 5 * time.Millisecond, agoNT: 2100 * time.Millisecond, a: ended(0, 0),
+		wantOK: func(r backend.RateReply) bool { return !r.Cut }, wantSt: func(st backend.RateState, now int64) bool { return st.OK == 0 && st.NT == now && st.R == 0 }},
+	{name: "a cut from the measure after a flooded window: held while near what it served", st: backend.RateState{Epoch: 4, Wmax: 2_000 * perS, Grown: 3_000_000, Meas: 100 * perS, OK: 40 * perS}, agoAt: 10 * time.Millisecond, agoNT: 300 * time.Millisecond, a: reportHeld(4, 800*time.Millisecond),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate == 70*perS }, // 70/s ≤ 2 × 40/s
+		wantSt: func(st backend.RateState, now int64) bool { return st.Hold == now+800_000 }},
+	{name: "not held far above what it served", st: backend.RateState{Epoch: 4, Wmax: 2_000 * perS, Grown: 3_000_000, Meas: 100 * perS, OK: 30 * perS}, agoAt: 10 * time.Millisecond, agoNT: 300 * time.Millisecond, a: reportHeld(4, 800*time.Millisecond),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate == 70*perS }, // 70/s > 2 × 30/s
+		wantSt: func(st backend.RateState, _ int64) bool { return st.Hold == 0 }},
+	{name: "the report that cuts ends a flooded window: not held far above what it served", st: backend.RateState{Epoch: 4, Wmax: 2_000 * perS, Grown: 3_000_000, N: 10, K: 2, R: 8}, agoAt: 10 * time.Millisecond, agoNT: 1100 * time.Millisecond, a: reportEnded(4, 1, 2, 800*time.Millisecond),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate > 6*perS && r.Rate <= 7*perS }, // 0.7 × 11 in 1.1 s
+		wantSt: func(st backend.RateState, _ int64) bool { return st.OK > 2*perS && st.OK <= 3*perS && st.Hold == 0 }},
+	{name: "the report that cuts ends a flooded window: held near what it served", st: backend.RateState{Epoch: 4, Wmax: 2_000 * perS, Grown: 3_000_000, N: 10, K: 4, R: 8}, agoAt: 10 * time.Millisecond, agoNT: 1100 * time.Millisecond, a: reportEnded(4, 1, 2, 800*time.Millisecond),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate > 6*perS && r.Rate <= 7*perS },
+		wantSt: func(st backend.RateState, now int64) bool {
+			return st.OK > 4*perS && st.OK <= 5*perS && st.Hold == now+800_000
+		}},
+	{name: "a cut from the window before a flooded one is held", st: backend.RateState{Epoch: 4, Wmax: 2_000 * perS, Grown: 3_000_000, Meas: 100 * perS, N: 10, K: 4, R: 8}, agoAt: 10 * time.Millisecond, agoNT: 1100 * time.Millisecond, a: reportEnded(4, 1, 2, 800*time.Millisecond),
+		wantOK: func(r backend.RateReply) bool { return r.Cut && r.Rate == 70*perS }, // 0.7 × the 100/s of the window before
+		wantSt: func(st backend.RateState, now int64) bool {
+			return st.OK > 0 && st.MP == 100*perS && st.Hold == now+800_000
+		}},
+	{name: "counts of a window an older script closed are not this one's", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, K: 0, R: 60}, oldKT: true, agoAt: 5 * time.Millisecond, agoNT: 1200 * time.Millisecond, a: ended(40, 0),
+		wantOK: func(r backend.RateReply) bool { return !r.Cut }, wantSt: func(st backend.RateState, now int64) bool { return st.OK == 0 && st.KT == now && st.NT == now }},
+	{name: "the clock went back: no flooded window", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, K: 3, R: 9, OK: 30 * perS}, agoAt: 5 * time.Millisecond, agoNT: -time.Hour, a: ended(1, 1),
+		wantOK: func(r backend.RateReply) bool { return !r.Cut }, wantSt: func(st backend.RateState, now int64) bool { return st.OK == 0 && st.K == 0 && st.NT == now }},
+	{name: "a count of one call is at most 2^31", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000}, agoAt: 5 * time.Millisecond, agoNT: 100 * time.Millisecond, a: ended(1<<53+1, math.MaxInt64),
+		wantOK: func(r backend.RateReply) bool { return !r.Cut }, wantSt: func(st backend.RateState, _ int64) bool { return st.K == 1<<31 && st.R == 1<<31 }},
 	{name: "the share of a window used is kept", st: backend.RateState{Epoch: 1, Wmax: 200 * perS, Grown: 3_000_000, UG: 300_000}, agoAt: 200 * time.Millisecond, agoNT: 1000 * time.Millisecond, a: rateArgs(-1, held, 0),
 		wantOK: func(r backend.RateReply) bool { return r.Meas == 0 }}, // the window ends: UW 500,000 (the states are compared)
 	{name: "a hash of before ug and uw", st: backend.RateState{Epoch: 3, Wmax: 100 * perS, Grown: 1_000_000}, old: true, agoAt: 500 * time.Millisecond, a: rateArgs(-1, held, 5),
@@ -171,9 +230,13 @@ func TestRateScriptMatchesModel(t *testing.T) {
 				if tc.holdIn != 0 {
 					s.Hold = now + us(tc.holdIn)
 				}
+				s.KT = s.NT
+				if tc.oldKT {
+					s.KT = s.NT - us(time.Second)
+				}
 				fields := []any{"epoch", s.Epoch, "wmax", s.Wmax, "grown", s.Grown, "at", s.At, "n", s.N, "nt", s.NT, "meas", s.Meas}
 				if !tc.old {
-					fields = append(fields, "ug", s.UG, "uw", s.UW, "hold", s.Hold, "mp", s.MP)
+					fields = append(fields, "ug", s.UG, "uw", s.UW, "hold", s.Hold, "mp", s.MP, "k", s.K, "r", s.R, "ok", s.OK, "kt", s.KT)
 				}
 				if tc.bad != "" {
 					fields[1] = tc.bad
@@ -205,12 +268,15 @@ func TestRateScriptMatchesModel(t *testing.T) {
 			}
 			h := c.HGetAll(ctx, key).Val()
 			num := func(f string) int64 { n, _ := strconv.ParseInt(h[f], 10, 64); return n }
-			got := backend.RateState{Epoch: num("epoch"), Wmax: num("wmax"), Grown: num("grown"), At: num("at"), N: num("n"), NT: num("nt"), Meas: num("meas"), UG: num("ug"), UW: num("uw"), Hold: num("hold"), MP: num("mp")}
+			got := backend.RateState{Epoch: num("epoch"), Wmax: num("wmax"), Grown: num("grown"), At: num("at"), N: num("n"), NT: num("nt"), Meas: num("meas"), UG: num("ug"), UW: num("uw"), Hold: num("hold"), MP: num("mp"), K: num("k"), R: num("r"), OK: num("ok"), KT: num("kt")}
 			if got != want {
 				t.Fatalf("the server keeps %+v, the model %+v", got, want)
 			}
 			if ttl := c.PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Duration(tc.a.TTL)*time.Millisecond {
 				t.Fatalf("PTTL %v, want (0, %dms]", ttl, tc.a.TTL)
+			}
+			if tc.wantSt != nil && !tc.wantSt(got, r.Now) {
+				t.Fatalf("the server keeps %+v: not what the case expects", got)
 			}
 			if !tc.wantOK(r) {
 				t.Fatalf("reply %+v: not what the case expects", r)

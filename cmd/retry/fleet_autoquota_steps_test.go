@@ -32,6 +32,7 @@ type steppedServer struct {
 	mu       sync.Mutex
 	answered []time.Duration // arrival times of the 200s of the last second, in order
 	ok, n429 int             // of the requests that arrived before end
+	perSec   [][2]int        // answers 200 and 429 by second of arrival, before end
 }
 
 func (s *steppedServer) capacityAt(at time.Duration) int {
@@ -72,10 +73,16 @@ func (s *steppedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		wait = s.answered[0] + time.Second - at
 	}
 	if at < s.end {
+		sec := int(at / time.Second)
+		for len(s.perSec) <= sec {
+			s.perSec = append(s.perSec, [2]int{})
+		}
 		if served {
 			s.ok++
+			s.perSec[sec][0]++
 		} else {
 			s.n429++
+			s.perSec[sec][1]++
 		}
 	}
 	s.mu.Unlock()
@@ -99,16 +106,16 @@ func (s *steppedServer) shares() (share429, goodput float64) {
 
 // TestFleetAutoQuotaFollowsTheCapacity (issue 24 item 5): six loops each run
 // `retry http --redis … --fleet F --quota auto` processes one after another
-// for 24 s against a loopback server whose capacity steps 20/s → 8/s → 20/s
-// (8 s each, counted over a sliding second), sharing one real redis-server.
-// The fleet learns the rate from the 429s: the share of the attempts
-// answered 429 is at most 0.6 × the control's, the same loops with
-// per-process backoff only (about 20 %), and the goodput at least 0.85 ×
-// the control's. A process whose turn is more than MaxWait (250 ms) away
-// gives up saturated (exit 1), and its loop starts the next.
+// for 36 s against a loopback server whose capacity steps 20/s → 8/s → 20/s
+// (12 s each, counted over a sliding second), sharing one real
+// redis-server; then the same loops with per-process backoff only, the
+// control. The fleet learns the rate from the 429s: at most 10 % of the
+// attempts answered 429 (and at most 0.6 × the control's), at least 70 %
+// of the capacity served. A process whose turn is more than MaxWait
+// (250 ms) away gives up saturated (exit 1), and its loop starts the next.
 func TestFleetAutoQuotaFollowsTheCapacity(t *testing.T) {
 	if testing.Short() {
-		t.Skip("48 s of real processes")
+		t.Skip("72 s of real processes")
 	}
 	exe := bin
 	if raceEnabled {
@@ -122,7 +129,7 @@ func TestFleetAutoQuotaFollowsTheCapacity(t *testing.T) {
 		}
 	}
 	redis := startRedis(t)
-	const loops, step = 6, 8 * time.Second
+	const loops, step = 6, 12 * time.Second
 	run := func(name string, flags []string) *steppedServer {
 		t.Helper()
 		s := &steppedServer{start: time.Now(), end: 3 * step, steps: []capacityStep{{0, 20}, {step, 8}, {2 * step, 20}}}
@@ -158,25 +165,29 @@ func TestFleetAutoQuotaFollowsTheCapacity(t *testing.T) {
 		}
 		wg.Wait()
 		share429, goodput := s.shares()
+		t.Logf("%s: per second, answered 200/429: %v", name, s.perSec)
 		t.Logf("%s: %d processes (%d gave up saturated), %d attempts in %v: %.1f %% answered 429, %d answered 200 = %.1f %% of the capacity (%.0f)",
 			name, processes, saturated, s.ok+s.n429, s.end, 100*share429, s.ok, 100*goodput, s.capacity())
 		return s
 	}
-	auto := run("--quota auto", []string{"--redis", redis.url(), "--fleet", fleetName(t), "--quota", "auto", "--redis-timeout", "1s"})
+	fleet := fleetName(t)
+	auto := run("--quota auto", []string{"--redis", redis.url(), "--fleet", fleet, "--quota", "auto", "--redis-timeout", "1s"})
 	control := run("backoff only", nil)
 	autoShare, autoGoodput := auto.shares()
-	controlShare, controlGoodput := control.shares()
-	// The issue asks at most 10 % answered 429 and 70 % of the capacity.
-	// Ten runs beside two CPU burners: 7.5 to 9.6 % answered 429 (the
-	// control 18 to 22 %), 64 to 79 % of the capacity, where the control
-	// served 52 to 79 %: how much six loops of processes offer is the
-	// machine's (a busy machine starts fewer), so the test compares with
-	// the control of the same run. What fails is a fleet that does not
-	// learn (a process's report lost at exit: 16 % of the capacity).
+	controlShare, _ := control.shares()
+	// The issue asks at most 10 % answered 429 and 70 % of the capacity;
+	// with backoff only about 20 % and 64 %. Beside two CPU burners
+	// (scripts/stress.sh, see docs/fleet.md) the fleet measured 5.7 to
+	// 7.8 % and 77 to 82 %. What fails is a fleet that does not learn (a
+	// process's report lost at exit served 16 % of the capacity) or one
+	// that learns too slowly or cuts too deep.
+	if autoShare > 0.10 {
+		t.Errorf("--quota auto: %.1f %% of the attempts answered 429, want at most 10 %%", 100*autoShare)
+	}
+	if autoGoodput < 0.70 {
+		t.Errorf("--quota auto: goodput %.1f %% of the capacity, want at least 70 %%", 100*autoGoodput)
+	}
 	if autoShare > 0.6*controlShare {
 		t.Errorf("--quota auto: %.1f %% of the attempts answered 429, want at most 0.6 × backoff only's %.1f %%", 100*autoShare, 100*controlShare)
-	}
-	if autoGoodput < 0.85*controlGoodput {
-		t.Errorf("--quota auto: goodput %.1f %% of the capacity, want at least 0.85 × backoff only's %.1f %%", 100*autoGoodput, 100*controlGoodput)
 	}
 }

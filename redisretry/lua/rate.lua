@@ -15,7 +15,13 @@
 --          window it was used, in millionths); a hash without ug and uw
 --          (written before they were kept) reads them as 0; hold (the
 --          end of the last cut's hold, µs; absent: none); mp (the send rate
---          measured over the window before the last, µreq/s; absent: 0)
+--          measured over the window before the last, µreq/s; absent: 0);
+--          k and r (attempts served and rejected counted since nt; absent: 0)
+--          and ok (the served rate of the last window if it was flooded:
+--          it lasted at most two windows, served at least one attempt and
+--          rejected at least as many; µreq/s; else 0); kt (the nt that k,
+--          r and ok belong to: another nt, a window closed by a script that
+--          did not keep them, resets them)
 -- ARGV[1]  epoch: the epoch under which the caller paced an attempt that met
 --          congestion; -1 for none (a read)
 -- ARGV[2]  used: µs the rate held the caller's attempts back since its
@@ -32,6 +38,10 @@
 --          holds the next one until then: the 429s of that time say the
 --          server is still full (a window that has not freed yet), not that
 --          the cut rate is too high
+-- ARGV[10] served, ARGV[11] rejected: the caller's attempts that ended
+--          since its last call without a 429 and with one (absent: 0): a
+--          window in which the fleet met as many 429s as it was served says
+--          the fleet is far above the capacity (see hold)
 --
 -- A key of another type, or a field that is not such an integer (0 to
 -- 2^53), is not the rate's (another program, or a hand, wrote it): it is
@@ -45,13 +55,26 @@ local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local report = tonumber(ARGV[1])
 local used = tonumber(ARGV[2])
-local sent = tonumber(ARGV[3])
 local beta = tonumber(ARGV[4])
 local rec = tonumber(ARGV[5])
 local floor = tonumber(ARGV[6])
 local ceil = tonumber(ARGV[7])
 local ttl = tonumber(ARGV[8])
 local holdFor = tonumber(ARGV[9]) or 0
+-- A count of one call is at most 2^31: the numbers are doubles, exact to
+-- 2^53.
+local function count(x)
+  if x == nil or x ~= x or x < 0 then
+    return 0
+  end
+  if x > 2147483648 then
+    return 2147483648
+  end
+  return math.floor(x)
+end
+local sent = count(tonumber(ARGV[3]))
+local served = count(tonumber(ARGV[10]))
+local rejected = count(tonumber(ARGV[11]))
 if holdFor > rec then
   holdFor = rec
 end
@@ -68,8 +91,8 @@ local function int(f)
   return n
 end
 
-local epoch, wmax, grown, at, n, nt, meas, ug, uw, hold, mp
-local v = redis.pcall("HMGET", KEYS[1], "epoch", "wmax", "grown", "at", "n", "nt", "meas", "ug", "uw", "hold", "mp")
+local epoch, wmax, grown, at, n, nt, meas, ug, uw, hold, mp, nk, nr, ok, kt
+local v = redis.pcall("HMGET", KEYS[1], "epoch", "wmax", "grown", "at", "n", "nt", "meas", "ug", "uw", "hold", "mp", "k", "r", "ok", "kt")
 if v.err then
   redis.call("DEL", KEYS[1])
   v = {false}
@@ -77,7 +100,7 @@ end
 if v[1] then
   epoch, wmax, grown, at = int(v[1]), int(v[2]), int(v[3]), int(v[4])
   n, nt, meas = int(v[5]), int(v[6]), int(v[7])
-  ug, uw, hold, mp = 0, 0, 0, 0
+  ug, uw, hold, mp, nk, nr, ok, kt = 0, 0, 0, 0, 0, 0, 0, 0
   if v[8] then
     ug = int(v[8])
   end
@@ -90,13 +113,28 @@ if v[1] then
   if v[11] then
     mp = int(v[11])
   end
-  if epoch == nil or wmax == nil or grown == nil or at == nil or n == nil or nt == nil or meas == nil or ug == nil or uw == nil or hold == nil or mp == nil then
+  if v[12] then
+    nk = int(v[12])
+  end
+  if v[13] then
+    nr = int(v[13])
+  end
+  if v[14] then
+    ok = int(v[14])
+  end
+  if v[15] then
+    kt = int(v[15])
+  end
+  if epoch == nil or wmax == nil or grown == nil or at == nil or n == nil or nt == nil or meas == nil or ug == nil or uw == nil or hold == nil or mp == nil or nk == nil or nr == nil or ok == nil or kt == nil then
     redis.call("DEL", KEYS[1])
     epoch = nil
   end
 end
 if epoch == nil then
-  epoch, wmax, grown, at, n, nt, meas, ug, uw, hold, mp = 0, ceil, rec, now, 0, now, 0, 0, 0, 0, 0
+  epoch, wmax, grown, at, n, nt, meas, ug, uw, hold, mp, nk, nr, ok, kt = 0, ceil, rec, now, 0, now, 0, 0, 0, 0, 0, 0, 0, 0, now
+end
+if kt ~= nt then
+  nk, nr, ok, kt = 0, 0, 0, nt
 end
 
 -- Growth, while used: the time the caller was held back, at most the time
@@ -125,10 +163,13 @@ end
 if grown > 64 * rec then
   grown = 64 * rec
 end
--- The fleet's send rate, over windows.
+-- The fleet's send rate, over windows; what it served, over a window that
+-- met 429s.
 n = n + sent
+nk = nk + served
+nr = nr + rejected
 if now < nt then
-  n, nt, ug = 0, now, 0
+  n, nt, ug, nk, nr, ok = 0, now, 0, 0, 0, 0
 elseif now - nt >= window then
   mp = meas
   meas = math.floor(n * 1e12 / (now - nt))
@@ -137,8 +178,13 @@ elseif now - nt >= window then
     u = now - nt
   end
   uw = math.floor(u * 1e6 / (now - nt))
-  n, nt, ug = 0, now, 0
+  ok = 0
+  if nr > 0 and nr >= nk and now - nt <= 2 * window then
+    ok = math.floor(nk * 1e12 / (now - nt))
+  end
+  n, nt, ug, nk, nr = 0, now, 0, 0, 0
 end
+kt = nt
 
 -- Up to rec: wmax x (1 - (1-beta)(1 - grown/rec)^3); past it, doubling every
 -- rec (linearly within a doubling: wmax x 2^k x (1+f), u = grown/rec - 1 =
@@ -193,16 +239,23 @@ if report >= 0 and report == epoch and now >= hold then
   end
   wmax, grown, epoch, cut = base, 0, epoch + 1, 1
   at = now -- growth counts from the cut
+  rate = clamp(curve(wmax, 0))
+  -- A cut from the measure holds the next for the server's hint, unless
+  -- the last window was flooded, the cut is from its measure (not the
+  -- window's before) and the cut rate is still above twice what it served:
+  -- the fleet is far above the capacity (hundreds of processes started at
+  -- once), and the 429s to come say so.
   hold = 0
-  if fromMeas then
+  if fromMeas and (ok == 0 or meas < mp or rate <= 2 * ok) then
     hold = now + holdFor
   end
-  rate = clamp(curve(wmax, 0))
 end
 
 redis.call("HSET", KEYS[1], "epoch", string.format("%d", epoch), "wmax", string.format("%d", wmax),
   "grown", string.format("%d", grown), "at", string.format("%d", at), "n", string.format("%d", n),
   "nt", string.format("%d", nt), "meas", string.format("%d", meas), "ug", string.format("%d", ug),
-  "uw", string.format("%d", uw), "hold", string.format("%d", hold), "mp", string.format("%d", mp))
+  "uw", string.format("%d", uw), "hold", string.format("%d", hold), "mp", string.format("%d", mp),
+  "k", string.format("%d", nk), "r", string.format("%d", nr), "ok", string.format("%d", ok),
+  "kt", string.format("%d", kt))
 redis.call("PEXPIRE", KEYS[1], ttl)
 return {rate, epoch, cut, now, meas}

@@ -45,11 +45,19 @@ type RateArgs struct {
 	TTL int64
 	// Hold (µs), with a report (Epoch >= 0), is how long the server said
 	// it would stay full: its 429's retry hint (RetryInfo, Retry-After),
-	// at most Recovery; 0 for none. A cut holds the next one until then:
-	// the 429s of that time say the server is still full, not that the
-	// new rate is too high (a server that counts over a window answers
-	// 429 until its window frees, however slow the fleet has become).
+	// at most Recovery; 0 for none. A cut from the measure holds the next
+	// one until then: the 429s of that time say the server is still full,
+	// not that the new rate is too high (a server that counts over a
+	// window answers 429 until its window frees, however slow the fleet
+	// has become). Unless the last window was flooded (as many 429s as
+	// served) and the cut rate is above twice what it served: the fleet
+	// is far above the capacity, and the 429s to come say so.
 	Hold int64
+	// Served and Rejected are the attempts of the process that ended since
+	// its last call without a 429 and with one: a window in which the fleet
+	// met as many 429s as it was served says the fleet is far above the
+	// capacity (see Hold).
+	Served, Rejected int64
 }
 
 // RateState is the state rate.lua keeps in its hash.
@@ -65,7 +73,17 @@ type RateState struct {
 	UW    int64 // the share of the last window the rate was used, in millionths
 	Hold  int64 // the end of the last cut's hold: a report before it does not cut (µs of server time; 0: none)
 	MP    int64 // the send rate measured over the window before the last (µreq/s; 0: none)
+	K     int64 // attempts served (ended without a 429) counted since NT
+	R     int64 // attempts rejected (429) counted since NT
+	OK    int64 // the served rate of the last window if it was flooded: it lasted at most two RateWindows, served at least one attempt and rejected at least as many (µreq/s; else 0)
+	KT    int64 // the NT that K, R and OK belong to: another NT (a window closed by a script that does not keep them) resets them
 }
+
+// maxCount bounds the counts of one call (Sent, Served, Rejected): the
+// script's numbers are doubles, exact to 2^53.
+const maxCount = 1 << 31
+
+func count(n int64) int64 { return max(min(n, maxCount), 0) }
 
 // RateReply is rate.lua's reply.
 type RateReply struct {
@@ -115,9 +133,12 @@ func RateCurve(wmax, grown, recovery, beta int64) int64 {
 func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	var s RateState
 	if st == nil {
-		s = RateState{Wmax: a.Ceiling, Grown: a.Recovery, At: now, NT: now}
+		s = RateState{Wmax: a.Ceiling, Grown: a.Recovery, At: now, NT: now, KT: now}
 	} else {
 		s = *st
+	}
+	if s.KT != s.NT {
+		s.K, s.R, s.OK, s.KT = 0, 0, 0, s.NT
 	}
 	// Growth, while used: the time the caller was held back, at most the
 	// time since the last call that said so (or the last cut) and a window
@@ -135,16 +156,23 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 	}
 	s.Grown = min(s.Grown, 64*a.Recovery)
 	// The fleet's send rate, over windows of RateWindow.
-	s.N += a.Sent
+	s.N += count(a.Sent)
+	s.K += count(a.Served)
+	s.R += count(a.Rejected)
 	switch {
 	case now < s.NT:
-		s.N, s.NT, s.UG = 0, now, 0
+		s.N, s.NT, s.UG, s.K, s.R, s.OK = 0, now, 0, 0, 0, 0
 	case now-s.NT >= RateWindow:
 		s.MP = s.Meas
 		s.Meas = int64(math.Floor(float64(s.N) * 1e12 / float64(now-s.NT)))
 		s.UW = int64(math.Floor(float64(min(s.UG, now-s.NT)) * 1e6 / float64(now-s.NT)))
-		s.N, s.NT, s.UG = 0, now, 0
+		s.OK = 0
+		if s.R > 0 && s.R >= s.K && now-s.NT <= 2*RateWindow {
+			s.OK = int64(math.Floor(float64(s.K) * 1e12 / float64(now-s.NT)))
+		}
+		s.N, s.NT, s.UG, s.K, s.R = 0, now, 0, 0, 0
 	}
+	s.KT = s.NT
 	clamp := func(r int64) int64 { return max(min(r, a.Ceiling), a.Floor) }
 	rate := clamp(RateCurve(s.Wmax, s.Grown, a.Recovery, a.Beta))
 	cut := false
@@ -166,13 +194,18 @@ func RateCall(st *RateState, now int64, a RateArgs) (RateState, RateReply) {
 		}
 		s.Wmax = max(base, a.Floor)
 		s.Grown, s.At = 0, now // growth counts from the cut
+		rate = clamp(RateCurve(s.Wmax, 0, a.Recovery, a.Beta))
+		// A cut from the measure holds the next for the server's hint,
+		// unless the last window was flooded, the cut is from its measure
+		// (not the window's before) and the cut rate is still above twice
+		// what it served: the fleet is far above the capacity (hundreds of
+		// processes started at once), and the 429s to come say so.
 		s.Hold = 0
-		if fromMeas {
+		if fromMeas && (s.OK == 0 || s.Meas < s.MP || rate <= 2*s.OK) {
 			s.Hold = now + max(min(a.Hold, a.Recovery), 0)
 		}
 		s.Epoch++
 		cut = true
-		rate = clamp(RateCurve(s.Wmax, 0, a.Recovery, a.Beta))
 	}
 	return s, RateReply{Rate: rate, Epoch: s.Epoch, Cut: cut, Now: now, Meas: s.Meas}
 }
