@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -144,12 +143,6 @@ func parseRedisStats(info string) redisStats {
 	return s
 }
 
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // admitN admits n requests from quotaClients goroutines and returns the
 // first error.
 func admitN(admit admitter, n int) error {
@@ -239,13 +232,13 @@ func BenchmarkFleetQuota(b *testing.B) {
 // stats is a client of the same redis-server, for INFO; local counts the
 // decisions the library made without Redis.
 func quotaRun(b *testing.B, admit admitter, local func() int64, stats *redis.Client) quotaTotals {
-	l0, r0, cpu0 := local(), readRedisStats(b, stats), processCPU()
+	l0, r0, cpu0 := local(), readRedisStats(b, stats), processCPU(b)
 	b.ResetTimer()
 	if err := admitN(admit, b.N); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	cpu, r1, l1 := processCPU()-cpu0, readRedisStats(b, stats), local()
+	cpu, r1, l1 := processCPU(b)-cpu0, readRedisStats(b, stats), local()
 	run := quotaTotals{
 		n:        float64(b.N),
 		ns:       float64(b.Elapsed().Nanoseconds()),

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -339,15 +338,8 @@ func runSimChild(t *testing.T, clients int, capacity float64) simRun {
 	if err != nil || !strings.Contains(string(out), "sim-child: events=") {
 		t.Fatalf("the simulator at %d clients: %v\n%s", clients, err, out)
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		t.Fatalf("no rusage for the simulator's process")
-	}
-	return simRun{
-		wall:   wall,
-		cpu:    time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
-		maxRSS: ru.Maxrss * 1024, // KiB on Linux
-	}
+	cpu, maxRSS := childUsage(t, cmd.ProcessState)
+	return simRun{wall: wall, cpu: cpu, maxRSS: maxRSS}
 }
 
 // TestReportSimChild is TestReport's simulator run, in a process of its

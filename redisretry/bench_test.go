@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -132,12 +131,6 @@ func (t *timed) wrap(p retry.Policy) retry.Policy {
 	return p
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // runSteady makes n calls of retry.Run under p from benchClients goroutines,
 // each call succeeding at once except one in ten that fails once. With
 // demand > 0 the calls are started at that many per second (an open loop);
@@ -204,11 +197,11 @@ func BenchmarkSteady(b *testing.B) {
 			b.Run(fmt.Sprintf("demand=%d%%/lib=%s", int(share*100), l.name), func(b *testing.B) {
 				runSteady(l.p, 200, rate) // warm up: leases at their steady size
 				rts, local := l.stats()
-				cpu := cpuTime()
+				cpu := cpuTime(b)
 				b.ResetTimer()
 				spent := runSteady(l.p, b.N, rate)
 				b.StopTimer()
-				cpu = cpuTime() - cpu
+				cpu = cpuTime(b) - cpu
 				rts2, local2 := l.stats()
 				slices.Sort(spent)
 				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
@@ -299,13 +292,13 @@ func BenchmarkRefill(b *testing.B) {
 		q.mu.Unlock()
 	}
 	refill() // load the script, open the connection
-	cpu := cpuTime()
+	cpu := cpuTime(b)
 	b.ResetTimer()
 	for range b.N {
 		refill()
 	}
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64((cpuTime(b)-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 	if s := q.Stats(); s.Errors != 0 || s.Refills != int64(b.N)+1 {
 		b.Fatalf("%+v", s)
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -346,7 +345,7 @@ func TestRedisBudgetRecoversWithoutRetries(t *testing.T) {
 			return c
 		}, (*redisServer).kill, (*redisServer).start, false},
 		{"paused and resumed", func(t *testing.T, srv *redisServer) *redis.Client { return srv.client(t) },
-			func(srv *redisServer) { srv.signal(syscall.SIGSTOP) }, func(srv *redisServer) { srv.signal(syscall.SIGCONT) }, true},
+			func(srv *redisServer) { srv.Pause() }, func(srv *redisServer) { srv.Resume() }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startRedis(t)

@@ -617,7 +617,7 @@ func TestRedisPaused(t *testing.T) {
 	srv := startRedis(t)
 	// The client's own read timeout is 3 s and it ignores context deadlines:
 	// only the limiters' bound keeps calls short.
-	outage(t, srv, srv.client(t), func() { srv.signal(19) }, func() { srv.signal(18) }) // SIGSTOP, SIGCONT
+	outage(t, srv, srv.client(t), srv.Pause, srv.Resume)
 }
 
 func TestRedisWrongPassword(t *testing.T) {

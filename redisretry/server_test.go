@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,8 +44,6 @@ func (s *redisServer) kill() { s.Kill() }
 
 // start starts the killed server again on the same port.
 func (s *redisServer) start() { s.Restart() }
-
-func (s *redisServer) signal(sig syscall.Signal) { s.Signal(sig) }
 
 // client returns a client with go-redis's default options (a 3 s read
 // timeout, context deadlines ignored): the limiters must bound calls

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -125,9 +124,9 @@ func TestFleetAcrossARedisStall(t *testing.T) {
 	}
 	localBefore := local()
 	stopAt := time.Now()
-	srv.signal(syscall.SIGSTOP)
+	srv.Pause()
 	time.Sleep(1500 * time.Millisecond) // the stall: the scenario, not a wait for an event
-	srv.signal(syscall.SIGCONT)
+	srv.Resume()
 	contAt := time.Now()
 	resumed := granted()
 	for _, p := range ps {

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -94,7 +93,7 @@ func (s *Server) Kill() {
 	if cmd == nil {
 		return
 	}
-	cmd.Process.Signal(syscall.SIGCONT) // a paused server must run to die
+	resume(cmd.Process) // a paused server must run to die
 	cmd.Process.Kill()
 	<-exited
 }
@@ -109,13 +108,25 @@ func (s *Server) Restart() {
 	}
 }
 
-// Signal sends sig to the server, if it runs (SIGSTOP pauses it, SIGCONT
-// resumes it).
-func (s *Server) Signal(sig syscall.Signal) {
+// Pause stops the server without closing its connections (SIGSTOP): a
+// server that stalls, as one swapping or frozen by a debugger does. Resume
+// (SIGCONT) lets it run again. On a system without those signals Pause
+// skips the test.
+func (s *Server) Pause() {
+	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
-		s.cmd.Process.Signal(sig)
+		pause(s.t, s.cmd.Process)
+	}
+}
+
+// Resume lets a paused server run again.
+func (s *Server) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		resume(s.cmd.Process)
 	}
 }
 

@@ -3,7 +3,6 @@ package redistest
 import (
 	"bufio"
 	"net"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -45,5 +44,5 @@ func TestStartKillRestart(t *testing.T) {
 	if got, err := ping(t, addr); err != nil || got[0] != '-' {
 		t.Fatalf("after Restart: PING = %q, %v", got, err)
 	}
-	s.Signal(syscall.SIGSTOP) // Kill must still stop a paused server
+	s.Pause() // Kill must still stop a paused server
 }
