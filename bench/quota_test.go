@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/backoffkit/retry/internal/redistest"
+	"github.com/backoffkit/retry/internal/testkit"
 	"github.com/backoffkit/retry/redisretry"
 )
 
@@ -232,13 +233,13 @@ func BenchmarkFleetQuota(b *testing.B) {
 // stats is a client of the same redis-server, for INFO; local counts the
 // decisions the library made without Redis.
 func quotaRun(b *testing.B, admit admitter, local func() int64, stats *redis.Client) quotaTotals {
-	l0, r0, cpu0 := local(), readRedisStats(b, stats), processCPU(b)
+	l0, r0, cpu0 := local(), readRedisStats(b, stats), testkit.CPUTime(b)
 	b.ResetTimer()
 	if err := admitN(admit, b.N); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	cpu, r1, l1 := processCPU(b)-cpu0, readRedisStats(b, stats), local()
+	cpu, r1, l1 := testkit.CPUTime(b)-cpu0, readRedisStats(b, stats), local()
 	run := quotaTotals{
 		n:        float64(b.N),
 		ns:       float64(b.Elapsed().Nanoseconds()),

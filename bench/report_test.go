@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry/internal/redistest"
+	"github.com/backoffkit/retry/internal/testkit"
 	"github.com/backoffkit/retry/sim"
 )
 
@@ -338,7 +339,7 @@ func runSimChild(t *testing.T, clients int, capacity float64) simRun {
 	if err != nil || !strings.Contains(string(out), "sim-child: events=") {
 		t.Fatalf("the simulator at %d clients: %v\n%s", clients, err, out)
 	}
-	cpu, maxRSS := childUsage(t, cmd.ProcessState)
+	cpu, maxRSS := testkit.ChildUsage(t, cmd.ProcessState)
 	return simRun{wall: wall, cpu: cpu, maxRSS: maxRSS}
 }
 

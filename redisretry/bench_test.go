@@ -17,6 +17,7 @@ import (
 	"github.com/backoffkit/retry/httpretry"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/backoffkit/retry/internal/testkit"
 	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
@@ -197,11 +198,11 @@ func BenchmarkSteady(b *testing.B) {
 			b.Run(fmt.Sprintf("demand=%d%%/lib=%s", int(share*100), l.name), func(b *testing.B) {
 				runSteady(l.p, 200, rate) // warm up: leases at their steady size
 				rts, local := l.stats()
-				cpu := cpuTime(b)
+				cpu := testkit.CPUTime(b)
 				b.ResetTimer()
 				spent := runSteady(l.p, b.N, rate)
 				b.StopTimer()
-				cpu = cpuTime(b) - cpu
+				cpu = testkit.CPUTime(b) - cpu
 				rts2, local2 := l.stats()
 				slices.Sort(spent)
 				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
@@ -292,13 +293,13 @@ func BenchmarkRefill(b *testing.B) {
 		q.mu.Unlock()
 	}
 	refill() // load the script, open the connection
-	cpu := cpuTime(b)
+	cpu := testkit.CPUTime(b)
 	b.ResetTimer()
 	for range b.N {
 		refill()
 	}
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime(b)-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64((testkit.CPUTime(b)-cpu).Nanoseconds())/1e3/float64(b.N), "cpu-µs/op")
 	if s := q.Stats(); s.Errors != 0 || s.Refills != int64(b.N)+1 {
 		b.Fatalf("%+v", s)
 	}

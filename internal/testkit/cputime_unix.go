@@ -1,6 +1,6 @@
 //go:build unix
 
-package bench
+package testkit
 
 import (
 	"os"
@@ -10,16 +10,18 @@ import (
 	"time"
 )
 
-// processCPU returns the CPU time this process has used (user and system).
-func processCPU(testing.TB) time.Duration {
+// CPUTime returns the CPU time this process has used (user and system).
+// Elsewhere than on a Unix system it skips tb: it reads getrusage.
+func CPUTime(testing.TB) time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// childUsage returns the CPU time (user and system) and the peak resident
-// memory (bytes) of an ended child process.
-func childUsage(tb testing.TB, ps *os.ProcessState) (cpu time.Duration, maxRSS int64) {
+// ChildUsage returns the CPU time (user and system) and the peak resident
+// memory (bytes) of the ended child process ps. Elsewhere than on a Unix
+// system it skips tb: it reads the child's rusage.
+func ChildUsage(tb testing.TB, ps *os.ProcessState) (cpu time.Duration, maxRSS int64) {
 	tb.Helper()
 	ru, ok := ps.SysUsage().(*syscall.Rusage)
 	if !ok {
