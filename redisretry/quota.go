@@ -486,8 +486,12 @@ func (q *Quota) giveBackLease(done func(error)) {
 		q.g.markClosed()
 		done(err)
 	}
-	if unused > 0 && q.g.healthy() {
-		c := backend.Call{Script: backend.GCRAReturn, Quota: q.keys, Return: backend.ReturnArgs{To: to, Unused: unused}}
+	if q.g.healthy() {
+		// One call: the unused end of the lease back (if any), and this
+		// process no longer a member, so that the others' shares count
+		// it out at once (else for memberTTL more).
+		c := backend.Call{Script: backend.GCRAReturn, Quota: q.keys, Return: backend.ReturnArgs{
+			To: to, Unused: unused, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}
 		if q.g.send(c, func(_ backend.Reply, err error) { finish(err) }) {
 			return
 		}

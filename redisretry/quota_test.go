@@ -734,14 +734,88 @@ func TestRefillsHeartbeatOncePerSecond(t *testing.T) {
 		if m := members(); m != 2 {
 			t.Fatalf("members = %d after a second process called, want 2 at once", m)
 		}
+		// One that closes leaves at once: its Close removes it and keeps
+		// the count with the schedule, which the lazy calls read.
 		q2.Close()
+		run(100*time.Millisecond, 10*time.Millisecond)
+		if m := members(); m != 1 {
+			t.Fatalf("members = %d after the second process closed, want 1 at once", m)
+		}
+
+		// One that stops calling without Close (a crash) is forgotten by
+		// the first heartbeat after 30 s.
+		q3, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
+		synctest.Wait()
+		run(100*time.Millisecond, time.Millisecond)
+		if m := members(); m != 2 {
+			t.Fatalf("members = %d after a third process called, want 2 at once", m)
+		}
+		q3.g.close() // gone without a word: nothing sent
 		run(29*time.Second, 10*time.Millisecond)
 		if m := members(); m != 2 {
-			t.Fatalf("members = %d 29 s after the second process's last call, want 2", m)
+			t.Fatalf("members = %d 29 s after a crashed process's last call, want 2", m)
 		}
 		run(2*time.Second+100*time.Millisecond, 10*time.Millisecond)
 		if m := members(); m != 1 {
-			t.Fatalf("members = %d 31 s after the second process's last call, want 1", m)
+			t.Fatalf("members = %d 31 s after a crashed process's last call, want 1", m)
 		}
 	})
+}
+
+func TestClosedProcessesLeaveTheShare(t *testing.T) {
+	// Short-lived processes (a CLI in a loop, a rolling restart) start,
+	// call and close one after another beside a process that stays. When
+	// Redis then goes down, the one that stays paces at the quota over
+	// the processes still there: itself. Closed processes counted for
+	// 30 s more would divide its share by all of them (the quota wasted).
+	srv := startRedis(t)
+	c := srv.client(t)
+	ctx := context.Background()
+	key := testKey(t)
+	ev := newEvents()
+	cfg := QuotaConfig{Settings: Settings{Key: key, Logger: discard, Timeout: time.Second}, Limit: PerSecond(1000)}
+	live := cfg
+	live.Observer = ev.Record
+	l, _ := NewQuota(c, live)
+	defer l.Close()
+	if _, err := l.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	stayed := int64(0) // leavers that could not reach Redis on Close (none on a sane machine)
+	for i := range n {
+		q, _ := NewQuota(c, cfg)
+		if _, err := q.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if m := c.ZCard(ctx, backend.NewQuotaKeys(key).Members).Val(); m != 2 {
+				t.Fatalf("%d members with a second process in, want 2", m)
+			}
+		}
+		if err := q.Close(); err != nil || q.Stats().Errors > 0 {
+			t.Logf("process %d: Close %v, %+v", i, err, q.Stats())
+			stayed++
+		}
+	}
+	if m := c.ZCard(ctx, backend.NewQuotaKeys(key).Members).Val(); m != 1+stayed {
+		t.Errorf("%d members after %d processes closed, want %d", m, n, 1+stayed)
+	}
+	// The process that stays learns the count at its next refill.
+	for r := l.Stats().Refills; l.Stats().Refills == r; {
+		if _, err := l.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Pause()
+	defer srv.Resume()
+	for len(ev.Of(EventFallback)) == 0 {
+		if _, err := l.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fb := ev.Of(EventFallback)[0]
+	if fb.FleetSize != int(1+stayed) || fb.Cold {
+		t.Fatalf("the process that stays falls back at a share of a fleet of %d (cold %v), want %d: itself", fb.FleetSize, fb.Cold, 1+stayed)
+	}
 }
