@@ -819,3 +819,74 @@ func TestClosedProcessesLeaveTheShare(t *testing.T) {
 		t.Fatalf("the process that stays falls back at a share of a fleet of %d (cold %v), want %d: itself", fb.FleetSize, fb.Cold, 1+stayed)
 	}
 }
+
+func TestCloseLeavesTheMembers(t *testing.T) {
+	// Close removes the process from the members in its one call (the
+	// give-back with it), after a refill in flight landed (its heartbeat
+	// would add it back); a second Close sends nothing; a Close while
+	// Redis is down sends nothing either (the member then expires after
+	// 30 s, as one that crashed).
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		mem.latency = func() (time.Duration, time.Duration) { return 5 * time.Millisecond, 5 * time.Millisecond }
+		keys := backend.NewQuotaKeys("k")
+		leaves := func() int64 { return mem.store.Stats().Calls[backend.GCRAReturn] }
+		members := func() []string { return mem.store.Members(keys.Members) }
+		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(100)}
+		a, _ := newQuota(mem, cfg)
+		b, _ := newQuota(mem, cfg)
+		for _, q := range []*Quota{a, b} {
+			if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m := members(); len(m) != 2 {
+			t.Fatalf("members %q, want both", m)
+		}
+
+		// b's next refill is in flight (its call takes 10 ms) when it
+		// closes: the refill lands first, then b leaves.
+		inFlight := func() int {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return b.refills
+		}
+		for inFlight() == 0 {
+			go b.Reserve(t.Context(), time.Now(), time.Time{})
+			synctest.Wait() // decided from the lease, or its refill sent
+		}
+		refills := b.Stats().Refills
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if b.Stats().Refills != refills+1 {
+			t.Fatalf("%d refills landed during Close, want the one in flight", b.Stats().Refills-refills)
+		}
+		if m := members(); !slices.Equal(m, []string{a.member}) || leaves() != 1 {
+			t.Fatalf("after Close: members %q, %d leave calls; want only %q, one call", m, leaves(), a.member)
+		}
+		if err := b.Close(); err != nil || leaves() != 1 {
+			t.Fatalf("a second Close: %v, %d leave calls in all, want one", err, leaves())
+		}
+		if n, ok := mem.store.Count(keys.TAT, time.Now()); ok && n != 1 {
+			t.Fatalf("the schedule keeps n = %d after b left, want 1", n)
+		}
+
+		// Redis fails: a's Close sends nothing, a stays a member.
+		mem.setFail(errors.New("down"))
+		for a.State() != StateFallback {
+			a.Reserve(t.Context(), time.Now(), time.Time{})
+		}
+		synctest.Wait() // the calls the fallback sent (its debt, a probe) are counted
+		calls := mem.calls.Load()
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if mem.calls.Load() != calls || leaves() != 1 {
+			t.Fatalf("a Close while Redis is down made %d calls", mem.calls.Load()-calls)
+		}
+		if m := members(); !slices.Equal(m, []string{a.member}) {
+			t.Fatalf("members %q, want %q until it expires", m, a.member)
+		}
+	})
+}
