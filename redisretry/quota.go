@@ -454,8 +454,10 @@ func (q *Quota) Close() error {
 	return err
 }
 
-// closeAsync starts closing: once the refills in flight landed, it leaves
-// the fleet (giveBackLease) and calls done with that call's error. It
+// closeAsync starts closing: once the refills in flight landed and those
+// past their bound ended (a heartbeat of theirs run after the leave would
+// count this process again), it leaves the fleet (giveBackLease) and calls
+// done with that call's error. It
 // returns false (and never calls done) if the Quota was already closing.
 func (q *Quota) closeAsync(done func(error)) bool {
 	q.mu.Lock()
@@ -468,8 +470,10 @@ func (q *Quota) closeAsync(done func(error)) bool {
 		q.owedStop()
 		q.owedStop = nil
 	}
-	if q.refills > 0 {
-		q.idle = append(q.idle, func() { q.giveBackLease(done) }) // the blocks in flight land first
+	if q.refills > 0 || q.awaiting > 0 {
+		// The blocks in flight land first, and the calls past their
+		// bound end (see idleLocked).
+		q.idle = append(q.idle, func() { q.giveBackLease(done) })
 		q.mu.Unlock()
 		return true
 	}

@@ -890,3 +890,48 @@ func TestCloseLeavesTheMembers(t *testing.T) {
 		}
 	})
 }
+
+func TestCloseLeavesAfterALateRefill(t *testing.T) {
+	// A refill's call outlives its bound (Redis stalls for it alone); a
+	// probe then reaches Redis and the Quota closes while that call still
+	// runs. The leave waits for it: sent before, it would run first, and
+	// the late call's heartbeat would count the closed process again for
+	// 30 s.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		var slow atomic.Bool
+		mem.latency = func() (time.Duration, time.Duration) {
+			if slow.CompareAndSwap(true, false) {
+				return 500 * time.Millisecond, time.Millisecond
+			}
+			return time.Millisecond, time.Millisecond
+		}
+		keys := backend.NewQuotaKeys("k")
+		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10)}
+		q, _ := newQuota(mem, cfg)
+		if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		slow.Store(true)
+		for q.State() == StateRedis {
+			q.Reserve(t.Context(), time.Now(), time.Time{})
+		}
+		time.Sleep(150 * time.Millisecond)
+		for q.State() != StateRedis { // a probe reaches Redis
+			q.Reserve(t.Context(), time.Now(), time.Time{})
+			time.Sleep(time.Millisecond)
+		}
+		q.mu.Lock()
+		late := q.awaiting
+		q.mu.Unlock()
+		if late != 1 {
+			t.Fatalf("%d refills past their bound still running, want 1", late)
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if m := mem.store.Members(keys.Members); len(m) != 0 {
+			t.Fatalf("members %q after Close, want none", m)
+		}
+	})
+}
