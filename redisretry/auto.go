@@ -776,7 +776,8 @@ func (a *AutoQuota) State() State {
 	return StateRedis
 }
 
-// Close closes the schedule (see [Quota.Close]), reports to the fleet what
+// Close closes the schedule (see [Quota.Close]: it gives the unused lease
+// back and leaves the fleet's members in one call), reports to the fleet what
 // this process sent, how its attempts ended and whether the rate held it
 // back since its last call (one Redis call, within the Timeout, when Redis
 // is available and there is something to report), and waits for the

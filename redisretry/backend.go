@@ -141,8 +141,8 @@ func (s scriptRunner) run(ctx context.Context, c backend.Call) (backend.Reply, e
 		r, err := s.gcra(ctx, c.Quota, c.GCRA)
 		return backend.Reply{GCRA: r}, err
 	case backend.GCRAReturn:
-		ok, err := s.gcraReturn(ctx, c.Quota, c.Return)
-		return backend.Reply{Returned: ok}, err
+		r, err := s.gcraReturn(ctx, c.Quota, c.Return)
+		return backend.Reply{Return: r}, err
 	case backend.Budget:
 		r, err := s.budget(ctx, c.Budget, c.BudgetArgs)
 		return backend.Reply{Budget: r}, err
@@ -188,16 +188,16 @@ func liveArg(live bool) string {
 	return ""
 }
 
-func (s scriptRunner) gcraReturn(ctx context.Context, k backend.QuotaKeys, a backend.ReturnArgs) (bool, error) {
-	v, err := gcraReturnScript.Run(ctx, s.c, []string{k.TAT}, a.To, a.Unused).Result()
+func (s scriptRunner) gcraReturn(ctx context.Context, k backend.QuotaKeys, a backend.ReturnArgs) (backend.ReturnReply, error) {
+	v, err := gcraReturnScript.Run(ctx, s.c, []string{k.TAT, k.Members}, a.To, a.Unused, a.Member, a.MemberTTL).Result()
 	if err != nil {
-		return false, err
+		return backend.ReturnReply{}, err
 	}
-	n, ok := v.(int64)
-	if !ok || (n != 0 && n != 1) {
-		return false, unexpected("gcra_return.lua", v)
+	n, ok := ints(v, 2)
+	if !ok || (n[0] != 0 && n[0] != 1) || (a.Member == "") != (n[1] == -1) || n[1] < -1 {
+		return backend.ReturnReply{}, unexpected("gcra_return.lua", v)
 	}
-	return n == 1, nil
+	return backend.ReturnReply{Returned: n[0] == 1, Members: n[1]}, nil
 }
 
 func (s scriptRunner) budget(ctx context.Context, k backend.BudgetKeys, a backend.BudgetArgs) (backend.BudgetReply, error) {

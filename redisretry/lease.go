@@ -483,7 +483,11 @@ func (q *Quota) landedLate(units, head int64, s sent, r backend.GCRAReply, err e
 			q.unreached = true
 			q.reconcileLocked(now) // no block will come: the debt goes to Redis
 		}
+		idle := q.idleLocked()
 		q.mu.Unlock()
+		for _, f := range idle {
+			f() // Close's leave, now that this call's heartbeat ran
+		}
 		return
 	}
 	q.learnLocked(s.at, now, r, true)
@@ -513,9 +517,10 @@ func (q *Quota) deliver(served []*reservation, granted bool, units int64) {
 }
 
 // idleLocked returns the functions waiting for the refills to end, once none
-// is in flight.
+// is in flight, nor a call of one that outlived its bound (its heartbeat,
+// run after Close's leave, would count this process again).
 func (q *Quota) idleLocked() []func() {
-	if q.refills > 0 {
+	if q.refills > 0 || q.awaiting > 0 {
 		return nil
 	}
 	idle := q.idle

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -532,6 +533,31 @@ func TestScriptRepliesChecked(t *testing.T) {
 			t.Errorf("budget %s: %v", tc.name, err)
 		}
 	}
+	ra := backend.ReturnArgs{To: now, Unused: inc, Member: "m", MemberTTL: 30000}
+	for _, tc := range []struct {
+		name   string
+		member string
+		reply  any
+		ok     bool
+	}{
+		{"valid", "m", i(1, 3), true},
+		{"valid, nobody left", "m", i(0, 0), true},
+		{"valid, no member named", "", i(1, -1), true},
+		{"not counted though a member left", "m", i(1, -1), false},
+		{"counted though none was named", "", i(1, 2), false},
+		{"returned is 2", "m", i(2, 3), false},
+		{"negative count", "m", i(1, -2), false},
+		{"the old reply, an integer", "m", int64(1), false},
+		{"short", "m", i(1), false},
+		{"strings", "m", []any{"1", "3"}, false},
+	} {
+		a := ra
+		a.Member = tc.member
+		_, err := scriptRunner{lyingScripter{tc.reply}}.gcraReturn(ctx, backend.NewQuotaKeys("k"), a)
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "redisretry: gcra_return.lua: unexpected reply")) {
+			t.Errorf("gcra_return %s: %v", tc.name, err)
+		}
+	}
 	for _, tc := range []struct {
 		name  string
 		reply any
@@ -579,5 +605,118 @@ func TestLyingServerFallsBack(t *testing.T) {
 		if !strings.Contains(line, "unexpected reply") {
 			t.Errorf("log line %q does not say what went wrong", line)
 		}
+	}
+}
+
+// The leave's cases (gcra_return.lua, Quota.Close): from a schedule (or
+// none) and members of the given ages, a process gives back the unused end
+// of a block and leaves; the script and the in-memory store must reply
+// alike and keep the same schedule, count and members.
+var leaveCases = []struct {
+	name     string
+	noKey    bool             // no schedule
+	n        string           // the schedule's field n ("": none, an old hash)
+	members  map[string]int64 // id -> age of its last call, ms
+	wrongSet bool             // the members' key is a string (another program's)
+	unused   int64            // µs given back at the block's end (the block ends at the schedule's tat)
+	notLast  bool             // another block follows the one given back
+	member   string           // who leaves ("": none named)
+	want     backend.ReturnReply
+	wantN    string // the schedule's n after ("": none, or no schedule)
+	wantTAT  bool   // the schedule exists after
+}{
+	{name: "a member leaves", n: "2", members: map[string]int64{"a": 100, "b": 0}, member: "b", want: backend.ReturnReply{Members: 1}, wantN: "1", wantTAT: true},
+	{name: "the last member leaves", n: "1", members: map[string]int64{"a": 0}, member: "a", want: backend.ReturnReply{Members: 0}, wantN: "", wantTAT: true},
+	{name: "a member that was never there", n: "1", members: map[string]int64{"a": 0}, member: "z", want: backend.ReturnReply{Members: 1}, wantN: "1", wantTAT: true},
+	{name: "a member already expired", n: "2", members: map[string]int64{"a": 0, "b": 40_000}, member: "b", want: backend.ReturnReply{Members: 1}, wantN: "1", wantTAT: true},
+	{name: "the expired forgotten as it leaves", n: "3", members: map[string]int64{"a": 0, "b": 40_000, "c": 10}, member: "c", want: backend.ReturnReply{Members: 1}, wantN: "1", wantTAT: true},
+	{name: "the count after leaving, kept stale", n: "7", members: map[string]int64{"a": 0, "b": 5, "c": 25_000}, member: "b", want: backend.ReturnReply{Members: 2}, wantN: "2", wantTAT: true},
+	{name: "an old hash without a count", members: map[string]int64{"a": 0, "b": 0}, member: "a", want: backend.ReturnReply{Members: 1}, wantN: "1", wantTAT: true},
+	{name: "a count that is not one", n: "x", members: map[string]int64{"a": 0, "b": 0}, member: "a", want: backend.ReturnReply{Members: 1}, wantN: "1", wantTAT: true},
+	{name: "no schedule: none written", noKey: true, members: map[string]int64{"a": 0, "b": 0}, member: "a", want: backend.ReturnReply{Members: 1}},
+	{name: "no members at all", n: "1", member: "a", want: backend.ReturnReply{Members: 0}, wantTAT: true},
+	{name: "members of another type", n: "2", wrongSet: true, member: "a", want: backend.ReturnReply{Members: 0}, wantTAT: true},
+	{name: "give back and leave", n: "2", members: map[string]int64{"a": 0, "b": 0}, unused: 2_000_000, member: "a", want: backend.ReturnReply{Returned: true, Members: 1}, wantN: "1", wantTAT: true},
+	{name: "give back all and leave", n: "2", members: map[string]int64{"a": 0, "b": 0}, unused: tenSeconds, member: "a", want: backend.ReturnReply{Returned: true, Members: 1}},
+	{name: "another block follows: leave only", n: "2", members: map[string]int64{"a": 0, "b": 0}, unused: 2_000_000, notLast: true, member: "a", want: backend.ReturnReply{Members: 1}, wantN: "1", wantTAT: true},
+	{name: "give back, no member named", n: "2", members: map[string]int64{"a": 0, "b": 0}, unused: 2_000_000, want: backend.ReturnReply{Returned: true, Members: -1}, wantN: "2", wantTAT: true},
+	{name: "nothing to give back, no member", n: "2", members: map[string]int64{"a": 0, "b": 0}, want: backend.ReturnReply{Members: -1}, wantN: "2", wantTAT: true},
+}
+
+func TestLeaveScriptMatchesStore(t *testing.T) {
+	c, be := scriptsOnRedis(t)
+	ctx := context.Background()
+	for _, tc := range leaveCases {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := backend.NewQuotaKeys(testKey(t))
+			var st backend.Store
+			now := serverMicros(t, c)
+			tat := now + tenSeconds // a block of the schedule 10 s long, from now
+			if !tc.noKey {
+				c.HSet(ctx, keys.TAT, "tat", tat, "at", now)
+				if tc.n != "" {
+					c.HSet(ctx, keys.TAT, "n", tc.n)
+				}
+				c.PExpire(ctx, keys.TAT, time.Hour)
+				st.SetSchedule(keys.TAT, tat, now, "", time.UnixMicro(now))
+				if k, err := strconv.ParseInt(tc.n, 10, 64); err == nil {
+					st.SetCount(keys.TAT, k)
+				}
+			}
+			last := map[string]int64{}
+			for id, age := range tc.members {
+				last[id] = now/1000 - age
+				c.ZAdd(ctx, keys.Members, redis.Z{Score: float64(last[id]), Member: id})
+			}
+			st.SetMembers(keys.Members, last)
+			if tc.wrongSet {
+				c.Set(ctx, keys.Members, "x", time.Hour)
+			}
+			a := backend.ReturnArgs{To: tat, Unused: tc.unused, Member: tc.member, MemberTTL: 30_000}
+			if tc.notLast {
+				a.To = tat - 1
+			}
+			r, err := be.gcraReturn(ctx, keys, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r != tc.want {
+				t.Fatalf("reply %+v, want %+v", r, tc.want)
+			}
+			after := serverMicros(t, c) // the call ran between now and after
+			sr := st.Apply(time.UnixMicro(after), backend.Call{Script: backend.GCRAReturn, Quota: keys, Return: a}).Return
+			if sr != r {
+				t.Fatalf("script %+v, in-memory store %+v", r, sr)
+			}
+			n, err := c.HGet(ctx, keys.TAT, "n").Result()
+			if err == redis.Nil {
+				n = ""
+			}
+			if n != tc.wantN {
+				t.Fatalf("the schedule keeps n = %q, want %q", n, tc.wantN)
+			}
+			if sn, ok := st.Count(keys.TAT, time.UnixMicro(after)); ok != (n != "") || (ok && strconv.FormatInt(sn, 10) != n) {
+				t.Fatalf("the store keeps n = %d (%v), the script %q", sn, ok, n)
+			}
+			stored, err := c.HGet(ctx, keys.TAT, "tat").Int64()
+			stTAT, ok := st.TAT(keys, time.UnixMicro(after))
+			if (err == nil) != tc.wantTAT || ok != tc.wantTAT || (ok && stTAT != stored) {
+				t.Fatalf("the schedule: tat %d (%v), the store %d (%v); want it kept: %v", stored, err, stTAT, ok, tc.wantTAT)
+			}
+			if tc.want.Returned && tc.wantTAT && stored != tat-tc.unused {
+				t.Fatalf("tat %d after the give-back, want %d", stored, tat-tc.unused)
+			}
+			if !tc.want.Returned && tc.wantTAT && stored != tat {
+				t.Fatalf("tat %d moved, want %d", stored, tat)
+			}
+			ids := c.ZRange(ctx, keys.Members, 0, -1).Val()
+			slices.Sort(ids)
+			if got := st.Members(keys.Members); !slices.Equal(ids, got) {
+				t.Fatalf("the members %q, the store's %q", ids, got)
+			}
+			if tc.member != "" && slices.Contains(ids, tc.member) {
+				t.Fatalf("%q is still a member: %q", tc.member, ids)
+			}
+		})
 	}
 }

@@ -32,14 +32,16 @@ const DefaultQuotaLease = 20
 const DefaultColdFleetSize = 10
 
 // memberTTL is how long a process counts as a member of the fleet after its
-// last call to the quota script.
+// last call to the quota script, unless its Close removed it first.
 const memberTTL = 30 * time.Second
 
 // beatEvery is how often a Quota whose refills follow each other makes one
 // of them a heartbeat (gcra.lua's members bookkeeping, four commands of its
 // eight): the others count the fleet as the last heartbeat of any process
 // did. A process joining the fleet is counted by its first call; one that
-// left is forgotten by the first heartbeat after memberTTL.
+// closed is removed by its Close (which keeps the new count with the
+// schedule, for the lazy calls); one that ended without it (or while Redis
+// was down) is forgotten by the first heartbeat after memberTTL.
 const beatEvery = time.Second
 
 // QuotaConfig configures a [Quota]. Key and Limit are required; every other
@@ -86,7 +88,8 @@ type QuotaConfig struct {
 	// FleetSize is the number of processes that share the quota, for the
 	// decisions made without Redis: each process then paces at
 	// Rate/FleetSize. 0 means the number of processes that used the quota
-	// in the last 30 s, as counted in Redis, and DefaultColdFleetSize (10)
+	// in the last 30 s and did not Close it since, as counted in Redis,
+	// and DefaultColdFleetSize (10)
 	// while this process has never reached Redis. Set it when processes
 	// may start while Redis is down, or when the fleet is larger than that
 	// (see docs/fleet.md).
@@ -434,9 +437,13 @@ func (q *Quota) Stats() Stats { return q.g.stats() }
 // State returns whether the Quota decides with Redis now.
 func (q *Quota) State() State { return State(q.g.state.Load()) }
 
-// Close gives the unused end of this process's lease back to the fleet when
-// no process reserved after it (one Redis call, bounded by the timeout), and
-// waits for the Redis calls in flight. Reserve then returns [ErrClosed].
+// Close leaves the fleet: in one Redis call, bounded by the timeout, it
+// gives the unused end of this process's lease back when no process
+// reserved after it, and removes this process from the members the others'
+// shares are counted over (else it would count for 30 s after its last
+// call). It then waits for the Redis calls in flight. Reserve then returns
+// [ErrClosed]. While Redis is unavailable Close sends nothing: the process
+// stops counting 30 s after its last call.
 func (q *Quota) Close() error {
 	ch := make(chan error, 1)
 	if !q.closeAsync(func(err error) { ch <- err }) {
@@ -447,8 +454,10 @@ func (q *Quota) Close() error {
 	return err
 }
 
-// closeAsync starts closing: once the refills in flight landed, it gives
-// the unused end of the lease back and calls done with that call's error. It
+// closeAsync starts closing: once the refills in flight landed and those
+// past their bound ended (a heartbeat of theirs run after the leave would
+// count this process again), it leaves the fleet (giveBackLease) and calls
+// done with that call's error. It
 // returns false (and never calls done) if the Quota was already closing.
 func (q *Quota) closeAsync(done func(error)) bool {
 	q.mu.Lock()
@@ -461,8 +470,10 @@ func (q *Quota) closeAsync(done func(error)) bool {
 		q.owedStop()
 		q.owedStop = nil
 	}
-	if q.refills > 0 {
-		q.idle = append(q.idle, func() { q.giveBackLease(done) }) // the blocks in flight land first
+	if q.refills > 0 || q.awaiting > 0 {
+		// The blocks in flight land first, and the calls past their
+		// bound end (see idleLocked).
+		q.idle = append(q.idle, func() { q.giveBackLease(done) })
 		q.mu.Unlock()
 		return true
 	}
@@ -471,6 +482,8 @@ func (q *Quota) closeAsync(done func(error)) bool {
 	return true
 }
 
+// giveBackLease sends gcra_return.lua, if Redis is available: the unused
+// end of the lease's last block back, and this process out of the members.
 func (q *Quota) giveBackLease(done func(error)) {
 	q.mu.Lock()
 	var unused, to int64
@@ -486,8 +499,12 @@ func (q *Quota) giveBackLease(done func(error)) {
 		q.g.markClosed()
 		done(err)
 	}
-	if unused > 0 && q.g.healthy() {
-		c := backend.Call{Script: backend.GCRAReturn, Quota: q.keys, Return: backend.ReturnArgs{To: to, Unused: unused}}
+	if q.g.healthy() {
+		// One call: the unused end of the lease back (if any), and this
+		// process no longer a member, so that the others' shares count
+		// it out at once (else for memberTTL more).
+		c := backend.Call{Script: backend.GCRAReturn, Quota: q.keys, Return: backend.ReturnArgs{
+			To: to, Unused: unused, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond)}}
 		if q.g.send(c, func(_ backend.Reply, err error) { finish(err) }) {
 			return
 		}

@@ -734,14 +734,204 @@ func TestRefillsHeartbeatOncePerSecond(t *testing.T) {
 		if m := members(); m != 2 {
 			t.Fatalf("members = %d after a second process called, want 2 at once", m)
 		}
+		// One that closes leaves at once: its Close removes it and keeps
+		// the count with the schedule, which the lazy calls read.
 		q2.Close()
+		run(100*time.Millisecond, 10*time.Millisecond)
+		if m := members(); m != 1 {
+			t.Fatalf("members = %d after the second process closed, want 1 at once", m)
+		}
+
+		// One that stops calling without Close (a crash) is forgotten by
+		// the first heartbeat after 30 s.
+		q3, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
+		synctest.Wait()
+		run(100*time.Millisecond, time.Millisecond)
+		if m := members(); m != 2 {
+			t.Fatalf("members = %d after a third process called, want 2 at once", m)
+		}
+		q3.g.close() // gone without a word: nothing sent
 		run(29*time.Second, 10*time.Millisecond)
 		if m := members(); m != 2 {
-			t.Fatalf("members = %d 29 s after the second process's last call, want 2", m)
+			t.Fatalf("members = %d 29 s after a crashed process's last call, want 2", m)
 		}
 		run(2*time.Second+100*time.Millisecond, 10*time.Millisecond)
 		if m := members(); m != 1 {
-			t.Fatalf("members = %d 31 s after the second process's last call, want 1", m)
+			t.Fatalf("members = %d 31 s after a crashed process's last call, want 1", m)
+		}
+	})
+}
+
+func TestClosedProcessesLeaveTheShare(t *testing.T) {
+	// Short-lived processes (a CLI in a loop, a rolling restart) start,
+	// call and close one after another beside a process that stays. When
+	// Redis then goes down, the one that stays paces at the quota over
+	// the processes still there: itself. Closed processes counted for
+	// 30 s more would divide its share by all of them (the quota wasted).
+	srv := startRedis(t)
+	c := srv.client(t)
+	ctx := context.Background()
+	key := testKey(t)
+	ev := newEvents()
+	cfg := QuotaConfig{Settings: Settings{Key: key, Logger: discard, Timeout: time.Second}, Limit: PerSecond(1000)}
+	live := cfg
+	live.Observer = ev.Record
+	l, _ := NewQuota(c, live)
+	defer l.Close()
+	if _, err := l.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	stayed := int64(0) // leavers that could not reach Redis on Close (none on a sane machine)
+	for i := range n {
+		q, _ := NewQuota(c, cfg)
+		if _, err := q.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if m := c.ZCard(ctx, backend.NewQuotaKeys(key).Members).Val(); m != 2 {
+				t.Fatalf("%d members with a second process in, want 2", m)
+			}
+		}
+		if err := q.Close(); err != nil || q.Stats().Errors > 0 {
+			t.Logf("process %d: Close %v, %+v", i, err, q.Stats())
+			stayed++
+		}
+	}
+	if m := c.ZCard(ctx, backend.NewQuotaKeys(key).Members).Val(); m != 1+stayed {
+		t.Errorf("%d members after %d processes closed, want %d", m, n, 1+stayed)
+	}
+	// The process that stays learns the count at its next refill.
+	for r := l.Stats().Refills; l.Stats().Refills == r; {
+		if _, err := l.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Pause()
+	defer srv.Resume()
+	for len(ev.Of(EventFallback)) == 0 {
+		if _, err := l.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fb := ev.Of(EventFallback)[0]
+	if fb.FleetSize != int(1+stayed) || fb.Cold {
+		t.Fatalf("the process that stays falls back at a share of a fleet of %d (cold %v), want %d: itself", fb.FleetSize, fb.Cold, 1+stayed)
+	}
+}
+
+func TestCloseLeavesTheMembers(t *testing.T) {
+	// Close removes the process from the members in its one call (the
+	// give-back with it), after a refill in flight landed (its heartbeat
+	// would add it back); a second Close sends nothing; a Close while
+	// Redis is down sends nothing either (the member then expires after
+	// 30 s, as one that crashed).
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		mem.latency = func() (time.Duration, time.Duration) { return 5 * time.Millisecond, 5 * time.Millisecond }
+		keys := backend.NewQuotaKeys("k")
+		leaves := func() int64 { return mem.store.Stats().Calls[backend.GCRAReturn] }
+		members := func() []string { return mem.store.Members(keys.Members) }
+		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(100)}
+		a, _ := newQuota(mem, cfg)
+		b, _ := newQuota(mem, cfg)
+		for _, q := range []*Quota{a, b} {
+			if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m := members(); len(m) != 2 {
+			t.Fatalf("members %q, want both", m)
+		}
+
+		// b's next refill is in flight (its call takes 10 ms) when it
+		// closes: the refill lands first, then b leaves.
+		inFlight := func() int {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return b.refills
+		}
+		for inFlight() == 0 {
+			go b.Reserve(t.Context(), time.Now(), time.Time{})
+			synctest.Wait() // decided from the lease, or its refill sent
+		}
+		refills := b.Stats().Refills
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if b.Stats().Refills != refills+1 {
+			t.Fatalf("%d refills landed during Close, want the one in flight", b.Stats().Refills-refills)
+		}
+		if m := members(); !slices.Equal(m, []string{a.member}) || leaves() != 1 {
+			t.Fatalf("after Close: members %q, %d leave calls; want only %q, one call", m, leaves(), a.member)
+		}
+		if err := b.Close(); err != nil || leaves() != 1 {
+			t.Fatalf("a second Close: %v, %d leave calls in all, want one", err, leaves())
+		}
+		if n, ok := mem.store.Count(keys.TAT, time.Now()); ok && n != 1 {
+			t.Fatalf("the schedule keeps n = %d after b left, want 1", n)
+		}
+
+		// Redis fails: a's Close sends nothing, a stays a member.
+		mem.setFail(errors.New("down"))
+		for a.State() != StateFallback {
+			a.Reserve(t.Context(), time.Now(), time.Time{})
+		}
+		synctest.Wait() // the calls the fallback sent (its debt, a probe) are counted
+		calls := mem.calls.Load()
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if mem.calls.Load() != calls || leaves() != 1 {
+			t.Fatalf("a Close while Redis is down made %d calls", mem.calls.Load()-calls)
+		}
+		if m := members(); !slices.Equal(m, []string{a.member}) {
+			t.Fatalf("members %q, want %q until it expires", m, a.member)
+		}
+	})
+}
+
+func TestCloseLeavesAfterALateRefill(t *testing.T) {
+	// A refill's call outlives its bound (Redis stalls for it alone); a
+	// probe then reaches Redis and the Quota closes while that call still
+	// runs. The leave waits for it: sent before, it would run first, and
+	// the late call's heartbeat would count the closed process again for
+	// 30 s.
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMem()
+		var slow atomic.Bool
+		mem.latency = func() (time.Duration, time.Duration) {
+			if slow.CompareAndSwap(true, false) {
+				return 500 * time.Millisecond, time.Millisecond
+			}
+			return time.Millisecond, time.Millisecond
+		}
+		keys := backend.NewQuotaKeys("k")
+		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10)}
+		q, _ := newQuota(mem, cfg)
+		if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		slow.Store(true)
+		for q.State() == StateRedis {
+			q.Reserve(t.Context(), time.Now(), time.Time{})
+		}
+		time.Sleep(150 * time.Millisecond)
+		for q.State() != StateRedis { // a probe reaches Redis
+			q.Reserve(t.Context(), time.Now(), time.Time{})
+			time.Sleep(time.Millisecond)
+		}
+		q.mu.Lock()
+		late := q.awaiting
+		q.mu.Unlock()
+		if late != 1 {
+			t.Fatalf("%d refills past their bound still running, want 1", late)
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if m := mem.store.Members(keys.Members); len(m) != 0 {
+			t.Fatalf("members %q after Close, want none", m)
 		}
 	})
 }

@@ -8,7 +8,8 @@
 --          again), at, the server time (µs) when tat was written, limit
 --          (ARGV[8]) and n, the members as last counted (ARGV[9])
 -- KEYS[2]  the members: a sorted set of process ids scored by their last call,
---          in milliseconds of server time
+--          in milliseconds of server time (gcra_return.lua removes a process
+--          that closes, and keeps the new count in n)
 -- ARGV[1]  inc: microseconds of schedule the block takes (an integer >= 0;
 --          0 reserves nothing: a probe and heartbeat)
 -- ARGV[2]  tol: the burst tolerance of the first request, microseconds (>= 0)

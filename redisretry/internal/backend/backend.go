@@ -27,7 +27,7 @@ type Script uint8
 // The scripts (redisretry/lua/*.lua).
 const (
 	GCRA       Script = iota + 1 // gcra.lua: a block of the quota's schedule, and a heartbeat
-	GCRAReturn                   // gcra_return.lua: the unused end of a block given back
+	GCRAReturn                   // gcra_return.lua: a process leaves: the unused end of its block given back, its member removed
 	Budget                       // budget.lua: requests counted, retry permits granted
 	Cooldown                     // cooldown.lua: a hint published, the cooldown read
 	Rate                         // rate.lua: the fleet's learnt rate, read or cut
@@ -129,8 +129,23 @@ func (r GCRAReply) Valid(a GCRAArgs) bool {
 }
 
 // ReturnArgs are gcra_return.lua's ARGV: the end of the block as gcra.lua
-// returned it and the microseconds of it given back.
-type ReturnArgs struct{ To, Unused int64 }
+// returned it and the microseconds of it given back (0: none), and the
+// process that leaves the members with the members' TTL (gcra.lua's
+// GCRAArgs.Member and MemberTTL; Member "" for none).
+type ReturnArgs struct {
+	To, Unused int64 // microseconds
+	Member     string
+	MemberTTL  int64 // milliseconds
+}
+
+// ReturnReply is gcra_return.lua's reply.
+type ReturnReply struct {
+	// Returned says that the schedule was moved back.
+	Returned bool
+	// Members is the number of members after ReturnArgs.Member left (those
+	// older than MemberTTL forgotten); -1 when no Member was named.
+	Members int64
+}
 
 // BudgetArgs are budget.lua's ARGV.
 type BudgetArgs struct {
@@ -176,7 +191,7 @@ type CooldownReply struct{ Remaining, Now int64 }
 type Call struct {
 	Script Script
 
-	Quota  QuotaKeys  // GCRA, GCRAReturn (TAT only)
+	Quota  QuotaKeys  // GCRA, GCRAReturn
 	GCRA   GCRAArgs   // GCRA
 	Return ReturnArgs // GCRAReturn
 
@@ -193,7 +208,7 @@ type Call struct {
 // Reply is the reply to a [Call]: the field of its script is set.
 type Reply struct {
 	GCRA     GCRAReply     // GCRA
-	Returned bool          // GCRAReturn: the schedule was moved back
+	Return   ReturnReply   // GCRAReturn
 	Budget   BudgetReply   // Budget
 	Cooldown CooldownReply // Cooldown
 	Rate     RateReply     // Rate
@@ -242,8 +257,9 @@ type Env interface {
 type QuotaCore interface {
 	// Reserve is Quota.Reserve for a request of n units.
 	Reserve(n int64, earliest, deadline time.Time, done func(start time.Time, err error))
-	// Close is Quota.Close: it gives the unused end of the lease back;
-	// done is called when that call is over.
+	// Close is Quota.Close: it gives the unused end of the lease back
+	// and removes this process from the members; done is called when
+	// that call is over.
 	Close(done func())
 }
 

@@ -1,6 +1,8 @@
 package backend
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"time"
 )
@@ -76,7 +78,7 @@ func (s *Store) Apply(now time.Time, c Call) Reply {
 	case GCRA:
 		return Reply{GCRA: s.gcra(us, c.Quota, c.GCRA)}
 	case GCRAReturn:
-		return Reply{Returned: s.gcraReturn(us, c.Quota.TAT, c.Return)}
+		return Reply{Return: s.gcraReturn(us, c.Quota, c.Return)}
 	case Budget:
 		return Reply{Budget: s.budget(now, c.Budget, c.BudgetArgs)}
 	case Cooldown:
@@ -147,7 +149,14 @@ func (s *Store) beat(nowms int64, key string, a GCRAArgs) int64 {
 	}
 	m.last[a.Member] = nowms
 	m.order = append(m.order, memberCall{a.Member, nowms})
-	bound := nowms - a.MemberTTL // ZREMRANGEBYSCORE -inf (bound
+	m.forget(nowms - a.MemberTTL)
+	return int64(len(m.last))
+}
+
+// forget removes the members whose last call was before bound (ms), as
+// ZREMRANGEBYSCORE -inf (bound does. The calls of a member that left
+// (removed from last) or called again later are skipped.
+func (m *memberSet) forget(bound int64) {
 	for ; m.head < len(m.order) && m.order[m.head].ms < bound; m.head++ {
 		if c := m.order[m.head]; m.last[c.id] == c.ms {
 			delete(m.last, c.id)
@@ -157,27 +166,47 @@ func (s *Store) beat(nowms int64, key string, a GCRAArgs) int64 {
 		m.order = append(m.order[:0], m.order[m.head:]...)
 		m.head = 0
 	}
-	return int64(len(m.last))
 }
 
-func (s *Store) gcraReturn(now int64, key string, a ReturnArgs) bool {
-	q := s.live(key, now)
-	if q == nil || q.tat != a.To || a.Unused <= 0 {
-		return false
+// gcraReturn is gcra_return.lua: the give-back of the unused end of the
+// block that ends at a.To, then a.Member's leave (if named): it is removed
+// from the members, those older than a.MemberTTL are forgotten, and the
+// schedule, if it still exists, keeps the count (none when nobody is left).
+func (s *Store) gcraReturn(now int64, k QuotaKeys, a ReturnArgs) ReturnReply {
+	r := ReturnReply{Members: -1}
+	q := s.live(k.TAT, now)
+	if q != nil && q.tat == a.To && a.Unused > 0 {
+		r.Returned = true
+		nw := a.To - a.Unused
+		left := nw - now
+		if q.at > now {
+			left -= q.at - now
+		}
+		s.counts.Returned += a.Unused
+		if left <= 0 {
+			delete(s.quotas, k.TAT)
+			q = nil
+		} else {
+			q.tat = nw
+			q.expMS = now/1000 + FloorDiv(left, 1000) + 1
+		}
 	}
-	nw := a.To - a.Unused
-	left := nw - now
-	if q.at > now {
-		left -= q.at - now
+	if a.Member == "" {
+		return r
 	}
-	s.counts.Returned += a.Unused
-	if left <= 0 {
-		delete(s.quotas, key)
-		return true
+	r.Members = 0
+	if m := s.members[k.Members]; m != nil {
+		delete(m.last, a.Member) // ZREM: its calls in order are skipped now
+		m.forget(now/1000 - a.MemberTTL)
+		r.Members = int64(len(m.last))
 	}
-	q.tat = nw
-	q.expMS = now/1000 + FloorDiv(left, 1000) + 1
-	return true
+	switch {
+	case q != nil && r.Members == 0:
+		q.n, q.hasN = 0, false // HDEL: the next call is a heartbeat
+	case q != nil:
+		q.n, q.hasN = r.Members, true
+	}
+	return r
 }
 
 func (s *Store) budget(now time.Time, k BudgetKeys, a BudgetArgs) BudgetReply {
@@ -243,6 +272,61 @@ func (s *Store) SetSchedule(key string, tat, at int64, limit string, now time.Ti
 	s.init()
 	us := now.UnixMicro()
 	s.quotas[key] = &schedule{tat: tat, at: at, expMS: us/1000 + FloorDiv(max(tat-us, 0), 1000) + 1, limit: limit}
+}
+
+// SetMembers writes a quota's members as gcra.lua keeps them: each id's last
+// call, ms of server time, in the order given by the times. It is for tests
+// that start from a given state.
+func (s *Store) SetMembers(key string, last map[string]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	m := &memberSet{last: map[string]int64{}}
+	for id, ms := range last {
+		m.last[id] = ms
+		m.order = append(m.order, memberCall{id, ms})
+	}
+	slices.SortFunc(m.order, func(a, b memberCall) int { return cmp.Compare(a.ms, b.ms) })
+	s.members[key] = m
+}
+
+// SetCount writes the count of members a quota's schedule keeps (its field
+// n), if the schedule exists.
+func (s *Store) SetCount(key string, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	if q := s.quotas[key]; q != nil {
+		q.n, q.hasN = n, true
+	}
+}
+
+// Count returns the count of members the schedule at key keeps as of now,
+// and false when it keeps none (or does not exist).
+func (s *Store) Count(key string, now time.Time) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	q := s.live(key, now.UnixMicro())
+	if q == nil || !q.hasN {
+		return 0, false
+	}
+	return q.n, true
+}
+
+// Members returns the ids of a quota's members, sorted (those older than the
+// TTL are forgotten only by the scripts' calls, as in Redis).
+func (s *Store) Members(key string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	if m := s.members[key]; m != nil {
+		for id := range m.last {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // SetBudget writes a budget's counts per epoch and the configuration of the
