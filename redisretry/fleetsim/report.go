@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/backoffkit/retry/internal/svgplot"
 )
@@ -89,6 +90,11 @@ func WriteTable(w io.Writer, rs ...*Result) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// pad pads s with spaces to n runes (%-*s counts bytes).
+func pad(s string, n int) string {
+	return s + strings.Repeat(" ", max(n-utf8.RuneCountInString(s), 0))
 }
 
 func clip(s string, n int) string {
@@ -215,27 +221,32 @@ func ratePlot(rs []*Result, ref svgplot.Series) *svgplot.Plot {
 // attempts and their number, and the calls refused saturated if any.
 func WriteSteps(w io.Writer, rs ...*Result) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-10s %6s %6s %7s %8s %9s %9s %10s\n", "pacing", "step", "cap/s", "429", "settled", "goodput/s", "of cap", "converged")
+	names, width := make([]string, len(rs)), 10 // the names in full: two alike but for their ends stay apart
 	for i, r := range rs {
-		name := r.Name
-		if name == "" {
-			name = fmt.Sprintf("run %d", i+1)
+		names[i] = r.Name
+		if names[i] == "" {
+			names[i] = fmt.Sprintf("run %d", i+1)
 		}
+		width = max(width, utf8.RuneCountInString(names[i]))
+	}
+	fmt.Fprintf(&b, "%-*s %6s %6s %7s %8s %9s %9s %10s\n", width, "pacing", "step", "cap/s", "429", "settled", "goodput/s", "of cap", "converged")
+	for i, r := range rs {
+		name := pad(names[i], width)
 		for _, st := range r.Steps {
 			conv := "never"
 			if st.Converged >= 0 {
 				conv = fmt.Sprintf("%.0fs", st.Converged)
 			}
-			fmt.Fprintf(&b, "%-10s %5.0fs %6.0f %7s %8s %9.1f %9s %10s\n", clip(name, 10), st.At, st.PerSecond, pct(st.RejectedShare), pct(st.SettledShare), st.Goodput, pct(st.GoodputShare), conv)
+			fmt.Fprintf(&b, "%s %5.0fs %6.0f %7s %8s %9.1f %9s %10s\n", name, st.At, st.PerSecond, pct(st.RejectedShare), pct(st.SettledShare), st.Goodput, pct(st.GoodputShare), conv)
 		}
 		share := 0.0
 		if r.Attempts > 0 {
 			share = float64(r.Rejected) / float64(r.Attempts)
 		}
-		fmt.Fprintf(&b, "%-10s %6s %6s %7s %8s %9s %9s %10s", clip(name, 10), "all", "", pct(share), "", "", "", fmt.Sprintf("%d att.", r.Attempts))
+		fmt.Fprintf(&b, "%s %6s %6s %7s %8s %9s %9s %10s", name, "all", "", pct(share), "", "", "", fmt.Sprintf("%d att.", r.Attempts))
 		b.WriteByte('\n')
 		if r.RefusedSaturated > 0 {
-			fmt.Fprintf(&b, "%-10s %6s  %d calls refused saturated\n", clip(name, 10), "", r.RefusedSaturated)
+			fmt.Fprintf(&b, "%s %6s  %d calls refused saturated\n", name, "", r.RefusedSaturated)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

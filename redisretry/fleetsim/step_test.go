@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 var (
@@ -156,5 +157,39 @@ func TestStepScenarioConfigValid(t *testing.T) {
 	c.Server.Capacity[1].At = 0
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "Server.Capacity[1].At") {
 		t.Errorf("steps out of order: %v", err)
+	}
+}
+
+// WriteSteps writes the runs' names in full, the columns aligned: two
+// names alike but for their ends stay apart.
+func TestWriteStepsKeepsLongNames(t *testing.T) {
+	rs := []*Result{
+		{Name: "auto-200-processés", Attempts: 10, Steps: []StepResult{{PerSecond: 100, Converged: -1}}},
+		{Name: "auto-200-processes-b", Attempts: 10, Steps: []StepResult{{PerSecond: 100, Converged: 3}}},
+	}
+	var b strings.Builder
+	WriteSteps(&b, rs...)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	t.Log("\n" + b.String())
+	if len(lines) != 5 {
+		t.Fatalf("%d lines, want a header and two per run", len(lines))
+	}
+	// end returns where sub ends in line, in runes.
+	end := func(line, sub string) int {
+		i := strings.Index(line, sub)
+		if i < 0 {
+			return -1
+		}
+		return utf8.RuneCountInString(line[:i]) + len(sub)
+	}
+	step := end(lines[0], "step")
+	for i, row := range []struct{ name, step string }{{rs[0].Name, "0s"}, {rs[0].Name, "all"}, {rs[1].Name, "0s"}, {rs[1].Name, "all"}} {
+		line := lines[i+1]
+		if !strings.HasPrefix(line, row.name+" ") {
+			t.Errorf("line %q: want it to begin with the name in full, %q", line, row.name)
+		}
+		if got := end(line, " "+row.step+" "); got-1 != step {
+			t.Errorf("line %q: its step column ends at rune %d, the header's at %d", line, got-1, step)
+		}
 	}
 }

@@ -32,12 +32,18 @@ func Names(s string) []string {
 	return out
 }
 
-// RoundDur rounds d for display: to 1 ms, or 10 ms above 10 s.
+// RoundDur rounds d for display: to 1 ms, or 10 ms above 10 s, and to 1 µs
+// under a millisecond (a duration that is not zero never shows as 0s).
 func RoundDur(d time.Duration) time.Duration {
-	if d >= 10*time.Second {
+	switch {
+	case d >= 10*time.Second:
 		return d.Round(10 * time.Millisecond)
+	case d >= time.Millisecond || d <= -time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d.Round(time.Microsecond) != 0:
+		return d.Round(time.Microsecond) // under a millisecond: not "0s"
 	}
-	return d.Round(time.Millisecond)
+	return d
 }
 
 // MS returns d in milliseconds, rounded to a tenth.

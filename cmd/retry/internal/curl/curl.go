@@ -549,6 +549,9 @@ func (h *HopRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		left := h.Deadline - h.Offset
 		if left <= 0 { // not fetched: not the effective URL, nor a redirect followed
 			closeRequestBody(req)
+			if len(h.URLs) == 0 { // the first hop: there was no redirect
+				return nil, cli.ExitErrorf(ExitTimeout, "the %s passed before the request was sent", h.DeadlineName)
+			}
 			return nil, cli.ExitErrorf(ExitTimeout, "the %s passed before the redirect to %s was followed",
 				h.DeadlineName, httpretry.Redact(req.URL))
 		}

@@ -27,31 +27,48 @@ func TestFileType(t *testing.T) {
 }
 
 // TestHopAfterTheDeadline: a hop that would begin once the --deadline has
-// passed is not sent: exit 28, its body closed, the flag named as typed.
+// passed is not sent: exit 28, its body closed, the flag named as typed;
+// the message says whether it was the request or a redirect.
 func TestHopAfterTheDeadline(t *testing.T) {
-	var sent atomic.Int32
-	h := &HopRecorder{
-		RT: roundTripFunc(func(*http.Request) (*http.Response, error) {
-			sent.Add(1)
-			return nil, errors.New("sent")
-		}),
-		Start: time.Now().Add(-2 * time.Second), Deadline: time.Second, DeadlineName: "--deadline (1s)",
-	}
-	body := &bodyCloses{Reader: strings.NewReader("x")}
-	req, _ := http.NewRequest("POST", "http://127.0.0.1/next?key=s3cr3t", body)
-	resp, err := h.RoundTrip(req)
-	var ee *cli.ExitError
-	if resp != nil || !errors.As(err, &ee) || ee.Code != ExitTimeout || sent.Load() != 0 || body.closed != 1 {
-		t.Fatalf("RoundTrip = %v, %v; sent %d, body closed %d times; want exit %d, nothing sent, the body closed once",
-			resp, err, sent.Load(), body.closed, ExitTimeout)
-	}
-	want := "the --deadline (1s) passed before the redirect to http://127.0.0.1/next?key=REDACTED was followed"
-	if err.Error() != want {
-		t.Errorf("error %q, want %q", err, want)
-	}
 	first := &url.URL{Scheme: "http", Host: "127.0.0.1", Path: "/first"}
-	if u := h.EffectiveURL(first); u != first || len(h.URLs) != 0 {
-		t.Errorf("url_effective %v, %d hops begun; want the first URL: the refused hop was not fetched", u, len(h.URLs))
+	for _, tc := range []struct {
+		name   string
+		before []*url.URL // the hops begun before it
+		want   string
+	}{
+		{"the request", nil, "the --deadline (1s) passed before the request was sent"},
+		{"a redirect", []*url.URL{first}, "the --deadline (1s) passed before the redirect to http://127.0.0.1/next?key=REDACTED was followed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sent atomic.Int32
+			h := &HopRecorder{
+				RT: roundTripFunc(func(*http.Request) (*http.Response, error) {
+					sent.Add(1)
+					return nil, errors.New("sent")
+				}),
+				Start: time.Now().Add(-2 * time.Second), Deadline: time.Second, DeadlineName: "--deadline (1s)",
+				URLs: tc.before,
+			}
+			body := &bodyCloses{Reader: strings.NewReader("x")}
+			req, _ := http.NewRequest("POST", "http://127.0.0.1/next?key=s3cr3t", body)
+			resp, err := h.RoundTrip(req)
+			var ee *cli.ExitError
+			if resp != nil || !errors.As(err, &ee) || ee.Code != ExitTimeout || sent.Load() != 0 || body.closed != 1 {
+				t.Fatalf("RoundTrip = %v, %v; sent %d, body closed %d times; want exit %d, nothing sent, the body closed once",
+					resp, err, sent.Load(), body.closed, ExitTimeout)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error %q, want %q", err, tc.want)
+			}
+			if len(h.URLs) != len(tc.before) {
+				t.Errorf("%d hops begun, want %d: the refused hop was not fetched", len(h.URLs), len(tc.before))
+			}
+			if tc.before == nil {
+				if u := h.EffectiveURL(first); u != first {
+					t.Errorf("url_effective %v, want the first URL: the refused hop was not fetched", u)
+				}
+			}
+		})
 	}
 }
 
