@@ -13,6 +13,7 @@ import (
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // waitLog records the waits the loop announced.
@@ -42,20 +43,10 @@ func (w *waitLog) sum() time.Duration {
 // transport; both are closed when the test ends.
 func chaosBubble(t *testing.T, cfg chaos.Config, f chaos.Fault) (*chaos.Server, *http.Transport) {
 	t.Helper()
-	cfg.Listener = chaos.NewPipeListener()
 	if cfg.Decide == nil {
 		cfg.Decide = func(string, int) chaos.Fault { return f }
 	}
-	s, err := chaos.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := s.Transport(2)
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		s.Close()
-	})
-	return s, tr
+	return testkit.ChaosOnPipe(t, cfg, 2)
 }
 
 // TestChaosMaliciousHintsAreCapped answers every attempt with a 429 whose

@@ -24,19 +24,13 @@ import (
 // and returns it with a transport to it; both are closed when the test ends.
 func stallServer(t *testing.T, faults ...chaos.Fault) (*chaos.Server, *http.Transport) {
 	t.Helper()
-	s, err := chaos.Start(chaos.Config{
-		Listener: chaos.NewPipeListener(), StallMax: time.Hour, RetryAfter: 30 * time.Second,
-		Decide: func(_ string, attempt int) chaos.Fault { return faults[min(attempt, len(faults))-1] },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := s.Transport(4)
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		s.Close()
-	})
-	return s, tr
+	return testkit.ChaosOnPipe(t, chaos.Config{StallMax: time.Hour, RetryAfter: 30 * time.Second, Decide: inTurn(faults...)}, 4)
+}
+
+// inTurn returns a chaos Decide that gives attempt n faults[n-1], the last
+// one repeated.
+func inTurn(faults ...chaos.Fault) func(string, int) chaos.Fault {
+	return func(_ string, attempt int) chaos.Fault { return faults[min(attempt, len(faults))-1] }
 }
 
 // attemptTimes is an Observer that notes when each retry event happened.
@@ -63,21 +57,9 @@ func (a *attemptTimes) observe(_ context.Context, e retry.Event) {
 // goroutine is left behind.
 func TestStalledRetryableBodyDoesNotHoldTheRetry(t *testing.T) {
 	testkit.InBubbleOverHTTP1And2(t, func(t *testing.T, h2 bool) {
-		s, err := chaos.Start(chaos.Config{
-			Listener: chaos.NewPipeListener(), StallMax: time.Hour, RetryAfter: 30 * time.Second, HTTP2: h2,
-			Decide: func(_ string, attempt int) chaos.Fault {
-				if attempt == 1 {
-					return chaos.StallStatus
-				}
-				return chaos.None
-			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := s.Transport(4)
-		defer s.Close()
-		defer base.CloseIdleConnections()
+		s, base := testkit.ChaosOnPipe(t, chaos.Config{
+			StallMax: time.Hour, RetryAfter: 30 * time.Second, HTTP2: h2, Decide: inTurn(chaos.StallStatus, chaos.None),
+		}, 4)
 		at := &attemptTimes{start: time.Now()}
 		rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: at.observe})
 		resp := getX(t, rt)
