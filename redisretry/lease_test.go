@@ -412,8 +412,7 @@ func TestColdCallsBoundedByTheDialTimeout(t *testing.T) {
 	// unknown kind), never past the deadline, then decides alone at a
 	// tenth of the quota (the fleet's size is unknown: DefaultColdFleetSize),
 	// and says so.
-	synctest.Test(t, func(t *testing.T) {
-		leaks := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		mem := newMem()
 		release := mem.setHang()
 		ev := newEvents()
@@ -444,7 +443,6 @@ func TestColdCallsBoundedByTheDialTimeout(t *testing.T) {
 		}
 		release()
 		q.Close()
-		leaks()
 	})
 }
 
