@@ -131,14 +131,8 @@ func TestChaosHintsNeverPassTheDeadline(t *testing.T) {
 					s, base := chaosBubble(t, chaos.Config{RetryAfter: time.Hour, HugeBody: 100}, f)
 					p := retry.Policy{Attempts: 10, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond,
 						Jitter: retry.Zero, MaxRetryAfter: 2 * time.Hour}
-					ctx := context.Background()
-					if viaCtx {
-						var cancel context.CancelFunc
-						ctx, cancel = context.WithTimeout(ctx, 3*time.Second)
-						defer cancel()
-					} else {
-						p.Deadline = 3 * time.Second
-					}
+					var ctx context.Context
+					ctx, p.Deadline = testkit.Deadline(t, context.Background(), viaCtx, 3*time.Second)
 					rt := httpretry.NewTransport(base, p)
 					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://chaos/", nil)
 					req.Header.Set(chaos.HeaderID, "x")
