@@ -46,7 +46,7 @@ func chaosBubble(t *testing.T, cfg chaos.Config, f chaos.Fault) (*chaos.Server, 
 	if cfg.Decide == nil {
 		cfg.Decide = func(string, int) chaos.Fault { return f }
 	}
-	return testkit.ChaosOnPipe(t, cfg, 2)
+	return httpretry.ChaosOnPipe(t, cfg, 2)
 }
 
 // TestChaosMaliciousHintsAreCapped answers every attempt with a 429 whose

@@ -19,12 +19,34 @@ import (
 	"github.com/backoffkit/retry/internal/testkit"
 )
 
+// ChaosOnPipe starts a chaos server configured by cfg on a new in-memory
+// pipe (it replaces cfg.Listener), so that it runs in t's synctest bubble
+// when t is a bubble's, and returns it with a transport to it that keeps up
+// to idle connections alive. Both are closed when the test ends, the
+// transport's idle connections first. A cfg that chaos.Start refuses fails
+// the test. It is exported for the package's external tests
+// (chaos_hints_test.go).
+func ChaosOnPipe(t *testing.T, cfg chaos.Config, idle int) (*chaos.Server, *http.Transport) {
+	t.Helper()
+	cfg.Listener = chaos.NewPipeListener()
+	s, err := chaos.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := s.Transport(idle)
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		s.Close()
+	})
+	return s, tr
+}
+
 // stallServer starts, in the current synctest bubble, a chaos server on a
 // pipe whose attempts get faults[n-1] (the last one repeated) for attempt n,
 // and returns it with a transport to it; both are closed when the test ends.
 func stallServer(t *testing.T, faults ...chaos.Fault) (*chaos.Server, *http.Transport) {
 	t.Helper()
-	return testkit.ChaosOnPipe(t, chaos.Config{StallMax: time.Hour, RetryAfter: 30 * time.Second, Decide: inTurn(faults...)}, 4)
+	return ChaosOnPipe(t, chaos.Config{StallMax: time.Hour, RetryAfter: 30 * time.Second, Decide: inTurn(faults...)}, 4)
 }
 
 // inTurn returns a chaos Decide that gives attempt n faults[n-1], the last
@@ -57,7 +79,7 @@ func (a *attemptTimes) observe(_ context.Context, e retry.Event) {
 // goroutine is left behind.
 func TestStalledRetryableBodyDoesNotHoldTheRetry(t *testing.T) {
 	testkit.InBubbleOverHTTP1And2(t, func(t *testing.T, h2 bool) {
-		s, base := testkit.ChaosOnPipe(t, chaos.Config{
+		s, base := ChaosOnPipe(t, chaos.Config{
 			StallMax: time.Hour, RetryAfter: 30 * time.Second, HTTP2: h2, Decide: inTurn(chaos.StallStatus, chaos.None),
 		}, 4)
 		at := &attemptTimes{start: time.Now()}
