@@ -76,15 +76,9 @@ func TestNeverWaitsPastTheDeadline(t *testing.T) {
 		name := map[bool]string{true: "context deadline", false: "policy deadline"}[useCtx]
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ctx := t.Context()
 				p := Policy{Attempts: 10, Jitter: Zero} // waits 1, 2, 4, 8 s
-				if useCtx {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
-					defer cancel()
-				} else {
-					p.Deadline = 10 * time.Second
-				}
+				var ctx context.Context
+				ctx, p.Deadline = testkit.Deadline(t, t.Context(), useCtx, 10*time.Second)
 				start := time.Now()
 				var last time.Time
 				calls := 0

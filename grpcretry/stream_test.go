@@ -105,28 +105,41 @@ func TestStreamRequestReplayed(t *testing.T) {
 
 func TestStreamNotRetriedAfterFirstMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newTestServer(t)
-		s.items = 1
-		s.end = status.Error(codes.Unavailable, "lost the backend")
-		rec := newRecorder()
-		cc := streamClient(t, s, testPolicy(rec))
-
-		got, err := list(t.Context(), cc, "x")
-		if len(got) != 1 {
-			t.Errorf("received %d messages, want 1", len(got))
-		}
+		rec, _, err := listEndedAfterFirstMessage(t, status.Error(codes.Unavailable, "lost the backend"))
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("err = %v, want the UNAVAILABLE that followed the first message", err)
 		}
-		var re *retry.Error
-		if errors.As(err, &re) {
-			t.Errorf("error after the first message came through the retry loop: %v", err)
-		}
-		s.wantAttempts(t, listMethod, 1)
 		if n := len(rec.Of(retry.EventRetry)); n != 0 {
 			t.Errorf("%d retry events, want 0", n)
 		}
 	})
+}
+
+// listEndedAfterFirstMessage runs, in a synctest bubble, a List whose server
+// sends one message and then ends the stream with end. It checks that the
+// caller got the message, that the error did not come through the retry
+// loop and that the server saw one attempt; it returns the policy's events,
+// how long the List took and the error that ended the stream.
+func listEndedAfterFirstMessage(t *testing.T, end error) (*recorder, time.Duration, error) {
+	t.Helper()
+	s := newTestServer(t)
+	s.items = 1
+	s.end = end
+	rec := newRecorder()
+	cc := streamClient(t, s, testPolicy(rec))
+
+	start := time.Now()
+	got, err := list(t.Context(), cc, "x")
+	took := time.Since(start)
+	if len(got) != 1 {
+		t.Errorf("received %d messages, want 1", len(got))
+	}
+	var re *retry.Error
+	if errors.As(err, &re) {
+		t.Errorf("the error after the first message came through the retry loop: %v", err)
+	}
+	s.wantAttempts(t, listMethod, 1)
+	return rec, took, err
 }
 
 func TestStreamFirstRecvOutcomes(t *testing.T) {
@@ -543,28 +556,13 @@ func TestStreamResourceExhaustedRetryInfoFirst(t *testing.T) {
 // the message, then the status with its RetryInfo, as the server sent it.
 func TestStreamResourceExhaustedAfterFirstMessageNotRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newTestServer(t)
-		s.items = 1
-		s.end = withRetryInfo(codes.ResourceExhausted, 3*time.Second)
-		rec := newRecorder()
-		cc := streamClient(t, s, testPolicy(rec))
-
-		start := time.Now()
-		got, err := list(t.Context(), cc, "x")
-		if len(got) != 1 {
-			t.Errorf("received %d messages, want 1", len(got))
-		}
+		rec, took, err := listEndedAfterFirstMessage(t, withRetryInfo(codes.ResourceExhausted, 3*time.Second))
 		st := status.Convert(err)
 		if st.Code() != codes.ResourceExhausted || len(st.Details()) != 1 {
 			t.Fatalf("err = %v (details %v), want RESOURCE_EXHAUSTED with its RetryInfo", err, st.Details())
 		}
-		var re *retry.Error
-		if errors.As(err, &re) {
-			t.Errorf("the error after the first message came through the retry loop: %v", err)
-		}
-		s.wantAttempts(t, listMethod, 1)
-		if r, g := rec.Of(retry.EventRetry), rec.Of(retry.EventGiveUp); len(r)+len(g) != 0 || time.Since(start) != 0 {
-			t.Errorf("retry events %+v, give-ups %+v after %v; want none, at once", r, g, time.Since(start))
+		if r, g := rec.Of(retry.EventRetry), rec.Of(retry.EventGiveUp); len(r)+len(g) != 0 || took != 0 {
+			t.Errorf("retry events %+v, give-ups %+v after %v; want none, at once", r, g, took)
 		}
 	})
 }

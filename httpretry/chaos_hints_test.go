@@ -13,6 +13,7 @@ import (
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
 	"github.com/backoffkit/retry/internal/chaos"
+	"github.com/backoffkit/retry/internal/testkit"
 )
 
 // waitLog records the waits the loop announced.
@@ -42,20 +43,10 @@ func (w *waitLog) sum() time.Duration {
 // transport; both are closed when the test ends.
 func chaosBubble(t *testing.T, cfg chaos.Config, f chaos.Fault) (*chaos.Server, *http.Transport) {
 	t.Helper()
-	cfg.Listener = chaos.NewPipeListener()
 	if cfg.Decide == nil {
 		cfg.Decide = func(string, int) chaos.Fault { return f }
 	}
-	s, err := chaos.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := s.Transport(2)
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		s.Close()
-	})
-	return s, tr
+	return httpretry.ChaosOnPipe(t, cfg, 2)
 }
 
 // TestChaosMaliciousHintsAreCapped answers every attempt with a 429 whose
@@ -140,14 +131,8 @@ func TestChaosHintsNeverPassTheDeadline(t *testing.T) {
 					s, base := chaosBubble(t, chaos.Config{RetryAfter: time.Hour, HugeBody: 100}, f)
 					p := retry.Policy{Attempts: 10, InitialDelay: time.Millisecond, MaxDelay: time.Millisecond,
 						Jitter: retry.Zero, MaxRetryAfter: 2 * time.Hour}
-					ctx := context.Background()
-					if viaCtx {
-						var cancel context.CancelFunc
-						ctx, cancel = context.WithTimeout(ctx, 3*time.Second)
-						defer cancel()
-					} else {
-						p.Deadline = 3 * time.Second
-					}
+					var ctx context.Context
+					ctx, p.Deadline = testkit.Deadline(t, context.Background(), viaCtx, 3*time.Second)
 					rt := httpretry.NewTransport(base, p)
 					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://chaos/", nil)
 					req.Header.Set(chaos.HeaderID, "x")

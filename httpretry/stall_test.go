@@ -19,24 +19,40 @@ import (
 	"github.com/backoffkit/retry/internal/testkit"
 )
 
-// stallServer starts, in the current synctest bubble, a chaos server on a
-// pipe whose attempts get faults[n-1] (the last one repeated) for attempt n,
-// and returns it with a transport to it; both are closed when the test ends.
-func stallServer(t *testing.T, faults ...chaos.Fault) (*chaos.Server, *http.Transport) {
+// ChaosOnPipe starts a chaos server configured by cfg on a new in-memory
+// pipe (it replaces cfg.Listener), so that it runs in t's synctest bubble
+// when t is a bubble's, and returns it with a transport to it that keeps up
+// to idle connections alive. Both are closed when the test ends, the
+// transport's idle connections first. A cfg that chaos.Start refuses fails
+// the test. It is exported for the package's external tests
+// (chaos_hints_test.go).
+func ChaosOnPipe(t *testing.T, cfg chaos.Config, idle int) (*chaos.Server, *http.Transport) {
 	t.Helper()
-	s, err := chaos.Start(chaos.Config{
-		Listener: chaos.NewPipeListener(), StallMax: time.Hour, RetryAfter: 30 * time.Second,
-		Decide: func(_ string, attempt int) chaos.Fault { return faults[min(attempt, len(faults))-1] },
-	})
+	cfg.Listener = chaos.NewPipeListener()
+	s, err := chaos.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := s.Transport(4)
+	tr := s.Transport(idle)
 	t.Cleanup(func() {
 		tr.CloseIdleConnections()
 		s.Close()
 	})
 	return s, tr
+}
+
+// stallServer starts, in the current synctest bubble, a chaos server on a
+// pipe whose attempts get faults[n-1] (the last one repeated) for attempt n,
+// and returns it with a transport to it; both are closed when the test ends.
+func stallServer(t *testing.T, faults ...chaos.Fault) (*chaos.Server, *http.Transport) {
+	t.Helper()
+	return ChaosOnPipe(t, chaos.Config{StallMax: time.Hour, RetryAfter: 30 * time.Second, Decide: inTurn(faults...)}, 4)
+}
+
+// inTurn returns a chaos Decide that gives attempt n faults[n-1], the last
+// one repeated.
+func inTurn(faults ...chaos.Fault) func(string, int) chaos.Fault {
+	return func(_ string, attempt int) chaos.Fault { return faults[min(attempt, len(faults))-1] }
 }
 
 // attemptTimes is an Observer that notes when each retry event happened.
@@ -63,21 +79,9 @@ func (a *attemptTimes) observe(_ context.Context, e retry.Event) {
 // goroutine is left behind.
 func TestStalledRetryableBodyDoesNotHoldTheRetry(t *testing.T) {
 	testkit.InBubbleOverHTTP1And2(t, func(t *testing.T, h2 bool) {
-		s, err := chaos.Start(chaos.Config{
-			Listener: chaos.NewPipeListener(), StallMax: time.Hour, RetryAfter: 30 * time.Second, HTTP2: h2,
-			Decide: func(_ string, attempt int) chaos.Fault {
-				if attempt == 1 {
-					return chaos.StallStatus
-				}
-				return chaos.None
-			},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		base := s.Transport(4)
-		defer s.Close()
-		defer base.CloseIdleConnections()
+		s, base := ChaosOnPipe(t, chaos.Config{
+			StallMax: time.Hour, RetryAfter: 30 * time.Second, HTTP2: h2, Decide: inTurn(chaos.StallStatus, chaos.None),
+		}, 4)
 		at := &attemptTimes{start: time.Now()}
 		rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: at.observe})
 		resp := getX(t, rt)

@@ -431,19 +431,7 @@ func TestStreamStallPastAttemptTimeout(t *testing.T) {
 	for _, slow := range []time.Duration{5 * time.Second, 20 * time.Second} {
 		t.Run(slow.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s, err := chaos.Start(chaos.Config{Listener: chaos.NewPipeListener(), StallMax: slow,
-					Decide: func(_ string, n int) chaos.Fault {
-						if n == 1 {
-							return chaos.StreamSlowFirst
-						}
-						return chaos.None
-					}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				base := s.Transport(2)
-				defer s.Close()
-				defer base.CloseIdleConnections()
+				s, base := ChaosOnPipe(t, chaos.Config{StallMax: slow, Decide: inTurn(chaos.StreamSlowFirst, chaos.None)}, 2)
 				ev := newEvents()
 				rt := NewTransport(base, retry.Policy{Jitter: retry.Zero, Observer: ev.Observe}, WithAttemptTimeout(10*time.Second))
 				req, _ := http.NewRequest(http.MethodGet, "http://chaos/v1/m:streamGenerateContent?alt=sse", nil)

@@ -518,13 +518,17 @@ func TestPerRequestOverrideMerge(t *testing.T) {
 	})
 }
 
+// badConfig is a case of a policy and options that NewTransport and
+// NewClient must refuse: the error names want.
+type badConfig struct {
+	name string
+	p    retry.Policy
+	opts []Option
+	want string
+}
+
 func TestInvalidOptions(t *testing.T) {
-	tests := []struct {
-		name string
-		p    retry.Policy
-		opts []Option
-		want string
-	}{
+	tests := []badConfig{
 		{"policy", retry.Policy{MaxDelay: -time.Second}, nil, "MaxDelay"},
 		{"buffer", retry.Policy{}, []Option{MaxBufferedBody(-1)}, "MaxBufferedBody(-1)"},
 		{"timeout", retry.Policy{}, []Option{WithAttemptTimeout(-time.Second)}, "WithAttemptTimeout(-1s)"},
@@ -575,12 +579,7 @@ func TestNewClient(t *testing.T) {
 // NewClient as an error naming what is wrong, and NewTransport's result is a
 // *Transport, so Err needs no type assertion.
 func TestNewClientReportsErrors(t *testing.T) {
-	tests := []struct {
-		name string
-		p    retry.Policy
-		opts []Option
-		want string
-	}{
+	tests := []badConfig{
 		{"policy", retry.Policy{Attempts: -2}, nil, "Attempts"},
 		{"option", retry.Policy{}, []Option{MaxBufferedBody(-5)}, "MaxBufferedBody(-5)"},
 		{"both", retry.Policy{MaxDelay: -time.Second}, []Option{WithAttemptTimeout(-time.Second)}, "MaxDelay"},

@@ -140,8 +140,7 @@ func closeAll(fleet []*AutoQuota) {
 // however many processes saw them; an attempt paced at the cut rate that
 // meets a 429 cuts it again.
 func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		check := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		m := newMem()
 		ev := newEvents()
 		c := AutoQuotaConfig{Settings: Settings{Key: "fleet", Observer: ev.Record, Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(100)}
@@ -178,7 +177,6 @@ func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
 			t.Fatalf("%d rate events, want one per cut at least", n)
 		}
 		closeAll(fleet)
-		check()
 	})
 }
 
@@ -186,8 +184,7 @@ func TestAutoQuotaCutsOncePerEpoch(t *testing.T) {
 // cut again, though an attempt paced after the cut ended first; a 429 of
 // one paced after it does.
 func TestAutoQuotaOutOfOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		check := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		m := newMem()
 		c := AutoQuotaConfig{Settings: Settings{Key: "order", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(100), MaxWait: time.Minute}
 		fleet := fleetOf(t, m, 2, c)
@@ -220,14 +217,12 @@ func TestAutoQuotaOutOfOrder(t *testing.T) {
 			}
 		}
 		closeAll(fleet)
-		check()
 	})
 }
 
 // Every process paces on one schedule at the learnt rate.
 func TestAutoQuotaPacesTheFleetAtTheLearntRate(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		check := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		m := newMem()
 		fleet := fleetOf(t, m, 2, AutoQuotaConfig{Settings: Settings{Key: "pace", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(50), MaxWait: time.Minute})
 		start := time.Now()
@@ -252,14 +247,12 @@ func TestAutoQuotaPacesTheFleetAtTheLearntRate(t *testing.T) {
 			t.Fatalf("100 attempts of two processes span %v, want 1.98s (50 a second, no slot lost)", span)
 		}
 		closeAll(fleet)
-		check()
 	})
 }
 
 // MaxWait: an attempt whose slot is further away is refused at once.
 func TestAutoQuotaSaturated(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		check := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		a := fleetOf(t, newMem(), 1, AutoQuotaConfig{Settings: Settings{Key: "sat", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(10), MaxWait: 250 * time.Millisecond})[0]
 		var refused int
 		for range 10 {
@@ -275,15 +268,13 @@ func TestAutoQuotaSaturated(t *testing.T) {
 			t.Fatalf("%d refused, want 7", refused)
 		}
 		a.Close()
-		check()
 	})
 }
 
 // Without Redis the process learns on its own: its 429s cut its rate
 // (once per epoch), never below the floor; it grows back while used.
 func TestAutoQuotaWithoutRedis(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		check := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		m := newMem()
 		logs := &logCounter{}
 		a := fleetOf(t, m, 1, AutoQuotaConfig{Settings: Settings{Key: "down", Logger: slog.New(logs)}, Ceiling: PerSecond(100), Floor: PerSecond(20), MaxWait: time.Minute})[0]
@@ -320,7 +311,6 @@ func TestAutoQuotaWithoutRedis(t *testing.T) {
 		}
 		m.setFail(nil)
 		a.Close()
-		check()
 	})
 }
 
@@ -331,8 +321,7 @@ func TestAutoQuotaWithoutRedis(t *testing.T) {
 // send rate, the Floor: retry http --quota auto in loops got 16 % of the
 // capacity).
 func TestAutoQuotaShortLivedProcessesReport(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		check := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		m := newMem()
 		c := AutoQuotaConfig{Settings: Settings{Key: "short", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(10)}
 		start := time.Now()
@@ -383,7 +372,6 @@ func TestAutoQuotaShortLivedProcessesReport(t *testing.T) {
 		if st.Grown < int64(DefaultAutoRecovery/time.Microsecond)+2e6 {
 			t.Errorf("grown %d µs, want the 3 s the rate held the processes back counted (from %d)", st.Grown, DefaultAutoRecovery/time.Microsecond)
 		}
-		check()
 	})
 }
 
@@ -394,8 +382,7 @@ func TestAutoQuotaShortLivedProcessesReport(t *testing.T) {
 // cuts again, from the same process (its held report did not use up its
 // one report of the epoch).
 func TestAutoQuotaHoldsACutFromTheMeasure(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		check := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		m := newMem()
 		a := fleetOf(t, m, 1, AutoQuotaConfig{Settings: Settings{Key: "hold", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(1000)})[0]
 		// 10 a second for 2.5 s, far below the rate: the fleet measures it.
@@ -424,7 +411,6 @@ func TestAutoQuotaHoldsACutFromTheMeasure(t *testing.T) {
 			t.Fatalf("epoch %d after a 429 past the hint, want 2", st.Epoch)
 		}
 		a.Close()
-		check()
 	})
 }
 
@@ -434,8 +420,7 @@ func TestAutoQuotaHoldsACutFromTheMeasure(t *testing.T) {
 // twice what was served: the next 429 cuts again at once. The processes
 // report what ended, served or rejected, with their calls.
 func TestAutoQuotaDoesNotHoldAFloodedFleet(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		check := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		m := newMem()
 		fleet := fleetOf(t, m, 13, AutoQuotaConfig{Settings: Settings{Key: "flood", Logger: slog.New(&logCounter{})}, Ceiling: PerSecond(1000)})
 		// In one second: 13 attempts paced at the ceiling, 3 served and
@@ -482,6 +467,5 @@ func TestAutoQuotaDoesNotHoldAFloodedFleet(t *testing.T) {
 		for _, a := range fleet[3:] {
 			a.Close()
 		}
-		check()
 	})
 }

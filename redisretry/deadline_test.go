@@ -78,8 +78,7 @@ func (s *stalledLimiters) calls() []struct {
 // failed at their Timeout; from then on no call waits for Redis at all, and
 // each limiter logged one line.
 func TestStalledRedisNeverHoldsPastTheDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		leaks := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		s := newStalled(t)
 		for _, c := range s.calls() {
 			begin := time.Now()
@@ -122,7 +121,6 @@ func TestStalledRedisNeverHoldsPastTheDeadline(t *testing.T) {
 			t.Errorf("log lines %q, want one per limiter", l)
 		}
 		s.close()
-		leaks()
 	})
 }
 
@@ -131,8 +129,7 @@ func TestStalledRedisNeverHoldsPastTheDeadline(t *testing.T) {
 // once, not a decision at the Timeout (nor, for the cooldown, an attempt
 // let through as if nothing happened).
 func TestStalledRedisEndsWithTheContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		leaks := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		s := newStalled(t)
 		for _, c := range s.calls() {
 			ctx, cancel := context.WithCancelCause(t.Context())
@@ -148,7 +145,6 @@ func TestStalledRedisEndsWithTheContext(t *testing.T) {
 			}
 		}
 		s.close()
-		leaks()
 	})
 }
 

@@ -388,8 +388,7 @@ func TestCloseRacesCalls(t *testing.T) {
 	// Close while goroutines call every limiter and round trips are in
 	// flight (each takes 5 ms): every call returns, with a decision or
 	// ErrClosed; Close returns; no goroutine is left.
-	synctest.Test(t, func(t *testing.T) {
-		leaks := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		mem := newMem()
 		mem.latency = func() (time.Duration, time.Duration) { return 2 * time.Millisecond, 3 * time.Millisecond }
 		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(1000)})
@@ -437,7 +436,6 @@ func TestCloseRacesCalls(t *testing.T) {
 		if closedSeen.Load() == 0 {
 			t.Error("no call saw ErrClosed after Close")
 		}
-		leaks()
 	})
 }
 

@@ -774,18 +774,7 @@ func TestQuotaAtABillionPerSecond(t *testing.T) {
 	// without Redis, in one full -race run of the package).
 	q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: testKey(t), Logger: discard, Timeout: time.Minute}, Limit: PerSecond(1_000_000_000)})
 	const n = 40_000
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range n / 8 {
-				if _, err := q.Reserve(context.Background(), time.Now(), time.Time{}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	reserveIn8(t, q, n)
 	q.Close()
 	s := q.Stats()
 	t.Logf("%d requests at 1e9/s: %+v", n, s)

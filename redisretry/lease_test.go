@@ -29,8 +29,7 @@ func TestQuietProcessHoldsNoSlotAhead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerMinute(600)
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: l})
 		for range 30 {
 			if err := q.Wait(t.Context()); err != nil {
 				t.Fatal(err)
@@ -53,8 +52,7 @@ func TestBusyProcessAmortises(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerSecond(2000)
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: l})
 		const n = 5000
 		for range n {
 			if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
@@ -81,8 +79,7 @@ func TestBlockAheadNeverPastTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerSecond(10)
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: l})
 		var wg sync.WaitGroup
 		stop := time.Now().Add(20 * time.Second)
 		for range 20 {
@@ -205,6 +202,23 @@ func reserveAtOnce(t *testing.T, q *Quota, n int) []time.Time {
 	return starts
 }
 
+// reserveIn8 has 8 callers reserve n starts on q between them (n/8 each,
+// one after the other), now, and fails the test on an error.
+func reserveIn8(t *testing.T, q *Quota, n int) {
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range n / 8 {
+				if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // debtOf returns q's debt (units started without Redis, not reserved yet)
 // and how much of it is being reserved now.
 func debtOf(q *Quota) (debt, sending int64) {
@@ -313,8 +327,7 @@ func TestDebtReservedWhenRedisAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerSecond(10)
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l, FleetSize: 1})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: l, FleetSize: 1})
 		q.Wait(t.Context())
 		mem.setFail(errTestDown)
 		begin := time.Now()
@@ -355,8 +368,7 @@ func TestFlushReservesTheGrantedStartsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
 		l := PerSecond(10)
-		a, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
-		defer a.Close()
+		a := quotaOnMem(t, mem, QuotaConfig{Limit: l})
 		last := slices.MaxFunc(reserveAtOnce(t, a, 20), time.Time.Compare)
 		mem.store.Flush()
 		// a's next round trip (a's lease may hold a few slots more).
@@ -366,8 +378,7 @@ func TestFlushReservesTheGrantedStartsAgain(t *testing.T) {
 			}
 		}
 		time.Sleep(time.Millisecond) // the debt's round trip
-		b, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
-		defer b.Close()
+		b := quotaOnMem(t, mem, QuotaConfig{Limit: l})
 		s, err := b.Reserve(t.Context(), time.Now(), time.Time{})
 		if err != nil || s.Before(last) {
 			t.Fatalf("another process's first start at %v after a flush, before the last start granted (%v): %v", s.Sub(time.Now()), last.Sub(time.Now()), err)
@@ -401,8 +412,7 @@ func TestColdCallsBoundedByTheDialTimeout(t *testing.T) {
 	// unknown kind), never past the deadline, then decides alone at a
 	// tenth of the quota (the fleet's size is unknown: DefaultColdFleetSize),
 	// and says so.
-	synctest.Test(t, func(t *testing.T) {
-		leaks := noLeaks(t)
+	leakFree(t, func(t *testing.T) {
 		mem := newMem()
 		release := mem.setHang()
 		ev := newEvents()
@@ -433,7 +443,6 @@ func TestColdCallsBoundedByTheDialTimeout(t *testing.T) {
 		}
 		release()
 		q.Close()
-		leaks()
 	})
 }
 
@@ -443,23 +452,9 @@ func TestExtremeRateAmortises(t *testing.T) {
 	// a microsecond's worth (1,000 requests), handed out exactly: not a
 	// round trip per request.
 	synctest.Test(t, func(t *testing.T) {
-		mem := newMem()
-		l := PerSecond(1_000_000_000)
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
-		defer q.Close()
+		q := quotaOnMem(t, newMem(), QuotaConfig{Limit: PerSecond(1_000_000_000)})
 		const n = 100_000
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Go(func() {
-				for range n / 8 {
-					if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+		reserveIn8(t, q, n)
 		if rts := q.Stats().RoundTrips; rts > n/500 {
 			t.Fatalf("%d round trips for %d requests at 1e9/s, want at most one per 500", rts, n)
 		}
@@ -489,8 +484,7 @@ func TestLeaseGrowsFarBelowTheQuota(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := newMem()
 				l := PerSecond(tc.rate)
-				q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l, Lease: tc.lease})
-				defer q.Close()
+				q := quotaOnMem(t, mem, QuotaConfig{Limit: l, Lease: tc.lease})
 				const n = 8000
 				for range n {
 					if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {

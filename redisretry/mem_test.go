@@ -112,3 +112,15 @@ func noLeaks(t *testing.T) func() {
 		}
 	}
 }
+
+// leakFree runs f in a synctest bubble and then checks that every goroutine
+// started since f began has ended (f closes what it opened): the goroutines
+// left are reported as an error. A test that f ends with t.Fatal skips the
+// check.
+func leakFree(t *testing.T, f func(t *testing.T)) {
+	synctest.Test(t, func(t *testing.T) {
+		check := noLeaks(t)
+		f(t)
+		check()
+	})
+}

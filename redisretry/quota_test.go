@@ -155,11 +155,29 @@ var lastTrace string
 
 var discard = slog.New(slog.DiscardHandler)
 
+// quotaOnMem returns a Quota on mem (an in-memory Redis) configured by c, its Key "k" and its
+// Logger discard where c sets none, closed when the test ends (in a synctest
+// bubble, before the bubble's goroutines are waited for).
+func quotaOnMem(t *testing.T, mem runner, c QuotaConfig) *Quota {
+	t.Helper()
+	if c.Key == "" {
+		c.Key = "k"
+	}
+	if c.Logger == nil {
+		c.Logger = discard
+	}
+	q, err := newQuota(mem, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
 func TestQuotaDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(1)})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: PerSecond(1)})
 		now := time.Now()
 		// The first slot is free now, the next one a second later.
 		if s, err := q.Reserve(t.Context(), now, time.Time{}); err != nil || !s.Equal(now) {
@@ -192,8 +210,7 @@ func TestQuotaDeadline(t *testing.T) {
 func TestQuotaWaitCancelledGivesBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(1)})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: PerSecond(1)})
 		if err := q.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -217,8 +234,7 @@ func TestQuotaCost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// 6000 tokens per minute: a 1000-token request takes 10 s of it.
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerMinute(6000)})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: PerMinute(6000)})
 		ctx := WithCost(t.Context(), 1000)
 		begin := time.Now()
 		var at []time.Duration
@@ -289,8 +305,7 @@ func TestQuotaWaitsForEarliest(t *testing.T) {
 		// of another call is not delayed by it, and the slot is counted
 		// when the attempt is sent.
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(10)})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: PerSecond(10)})
 		now := time.Now()
 		done := make(chan time.Time)
 		go func() {
@@ -382,8 +397,7 @@ func TestQuotaAfterCooldownIsPaced(t *testing.T) {
 func TestQuotaWithRetryDo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerSecond(2)})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: PerSecond(2)})
 		p := retry.Policy{Pacer: q, Jitter: retry.Zero, InitialDelay: 100 * time.Millisecond}
 		var starts []time.Duration
 		begin := time.Now()
@@ -494,8 +508,7 @@ func TestQuotaCostBeyondTheQuota(t *testing.T) {
 		// worth of a 6000-per-minute schedule would hold up the fleet for
 		// a century).
 		mem := newMem()
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: PerMinute(6000)})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: PerMinute(6000)})
 		for _, n := range []int64{6001, 1 << 40, 1 << 62, math.MaxInt64} {
 			_, err := q.Reserve(WithCost(t.Context(), n), time.Now(), time.Time{})
 			if err == nil || !strings.Contains(err.Error(), "exceeds the fleet quota of 6000/1m0s") {
@@ -700,8 +713,7 @@ func TestRefillsHeartbeatOncePerSecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := &beatCounter{memBackend: newMem()}
 		l := PerSecond(2000)
-		q, _ := newQuota(mem, QuotaConfig{Settings: Settings{Key: "k", Logger: discard}, Limit: l})
-		defer q.Close()
+		q := quotaOnMem(t, mem, QuotaConfig{Limit: l})
 		members := func() int64 {
 			q.mu.Lock()
 			defer q.mu.Unlock()
