@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/backoffkit/retry/internal/enum"
 	"github.com/backoffkit/retry/internal/errchain"
 )
 
@@ -35,12 +36,7 @@ const (
 var reasonNames = [...]string{"none", "attempts", "deadline", "context", "permanent", "budget", "throttled"}
 
 // String returns the reason's name ("attempts", "deadline", ...).
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return fmt.Sprintf("Reason(%d)", uint8(r))
-}
+func (r Reason) String() string { return enum.Name(r, "Reason", reasonNames[:]...) }
 
 // ErrBudgetExhausted matches (with errors.Is) an [*Error] whose retry was
 // refused by the policy's Budget.

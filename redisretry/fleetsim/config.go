@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/enum"
 	"github.com/backoffkit/retry/redisretry"
 )
 
@@ -132,12 +133,7 @@ const (
 var shapeNames = [...]string{"poisson", "constant", "jittered", "bursts", "ramp"}
 
 // String returns the shape's name, e.g. "poisson".
-func (s Shape) String() string {
-	if int(s) < len(shapeNames) {
-		return shapeNames[s]
-	}
-	return fmt.Sprintf("Shape(%d)", uint8(s))
-}
+func (s Shape) String() string { return enum.Name(s, "Shape", shapeNames[:]...) }
 
 // Dist is a latency: Min plus an exponential tail of mean Mean−Min (Mean
 // equal to Min: a constant).
@@ -241,12 +237,7 @@ const (
 var faultNames = [...]string{"", "slow-replies", "partition", "flush", "restart", "kill", "clock-step", "overload", "stall", "slow-connect"}
 
 // String returns the fault's name, e.g. "partition".
-func (k FaultKind) String() string {
-	if int(k) < len(faultNames) && k != 0 {
-		return faultNames[k]
-	}
-	return fmt.Sprintf("FaultKind(%d)", uint8(k))
-}
+func (k FaultKind) String() string { return enum.Name(k, "FaultKind", faultNames[:]...) }
 
 // Defaults.
 const (
