@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -253,6 +254,21 @@ var (
 	defaultServer = Dist{Min: 10 * time.Millisecond, Mean: 10 * time.Millisecond}
 )
 
+// validLimiter checks the limiter config that field of a Config points to,
+// if it is set: its error, if any, wrapped with the field's name.
+func validLimiter[C any, P interface {
+	*C
+	Validate() error
+}](field string, p P) error {
+	if p == nil {
+		return nil
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("fleetsim: invalid Config.%s: %w", field, err)
+	}
+	return nil
+}
+
 // Validate reports the first invalid field of c, naming it and its value.
 func (c Config) Validate() error {
 	bad := func(field string, v any, want string) error {
@@ -276,15 +292,8 @@ func (c Config) Validate() error {
 	case c.Adaptive && c.Quota != nil:
 		return bad("Adaptive", true, "want one way to pace: Quota, Auto or Adaptive")
 	}
-	if c.Quota != nil {
-		if err := c.Quota.Validate(); err != nil {
-			return fmt.Errorf("fleetsim: invalid Config.Quota: %w", err)
-		}
-	}
-	if c.Auto != nil {
-		if err := c.Auto.Validate(); err != nil {
-			return fmt.Errorf("fleetsim: invalid Config.Auto: %w", err)
-		}
+	if err := cmp.Or(validLimiter("Quota", c.Quota), validLimiter("Auto", c.Auto)); err != nil {
+		return err
 	}
 	for i, st := range c.Server.Capacity {
 		switch {
@@ -296,15 +305,8 @@ func (c Config) Validate() error {
 			return bad(fmt.Sprintf("Server.Capacity[%d].At", i), st.At, "want after the step before")
 		}
 	}
-	if c.Budget != nil {
-		if err := c.Budget.Validate(); err != nil {
-			return fmt.Errorf("fleetsim: invalid Config.Budget: %w", err)
-		}
-	}
-	if c.Cooldown != nil {
-		if err := c.Cooldown.Validate(); err != nil {
-			return fmt.Errorf("fleetsim: invalid Config.Cooldown: %w", err)
-		}
+	if err := cmp.Or(validLimiter("Budget", c.Budget), validLimiter("Cooldown", c.Cooldown)); err != nil {
+		return err
 	}
 	p := c.Policy
 	switch {
