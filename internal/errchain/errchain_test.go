@@ -13,11 +13,22 @@ import (
 type named string
 
 func (n named) Error() string { return string(n) }
+func (n named) name() string  { return string(n) }
 
-// nameOf returns the name of a named error, else "".
+// label is a named error that wraps another.
+type label struct {
+	named
+	next error
+}
+
+func (l label) Unwrap() error { return l.next }
+
+// nameOf returns the name of a named error or label, else "".
 func nameOf(e error) string {
-	n, _ := e.(named)
-	return string(n)
+	if n, ok := e.(interface{ name() string }); ok {
+		return n.name()
+	}
+	return ""
 }
 
 // ptrErr is a pointer error whose methods panic on a nil receiver.
@@ -31,80 +42,66 @@ type uncomparable struct{ list []string }
 
 func (u uncomparable) Error() string { return strings.Join(u.list, ",") }
 
+// panics stands for a walk that panics: Find calls the Unwrap method of a
+// nil pointer, whose dereference panics.
+const panics = "PANIC"
+
 func TestFind(t *testing.T) {
 	var nilPtr *ptrErr
 	tests := []struct {
-		name string
-		err  error
-		want string
+		name            string
+		err             error
+		find, beforeNil string // what Find and FindBeforeNil return
 	}{
-		{"nil", nil, ""},
-		{"no match", io.EOF, ""},
-		{"itself", named("a"), "a"},
-		{"under %w", fmt.Errorf("x: %w", fmt.Errorf("y: %w", named("a"))), "a"},
-		{"outermost first", fmt.Errorf("x: %w", named("outer")), "outer"},
+		{"nil", nil, "", ""},
+		{"no match", io.EOF, "", ""},
+		{"itself", named("a"), "a", "a"},
+		{"under %w", fmt.Errorf("x: %w", fmt.Errorf("y: %w", named("a"))), "a", "a"},
+		{"outermost first", fmt.Errorf("x: %w", label{"outer", named("inner")}), "outer", "outer"},
+		{"through a match's own chain", label{"", fmt.Errorf("x: %w", named("inner"))}, "inner", "inner"},
 		{"depth first: the first branch's depth before the second branch",
-			errors.Join(fmt.Errorf("x: %w", named("deep-first")), named("second")), "deep-first"},
-		{"second branch", errors.Join(io.EOF, named("second")), "second"},
-		{"nil entries in a join skipped", fmt.Errorf("%w %w", io.EOF, named("b")), "b"},
-		{"a join ends the walk when no branch matches", errors.Join(io.EOF, io.ErrUnexpectedEOF), ""},
-		{"through a pointer wrapper", &ptrErr{named("p")}, "p"},
-		{"Unwrap returns nil", &ptrErr{}, ""},
-		{"Find does not check for nil pointers: a nil pointer's Unwrap panics", fmt.Errorf("x: %w", error(nilPtr)), "PANIC"},
-	}
-	for _, tt := range tests {
-		got, panicked := findRecover(tt.err, nameOf, Find[string])
-		if tt.want == "PANIC" {
-			if !panicked {
-				t.Errorf("%s: Find = %q, want the panic of the nil pointer's Unwrap (Find does not check)", tt.name, got)
-			}
-			continue
-		}
-		if panicked || got != tt.want {
-			t.Errorf("%s: Find = %q (panicked %v), want %q", tt.name, got, panicked, tt.want)
-		}
-	}
-}
-
-func findRecover(err error, f func(error) string, find func(error, func(error) string) string) (s string, panicked bool) {
-	defer func() {
-		if recover() != nil {
-			panicked = true
-		}
-	}()
-	return find(err, f), false
-}
-
-func TestFindBeforeNil(t *testing.T) {
-	var nilPtr *ptrErr
-	tests := []struct {
-		name string
-		err  error
-		want string
-	}{
-		{"nil", nil, ""},
-		{"itself", named("a"), "a"},
-		{"under %w", fmt.Errorf("x: %w", named("a")), "a"},
-		{"a nil pointer itself", error(nilPtr), ""},
-		{"a nil pointer ends its branch", fmt.Errorf("x: %w", error(nilPtr)), ""},
-		{"a match before the nil pointer", &ptrErr{fmt.Errorf("%w", named("before"))}, "before"},
+			errors.Join(fmt.Errorf("x: %w", named("deep-first")), named("second")), "deep-first", "deep-first"},
+		{"second branch", errors.Join(io.EOF, named("second")), "second", "second"},
+		{"two %w", fmt.Errorf("%w %w", io.EOF, named("b")), "b", "b"},
+		{"a join ends the walk when no branch matches", errors.Join(io.EOF, io.ErrUnexpectedEOF), "", ""},
+		{"through a pointer wrapper", &ptrErr{named("p")}, "p", "p"},
+		{"Unwrap returns nil", &ptrErr{}, "", ""},
+		{"a nil pointer itself", error(nilPtr), panics, ""},
+		{"a nil pointer under %w", fmt.Errorf("x: %w", error(nilPtr)), panics, ""},
+		{"a match before the nil pointer", &ptrErr{fmt.Errorf("%w", named("before"))}, "before", "before"},
 		{"a nil pointer in one branch, the match in the next",
-			errors.Join(fmt.Errorf("x: %w", error(nilPtr)), named("next")), "next"},
-		{"a nil pointer under a non-nil one", &ptrErr{error(nilPtr)}, ""},
+			errors.Join(fmt.Errorf("x: %w", error(nilPtr)), named("next")), panics, "next"},
+		{"a nil pointer under a non-nil one", &ptrErr{error(nilPtr)}, panics, ""},
 	}
 	for _, tt := range tests {
-		got, panicked := findRecover(tt.err, nameOf, FindBeforeNil[string])
-		if panicked || got != tt.want {
-			t.Errorf("%s: FindBeforeNil = %q (panicked %v), want %q", tt.name, got, panicked, tt.want)
+		for _, w := range []struct {
+			fn   string
+			find func(error, func(error) string) string
+			want string
+		}{{"Find", Find[string], tt.find}, {"FindBeforeNil", FindBeforeNil[string], tt.beforeNil}} {
+			got := findRecover(tt.err, nameOf, w.find)
+			if got != w.want {
+				t.Errorf("%s: %s = %q, want %q", tt.name, w.fn, got, w.want)
+			}
 		}
 	}
-	// f is never called with a nil pointer.
+	// FindBeforeNil never calls f with a nil pointer.
 	FindBeforeNil(errors.Join(error(nilPtr), &ptrErr{error(nilPtr)}), func(e error) bool {
 		if p, ok := e.(*ptrErr); ok && p == nil {
 			t.Error("f called with a nil *ptrErr")
 		}
 		return false
 	})
+}
+
+// findRecover returns find's result, or panics if it panicked.
+func findRecover(err error, f func(error) string, find func(error, func(error) string) string) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = panics
+		}
+	}()
+	return find(err, f)
 }
 
 // Results of an interface type are compared with nil only: an
