@@ -332,8 +332,6 @@ func call(ctx context.Context, p *Policy, fn func(context.Context) error, deadli
 	return fn(actx)
 }
 
-func isPermanentErr(e error) bool { _, ok := e.(*permanentError); return ok }
-
 func observe(ctx context.Context, p *Policy, e Event) {
 	if p.Observer != nil {
 		p.Observer(ctx, e)

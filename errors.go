@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/backoffkit/retry/internal/enum"
+	"github.com/backoffkit/retry/internal/errchain"
 )
 
 // Reason says why the loop stopped retrying.
@@ -33,12 +36,7 @@ const (
 var reasonNames = [...]string{"none", "attempts", "deadline", "context", "permanent", "budget", "throttled"}
 
 // String returns the reason's name ("attempts", "deadline", ...).
-func (r Reason) String() string {
-	if int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return fmt.Sprintf("Reason(%d)", uint8(r))
-}
+func (r Reason) String() string { return enum.Name(r, "Reason", reasonNames[:]...) }
 
 // ErrBudgetExhausted matches (with errors.Is) an [*Error] whose retry was
 // refused by the policy's Budget.
@@ -105,10 +103,10 @@ func (e *Error) Timeout() bool {
 }
 
 func isTimeout(err error) bool {
-	return find(err, func(e error) bool {
+	return errchain.Find(err, func(e error) bool {
 		t, ok := e.(interface{ Timeout() bool })
 		return ok && t.Timeout()
-	}) != nil
+	})
 }
 
 // Unwrap returns the last error and the cause, those that are set.
@@ -141,6 +139,12 @@ type permanentError struct {
 func (p *permanentError) Error() string { return p.err.Error() }
 func (p *permanentError) Unwrap() error { return p.err }
 
+// asPermanent returns e as a *permanentError, or nil.
+func asPermanent(e error) *permanentError {
+	p, _ := e.(*permanentError)
+	return p
+}
+
 // Permanent marks err as not retryable: the loop stops at once and returns
 // err itself (the mark removed). Permanent(nil) is nil. The mark is found
 // anywhere in the error's chain, so fmt.Errorf("...: %w", Permanent(err))
@@ -169,7 +173,7 @@ func Unretryable(err error) error {
 // IsPermanent reports whether err's chain holds an error marked with
 // [Permanent].
 func IsPermanent(err error) bool {
-	return find(err, func(e error) bool { _, ok := e.(*permanentError); return ok }) != nil
+	return errchain.Find(err, asPermanent) != nil
 }
 
 type hintError struct {
@@ -197,33 +201,12 @@ func After(err error, d time.Duration) error {
 // RetryAfter returns the server hint carried by err's chain, if any
 // (see [After]).
 func RetryAfter(err error) (time.Duration, bool) {
-	e := find(err, func(e error) bool { _, ok := e.(interface{ RetryAfter() time.Duration }); return ok })
-	if e == nil {
+	h := errchain.Find(err, func(e error) interface{ RetryAfter() time.Duration } {
+		h, _ := e.(interface{ RetryAfter() time.Duration })
+		return h
+	})
+	if h == nil {
 		return 0, false
 	}
-	return max(e.(interface{ RetryAfter() time.Duration }).RetryAfter(), 0), true
-}
-
-// find walks err's chain (depth first, both Unwrap forms) without allocating
-// and returns the first error for which match is true.
-func find(err error, match func(error) bool) error {
-	for err != nil {
-		if match(err) {
-			return err
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if f := find(e, match); f != nil {
-					return f
-				}
-			}
-			return nil
-		default:
-			return nil
-		}
-	}
-	return nil
+	return max(h.RetryAfter(), 0), true
 }

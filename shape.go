@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/backoffkit/retry/internal/enum"
 )
 
 // Shape selects the formula that turns a retry number into a wait. In the
@@ -77,12 +80,7 @@ var shapeNames = [...]string{
 }
 
 // String returns the shape's name as used by the CLI and the simulator.
-func (s Shape) String() string {
-	if s < shapeCount {
-		return shapeNames[s]
-	}
-	return fmt.Sprintf("Shape(%d)", uint8(s))
-}
+func (s Shape) String() string { return enum.Name(s, "Shape", shapeNames[:]...) }
 
 // MarshalText returns the shape's name (see [Shape.String]), so that a
 // Shape in JSON or another text format reads "full", not a number. The zero
@@ -106,10 +104,8 @@ func (s *Shape) UnmarshalText(text []byte) error {
 
 // ParseShape returns the Shape with the given name (see [Shape.String]).
 func ParseShape(name string) (Shape, error) {
-	for i, n := range shapeNames[ShapeGoogle:] {
-		if n == name {
-			return ShapeGoogle + Shape(i), nil
-		}
+	if i := slices.Index(shapeNames[ShapeGoogle:], name); i >= 0 { // not 0: its name is ShapeGoogle's
+		return ShapeGoogle + Shape(i), nil
 	}
 	return 0, fmt.Errorf("retry: unknown shape %q (want one of google, none, full, equal, decorrelated, grpc, jitter-at-cap)", name)
 }

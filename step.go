@@ -1,6 +1,10 @@
 package retry
 
-import "time"
+import (
+	"time"
+
+	"github.com/backoffkit/retry/internal/errchain"
+)
 
 // Step is the loop's decision after a failed attempt; see [Policy.Next].
 type Step struct {
@@ -78,8 +82,8 @@ func (p *Policy) next(attempt int, prev time.Duration, err error, now, deadline 
 // halts reports whether err stops the loop as it is ([Permanent],
 // [Unretryable], Policy.Retryable) and, if so, how the limiters record it.
 func (p *Policy) halts(err error) (halt, ok bool) {
-	if pe := find(err, isPermanentErr); pe != nil {
-		return true, !pe.(*permanentError).transient
+	if pe := errchain.Find(err, asPermanent); pe != nil {
+		return true, !pe.transient
 	}
 	if p.Retryable != nil && !p.Retryable(err) {
 		return true, true

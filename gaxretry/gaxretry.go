@@ -74,6 +74,7 @@ import (
 
 	"github.com/backoffkit/retry"
 	"github.com/backoffkit/retry/httpretry"
+	"github.com/backoffkit/retry/internal/errchain"
 	gax "github.com/googleapis/gax-go/v2"
 	"github.com/googleapis/gax-go/v2/apierror"
 	"google.golang.org/api/googleapi"
@@ -240,27 +241,9 @@ func (r *retryer) retryable(err error, ae *apierror.APIError, ge *googleapi.Erro
 // context.DeadlineExceeded with an Is method, and they are network timeouts
 // to retry.
 func contextDeadline(err error) bool {
-	for err != nil {
-		// No panic: == panics only for two values of one uncomparable
-		// type, and the sentinel's type is comparable.
-		if err == context.DeadlineExceeded {
-			return true
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if contextDeadline(e) {
-					return true
-				}
-			}
-			return false
-		default:
-			return false
-		}
-	}
-	return false
+	// No panic: == panics only for two values of one uncomparable type, and
+	// the sentinel's type is comparable.
+	return errchain.Find(err, func(e error) bool { return e == context.DeadlineExceeded })
 }
 
 // transient reports whether err is a network failure worth retrying, by

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/backoffkit/retry/httpretry"
+	"github.com/backoffkit/retry/internal/errchain"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
@@ -39,7 +40,10 @@ func ErrorType(err error) string {
 	if err == nil {
 		return semconv.ErrorTypeOther.Value.AsString()
 	}
-	if s := find(err, func(e error) string {
+	// Each search of the chain ends at a nil pointer in it
+	// (FindBeforeNil): its methods would likely panic, and an observer
+	// must not.
+	if s := errchain.FindBeforeNil(err, func(e error) string {
 		if et, ok := e.(interface{ ErrorType() string }); ok {
 			return et.ErrorType()
 		}
@@ -47,19 +51,19 @@ func ErrorType(err error) string {
 	}); s != "" {
 		return s
 	}
-	if s := find(err, httpStatus); s != "" {
+	if s := errchain.FindBeforeNil(err, httpStatus); s != "" {
 		return s
 	}
-	if s := find(err, grpcCode); s != "" {
+	if s := errchain.FindBeforeNil(err, grpcCode); s != "" {
 		return s
 	}
-	if s := find(err, attemptClass); s != "" {
+	if s := errchain.FindBeforeNil(err, attemptClass); s != "" {
 		return s
 	}
-	if s := find(err, contextErr); s != "" {
+	if s := errchain.FindBeforeNil(err, contextErr); s != "" {
 		return s
 	}
-	if s := find(err, timeout); s != "" {
+	if s := errchain.FindBeforeNil(err, timeout); s != "" {
 		return s
 	}
 	return typeName(unwrapOurs(err))
@@ -103,34 +107,6 @@ func attemptClass(e error) string {
 func timeout(e error) string {
 	if ne, ok := e.(net.Error); ok && ne.Timeout() {
 		return "timeout"
-	}
-	return ""
-}
-
-// find walks err's chain depth first (both Unwrap forms) and returns the
-// first non-empty result of f. A nil pointer in the chain ends it: its
-// methods would likely panic, and an observer must not.
-func find(err error, f func(error) string) string {
-	for err != nil {
-		if v := reflect.ValueOf(err); v.Kind() == reflect.Pointer && v.IsNil() {
-			return ""
-		}
-		if s := f(err); s != "" {
-			return s
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if s := find(e, f); s != "" {
-					return s
-				}
-			}
-			return ""
-		default:
-			return ""
-		}
 	}
 	return ""
 }

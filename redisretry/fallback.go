@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/backoffkit/retry/internal/enum"
 	"github.com/backoffkit/retry/redisretry/internal/backend"
 )
 
@@ -44,15 +45,7 @@ const (
 )
 
 // String returns "local", "open" or "closed".
-func (m FailureMode) String() string { return enumName(m, "FailureMode", "local", "open", "closed") }
-
-// enumName returns v's name, names[v], or "typ(v)" if it has none.
-func enumName[T ~uint8](v T, typ string, names ...string) string {
-	if int(v) < len(names) && names[v] != "" {
-		return names[v]
-	}
-	return fmt.Sprintf("%s(%d)", typ, uint8(v))
-}
+func (m FailureMode) String() string { return enum.Name(m, "FailureMode", "local", "open", "closed") }
 
 // State is a limiter's health: whether it decides with Redis or on its own.
 type State uint8
@@ -68,7 +61,7 @@ const (
 )
 
 // String returns "redis", "fallback" or "closed".
-func (s State) String() string { return enumName(s, "State", "redis", "fallback", "closed") }
+func (s State) String() string { return enum.Name(s, "State", "redis", "fallback", "closed") }
 
 // ErrUnavailable is wrapped by the error a fail-closed quota or cooldown
 // returns while Redis is unavailable.
@@ -106,7 +99,7 @@ const (
 
 // String returns the kind's name ("fallback", "recovered", ...).
 func (k EventKind) String() string {
-	return enumName(k, "EventKind", "", "fallback", "recovered", "refill", "quota-wait", "cooldown-wait", "hint", "rate")
+	return enum.Name(k, "EventKind", "", "fallback", "recovered", "refill", "quota-wait", "cooldown-wait", "hint", "rate")
 }
 
 // Event is what an [Observer] receives.

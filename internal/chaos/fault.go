@@ -2,7 +2,10 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/backoffkit/retry/internal/enum"
 )
 
 // Fault is one misbehaviour the server can apply to a request.
@@ -130,19 +133,12 @@ var faultNames = [...]string{
 }
 
 // String returns the fault's name, e.g. "reset-mid-body".
-func (f Fault) String() string {
-	if f < numFaults {
-		return faultNames[f]
-	}
-	return fmt.Sprintf("Fault(%d)", uint8(f))
-}
+func (f Fault) String() string { return enum.Name(f, "Fault", faultNames[:]...) }
 
 // ParseFault returns the Fault with the given name (see Fault.String).
 func ParseFault(name string) (Fault, error) {
-	for i, n := range faultNames {
-		if n == name {
-			return Fault(i), nil
-		}
+	if i := slices.Index(faultNames[:], name); i >= 0 {
+		return Fault(i), nil
 	}
 	return 0, fmt.Errorf("chaos: unknown fault %q (want one of %s)", name, strings.Join(faultNames[:], ", "))
 }

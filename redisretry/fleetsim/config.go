@@ -1,11 +1,13 @@
 package fleetsim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/backoffkit/retry"
+	"github.com/backoffkit/retry/internal/enum"
 	"github.com/backoffkit/retry/redisretry"
 )
 
@@ -132,12 +134,7 @@ const (
 var shapeNames = [...]string{"poisson", "constant", "jittered", "bursts", "ramp"}
 
 // String returns the shape's name, e.g. "poisson".
-func (s Shape) String() string {
-	if int(s) < len(shapeNames) {
-		return shapeNames[s]
-	}
-	return fmt.Sprintf("Shape(%d)", uint8(s))
-}
+func (s Shape) String() string { return enum.Name(s, "Shape", shapeNames[:]...) }
 
 // Dist is a latency: Min plus an exponential tail of mean Mean−Min (Mean
 // equal to Min: a constant).
@@ -241,12 +238,7 @@ const (
 var faultNames = [...]string{"", "slow-replies", "partition", "flush", "restart", "kill", "clock-step", "overload", "stall", "slow-connect"}
 
 // String returns the fault's name, e.g. "partition".
-func (k FaultKind) String() string {
-	if int(k) < len(faultNames) && k != 0 {
-		return faultNames[k]
-	}
-	return fmt.Sprintf("FaultKind(%d)", uint8(k))
-}
+func (k FaultKind) String() string { return enum.Name(k, "FaultKind", faultNames[:]...) }
 
 // Defaults.
 const (
@@ -261,6 +253,21 @@ var (
 	defaultRedis  = Dist{Min: 100 * time.Microsecond, Mean: 300 * time.Microsecond}
 	defaultServer = Dist{Min: 10 * time.Millisecond, Mean: 10 * time.Millisecond}
 )
+
+// validLimiter checks the limiter config that field of a Config points to,
+// if it is set: its error, if any, wrapped with the field's name.
+func validLimiter[C any, P interface {
+	*C
+	Validate() error
+}](field string, p P) error {
+	if p == nil {
+		return nil
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("fleetsim: invalid Config.%s: %w", field, err)
+	}
+	return nil
+}
 
 // Validate reports the first invalid field of c, naming it and its value.
 func (c Config) Validate() error {
@@ -285,15 +292,8 @@ func (c Config) Validate() error {
 	case c.Adaptive && c.Quota != nil:
 		return bad("Adaptive", true, "want one way to pace: Quota, Auto or Adaptive")
 	}
-	if c.Quota != nil {
-		if err := c.Quota.Validate(); err != nil {
-			return fmt.Errorf("fleetsim: invalid Config.Quota: %w", err)
-		}
-	}
-	if c.Auto != nil {
-		if err := c.Auto.Validate(); err != nil {
-			return fmt.Errorf("fleetsim: invalid Config.Auto: %w", err)
-		}
+	if err := cmp.Or(validLimiter("Quota", c.Quota), validLimiter("Auto", c.Auto)); err != nil {
+		return err
 	}
 	for i, st := range c.Server.Capacity {
 		switch {
@@ -305,15 +305,8 @@ func (c Config) Validate() error {
 			return bad(fmt.Sprintf("Server.Capacity[%d].At", i), st.At, "want after the step before")
 		}
 	}
-	if c.Budget != nil {
-		if err := c.Budget.Validate(); err != nil {
-			return fmt.Errorf("fleetsim: invalid Config.Budget: %w", err)
-		}
-	}
-	if c.Cooldown != nil {
-		if err := c.Cooldown.Validate(); err != nil {
-			return fmt.Errorf("fleetsim: invalid Config.Cooldown: %w", err)
-		}
+	if err := cmp.Or(validLimiter("Budget", c.Budget), validLimiter("Cooldown", c.Cooldown)); err != nil {
+		return err
 	}
 	p := c.Policy
 	switch {

@@ -882,24 +882,14 @@ func (s *sim) pacing() string {
 	return "none"
 }
 
-func statsOf(l interface{ Stats() redisretry.Stats }) redisretry.Stats {
-	switch v := l.(type) {
-	case *redisretry.Quota:
-		if v == nil {
-			return redisretry.Stats{}
-		}
-	case *redisretry.AutoQuota:
-		if v == nil {
-			return redisretry.Stats{}
-		}
-	case *redisretry.Budget:
-		if v == nil {
-			return redisretry.Stats{}
-		}
-	case *redisretry.Cooldown:
-		if v == nil {
-			return redisretry.Stats{}
-		}
+// statsOf returns the Stats of a process's limiter, or none when the run
+// has no such limiter (l is nil).
+func statsOf[L any, P interface {
+	*L
+	Stats() redisretry.Stats
+}](l P) redisretry.Stats {
+	if l == nil {
+		return redisretry.Stats{}
 	}
 	return l.Stats()
 }

@@ -16,9 +16,10 @@
 package backend
 
 import (
-	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/backoffkit/retry/internal/enum"
 )
 
 // Script names one of the Lua scripts.
@@ -36,12 +37,7 @@ const (
 var scriptNames = [...]string{"", "gcra.lua", "gcra_return.lua", "budget.lua", "cooldown.lua", "rate.lua"}
 
 // String returns the script's file name, e.g. "gcra.lua".
-func (s Script) String() string {
-	if int(s) < len(scriptNames) && s != 0 {
-		return scriptNames[s]
-	}
-	return fmt.Sprintf("Script(%d)", uint8(s))
-}
+func (s Script) String() string { return enum.Name(s, "Script", scriptNames[:]...) }
 
 // QuotaKeys are a quota's Redis keys: the schedule and the members.
 type QuotaKeys struct{ TAT, Members string }
