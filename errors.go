@@ -173,7 +173,7 @@ func Unretryable(err error) error {
 // IsPermanent reports whether err's chain holds an error marked with
 // [Permanent].
 func IsPermanent(err error) bool {
-	return errchain.Find(err, asPermanent) != nil
+	return errchain.Find(err, func(e error) bool { _, ok := e.(*permanentError); return ok })
 }
 
 type hintError struct {

@@ -80,3 +80,13 @@ func BenchmarkChainQueries(b *testing.B) {
 		})
 	}
 }
+
+// A nil *permanentError in a chain (no caller can make one: Permanent(nil)
+// is nil) is still the mark, as before the walk moved to errchain: the
+// query reports it and never calls its Unwrap, which would panic.
+func TestIsPermanentOnANilMark(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", (*permanentError)(nil))
+	if !IsPermanent(err) {
+		t.Error("IsPermanent(a chain holding a nil *permanentError) = false, want true")
+	}
+}
