@@ -335,15 +335,18 @@ func (c *call) prepareBody() error {
 	return nil
 }
 
-// replayable reports whether the body can be sent again after an attempt.
+// replayable reports whether the body can be sent again after an attempt:
+// it can, unless it is sent as it is (bodyDirect) or it is a stream an
+// attempt has read from. Every kind is named, as in nextBody.
 func (c *call) replayable() bool {
 	switch c.bodyKind {
+	case bodyNone, bodyGetBody, bodyBuffered:
+		return true
 	case bodyDirect:
 		return false
-	case bodyStreamed:
+	default: // bodyStreamed
 		return c.stream.untouched()
 	}
-	return true
 }
 
 // nextBody returns the body of the next attempt; changed is false when the
