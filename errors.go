@@ -139,10 +139,18 @@ type permanentError struct {
 func (p *permanentError) Error() string { return p.err.Error() }
 func (p *permanentError) Unwrap() error { return p.err }
 
-// asPermanent returns e as a *permanentError, or nil.
-func asPermanent(e error) *permanentError {
-	p, _ := e.(*permanentError)
-	return p
+// permanentMark is what a walk of a chain finds of a [Permanent] mark: the
+// mark itself, and found (so that a nil *permanentError, which no caller
+// can make, is still a mark and its Unwrap is not called).
+type permanentMark struct {
+	pe    *permanentError
+	found bool
+}
+
+// asPermanent returns e's mark, if e is a *permanentError.
+func asPermanent(e error) permanentMark {
+	pe, ok := e.(*permanentError)
+	return permanentMark{pe, ok}
 }
 
 // Permanent marks err as not retryable: the loop stops at once and returns
@@ -173,7 +181,7 @@ func Unretryable(err error) error {
 // IsPermanent reports whether err's chain holds an error marked with
 // [Permanent].
 func IsPermanent(err error) bool {
-	return errchain.Find(err, func(e error) bool { _, ok := e.(*permanentError); return ok })
+	return errchain.Find(err, asPermanent).found
 }
 
 type hintError struct {

@@ -57,10 +57,12 @@ func TestChainQueries(t *testing.T) {
 func TestChainQueriesDoNotAllocate(t *testing.T) {
 	for _, tt := range chainCases() {
 		e := &Error{Reason: ReasonAttempts, Last: tt.err}
+		var p Policy
 		if n := testing.AllocsPerRun(100, func() {
 			IsPermanent(tt.err)
 			RetryAfter(tt.err)
 			e.Timeout()
+			p.halts(tt.err)
 		}); n != 0 {
 			t.Errorf("%s: %v allocations per run, want 0", tt.name, n)
 		}
@@ -88,5 +90,11 @@ func TestIsPermanentOnANilMark(t *testing.T) {
 	err := fmt.Errorf("wrapped: %w", (*permanentError)(nil))
 	if !IsPermanent(err) {
 		t.Error("IsPermanent(a chain holding a nil *permanentError) = false, want true")
+	}
+	// The loop agrees (it panicked there before): the mark halts it, as a
+	// failure the limiters record (not a transient one).
+	var p Policy
+	if halt, ok := p.halts(err); !halt || !ok {
+		t.Errorf("halts(a chain holding a nil *permanentError) = %v, %v; want true, true", halt, ok)
 	}
 }

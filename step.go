@@ -82,8 +82,8 @@ func (p *Policy) next(attempt int, prev time.Duration, err error, now, deadline 
 // halts reports whether err stops the loop as it is ([Permanent],
 // [Unretryable], Policy.Retryable) and, if so, how the limiters record it.
 func (p *Policy) halts(err error) (halt, ok bool) {
-	if pe := errchain.Find(err, asPermanent); pe != nil {
-		return true, !pe.transient
+	if m := errchain.Find(err, asPermanent); m.found {
+		return true, m.pe == nil || !m.pe.transient
 	}
 	if p.Retryable != nil && !p.Retryable(err) {
 		return true, true

@@ -114,9 +114,12 @@ func noLeaks(t *testing.T) func() {
 }
 
 // leakFree runs f in a synctest bubble and then checks that every goroutine
-// started since f began has ended (f closes what it opened): the goroutines
-// left are reported as an error. A test that f ends with t.Fatal skips the
-// check.
+// started since f began has ended: the goroutines left are reported as an
+// error. f closes what it opened itself, not through t.Cleanup (the check
+// runs before the cleanups would). A test that f ends with t.Fatal skips
+// the check. (A leak is reported at the check's line here, the test named
+// by its FAIL line and the goroutine's stack: the bubble's goroutine has
+// no frame of the test above it for t.Helper to reach.)
 func leakFree(t *testing.T, f func(t *testing.T)) {
 	synctest.Test(t, func(t *testing.T) {
 		check := noLeaks(t)
