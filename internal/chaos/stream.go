@@ -244,9 +244,12 @@ func ReadStream(resp *http.Response) (StreamResult, error) {
 // Content-Type is contentType (SSE with LF or CRLF line ends: the data of
 // each event ended by a blank line; NDJSON: each line, the last one only if
 // clean says the stream ended there; a JSON array: each whole, valid
-// element), and false if contentType is not a stream format. It is written
-// independently of httpretry's scanner, so that tests can compare them.
+// element), and false if contentType is not a stream format. A UTF-8 byte
+// order mark at the start is not part of the stream (the SSE format says to
+// ignore it; JSON parsers may). It is written independently of httpretry's
+// scanner, so that tests can compare them.
 func Events(contentType string, raw []byte, clean bool) ([][]byte, bool) {
+	raw = bytes.TrimPrefix(raw, []byte("\ufeff"))
 	mt, _, _ := mime.ParseMediaType(contentType)
 	switch mt {
 	case "text/event-stream":
