@@ -34,19 +34,38 @@ func startTLSRedis(t *testing.T, p testkit.PKI, clientAuth bool) string {
 // the connection within the bound the user gives, not within 20ms.
 const tlsDial = "5s"
 
-// fleetKeys returns the keys of the fleet name in the TLS Redis at url.
-func fleetKeys(t *testing.T, url string, p testkit.PKI, name string) []string {
+// scriptCalls returns how many scripts the TLS Redis at url has run (its
+// EVAL and EVALSHA calls, from INFO commandstats): a process that reached
+// it ran its quota's scripts there. The fleet's keys are no proof: a
+// process that closes gives its lease back and leaves the members, and a
+// lone process's keys are deleted then (or expire a few milliseconds
+// later), before or after the test looks.
+func scriptCalls(t *testing.T, url string, p testkit.PKI) int64 {
 	t.Helper()
 	c, err := redisretry.NewClientWith(redisretry.ClientConfig{URL: url, CAFile: p.CA, CertFile: p.ClientCert, KeyFile: p.ClientKey, DialTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	keys, err := c.Keys(context.Background(), "{"+name+"}*").Result()
+	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return keys
+	var n int64
+	for line := range strings.Lines(info) {
+		// cmdstat_evalsha:calls=3,usec=...
+		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_eval") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		v, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			t.Fatalf("INFO commandstats: %q: %v", line, err)
+		}
+		n += v
+	}
+	return n
 }
 
 func TestFleetTLSFreshProcesses(t *testing.T) {
@@ -58,15 +77,17 @@ func TestFleetTLSFreshProcesses(t *testing.T) {
 	url := startTLSRedis(t, p, false)
 	name := fleetName(t)
 	for i := range 10 {
+		before := scriptCalls(t, url, p)
 		r := runRetry(t, "", nil, "--redis", url, "--redis-ca", p.CA, "--redis-dial-timeout", tlsDial,
 			"--fleet", name, "--quota", "100/1s", "--attempts", "1", "--", "true")
 		if r.code != 0 || strings.Contains(r.stderr, "unavailable") {
 			t.Errorf("process %d: exit %d, stderr:\n%s", i+1, r.code, r.stderr)
 		}
+		if after := scriptCalls(t, url, p); after == before {
+			t.Errorf("process %d ran no script on the TLS Redis", i+1)
+		}
 	}
-	if keys := fleetKeys(t, url, p, name); len(keys) == 0 {
-		t.Errorf("no key of fleet %s in Redis", name)
-	}
+	t.Logf("10 processes ran %d scripts on the TLS Redis", scriptCalls(t, url, p))
 }
 
 func TestFleetTLSConfigFile(t *testing.T) {
@@ -83,8 +104,8 @@ func TestFleetTLSConfigFile(t *testing.T) {
 	if r.code != 0 || strings.Contains(r.stderr, "unavailable") {
 		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	if keys := fleetKeys(t, url, p, name); len(keys) == 0 {
-		t.Errorf("no key of fleet %s in Redis", name)
+	if scriptCalls(t, url, p) == 0 {
+		t.Error("the process ran no script on the TLS Redis")
 	}
 }
 
@@ -111,14 +132,13 @@ func TestFleetTLSClientCertificate(t *testing.T) {
 	// with the handshake's refusal, not a timeout.
 	p := testkit.NewPKI(t)
 	url := startTLSRedis(t, p, true)
-	name := fleetName(t)
 	r := runRetry(t, "", nil, "--redis", url, "--redis-ca", p.CA, "--redis-cert", p.ClientCert, "--redis-key", p.ClientKey,
-		"--redis-dial-timeout", tlsDial, "--fleet", name, "--quota", "100/1s", "--attempts", "1", "--", "true")
+		"--redis-dial-timeout", tlsDial, "--fleet", fleetName(t), "--quota", "100/1s", "--attempts", "1", "--", "true")
 	if r.code != 0 || strings.Contains(r.stderr, "unavailable") {
 		t.Errorf("with a client certificate: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	if keys := fleetKeys(t, url, p, name); len(keys) == 0 {
-		t.Errorf("no key of fleet %s in Redis", name)
+	if scriptCalls(t, url, p) == 0 {
+		t.Error("with a client certificate: the process ran no script on the TLS Redis")
 	}
 	r = runRetry(t, "", nil, "--redis", url, "--redis-ca", p.CA, "--redis-dial-timeout", tlsDial,
 		"--fleet", fleetName(t), "--quota", "100/1s", "--attempts", "1", "--", "true")
