@@ -947,3 +947,195 @@ func TestCloseLeavesAfterALateRefill(t *testing.T) {
 		}
 	})
 }
+
+func TestCloseLeavesAfterALateProbeOrDebtCall(t *testing.T) {
+	// A call of gcra.lua other than a refill outlives its bound (Redis
+	// stalls for it alone: it runs 500 ms after it was sent, the Timeout
+	// is 20 ms): a probe, or a debt call sent while the Quota decides
+	// without Redis. Another call then reaches Redis, and the Quota closes
+	// while the late one still runs. The leave waits for it: sent before,
+	// it would run first, and the late call's heartbeat would count the
+	// closed process again for 30 s (a fleet of n+1 for every other
+	// process's share). Nothing is left running after Close.
+	for _, tc := range []struct {
+		name string
+		slow func(c backend.Call) bool // the call that Redis runs late
+	}{
+		{"probe", func(c backend.Call) bool { return c.Script == backend.GCRA && c.GCRA.Inc == 0 }},
+		{"debt call", func(c backend.Call) bool { return c.Script == backend.GCRA && c.GCRA.Live }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leakFree(t, func(t *testing.T) {
+				mem := newMem()
+				var armed atomic.Bool
+				var ranAt atomic.Int64 // when the slow call ran at the server (ns since the epoch)
+				const stall = 500 * time.Millisecond
+				mem.latencyOf = func(c backend.Call) (time.Duration, time.Duration) {
+					if tc.slow(c) && armed.CompareAndSwap(true, false) {
+						go func() { time.Sleep(stall); ranAt.Store(time.Now().UnixNano()) }()
+						return stall, time.Millisecond
+					}
+					return 0, 0
+				}
+				keys := backend.NewQuotaKeys("k")
+				leaves := func() int64 { return mem.store.Stats().Calls[backend.GCRAReturn] }
+				cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10)}
+				q := connectedQuota(t, mem, cfg)
+
+				// Redis fails: the Quota decides without it and owes
+				// what it lets start (its live debt calls fail at once).
+				mem.setFail(errTestDown)
+				for q.State() != StateFallback {
+					q.Reserve(t.Context(), time.Now(), time.Time{})
+				}
+				for range 3 {
+					q.Reserve(t.Context(), time.Now(), time.Time{})
+				}
+				time.Sleep(cfg.ProbeInterval)
+
+				// At the next probe (a live debt call beside it), one
+				// of the two stalls at Redis, the other answers.
+				mem.setFail(nil)
+				armed.Store(true)
+				q.Reserve(t.Context(), time.Now(), time.Time{})
+				synctest.Wait()
+				if armed.Load() {
+					t.Fatalf("no %s was sent at the probe's time", tc.name)
+				}
+				time.Sleep(2 * DefaultTimeout) // past the slow call's bound: Redis counts as failed
+				for q.State() != StateRedis {  // a later call reaches Redis
+					q.Reserve(t.Context(), time.Now(), time.Time{})
+					time.Sleep(time.Millisecond)
+				}
+				if ranAt.Load() != 0 {
+					t.Fatalf("the slow %s ran before Close", tc.name)
+				}
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if ranAt.Load() == 0 {
+					t.Fatalf("Close returned before the slow %s ran at Redis", tc.name)
+				}
+				if m := mem.store.Members(keys.Members); len(m) != 0 || leaves() != 1 {
+					t.Fatalf("members %q after Close (%d leave calls), want none: the late %s counted the closed process again", m, leaves(), tc.name)
+				}
+			})
+		})
+	}
+}
+
+// faultyScripter is a client for the limiters on a real server that fails
+// every script call at once while down is set, and holds the next call
+// that hold picks (before it is sent: a connection that stalls for it
+// alone) until release is called. A held call ignores its context, as a
+// stalled peer does.
+type faultyScripter struct {
+	*redis.Client
+	down    atomic.Bool
+	mu      sync.Mutex
+	hold    func(args []any) bool // the call to hold, once
+	held    chan struct{}         // closed once a call is held
+	release chan struct{}         // closed to send it
+}
+
+func newFaultyScripter(c *redis.Client) *faultyScripter {
+	return &faultyScripter{Client: c, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+// gate fails or holds a call of args; it reports whether the call fails.
+func (f *faultyScripter) gate(args []any) bool {
+	f.mu.Lock()
+	pick := f.hold != nil && f.hold(args)
+	if pick {
+		f.hold = nil
+	}
+	f.mu.Unlock()
+	if pick {
+		close(f.held)
+		<-f.release
+		return false
+	}
+	return f.down.Load()
+}
+
+func (f *faultyScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	if f.gate(args) {
+		return failedCmd(ctx)
+	}
+	return f.Client.Eval(context.WithoutCancel(ctx), script, keys, args...)
+}
+
+func (f *faultyScripter) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if f.gate(args) {
+		return failedCmd(ctx)
+	}
+	return f.Client.EvalSha(context.WithoutCancel(ctx), sha, keys, args...)
+}
+
+func failedCmd(ctx context.Context) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(errTestDown)
+	return cmd
+}
+
+func TestCloseLeavesAfterALateProbeOnRedis(t *testing.T) {
+	// TestCloseLeavesAfterALateProbeOrDebtCall's probe on a real
+	// redis-server: the probe's connection stalls (its command has not
+	// reached Redis) past its bound; a live debt call then reaches Redis
+	// and the Quota closes. The leave waits for the probe: once it is let
+	// through and runs, Close leaves, and the process is not a member.
+	srv := startRedis(t)
+	c := srv.client(t)
+	ctx := context.Background()
+	key := testKey(t)
+	keys := backend.NewQuotaKeys(key)
+	f := newFaultyScripter(c)
+	defer func() {
+		if !isClosed(f.release) {
+			close(f.release) // a failed test lets the held call go
+		}
+	}()
+	q, _ := NewQuota(f, QuotaConfig{Settings: Settings{Key: key, Logger: discard, Timeout: 200 * time.Millisecond, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(100)})
+	if _, err := q.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	member := func() bool { return c.ZScore(ctx, keys.Members, q.member).Err() == nil }
+	if !member() {
+		t.Fatal("not a member after a call")
+	}
+	// Down: the Quota decides without Redis; its next probe is held.
+	f.down.Store(true)
+	f.mu.Lock()
+	f.hold = func(args []any) bool { return len(args) > 2 && args[0] == int64(0) && args[2] == int64(-1) }
+	f.mu.Unlock()
+	for q.State() != StateFallback {
+		q.Reserve(ctx, time.Now(), time.Time{})
+	}
+	poll := func(done func() bool) {
+		for !done() {
+			q.Reserve(ctx, time.Now(), time.Time{})
+			time.Sleep(time.Millisecond)
+		}
+	}
+	poll(func() bool { return isClosed(f.held) }) // the probe is sent, and held
+	f.down.Store(false)
+	poll(func() bool { return !q.g.probing.Load() }) // past its bound
+	poll(func() bool { return q.State() == StateRedis })
+	closed := make(chan error, 1)
+	go func() { closed <- q.Close() }()
+	waiting := func() bool { // Close waits for the probe, or (before the fix) left at once
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.idle) > 0
+	}
+	for !waiting() && member() {
+		time.Sleep(time.Millisecond)
+	}
+	close(f.release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if member() {
+		t.Fatal("the closed process is a member: the late probe ran after its leave")
+	}
+}
