@@ -1139,3 +1139,87 @@ func TestCloseLeavesAfterALateProbeOnRedis(t *testing.T) {
 		t.Fatal("the closed process is a member: the late probe ran after its leave")
 	}
 }
+
+func TestCloseReturnsWhileRedisStalls(t *testing.T) {
+	// Redis stops (SIGSTOP) and stays stopped while the Quota has calls
+	// outstanding: a refill past its bound, live debt calls, a probe. Close
+	// waits for each until the client gives it up (the call's bound and a
+	// connection's setup after it was sent: 100 + 300 ms here), then
+	// returns without a leave (Redis is unavailable): it never waits for
+	// Redis itself. The promise is 400 ms after the last call sent; 2 s
+	// more are allowed for a busy machine, against a Redis stopped for as
+	// long as the test runs.
+	srv := startRedis(t)
+	c, err := NewClientWith(ClientConfig{URL: srv.url(), DialTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: testKey(t), Logger: discard, Timeout: 100 * time.Millisecond, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(100)})
+	if _, err := q.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	for q.State() != StateFallback {
+		q.Reserve(ctx, time.Now(), time.Time{})
+	}
+	for !q.g.probing.Load() { // a probe is in flight
+		q.Reserve(ctx, time.Now(), time.Time{})
+		time.Sleep(time.Millisecond)
+	}
+	begin := time.Now()
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Close took %v", time.Since(begin))
+	if d := time.Since(begin); d > 400*time.Millisecond+2*time.Second {
+		t.Fatalf("Close took %v on a stalled Redis, want at most 400ms (and 2s for a busy machine)", d)
+	}
+	if _, err := q.Reserve(ctx, time.Now(), time.Time{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Reserve after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestNoCallStartsWhileClosing(t *testing.T) {
+	// Close waits for a refill past its bound (Redis stalls for it alone:
+	// 500 ms). Meanwhile callers keep deciding without Redis and a probe
+	// comes due: no call of this process starts any more (neither the
+	// probe nor a live reservation of what they start), since one would
+	// put the leave off by another bound, and a stream of them forever.
+	leakFree(t, func(t *testing.T) {
+		mem := newMem()
+		var slow atomic.Bool
+		mem.latency = func() (time.Duration, time.Duration) {
+			if slow.CompareAndSwap(true, false) {
+				return 500 * time.Millisecond, time.Millisecond
+			}
+			return time.Millisecond, time.Millisecond
+		}
+		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10)}
+		q := connectedQuota(t, mem, cfg)
+		slow.Store(true)
+		for q.State() == StateRedis {
+			q.Reserve(t.Context(), time.Now(), time.Time{})
+		}
+		synctest.Wait()
+		closed := make(chan error, 1)
+		go func() { closed <- q.Close() }()
+		synctest.Wait() // Close waits for the refill
+		calls := q.Stats().RoundTrips
+		for range 300 { // past the next probe's time, short of the refill's reply
+			q.Reserve(t.Context(), time.Now(), time.Time{})
+			time.Sleep(time.Millisecond)
+		}
+		if n := q.Stats().RoundTrips - calls; n != 0 || len(closed) != 0 {
+			t.Fatalf("%d calls started while closing (Close returned: %v), want none before the refill's reply", n, len(closed) != 0)
+		}
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		if m := mem.store.Members(backend.NewQuotaKeys("k").Members); len(m) != 0 {
+			t.Fatalf("members %q after Close, want none", m)
+		}
+	})
+}
