@@ -903,6 +903,20 @@ func TestCloseLeavesTheMembers(t *testing.T) {
 	})
 }
 
+// stallOnce makes the next call of gcra.lua that mem runs after stall is
+// called reach the server d late (its reply 1 ms back), and every other one
+// take 1 ms each way. Call it before any limiter is made on mem.
+func stallOnce(mem *memBackend, d time.Duration) (stall func()) {
+	var armed atomic.Bool
+	mem.latency = func() (time.Duration, time.Duration) {
+		if armed.CompareAndSwap(true, false) {
+			return d, time.Millisecond
+		}
+		return time.Millisecond, time.Millisecond
+	}
+	return func() { armed.Store(true) }
+}
+
 func TestCloseLeavesAfterALateRefill(t *testing.T) {
 	// A refill's call outlives its bound (Redis stalls for it alone); a
 	// probe then reaches Redis and the Quota closes while that call still
@@ -911,20 +925,14 @@ func TestCloseLeavesAfterALateRefill(t *testing.T) {
 	// 30 s.
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		var slow atomic.Bool
-		mem.latency = func() (time.Duration, time.Duration) {
-			if slow.CompareAndSwap(true, false) {
-				return 500 * time.Millisecond, time.Millisecond
-			}
-			return time.Millisecond, time.Millisecond
-		}
+		stall := stallOnce(mem, 500*time.Millisecond)
 		keys := backend.NewQuotaKeys("k")
 		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10)}
 		q, _ := newQuota(mem, cfg)
 		if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
 			t.Fatal(err)
 		}
-		slow.Store(true)
+		stall()
 		for q.State() == StateRedis {
 			q.Reserve(t.Context(), time.Now(), time.Time{})
 		}
@@ -1190,16 +1198,10 @@ func TestNoCallStartsWhileClosing(t *testing.T) {
 	// put the leave off by another bound, and a stream of them forever.
 	leakFree(t, func(t *testing.T) {
 		mem := newMem()
-		var slow atomic.Bool
-		mem.latency = func() (time.Duration, time.Duration) {
-			if slow.CompareAndSwap(true, false) {
-				return 500 * time.Millisecond, time.Millisecond
-			}
-			return time.Millisecond, time.Millisecond
-		}
+		stall := stallOnce(mem, 500*time.Millisecond)
 		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10)}
 		q := connectedQuota(t, mem, cfg)
-		slow.Store(true)
+		stall()
 		for q.State() == StateRedis {
 			q.Reserve(t.Context(), time.Now(), time.Time{})
 		}
