@@ -966,11 +966,15 @@ func TestCloseLeavesAfterALateProbeOrDebtCall(t *testing.T) {
 	// closed process again for 30 s (a fleet of n+1 for every other
 	// process's share). Nothing is left running after Close.
 	for _, tc := range []struct {
-		name string
-		slow func(c backend.Call) bool // the call that Redis runs late
+		name  string
+		probe bool // the probe is slow, else the first live debt call once Redis is back
+		fleet int  // QuotaConfig.FleetSize
 	}{
-		{"probe", func(c backend.Call) bool { return c.Script == backend.GCRA && c.GCRA.Inc == 0 }},
-		{"debt call", func(c backend.Call) bool { return c.Script == backend.GCRA && c.GCRA.Live }},
+		// A share of a tenth: the timer that reserves a start the share
+		// puts ahead of the schedule fires a second later, not with the
+		// probe (its live call, answered first, would leave no probe).
+		{"probe", true, 10},
+		{"debt call", false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			leakFree(t, func(t *testing.T) {
@@ -979,7 +983,8 @@ func TestCloseLeavesAfterALateProbeOrDebtCall(t *testing.T) {
 				var ranAt atomic.Int64 // when the slow call ran at the server (ns since the epoch)
 				const stall = 500 * time.Millisecond
 				mem.latencyOf = func(c backend.Call) (time.Duration, time.Duration) {
-					if tc.slow(c) && armed.CompareAndSwap(true, false) {
+					slow := c.Script == backend.GCRA && (c.GCRA.Inc == 0) == tc.probe && (tc.probe || c.GCRA.Live)
+					if slow && armed.CompareAndSwap(true, false) {
 						go func() { time.Sleep(stall); ranAt.Store(time.Now().UnixNano()) }()
 						return stall, time.Millisecond
 					}
@@ -987,32 +992,52 @@ func TestCloseLeavesAfterALateProbeOrDebtCall(t *testing.T) {
 				}
 				keys := backend.NewQuotaKeys("k")
 				leaves := func() int64 { return mem.store.Stats().Calls[backend.GCRAReturn] }
-				cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10)}
+				// No Slack: no slot of the lease ahead of need, which
+				// would serve the callers without a probe.
+				cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10), Slack: -1, FleetSize: tc.fleet}
 				q := connectedQuota(t, mem, cfg)
+				// A caller that waits for nothing once Redis is back
+				// (back from a long fallback, a caller without a
+				// deadline would wait for the share's pacer).
+				poke := func() { q.Reserve(t.Context(), time.Now(), time.Now().Add(DefaultTimeout)) }
+				sent := func() {
+					t.Helper()
+					synctest.Wait()
+					if armed.Load() {
+						t.Fatalf("no %s was sent", tc.name)
+					}
+				}
 
 				// Redis fails: the Quota decides without it and owes
 				// what it lets start (its live debt calls fail at once).
 				mem.setFail(errTestDown)
 				for q.State() != StateFallback {
 					q.Reserve(t.Context(), time.Now(), time.Time{})
+					synctest.Wait() // a call sent before the failure lands first
+				}
+				if !tc.probe {
+					// Redis is back: the next decision's live debt
+					// call stalls; the probe answers later.
+					mem.setFail(nil)
+					armed.Store(true)
+					q.Reserve(t.Context(), time.Now(), time.Time{})
+					sent()
 				}
 				for range 3 {
 					q.Reserve(t.Context(), time.Now(), time.Time{})
 				}
 				time.Sleep(cfg.ProbeInterval)
-
-				// At the next probe (a live debt call beside it), one
-				// of the two stalls at Redis, the other answers.
-				mem.setFail(nil)
-				armed.Store(true)
-				q.Reserve(t.Context(), time.Now(), time.Time{})
-				synctest.Wait()
-				if armed.Load() {
-					t.Fatalf("no %s was sent at the probe's time", tc.name)
+				if tc.probe {
+					// Redis is back at the probe's time: the probe
+					// stalls, a live debt call beside it answers.
+					mem.setFail(nil)
+					armed.Store(true)
 				}
-				time.Sleep(2 * DefaultTimeout) // past the slow call's bound: Redis counts as failed
+				poke()
+				sent()
+				time.Sleep(2 * DefaultTimeout) // past the slow call's bound
 				for q.State() != StateRedis {  // a later call reaches Redis
-					q.Reserve(t.Context(), time.Now(), time.Time{})
+					poke()
 					time.Sleep(time.Millisecond)
 				}
 				if ranAt.Load() != 0 {
