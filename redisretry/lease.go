@@ -380,9 +380,10 @@ func (q *Quota) untilLocked(send time.Time) int64 {
 	return q.clock.serverAt(send.Add(q.g.patience()))
 }
 
-// lateCall is a refill's call that may outlive its bound: whether the
-// Quota waits for its late outcome (awaiting counts it), and whether that
-// came (before or after the bound's timeout was handled).
+// lateCall is a call that may outlive its bound: whether the Quota waits
+// for its late outcome (a refill's is counted in awaiting, a probe's or a
+// debt call's in trailing), and whether that came (before or after the
+// bound's timeout was handled).
 type lateCall struct{ waiting, ended bool }
 
 // sent is when a call of the script was sent, and where this process's
@@ -516,16 +517,51 @@ func (q *Quota) deliver(served []*reservation, granted bool, units int64) {
 	}
 }
 
-// idleLocked returns the functions waiting for the refills to end, once none
-// is in flight, nor a call of one that outlived its bound (its heartbeat,
-// run after Close's leave, would count this process again).
+// idleLocked returns the functions waiting for the calls that carry this
+// process's member id to end (Close's leave), once none may still run at
+// Redis (see busyLocked).
 func (q *Quota) idleLocked() []func() {
-	if q.refills > 0 || q.awaiting > 0 {
+	if q.busyLocked() {
 		return nil
 	}
 	idle := q.idle
 	q.idle = nil
 	return idle
+}
+
+// busyLocked reports whether a call of gcra.lua may still run at Redis:
+// a refill or a debt call in flight, a probe in flight, or one of them past
+// its bound whose outcome (its late reply, or the transport's end of it) has
+// not come. Each is a heartbeat that, run after Close's leave, would count
+// this process as a member again for memberTTL.
+func (q *Quota) busyLocked() bool {
+	return q.refills > 0 || q.awaiting > 0 || q.trailing > 0
+}
+
+// settleLocked takes an outcome of lc, a probe or a debt call, counted in
+// trailing while Redis may still run it: at its bound (late false), running
+// says that it may (unless its late outcome came first); late is its late
+// outcome (or the end of a call never sent).
+func (q *Quota) settleLocked(lc *lateCall, running, late bool) {
+	if late {
+		lc.ended = true
+	}
+	q.lingerLocked(lc, running && !lc.ended)
+}
+
+// lingerLocked counts lc in Quota.trailing while linger says that Redis may
+// still run it: a probe from its sending, a probe or a debt call past its
+// bound until its late outcome.
+func (q *Quota) lingerLocked(lc *lateCall, linger bool) {
+	if lc.waiting == linger {
+		return
+	}
+	lc.waiting = linger
+	if linger {
+		q.trailing++
+	} else {
+		q.trailing--
+	}
 }
 
 // learnLocked learns from a reply of the script asked for at send and
@@ -683,24 +719,51 @@ func (q *Quota) warm() {
 // probe tries Redis again when a probe is due: a heartbeat that reserves
 // nothing. (The debt is reserved once Redis answered: a call sent while it
 // stalls may run when it resumes, its reply lost, and what it reserved
-// would be reserved again.)
+// would be reserved again.) None starts once Close was called: Close's
+// leave waits for a probe until Redis can no longer run it (trailing).
 func (q *Quota) probe() {
 	if State(q.g.state.Load()) != StateFallback || !q.g.probeDue() {
 		return
 	}
 	q.mu.Lock()
+	if q.closing {
+		q.mu.Unlock()
+		q.g.probing.Store(false)
+		return
+	}
 	now := q.g.now()
 	c := backend.Call{Script: backend.GCRA, Quota: q.keys,
 		GCRA: backend.GCRAArgs{MaxWait: -1, Member: q.member, MemberTTL: int64(memberTTL / time.Millisecond), Limit: q.limitArg}}
+	lc := &lateCall{}
+	q.lingerLocked(lc, true)
 	q.mu.Unlock()
 	if !q.g.sendLate(c,
-		func(r backend.Reply, err error) { q.paidAt(nil, now, r.GCRA, err, false); q.g.probing.Store(false) },
+		func(r backend.Reply, err error) {
+			q.paidAt(nil, now, r.GCRA, err, false)
+			q.g.probing.Store(false)
+			te := errTimeout{}
+			q.settle(lc, errors.As(err, &te) && te.running, false)
+		},
 		func(r backend.Reply, err error) {
 			if err == nil {
 				q.paidAt(nil, now, r.GCRA, nil, true)
 			}
+			q.settle(lc, false, true)
 		}) {
 		q.g.probing.Store(false)
+		q.settle(lc, false, true)
+	}
+}
+
+// settle is settleLocked, and then Close's leave if lc was the last call
+// it waited for.
+func (q *Quota) settle(lc *lateCall, running, late bool) {
+	q.mu.Lock()
+	q.settleLocked(lc, running, late)
+	idle := q.idleLocked()
+	q.mu.Unlock()
+	for _, f := range idle {
+		f()
 	}
 }
 
@@ -712,9 +775,10 @@ func (q *Quota) probe() {
 type debtCall struct {
 	n      int64
 	sent   time.Time
-	owed   []grant // its starts, put back if it reserves nothing
-	live   bool    // sent without Redis (see reconcileLocked)
-	closed bool    // its outcome is known
+	owed   []grant  // its starts, put back if it reserves nothing
+	live   bool     // sent without Redis (see reconcileLocked)
+	closed bool     // its outcome is known
+	lc     lateCall // past its bound: Close's leave waits for its late outcome
 }
 
 // maxEarly bounds how far back a debt is placed: as far as the processes may
@@ -911,9 +975,14 @@ func (q *Quota) paid(dc *debtCall, r backend.GCRAReply, err error, late bool) {
 func (q *Quota) paidAt(dc *debtCall, send time.Time, r backend.GCRAReply, err error, late bool) {
 	now := q.g.now()
 	q.mu.Lock()
+	te := errTimeout{}
+	running := !late && errors.As(err, &te) && te.running
 	var idle []func()
-	if dc != nil && !late {
-		q.refills--
+	if dc != nil {
+		if !late {
+			q.refills--
+		}
+		q.settleLocked(&dc.lc, running, late)
 		idle = q.idleLocked()
 	}
 	if late && err != nil {
@@ -921,8 +990,7 @@ func (q *Quota) paidAt(dc *debtCall, send time.Time, r backend.GCRAReply, err er
 	}
 	// At the bound, a call Redis may still run keeps its part being
 	// reserved until its late outcome.
-	te := errTimeout{}
-	if running := !late && errors.As(err, &te) && te.running; dc != nil && !running {
+	if dc != nil && !running {
 		q.closeDebtLocked(dc, err == nil && r.OK, r.To)
 	}
 	if err == nil {

@@ -30,6 +30,9 @@ type memBackend struct {
 	// Timeout: a reply that arrives at the very instant a timer fires would
 	// race it (timers firing together run in no fixed order).
 	latency func() (there, back time.Duration)
+	// latencyOf, when set, is latency by the call, for a scenario that
+	// slows one kind of call down (it replaces latency).
+	latencyOf func(c backend.Call) (there, back time.Duration)
 }
 
 func newMem() *memBackend { return &memBackend{} }
@@ -57,8 +60,14 @@ func (m *memBackend) run(ctx context.Context, c backend.Call) (backend.Reply, er
 	if e := m.fail.Load(); e != nil {
 		return backend.Reply{}, *e
 	}
-	if m.latency != nil && c.Script == backend.GCRA {
-		there, back := m.latency()
+	var there, back time.Duration
+	switch {
+	case m.latencyOf != nil:
+		there, back = m.latencyOf(c)
+	case m.latency != nil && c.Script == backend.GCRA:
+		there, back = m.latency()
+	}
+	if there > 0 || back > 0 {
 		time.Sleep(there)
 		defer time.Sleep(back) // after the script: the reply travels back
 	}

@@ -220,6 +220,7 @@ type Quota struct {
 	sending       int64       // of the debt, units being reserved now
 	awaiting      int         // refills past their bound still running: their blocks pay the debt first
 	awaitingUnits int64       // the units those refills asked for
+	trailing      int         // probes in flight, and debt calls and probes past their bound still running (busyLocked)
 	lives         []*debtCall // live debt calls in flight, in the order sent (see reconcileLocked)
 	unreached     bool        // a call ended without a reply after its bound, and no reply came since
 	fellAt        time.Time   // the first decision without Redis since it last answered
@@ -441,9 +442,16 @@ func (q *Quota) State() State { return State(q.g.state.Load()) }
 // gives the unused end of this process's lease back when no process
 // reserved after it, and removes this process from the members the others'
 // shares are counted over (else it would count for 30 s after its last
-// call). It then waits for the Redis calls in flight. Reserve then returns
-// [ErrClosed]. While Redis is unavailable Close sends nothing: the process
-// stops counting 30 s after its last call.
+// call). The leave is the last of this process's calls to reach Redis: each
+// call of the quota's script counts the process as a member again, so Close
+// first waits for those in flight (refills, a probe, the reservation of
+// what it let start without Redis), and for those past the timeout that
+// Redis may still run until their late reply or until the client gives
+// them up (a connection's setup after the timeout, on a client made by
+// [NewClientWith]; a client that ignores contexts, at its own read
+// timeout). No call starts once Close was called. Reserve then returns
+// [ErrClosed]. While Redis is unavailable when those calls ended, Close
+// sends nothing: the process stops counting 30 s after its last call.
 func (q *Quota) Close() error {
 	ch := make(chan error, 1)
 	if !q.closeAsync(func(err error) { ch <- err }) {
@@ -454,11 +462,11 @@ func (q *Quota) Close() error {
 	return err
 }
 
-// closeAsync starts closing: once the refills in flight landed and those
-// past their bound ended (a heartbeat of theirs run after the leave would
-// count this process again), it leaves the fleet (giveBackLease) and calls
-// done with that call's error. It
-// returns false (and never calls done) if the Quota was already closing.
+// closeAsync starts closing: once no call of gcra.lua may still run at
+// Redis (busyLocked: a heartbeat run after the leave would count this
+// process again), it leaves the fleet (giveBackLease) and calls done with
+// that call's error. It returns false (and never calls done) if the Quota
+// was already closing.
 func (q *Quota) closeAsync(done func(error)) bool {
 	q.mu.Lock()
 	if q.closing {
@@ -470,7 +478,7 @@ func (q *Quota) closeAsync(done func(error)) bool {
 		q.owedStop()
 		q.owedStop = nil
 	}
-	if q.refills > 0 || q.awaiting > 0 {
+	if q.busyLocked() {
 		// The blocks in flight land first, and the calls past their
 		// bound end (see idleLocked).
 		q.idle = append(q.idle, func() { q.giveBackLease(done) })

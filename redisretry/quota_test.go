@@ -903,6 +903,20 @@ func TestCloseLeavesTheMembers(t *testing.T) {
 	})
 }
 
+// stallOnce makes the next call of gcra.lua that mem runs after stall is
+// called reach the server d late (its reply 1 ms back), and every other one
+// take 1 ms each way. Call it before any limiter is made on mem.
+func stallOnce(mem *memBackend, d time.Duration) (stall func()) {
+	var armed atomic.Bool
+	mem.latency = func() (time.Duration, time.Duration) {
+		if armed.CompareAndSwap(true, false) {
+			return d, time.Millisecond
+		}
+		return time.Millisecond, time.Millisecond
+	}
+	return func() { armed.Store(true) }
+}
+
 func TestCloseLeavesAfterALateRefill(t *testing.T) {
 	// A refill's call outlives its bound (Redis stalls for it alone); a
 	// probe then reaches Redis and the Quota closes while that call still
@@ -911,20 +925,14 @@ func TestCloseLeavesAfterALateRefill(t *testing.T) {
 	// 30 s.
 	synctest.Test(t, func(t *testing.T) {
 		mem := newMem()
-		var slow atomic.Bool
-		mem.latency = func() (time.Duration, time.Duration) {
-			if slow.CompareAndSwap(true, false) {
-				return 500 * time.Millisecond, time.Millisecond
-			}
-			return time.Millisecond, time.Millisecond
-		}
+		stall := stallOnce(mem, 500*time.Millisecond)
 		keys := backend.NewQuotaKeys("k")
 		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10)}
 		q, _ := newQuota(mem, cfg)
 		if _, err := q.Reserve(t.Context(), time.Now(), time.Time{}); err != nil {
 			t.Fatal(err)
 		}
-		slow.Store(true)
+		stall()
 		for q.State() == StateRedis {
 			q.Reserve(t.Context(), time.Now(), time.Time{})
 		}
@@ -943,6 +951,301 @@ func TestCloseLeavesAfterALateRefill(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m := mem.store.Members(keys.Members); len(m) != 0 {
+			t.Fatalf("members %q after Close, want none", m)
+		}
+	})
+}
+
+func TestCloseLeavesAfterALateProbeOrDebtCall(t *testing.T) {
+	// A call of gcra.lua other than a refill outlives its bound (Redis
+	// stalls for it alone: it runs 500 ms after it was sent, the Timeout
+	// is 20 ms): a probe, or a debt call sent while the Quota decides
+	// without Redis. Another call then reaches Redis, and the Quota closes
+	// while the late one still runs. The leave waits for it: sent before,
+	// it would run first, and the late call's heartbeat would count the
+	// closed process again for 30 s (a fleet of n+1 for every other
+	// process's share). Nothing is left running after Close.
+	for _, tc := range []struct {
+		name  string
+		probe bool // the probe is slow, else the first live debt call once Redis is back
+		fleet int  // QuotaConfig.FleetSize
+	}{
+		// A share of a tenth: the timer that reserves a start the share
+		// puts ahead of the schedule fires a second later, not with the
+		// probe (its live call, answered first, would leave no probe).
+		{"probe", true, 10},
+		{"debt call", false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			leakFree(t, func(t *testing.T) {
+				mem := newMem()
+				var armed atomic.Bool
+				var ranAt atomic.Int64 // when the slow call ran at the server (ns since the epoch)
+				const stall = 500 * time.Millisecond
+				mem.latencyOf = func(c backend.Call) (time.Duration, time.Duration) {
+					slow := c.Script == backend.GCRA && (c.GCRA.Inc == 0) == tc.probe && (tc.probe || c.GCRA.Live)
+					if slow && armed.CompareAndSwap(true, false) {
+						go func() { time.Sleep(stall); ranAt.Store(time.Now().UnixNano()) }()
+						return stall, time.Millisecond
+					}
+					return 0, 0
+				}
+				keys := backend.NewQuotaKeys("k")
+				leaves := func() int64 { return mem.store.Stats().Calls[backend.GCRAReturn] }
+				// No Slack: no slot of the lease ahead of need, which
+				// would serve the callers without a probe.
+				cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10), Slack: -1, FleetSize: tc.fleet}
+				q := connectedQuota(t, mem, cfg)
+				// A caller that waits for nothing once Redis is back
+				// (back from a long fallback, a caller without a
+				// deadline would wait for the share's pacer).
+				poke := func() { q.Reserve(t.Context(), time.Now(), time.Now().Add(DefaultTimeout)) }
+				sent := func() {
+					t.Helper()
+					synctest.Wait()
+					if armed.Load() {
+						t.Fatalf("no %s was sent", tc.name)
+					}
+				}
+
+				// Redis fails: the Quota decides without it and owes
+				// what it lets start (its live debt calls fail at once).
+				mem.setFail(errTestDown)
+				for q.State() != StateFallback {
+					q.Reserve(t.Context(), time.Now(), time.Time{})
+					synctest.Wait() // a call sent before the failure lands first
+				}
+				if !tc.probe {
+					// Redis is back: the next decision's live debt
+					// call stalls; the probe answers later.
+					mem.setFail(nil)
+					armed.Store(true)
+					q.Reserve(t.Context(), time.Now(), time.Time{})
+					sent()
+				}
+				for range 3 {
+					q.Reserve(t.Context(), time.Now(), time.Time{})
+				}
+				time.Sleep(cfg.ProbeInterval)
+				if tc.probe {
+					// Redis is back at the probe's time: the probe
+					// stalls, a live debt call beside it answers.
+					mem.setFail(nil)
+					armed.Store(true)
+				}
+				poke()
+				sent()
+				time.Sleep(2 * DefaultTimeout) // past the slow call's bound
+				for q.State() != StateRedis {  // a later call reaches Redis
+					poke()
+					time.Sleep(time.Millisecond)
+				}
+				if ranAt.Load() != 0 {
+					t.Fatalf("the slow %s ran before Close", tc.name)
+				}
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if ranAt.Load() == 0 {
+					t.Fatalf("Close returned before the slow %s ran at Redis", tc.name)
+				}
+				if m := mem.store.Members(keys.Members); len(m) != 0 || leaves() != 1 {
+					t.Fatalf("members %q after Close (%d leave calls), want none: the late %s counted the closed process again", m, leaves(), tc.name)
+				}
+			})
+		})
+	}
+}
+
+// faultyScripter is a client for the limiters on a real server that fails
+// every script call at once while down is set, and holds the next call
+// that hold picks (before it is sent: a connection that stalls for it
+// alone) until release is called. A held call ignores its context, as a
+// stalled peer does.
+type faultyScripter struct {
+	*redis.Client
+	down    atomic.Bool
+	mu      sync.Mutex
+	hold    func(args []any) bool // the call to hold, once
+	held    chan struct{}         // closed once a call is held
+	release chan struct{}         // closed to send it
+}
+
+func newFaultyScripter(c *redis.Client) *faultyScripter {
+	return &faultyScripter{Client: c, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+// gate fails or holds a call of args; it reports whether the call fails.
+func (f *faultyScripter) gate(args []any) bool {
+	f.mu.Lock()
+	pick := f.hold != nil && f.hold(args)
+	if pick {
+		f.hold = nil
+	}
+	f.mu.Unlock()
+	if pick {
+		close(f.held)
+		<-f.release
+		return false
+	}
+	return f.down.Load()
+}
+
+func (f *faultyScripter) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	if f.gate(args) {
+		return failedCmd(ctx)
+	}
+	return f.Client.Eval(context.WithoutCancel(ctx), script, keys, args...)
+}
+
+func (f *faultyScripter) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	if f.gate(args) {
+		return failedCmd(ctx)
+	}
+	return f.Client.EvalSha(context.WithoutCancel(ctx), sha, keys, args...)
+}
+
+func failedCmd(ctx context.Context) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	cmd.SetErr(errTestDown)
+	return cmd
+}
+
+func TestCloseLeavesAfterALateProbeOnRedis(t *testing.T) {
+	// TestCloseLeavesAfterALateProbeOrDebtCall's probe on a real
+	// redis-server: the probe's connection stalls (its command has not
+	// reached Redis) past its bound; a live debt call then reaches Redis
+	// and the Quota closes. The leave waits for the probe: once it is let
+	// through and runs, Close leaves, and the process is not a member.
+	srv := startRedis(t)
+	c := srv.client(t)
+	ctx := context.Background()
+	key := testKey(t)
+	keys := backend.NewQuotaKeys(key)
+	f := newFaultyScripter(c)
+	defer func() {
+		if !isClosed(f.release) {
+			close(f.release) // a failed test lets the held call go
+		}
+	}()
+	q, _ := NewQuota(f, QuotaConfig{Settings: Settings{Key: key, Logger: discard, Timeout: 200 * time.Millisecond, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(100)})
+	if _, err := q.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	member := func() bool { return c.ZScore(ctx, keys.Members, q.member).Err() == nil }
+	if !member() {
+		t.Fatal("not a member after a call")
+	}
+	// Down: the Quota decides without Redis; its next probe is held.
+	f.down.Store(true)
+	f.mu.Lock()
+	f.hold = func(args []any) bool { return len(args) > 2 && args[0] == int64(0) && args[2] == int64(-1) }
+	f.mu.Unlock()
+	for q.State() != StateFallback {
+		q.Reserve(ctx, time.Now(), time.Time{})
+	}
+	poll := func(done func() bool) {
+		for !done() {
+			q.Reserve(ctx, time.Now(), time.Time{})
+			time.Sleep(time.Millisecond)
+		}
+	}
+	poll(func() bool { return isClosed(f.held) }) // the probe is sent, and held
+	f.down.Store(false)
+	poll(func() bool { return !q.g.probing.Load() }) // past its bound
+	poll(func() bool { return q.State() == StateRedis })
+	closed := make(chan error, 1)
+	go func() { closed <- q.Close() }()
+	waiting := func() bool { // Close waits for the probe, or (before the fix) left at once
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.idle) > 0
+	}
+	for !waiting() && member() {
+		time.Sleep(time.Millisecond)
+	}
+	close(f.release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if member() {
+		t.Fatal("the closed process is a member: the late probe ran after its leave")
+	}
+}
+
+func TestCloseReturnsWhileRedisStalls(t *testing.T) {
+	// Redis stops (SIGSTOP) and stays stopped while the Quota has calls
+	// outstanding: a refill past its bound, live debt calls, a probe. Close
+	// waits for each until the client gives it up (the call's bound and a
+	// connection's setup after it was sent: 100 + 300 ms here), then
+	// returns without a leave (Redis is unavailable): it never waits for
+	// Redis itself. The promise is 400 ms after the last call sent; 2 s
+	// more are allowed for a busy machine, against a Redis stopped for as
+	// long as the test runs.
+	srv := startRedis(t)
+	c, err := NewClientWith(ClientConfig{URL: srv.url(), DialTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	q, _ := NewQuota(c, QuotaConfig{Settings: Settings{Key: testKey(t), Logger: discard, Timeout: 100 * time.Millisecond, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(100)})
+	if _, err := q.Reserve(ctx, time.Now(), time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	defer srv.Resume()
+	for q.State() != StateFallback {
+		q.Reserve(ctx, time.Now(), time.Time{})
+	}
+	for !q.g.probing.Load() { // a probe is in flight
+		q.Reserve(ctx, time.Now(), time.Time{})
+		time.Sleep(time.Millisecond)
+	}
+	begin := time.Now()
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Close took %v", time.Since(begin))
+	if d := time.Since(begin); d > 400*time.Millisecond+2*time.Second {
+		t.Fatalf("Close took %v on a stalled Redis, want at most 400ms (and 2s for a busy machine)", d)
+	}
+	if _, err := q.Reserve(ctx, time.Now(), time.Time{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Reserve after Close: %v, want ErrClosed", err)
+	}
+}
+
+func TestNoCallStartsWhileClosing(t *testing.T) {
+	// Close waits for a refill past its bound (Redis stalls for it alone:
+	// 500 ms). Meanwhile callers keep deciding without Redis and a probe
+	// comes due: no call of this process starts any more (neither the
+	// probe nor a live reservation of what they start), since one would
+	// put the leave off by another bound, and a stream of them forever.
+	leakFree(t, func(t *testing.T) {
+		mem := newMem()
+		stall := stallOnce(mem, 500*time.Millisecond)
+		cfg := QuotaConfig{Settings: Settings{Key: "k", Logger: discard, ProbeInterval: 100 * time.Millisecond}, Limit: PerSecond(10)}
+		q := connectedQuota(t, mem, cfg)
+		stall()
+		for q.State() == StateRedis {
+			q.Reserve(t.Context(), time.Now(), time.Time{})
+		}
+		synctest.Wait()
+		closed := make(chan error, 1)
+		go func() { closed <- q.Close() }()
+		synctest.Wait() // Close waits for the refill
+		calls := q.Stats().RoundTrips
+		for range 300 { // past the next probe's time, short of the refill's reply
+			q.Reserve(t.Context(), time.Now(), time.Time{})
+			time.Sleep(time.Millisecond)
+		}
+		if n := q.Stats().RoundTrips - calls; n != 0 || len(closed) != 0 {
+			t.Fatalf("%d calls started while closing (Close returned: %v), want none before the refill's reply", n, len(closed) != 0)
+		}
+		if err := <-closed; err != nil {
+			t.Fatal(err)
+		}
+		if m := mem.store.Members(backend.NewQuotaKeys("k").Members); len(m) != 0 {
 			t.Fatalf("members %q after Close, want none", m)
 		}
 	})
